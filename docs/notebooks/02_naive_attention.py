@@ -1,0 +1,61 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Naive attention, step by step — companion notebook
+#
+# Run the chapter's experiment in your own Python session, on your own hardware. Install the
+# package first (`pip install -e .` in a clone of the repository); on a machine with a CUDA
+# GPU the experiment uses it automatically.
+#
+# Unlike the site, this notebook does not read the committed store: every number below is
+# measured when you run it.
+
+# %%
+import inspect
+import os
+
+from attention_docs import naive_attention, render, run_experiment
+from attention_docs.measurements import Sourced
+
+# A small shape keeps this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
+seq_len = 64 if os.environ.get("ATTENTION_DOCS_TINY") else 1024
+
+# %% [markdown]
+# ## The code under study
+#
+# `naive_attention` runs the five steps, each inside a `record_function` range.
+
+# %%
+print(inspect.getsource(naive_attention))
+
+# %% [markdown]
+# ## Measure it
+#
+# `run_experiment` profiles the forward pass with a wait/warmup/active schedule and returns a
+# `Measurement`: plain data you can inspect, save as JSON or render.
+
+# %%
+m = run_experiment("naive_steps", {"seq_len": seq_len})
+here = Sourced(m, "measured in this notebook", "-", base="")
+print(render.step_table(here))
+
+# %%
+print(render.dominant_step(m))
+print(render.forward_time(m))
+
+# %%
+print(render.op_table(here))
+
+# %% [markdown]
+# ## Try next
+#
+# Change `seq_len`, pass `{"causal": False}` or `{"dtype": "bfloat16"}`, and watch which step
+# dominates.

@@ -1,0 +1,47 @@
+"""Attention, Profiled: the attention algorithm taken apart under the PyTorch profiler.
+
+The public API is flat: `from attention_docs import measure, naive_attention, render`.
+Names load lazily so that `import attention_docs` stays cheap and the torch-free parts
+(renderers, measurement records) never pull in torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "naive_attention": "attention_docs.attention.naive",
+    "causal_mask": "attention_docs.attention.naive",
+    "STEPS": "attention_docs.attention.naive",
+    "make_qkv": "attention_docs.inputs",
+    "step_costs": "attention_docs.cost",
+    "Measurement": "attention_docs.measurements.schema",
+    "Sourced": "attention_docs.measurements.schema",
+    "Store": "attention_docs.measurements.store",
+    "run_experiment": "attention_docs.experiments.runner",
+    "measure": "attention_docs.book",
+    "MeasurementError": "attention_docs.book",
+    "ExperimentError": "attention_docs.experiments.registry",
+}
+_MODULES = {"render": "attention_docs.render", "book": "attention_docs.book"}
+
+__all__ = [  # noqa: PLE0604 - built from the lazy-export tables above
+    "__version__",
+    *sorted(_EXPORTS),
+    *sorted(_MODULES),
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return importlib.import_module(_MODULES[name])
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'attention_docs' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,5 @@
+import sys
+
+from attention_docs.cli import main
+
+sys.exit(main())

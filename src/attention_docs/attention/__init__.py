@@ -1,0 +1,5 @@
+# Attention implementations only: no profiling, no I/O. Each module is one way to compute
+# softmax(q·kᵀ/√d)·v; experiments profile them and tests check them against float64.
+from attention_docs.attention.naive import STEPS, causal_mask, naive_attention
+
+__all__ = ["STEPS", "causal_mask", "naive_attention"]

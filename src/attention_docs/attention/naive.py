@@ -1,0 +1,50 @@
+# Attention written out as the five steps the whole site profiles. Each step runs inside a
+# `record_function` range whose name is the step label, so profiles, tables and figures all
+# speak of the same five things. Chapters show this file through pymdown snippets: keep the
+# section markers around the code a reader should see.
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.profiler import record_function
+
+STEPS: tuple[str, ...] = (
+    "attention.scores",
+    "attention.scale",
+    "attention.mask",
+    "attention.softmax",
+    "attention.weighted_sum",
+)
+
+
+def causal_mask(seq_len: int, kv_seq_len: int | None = None, *, device=None) -> torch.Tensor:
+    """Boolean mask, True where a query may **not** look (a key in its future).
+
+    With `kv_seq_len > seq_len` (queries are the last `seq_len` positions of a longer
+    sequence) the diagonal is shifted so that query `i` sees keys `0 .. kv_seq_len - seq_len + i`.
+    """
+    kv_len = seq_len if kv_seq_len is None else kv_seq_len
+    return torch.ones(seq_len, kv_len, dtype=torch.bool, device=device).triu(kv_len - seq_len + 1)
+
+
+# --8<-- [start:steps]
+def naive_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False
+) -> torch.Tensor:
+    """softmax(q·kᵀ / √head_dim) · v, one labelled step at a time."""
+    with record_function("attention.scores"):
+        scores = q @ k.transpose(-2, -1)  # (..., seq_len, seq_len): the N×N matrix
+    with record_function("attention.scale"):
+        scores = scores / math.sqrt(q.size(-1))
+    with record_function("attention.mask"):
+        if causal:
+            mask = causal_mask(q.size(-2), k.size(-2), device=q.device)
+            scores = scores.masked_fill(mask, float("-inf"))
+    with record_function("attention.softmax"):
+        probs = torch.softmax(scores, dim=-1)
+    with record_function("attention.weighted_sum"):
+        return probs @ v
+
+
+# --8<-- [end:steps]

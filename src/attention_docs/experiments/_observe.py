@@ -1,0 +1,63 @@
+# Shared by experiments that profile one forward pass: profile it, time it without the
+# profiler, and reduce the trace to per-step and per-op statistics per forward.
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from attention_docs.cost import StepCost
+from attention_docs.experiments.registry import Observed
+from attention_docs.measurements.schema import OpStat, StepStat
+from attention_docs.profiling.profile import Schedule, profile_callable
+from attention_docs.profiling.timing import time_callable
+from attention_docs.profiling.trace import op_stats, step_span_times
+
+
+def observe_forward(
+    fn: Callable[[], object],
+    ctx,
+    *,
+    labels: Iterable[str] = (),
+    costs: Iterable[StepCost] = (),
+    sched: Schedule | None = None,
+    top_ops: int = 12,
+) -> Observed:
+    """Profile `fn` (one forward per profiler step), time it, and summarise per forward."""
+    sched = sched or Schedule()
+    run = profile_callable(fn, ctx.device, sched=sched)
+    per = float(sched.active)
+    cost_of = {c.label: c for c in costs}
+    spans = step_span_times(run.trace, labels)
+    steps = tuple(
+        StepStat(
+            label=label,
+            calls=round(s["calls"] / per),
+            time_us=s["device_us"] / per,
+            cpu_us=s["cpu_us"] / per,
+            flops=cost_of[label].flops if label in cost_of else 0.0,
+            bytes=cost_of[label].bytes if label in cost_of else 0.0,
+        )
+        for label, s in spans.items()
+    )
+    ops = tuple(
+        OpStat(
+            name=o["name"],
+            where=o["where"],
+            calls=o["calls"] / per,
+            self_us=o["self_us"] / per,
+            total_us=o["total_us"] / per,
+            flops=run.flops_by_op.get(o["name"]),
+        )
+        for o in op_stats(run.trace)[:top_ops]
+    )
+    last = run.trace.steps[-1].step
+    return Observed(
+        steps=steps,
+        ops=ops,
+        timing=time_callable(fn, ctx.device),
+        timeline=run.trace.in_step(last),
+        chrome=run.chrome,
+        facts={
+            "profiled_steps": sched.active,
+            "profile_schedule": f"wait={sched.wait}, warmup={sched.warmup}, active={sched.active}",
+        },
+    )

@@ -1,0 +1,73 @@
+# Runs one experiment in this process and turns what it observed into a Measurement. The
+# docs never call this directly: they start `python -m attention_docs _worker`, which does,
+# so that each measurement starts from a fresh process (no CUDA context, allocator state or
+# compile cache left behind by another page).
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import torch
+
+from attention_docs import __version__
+from attention_docs.experiments.registry import get
+from attention_docs.measurements.schema import Measurement, Provenance
+from attention_docs.measurements.store import Store
+from attention_docs.profiling.device import DeviceInfo, describe, resolve_device
+
+
+@dataclass(frozen=True)
+class Context:
+    """What an experiment function is given besides its parameters."""
+
+    device: torch.device
+    info: DeviceInfo
+
+
+def run_experiment(
+    name: str,
+    requested: Mapping[str, Any] | None = None,
+    *,
+    device: str = "auto",
+    store: Store | None = None,
+) -> Measurement:
+    """Run experiment `name` with `requested` parameters on `device`; store it if `store` is given."""
+    exp = get(name)
+    requested = exp.check(requested or {})
+    target = resolve_device(device)
+    info = describe(target)
+    params = exp.resolve(requested, target.type)
+    torch.manual_seed(0)
+    started = time.perf_counter()
+    observed = exp.func(Context(target, info), **params)
+    duration = time.perf_counter() - started
+    measurement = Measurement(
+        experiment=name,
+        key=exp.key(requested),
+        fingerprint=exp.fingerprint(),
+        requested=requested,
+        params=params,
+        provenance=Provenance(
+            device=info,
+            torch_version=torch.__version__,
+            cuda_version=torch.version.cuda if target.type == "cuda" else None,
+            python_version=platform.python_version(),
+            package_version=__version__,
+            date=datetime.now(UTC).replace(microsecond=0).isoformat(),
+            duration_s=round(duration, 3),
+        ),
+        steps=observed.steps,
+        ops=observed.ops,
+        timing=observed.timing,
+        timeline=observed.timeline,
+        tables=observed.tables,
+        facts=observed.facts,
+        notes=observed.notes,
+    )
+    if store is not None:
+        measurement = store.put(measurement, observed.chrome)
+    return measurement

@@ -1,0 +1,53 @@
+# Store keys. A key names what was measured: the experiment, the parameters the chapter
+# asked for, and a fingerprint of the code under measurement. The fingerprint ignores
+# comments and layout (tokens only), so reformatting a file re-runs nothing, and it is the
+# same under every Python version, so a GPU machine's entries match a CPU machine's build.
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tokenize
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+_SKIP = {
+    tokenize.COMMENT,
+    tokenize.NL,
+    tokenize.NEWLINE,
+    tokenize.INDENT,
+    tokenize.DEDENT,
+    tokenize.ENCODING,
+    tokenize.ENDMARKER,
+}
+
+
+def source_tokens(text: str) -> str:
+    """The significant tokens of Python source, one per line (comments and layout dropped)."""
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    return "\n".join(t.string for t in tokens if t.type not in _SKIP)
+
+
+def fingerprint(files: Iterable[str], root: Path = PACKAGE_ROOT) -> str:
+    """Hash of the token streams of `files` (paths relative to the package, e.g. `attention/naive.py`)."""
+    digest = hashlib.sha256()
+    for rel in sorted(set(files)):
+        path = root / rel
+        if not path.is_file():
+            raise FileNotFoundError(f"fingerprint: {rel} is not a file under {root.name}/")
+        digest.update(
+            rel.encode() + b"\0" + source_tokens(path.read_text(encoding="utf-8")).encode() + b"\0"
+        )
+    return digest.hexdigest()[:16]
+
+
+def canonical(params: Mapping[str, Any]) -> str:
+    return json.dumps(dict(sorted(params.items())), separators=(",", ":"), sort_keys=True)
+
+
+def store_key(experiment: str, requested: Mapping[str, Any], code_fingerprint: str) -> str:
+    """The key under which a measurement is stored: 16 hex digits."""
+    text = f"{experiment}\0{canonical(requested)}\0{code_fingerprint}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

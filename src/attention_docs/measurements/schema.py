@@ -1,0 +1,221 @@
+# The Measurement record: everything an experiment observed, as plain JSON-ready data. It is
+# the only thing that crosses from the worker process to the pages, so it must round-trip
+# exactly. Bump SCHEMA_VERSION whenever a field changes meaning; older files are then
+# reported and re-measured instead of being misread.
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from attention_docs.profiling.device import DeviceInfo
+from attention_docs.profiling.timing import Timing
+from attention_docs.profiling.trace import Trace
+
+SCHEMA_VERSION = 1
+
+
+class SchemaError(ValueError):
+    """A stored measurement could not be read as this version's Measurement."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where and when a measurement was made. Not part of its key."""
+
+    device: DeviceInfo
+    torch_version: str
+    cuda_version: str | None
+    python_version: str
+    package_version: str
+    date: str  # ISO 8601, UTC, seconds
+    duration_s: float
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["device"] = self.device.to_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Provenance:
+        return cls(**{**data, "device": DeviceInfo.from_json(data["device"])})
+
+
+@dataclass(frozen=True)
+class StepStat:
+    """One labelled step (`attention.softmax`, ...), averaged per forward."""
+
+    label: str
+    calls: int  # calls per forward
+    time_us: float  # device time per forward (CPU time on a CPU run)
+    cpu_us: float  # host time per forward
+    flops: float  # from the cost model
+    bytes: float  # minimum bytes moved, from the cost model
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> StepStat:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class OpStat:
+    """One op or kernel name, per forward."""
+
+    name: str
+    where: str  # "CPU" or "GPU"
+    calls: float
+    self_us: float
+    total_us: float
+    flops: float | None = None  # torch.profiler's own count, where it reports one
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> OpStat:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A generic result table (sweeps, backend comparisons): named columns and rows of scalars."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    units: Mapping[str, str] = field(default_factory=dict)
+
+    def column(self, name: str) -> list[Any]:
+        index = self.columns.index(name)
+        return [row[index] for row in self.rows]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+    def to_json(self) -> dict:
+        return {
+            "columns": list(self.columns),
+            "rows": [list(r) for r in self.rows],
+            "units": dict(self.units),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Table:
+        return cls(
+            columns=tuple(data["columns"]),
+            rows=tuple(tuple(r) for r in data["rows"]),
+            units=dict(data.get("units", {})),
+        )
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one experiment observed, with its parameters, key and provenance."""
+
+    experiment: str
+    key: str
+    fingerprint: str
+    requested: Mapping[str, Any]  # parameters as asked for (part of the key)
+    params: Mapping[str, Any]  # every parameter as run (device defaults resolved)
+    provenance: Provenance
+    steps: tuple[StepStat, ...] = ()
+    ops: tuple[OpStat, ...] = ()
+    timing: Timing | None = None
+    timeline: Trace | None = None  # one representative profiled step
+    tables: Mapping[str, Table] = field(default_factory=dict)
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    trace_file: str | None = None  # store-relative path of the gzipped Chrome trace
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def device_kind(self) -> str:
+        return self.provenance.device.kind
+
+    def step(self, label: str) -> StepStat:
+        for s in self.steps:
+            if s.label == label:
+                return s
+        raise KeyError(f"{self.experiment} has no step {label!r}")
+
+    def to_json(self) -> dict:
+        return {
+            "schema_version": self.schema_version,
+            "experiment": self.experiment,
+            "key": self.key,
+            "fingerprint": self.fingerprint,
+            "requested": dict(self.requested),
+            "params": dict(self.params),
+            "provenance": self.provenance.to_json(),
+            "steps": [s.to_json() for s in self.steps],
+            "ops": [o.to_json() for o in self.ops],
+            "timing": self.timing.to_json() if self.timing else None,
+            "timeline": self.timeline.to_json() if self.timeline else None,
+            "tables": {name: t.to_json() for name, t in sorted(self.tables.items())},
+            "facts": dict(sorted(self.facts.items())),
+            "notes": list(self.notes),
+            "trace_file": self.trace_file,
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=1, sort_keys=False, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Measurement:
+        version = data.get("schema_version") if isinstance(data, Mapping) else None
+        if version != SCHEMA_VERSION:
+            raise SchemaError(f"schema version {version!r}, this build reads {SCHEMA_VERSION}")
+        try:
+            return cls(
+                schema_version=version,
+                experiment=data["experiment"],
+                key=data["key"],
+                fingerprint=data["fingerprint"],
+                requested=dict(data["requested"]),
+                params=dict(data["params"]),
+                provenance=Provenance.from_json(data["provenance"]),
+                steps=tuple(StepStat.from_json(s) for s in data["steps"]),
+                ops=tuple(OpStat.from_json(o) for o in data["ops"]),
+                timing=Timing.from_json(data["timing"]) if data["timing"] else None,
+                timeline=Trace.from_json(data["timeline"]) if data["timeline"] else None,
+                tables={k: Table.from_json(t) for k, t in data["tables"].items()},
+                facts=dict(data["facts"]),
+                notes=tuple(data["notes"]),
+                trace_file=data["trace_file"],
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaError(f"malformed measurement: {type(exc).__name__}: {exc}") from exc
+
+    @classmethod
+    def loads(cls, text: str) -> Measurement:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SchemaError(f"not valid JSON ({exc})") from exc
+        return cls.from_json(data)
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """A measurement as a page shows it: where it came from and where its raw data lives.
+
+    `base` prefixes the store-relative paths: the docs use the placeholder `@measurements/`,
+    which the MkDocs plugin rewrites into a link relative to each page.
+    """
+
+    measurement: Measurement
+    origin: str  # "measured during this build", "from the store", "measured now"
+    json_path: str  # store-relative
+    base: str = "@measurements/"
+
+    @property
+    def json_href(self) -> str:
+        return self.base + self.json_path
+
+    @property
+    def trace_href(self) -> str | None:
+        tf = self.measurement.trace_file
+        return self.base + tf if tf else None

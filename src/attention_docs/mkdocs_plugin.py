@@ -1,0 +1,204 @@
+# The MkDocs side of the measurement store. It configures `book.measure()` from mkdocs.yml
+# (and ATTENTION_DOCS_* variables set by `nox -s docs -- --refresh|--frozen|--device`),
+# rewrites the `@measurements/` link placeholder into page-relative links, publishes
+# entries measured during the build, checks that every linked file exists, names the page
+# of any executed block that failed, and writes the build summary and requests manifest.
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import re
+import shutil
+from pathlib import Path
+
+from mkdocs.config import config_options as c
+from mkdocs.config.base import Config
+from mkdocs.exceptions import PluginError
+from mkdocs.plugins import BasePlugin, get_plugin_logger
+
+from attention_docs import book
+
+log = get_plugin_logger("attention_docs")
+PLACEHOLDER = "@measurements/"
+SUMMARY_MARKER = "<!-- attention-docs:build-summary -->"
+
+
+class AttentionDocsConfig(Config):
+    store = c.Type(str, default="docs/measurements")
+    mode = c.Choice(book.MODES, default="auto")
+    prefer = c.Choice(book.PREFERENCES, default="gpu")
+    device = c.Choice(("auto", "cpu", "cuda"), default="auto")
+    timeout = c.Type(int, default=1800)
+    requests = c.Type(str, default="docs/measurements/requests.json")
+
+
+class _FailedBlocks(logging.Handler):
+    """Remembers markdown-exec's failure warnings together with the page being rendered."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.page: str | None = None
+        self.failures: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        match = re.search(r"code block (?:'([^']*)' )?exited with", message)
+        if match:
+            block = match.group(1) or "(a block without id)"
+            self.failures.append(f"block '{block}' in {self.page}")
+            log.warning(
+                "executed block '%s' in %s failed (its traceback is above)", block, self.page
+            )
+
+
+class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
+    def on_config(self, config):
+        root = Path(config.config_file_path).parent
+        self.store = root / self.config.store
+        self.requests_path = root / self.config.requests
+        mode = os.environ.get("ATTENTION_DOCS_MODE") or self.config.mode
+        device = os.environ.get("ATTENTION_DOCS_DEVICE") or self.config.device
+        try:
+            book.configure(
+                book.Settings(
+                    store=self.store,
+                    mode=mode,
+                    prefer=self.config.prefer,
+                    device=device,
+                    timeout_s=float(self.config.timeout),
+                )
+            )
+        except ValueError as exc:
+            raise PluginError(f"attention-docs: {exc}") from None
+        self.links: list[tuple[str, str]] = []
+        self.handler = _FailedBlocks()
+        logging.getLogger("mkdocs.plugins.markdown_exec").addHandler(self.handler)
+        _show_library_warnings()
+        return config
+
+    def on_page_markdown(self, markdown, page, **kwargs):
+        self.handler.page = page.file.src_uri
+        return wrap_blocks(markdown, page.file.src_uri)
+
+    def on_page_content(self, html, page, **kwargs):
+        if PLACEHOLDER not in html:
+            return html
+        directory = posixpath.dirname(page.file.dest_uri)
+        prefix = posixpath.relpath("measurements", directory or ".") + "/"
+        for rel in re.findall(re.escape(PLACEHOLDER) + r'([^"\'\s<>]+)', html):
+            self.links.append((page.file.src_uri, rel))
+        return html.replace(PLACEHOLDER, prefix)
+
+    def on_post_build(self, config):
+        logging.getLogger("mkdocs.plugins.markdown_exec").removeHandler(self.handler)
+        site = Path(config.site_dir)
+        if self.store.is_dir():
+            shutil.copytree(
+                self.store,
+                site / "measurements",
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns(".*"),
+            )
+        missing = [
+            (page, rel) for page, rel in self.links if not (site / "measurements" / rel).is_file()
+        ]
+        if missing:
+            listing = "; ".join(f"{rel} (linked from {page})" for page, rel in missing)
+            raise PluginError(f"attention-docs: linked measurement files are missing: {listing}")
+        fetches = book.build_log().fetches
+        self._write_requests(fetches)
+        summary = summary_html(fetches, book.build_log())
+        index = site / "index.html"
+        if index.is_file():
+            text = index.read_text(encoding="utf-8")
+            index.write_text(text.replace(SUMMARY_MARKER, summary), encoding="utf-8")
+        measured = sum(f.origin == "measured during this build" for f in fetches)
+        log.info(
+            "%d measurements: %d from the store, %d measured during this build",
+            len(fetches),
+            len(fetches) - measured,
+            measured,
+        )
+        if self.handler.failures:
+            log.warning("executed blocks failed: %s", ", ".join(self.handler.failures))
+
+    def _write_requests(self, fetches) -> None:
+        requests = sorted(
+            {
+                json.dumps({"experiment": f.experiment, "requested": f.requested}, sort_keys=True)
+                for f in fetches
+            }
+        )
+        text = "[\n" + ",\n".join(f"  {r}" for r in requests) + "\n]\n"
+        if requests and (
+            not self.requests_path.exists()
+            or self.requests_path.read_text(encoding="utf-8") != text
+        ):
+            self.requests_path.parent.mkdir(parents=True, exist_ok=True)
+            self.requests_path.write_text(text, encoding="utf-8")
+
+
+EXEC_FENCE = re.compile(
+    r"^(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*\bexec=\"(?:on|1|true)\"[^\n]*)\n.*?^(?P=fence)[ \t]*$",
+    re.M | re.S,
+)
+
+
+def wrap_blocks(markdown: str, page: str) -> str:
+    """Wrap each top-level executed block in `<div class="ad-block" data-block="ID">`.
+
+    The wrapper lets the tests check that every block produced output, and the id names the
+    block in error messages; a block without an id is reported.
+    """
+
+    def wrap(match: re.Match) -> str:
+        found = re.search(r'\bid="([^"]+)"', match.group("info"))
+        if not found:
+            log.warning(
+                'an executed block in %s has no id="..."; give it one (see contributing.md)', page
+            )
+            return match.group(0)
+        return f'<div class="ad-block" data-block="{found.group(1)}" markdown="1">\n\n{match.group(0)}\n\n</div>'
+
+    return EXEC_FENCE.sub(wrap, markdown)
+
+
+def _show_library_warnings() -> None:
+    """Print the library's warnings (an unreadable store file, say) beside MkDocs' log.
+
+    They do not go through MkDocs' logger on purpose: the problem they report is mended in
+    the same build (the entry is measured again), so they must not fail a strict build.
+    """
+    library = logging.getLogger("attention_docs")
+    if not any(getattr(h, "_attention_docs", False) for h in library.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)-7s -  attention_docs: %(message)s"))
+        handler._attention_docs = True  # type: ignore[attr-defined]
+        library.addHandler(handler)
+        library.setLevel(logging.INFO)
+        library.propagate = False
+
+
+def summary_html(fetches, build_log) -> str:
+    """The index page's account of this build: where each measurement came from."""
+    import html
+
+    import torch
+
+    if not fetches:
+        return "<p>This build rendered no measurement.</p>"
+    measured = [f for f in fetches if f.origin == "measured during this build"]
+    stored = [f for f in fetches if f.origin == "from the store"]
+    devices = sorted({f.device for f in fetches})
+    local = "a CUDA GPU" if torch.cuda.is_available() else "the CPU (no CUDA device found)"
+    items = "".join(f"<li>{html.escape(d)}</li>" for d in devices)
+    return (
+        '<div class="admonition info"><p class="admonition-title">This build</p>'
+        f"<p>Built with torch {html.escape(torch.__version__)} on {local}. "
+        f"It rendered <strong>{len(fetches)}</strong> measurements: "
+        f"<strong>{len(measured)}</strong> measured during this build and "
+        f"<strong>{len(stored)}</strong> read from the committed store. They were made on:</p>"
+        f"<ul>{items}</ul></div>"
+    )

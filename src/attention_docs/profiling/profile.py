@@ -1,0 +1,81 @@
+# Runs a callable under torch.profiler with a wait/warmup/active schedule and returns plain
+# data: the trimmed Chrome trace (what readers download and open in Perfetto), the Trace
+# parsed from it, and the profiler's own FLOP counts per op. The first steps are skipped on
+# purpose: they pay for lazy initialisation, allocator growth and cache misses.
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from attention_docs.profiling.device import synchronize
+from attention_docs.profiling.trace import Trace, trim_chrome
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """torch.profiler's schedule: skip `wait` steps, warm up for `warmup`, record `active`."""
+
+    wait: int = 1
+    warmup: int = 2
+    active: int = 3
+
+    @property
+    def total(self) -> int:
+        return self.wait + self.warmup + self.active
+
+
+@dataclass(frozen=True)
+class ProfileRun:
+    chrome: dict
+    trace: Trace
+    flops_by_op: dict[str, float]  # per profiled step, as counted by torch.profiler
+    schedule: Schedule
+
+
+def profile_callable(
+    fn: Callable[[], object],
+    device: torch.device,
+    *,
+    sched: Schedule = Schedule(),
+    record_shapes: bool = True,
+    profile_memory: bool = True,
+    with_flops: bool = True,
+) -> ProfileRun:
+    """Profile `sched.total` calls of `fn` on `device`; one profiler step per call."""
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=sched.wait, warmup=sched.warmup, active=sched.active, repeat=1),
+        record_shapes=record_shapes,
+        profile_memory=profile_memory,
+        with_flops=with_flops,
+    ) as prof:
+        for _ in range(sched.total):
+            fn()
+            synchronize(device)
+            prof.step()
+    with tempfile.TemporaryDirectory(prefix="attention-docs-trace-") as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        chrome = json.loads(path.read_text(encoding="utf-8"))
+    chrome = _strip_private(trim_chrome(chrome))
+    flops: dict[str, float] = {}
+    for event in prof.key_averages():
+        if event.flops:
+            flops[event.key] = event.flops / sched.active
+    return ProfileRun(
+        chrome=chrome, trace=Trace.from_chrome(chrome), flops_by_op=flops, schedule=sched
+    )
+
+
+def _strip_private(chrome: dict) -> dict:
+    """Drop what would identify the machine a trace was made on (host name, pids stay)."""
+    return {k: v for k, v in chrome.items() if k not in ("host_name", "trace_id")}

@@ -1,0 +1,176 @@
+# The timeline figure: one profiled forward, lanes for CPU threads and CUDA streams, ops
+# nested under the five labelled steps, launch->kernel flows on a GPU trace. Data
+# preparation (rows of bars) is separate from drawing, as in HolisticTraceAnalysis.
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from attention_docs.measurements.schema import Sourced
+from attention_docs.profiling.trace import GPU_KINDS, Span, Trace
+from attention_docs.render import _format as fmt
+from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
+
+
+@dataclass(frozen=True)
+class TimelineSettings:
+    """How a timeline is drawn. Frozen: vary it with `dataclasses.replace`."""
+
+    width_in: float = 10.0
+    row_height_in: float = 0.34
+    max_cpu_depth: int = 3  # rows below the step ranges on a CPU lane
+    label_min_fraction: float = 0.045  # a bar narrower than this share of the axis is not labelled
+    show_flows: bool = True
+
+
+DEFAULT_SETTINGS = TimelineSettings()
+
+
+@dataclass(frozen=True)
+class Bar:
+    row: int
+    start_us: float
+    dur_us: float
+    color: str
+    alpha: float
+    label: str
+    span: Span
+
+
+def _step_of(span: Span, ranges: list[Span]) -> str | None:
+    for r in ranges:
+        if r.lane == span.lane and r.start_us <= span.start_us and span.end_us <= r.end_us + 1e-3:
+            return r.name
+    return None
+
+
+def layout(
+    trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS
+) -> tuple[list[str], list[Bar], list[tuple[Bar, Bar]]]:
+    """Rows (labels, top to bottom), bars, and (launch, kernel) flow pairs."""
+    ranges = [s for s in trace.spans if s.kind == "range" and s.name in STEP_COLORS]
+    rows: list[str] = []
+    row_of: dict[tuple[str, int], int] = {}
+    for lane in trace.lanes:
+        spans = [s for s in trace.spans if s.lane == lane]
+        if any(s.kind in GPU_KINDS for s in spans):
+            row_of[(lane, 0)] = len(rows)
+            rows.append(lane)
+            continue
+        depth = min(max((s.depth for s in spans), default=0), settings.max_cpu_depth)
+        for d in range(depth + 1):
+            row_of[(lane, d)] = len(rows)
+            rows.append(f"{lane} · steps" if d == 0 else f"{lane} · depth {d}")
+    launch_step = {}
+    for s in trace.spans:
+        if s.kind == "runtime" and s.flow is not None:
+            launch_step[s.flow] = _step_of(s, ranges)
+    bars: list[Bar] = []
+    by_flow: dict[int, list[Bar]] = {}
+    for s in trace.spans:
+        gpu = s.kind in GPU_KINDS
+        if s.kind == "gpu_range":
+            continue
+        depth = 0 if gpu else min(s.depth, settings.max_cpu_depth)
+        step = launch_step.get(s.flow) if gpu else (s.name if s in ranges else _step_of(s, ranges))
+        color = STEP_COLORS.get(step or "", MUTED)
+        alpha = 1.0 if (s in ranges or gpu) else 0.45
+        label = s.name.removeprefix("attention.") if s in ranges else s.name
+        bar = Bar(row_of[(s.lane, depth)], s.start_us, s.dur_us, color, alpha, label, s)
+        bars.append(bar)
+        if s.flow is not None and s.kind in ("runtime", "kernel"):
+            by_flow.setdefault(s.flow, []).append(bar)
+    flows = []
+    for pair in by_flow.values():
+        launches = [b for b in pair if b.span.kind == "runtime"]
+        kernels = [b for b in pair if b.span.kind == "kernel"]
+        if launches and kernels:
+            flows.append((launches[0], kernels[0]))
+    return rows, bars, flows
+
+
+def describe(trace: Trace) -> str:
+    """Alt text: what the figure shows, in words."""
+    ranges = [s for s in trace.spans if s.kind == "range" and s.name in STEP_COLORS]
+    parts = ", ".join(f"{s.name} {fmt.time_us(s.dur_us)}" for s in ranges)
+    kernels = len([s for s in trace.spans if s.kind == "kernel"])
+    ops = len([s for s in trace.spans if s.kind == "op"])
+    gpu = f", {kernels} GPU kernels" if kernels else ""
+    return (
+        f"Timeline of one profiled forward ({fmt.time_us(trace.duration_us)}): {ops} CPU ops{gpu}. "
+        f"Labelled steps: {parts}."
+    )
+
+
+def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) -> str:
+    rows, bars, flows = layout(trace, settings)
+    height = 0.9 + settings.row_height_in * len(rows)
+    end = max((b.start_us + b.dur_us for b in bars), default=1.0)
+    with new_figure(settings.width_in, height) as fig:
+        ax = fig.add_subplot()
+        for b in bars:
+            ax.broken_barh(
+                [(b.start_us, max(b.dur_us, end * 1e-4))],
+                (b.row - 0.4, 0.8),
+                facecolors=b.color,
+                alpha=b.alpha,
+                edgecolor="white",
+                linewidth=0.3,
+            )
+            if b.dur_us >= end * settings.label_min_fraction:
+                short = b.label if len(b.label) <= 22 else b.label[:21] + "…"
+                ax.text(
+                    b.start_us + b.dur_us / 2,
+                    b.row,
+                    short,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if b.alpha == 1.0 else INK,
+                    clip_on=True,
+                )
+        if settings.show_flows:
+            for launch, kernel in flows:
+                ax.annotate(
+                    "",
+                    xy=(kernel.start_us, kernel.row - 0.4),
+                    xytext=(launch.start_us, launch.row + 0.4),
+                    arrowprops={"arrowstyle": "-|>", "color": MUTED, "lw": 0.5, "alpha": 0.6},
+                )
+        ax.set_yticks(range(len(rows)), rows)
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.set_xlim(0, end * 1.01)
+        ax.set_xlabel("time since the start of the forward (µs)")
+        ax.grid(axis="x", color=MUTED, alpha=0.3, linewidth=0.5)
+        ax.spines[["top", "right"]].set_visible(False)
+        handles = [
+            _patch(color, label.removeprefix("attention.")) for label, color in STEP_COLORS.items()
+        ]
+        fig.legend(handles=handles, loc="outside lower center", ncols=5, frameon=False, fontsize=8)
+        return to_svg(fig, describe(trace))
+
+
+def _patch(color: str, label: str):
+    from matplotlib.patches import Patch
+
+    return Patch(facecolor=color, label=label)
+
+
+def timeline_figure(sourced: Sourced, settings: TimelineSettings = DEFAULT_SETTINGS) -> str:
+    """The timeline of the measurement's representative step as a captioned <figure>."""
+    m = sourced.measurement
+    if m.timeline is None:
+        raise ValueError(f"{m.experiment} recorded no timeline")
+    extra = ""
+    if sourced.trace_href:
+        href = html.escape(sourced.trace_href)
+        extra = (
+            f' · <button type="button" class="ad-perfetto md-button" data-trace="{href}" '
+            f'title="Opens ui.perfetto.dev in a new tab and sends it this trace">Open in Perfetto</button>'
+        )
+    return figure_html(
+        timeline_svg(m.timeline, settings), sourced, "Timeline of one forward.", extra
+    )
+
+
+__all__ = ["DEFAULT_SETTINGS", "TimelineSettings", "layout", "timeline_figure", "timeline_svg"]

@@ -1,0 +1,41 @@
+# Shared fixtures. Everything runs on the CPU with tiny shapes; GPU tests are marked `gpu`
+# and skipped without CUDA.
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+DATA = TESTS / "data"
+
+# Experiments defined in tests/fake_experiments.py are visible to worker processes too.
+os.environ["ATTENTION_DOCS_EXPERIMENTS"] = "fake_experiments"
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    filter(None, [str(TESTS), os.environ.get("PYTHONPATH", "")])
+)
+sys.path.insert(0, str(TESTS))
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def tiny_measurement():
+    """A real measurement of naive attention at a tiny shape, made in this process."""
+    from attention_docs.experiments.runner import run_experiment
+
+    return run_experiment(
+        "naive_steps", {"seq_len": 32, "num_heads": 2, "head_dim": 16}, device="cpu"
+    )

@@ -1,0 +1,42 @@
+# Experiments that exist only for the tests: a quick one, one that raises and one that dies.
+# Registered through ATTENTION_DOCS_EXPERIMENTS so that worker processes see them too.
+from __future__ import annotations
+
+import os
+import signal
+
+from attention_docs.attention.naive import STEPS, naive_attention
+from attention_docs.cost import step_costs
+from attention_docs.experiments._observe import observe_forward
+from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.inputs import make_qkv
+from attention_docs.profiling.profile import Schedule
+
+
+@experiment(
+    "_test_quick",
+    summary="tiny naive attention",
+    measures=("attention/naive.py",),
+    seq_len=Param(16, minimum=1),
+    causal=Param(True),
+)
+def quick(ctx, *, seq_len, causal) -> Observed:
+    q, k, v = make_qkv(1, 1, seq_len, 8, device=ctx.device)
+    return observe_forward(
+        lambda: naive_attention(q, k, v, causal=causal),
+        ctx,
+        labels=STEPS,
+        costs=step_costs(1, 1, seq_len, 8, causal=causal),
+        sched=Schedule(wait=0, warmup=1, active=1),
+    )
+
+
+@experiment("_test_raises", summary="raises", value=Param(1))
+def raises(ctx, *, value) -> Observed:
+    raise ValueError(f"deliberate failure with value={value}")
+
+
+@experiment("_test_killed", summary="dies as the out-of-memory killer would kill it")
+def killed(ctx) -> Observed:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return Observed()

@@ -1,0 +1,308 @@
+# The site as a whole: a strict build of the real docs (from the committed store, which must
+# be current: the build runs frozen), then the chapter contract checked on every page; and
+# the store's behaviour inside MkDocs, on a minimal site in a temporary folder.
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+pytestmark = pytest.mark.docs
+
+
+def mkdocs_build(config: Path, site: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+        capture_output=True,
+        text=True,
+        cwd=config.parent,
+        check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", **env},
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    result = mkdocs_build(ROOT / "mkdocs.yml", out, ATTENTION_DOCS_MODE="frozen")
+    assert result.returncode == 0, f"strict build failed:\n{result.stderr[-6000:]}"
+    return out
+
+
+def pages(site: Path) -> list[Path]:
+    return sorted(p for p in site.rglob("*.html") if p.name != "404.html")
+
+
+class Blocks(HTMLParser):
+    """Collects each `<div class="ad-block">` and the text/tags inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks: dict[str, list[str]] = {}
+        self.stack: list[str | None] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "div":
+            self.stack.append(a.get("data-block") if a.get("class") == "ad-block" else None)
+            if a.get("class") == "ad-block":
+                self.blocks[a["data-block"]] = []
+        for block in filter(None, self.stack):
+            self.blocks[block].append(f"<{tag}>")
+
+    def handle_endtag(self, tag):
+        if tag == "div" and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data):
+        for block in filter(None, self.stack):
+            if data.strip():
+                self.blocks[block].append(data)
+
+
+def chapter_block_ids() -> dict[str, list[str]]:
+    ids = {}
+    for md in sorted((ROOT / "docs" / "chapters").glob("*.md")):
+        ids[md.name] = re.findall(
+            r'^```+python[^\n]*exec="on"[^\n]*\bid="([^"]+)"', md.read_text(), re.M
+        )
+    return ids
+
+
+def test_every_chapter_has_executed_blocks_with_ids(site):
+    ids = chapter_block_ids()
+    assert ids, "no chapters found"
+    for name, found in ids.items():
+        assert found, f"{name} has no executed block with an id"
+        assert len(found) == len(set(found)), f"{name} repeats a block id"
+        text = (ROOT / "docs" / "chapters" / name).read_text()
+        assert text.count('exec="on"') == len(found), f"{name} has an executed block without an id"
+
+
+def test_every_executed_block_produced_output(site):
+    seen = {}
+    for page in pages(site):
+        parser = Blocks()
+        parser.feed(page.read_text(encoding="utf-8"))
+        seen.update(parser.blocks)
+    for chapter, ids in chapter_block_ids().items():
+        for block in ids:
+            assert block in seen, f"block {block} of {chapter} is missing from the site"
+            text = "".join(seen[block]).strip()
+            assert text, f"block {block} of {chapter} printed nothing"
+
+
+def test_no_page_contains_a_traceback(site):
+    for page in pages(site):
+        text = page.read_text(encoding="utf-8")
+        for needle in ("Traceback (most recent call last)", "Error: ", "exited with errors"):
+            assert needle not in text, f"{page.relative_to(site)} contains {needle!r}"
+
+
+def test_every_figure_is_an_svg_with_alt_text_and_caption(site):
+    figures = 0
+    for page in pages(site):
+        text = page.read_text(encoding="utf-8")
+        for figure in re.findall(r'<figure class="ad-figure">(.*?)</figure>', text, re.S):
+            figures += 1
+            assert re.search(r'<svg role="img" aria-label="[^"]{20,}"', figure), page
+            caption = re.search(r'<figcaption class="ad-caption">(.*?)</figcaption>', figure, re.S)
+            assert (
+                caption and "torch" in caption.group(1) and "raw data (JSON)" in caption.group(1)
+            ), page
+            assert "<metadata>" not in figure
+    assert figures >= 1
+
+
+def test_every_table_from_a_measurement_has_a_caption(site):
+    for page in pages(site):
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r'<div class="ad-block"[^>]*>(.*?)</div>\s*(?=<|$)', text, re.S):
+            if "<table>" in block:
+                assert 'class="ad-caption"' in block, (
+                    f"a table in {page.relative_to(site)} has no caption"
+                )
+
+
+def test_links_to_measurements_resolve_and_traces_are_valid_chrome_json(site):
+    checked = 0
+    for page in pages(site):
+        text = page.read_text(encoding="utf-8")
+        for href in set(re.findall(r'(?:href|data-trace)="([^"]*measurements/[^"]+)"', text)):
+            target = (page.parent / href).resolve()
+            assert target.is_file(), f"{page.relative_to(site)} links to missing {href}"
+            if target.name.endswith(".trace.json.gz"):
+                chrome = json.loads(gzip.decompress(target.read_bytes()))
+                names = {e.get("name") for e in chrome["traceEvents"] if e.get("ph") == "X"}
+                steps = {
+                    "attention.scores",
+                    "attention.scale",
+                    "attention.mask",
+                    "attention.softmax",
+                    "attention.weighted_sum",
+                }
+                if "attention.scores" in names:
+                    assert steps <= names
+                    checked += 1
+    assert checked >= 1
+
+
+def test_site_loads_nothing_from_another_host(site):
+    for page in pages(site):
+        text = page.read_text(encoding="utf-8")
+        external = re.findall(
+            r'<(?:script|link|img|iframe|source)\b[^>]*(?:src|href)="((?:https?:)?//[^"]+)"', text
+        )
+        assert not external, f"{page.relative_to(site)} loads {external}"
+        assert "fonts.googleapis" not in text and "fonts.gstatic" not in text
+    for css in site.rglob("*.css"):
+        assert not re.search(
+            r"@import\s+url\(\s*['\"]?(https?:)?//", css.read_text(encoding="utf-8")
+        ), css
+
+
+def test_index_summarises_the_build(site):
+    text = (site / "index.html").read_text(encoding="utf-8")
+    assert "attention-docs:build-summary" not in text
+    assert re.search(r"It rendered <strong>\d+</strong> measurements", text)
+
+
+# --- The store inside MkDocs, on a minimal site --------------------------------------------
+
+MINIMAL_CONFIG = """
+site_name: t
+docs_dir: docs
+markdown_extensions: [md_in_html, tables, pymdownx.superfences]
+plugins:
+  - markdown-exec
+  - attention-docs:
+      store: docs/measurements
+"""
+
+
+def minimal_site(tmp_path: Path, body: str) -> Path:
+    (tmp_path / "docs").mkdir(exist_ok=True)
+    (tmp_path / "mkdocs.yml").write_text(MINIMAL_CONFIG)
+    (tmp_path / "docs" / "index.md").write_text(textwrap.dedent(body))
+    return tmp_path / "mkdocs.yml"
+
+
+QUICK_PAGE = """
+# A page
+
+Some prose.
+
+```python exec="on" id="quick-table" session="q"
+from attention_docs import measure, render
+print(render.step_table(measure("_test_quick", seq_len=8)))
+```
+"""
+
+
+def store_files(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted((root / "docs" / "measurements").rglob("*.*"))
+    }
+
+
+def test_prose_edit_reruns_nothing_and_frozen_needs_an_entry(tmp_path):
+    config = minimal_site(tmp_path, QUICK_PAGE)
+    frozen = mkdocs_build(config, tmp_path / "site", ATTENTION_DOCS_MODE="frozen")
+    assert frozen.returncode != 0
+    assert (
+        "_test_quick(seq_len=8) is not in the store" in frozen.stderr
+        and "quick-table" in frozen.stderr
+    )
+    first = mkdocs_build(config, tmp_path / "site")
+    assert first.returncode == 0, first.stderr
+    assert "1 measured during this build" in first.stderr
+    before = store_files(tmp_path)
+    assert any(name.endswith(".cpu.json") for name in before)
+    (tmp_path / "docs" / "index.md").write_text(
+        QUICK_PAGE.replace("Some prose.", "Other prose, edited.")
+    )
+    second = mkdocs_build(config, tmp_path / "site")
+    assert second.returncode == 0, second.stderr
+    assert "0 measured during this build" in second.stderr
+    assert store_files(tmp_path) == before
+    assert "from the store" in (tmp_path / "site" / "index.html").read_text()
+    refresh = mkdocs_build(config, tmp_path / "site", ATTENTION_DOCS_MODE="refresh")
+    assert "1 measured during this build" in refresh.stderr
+
+
+def test_corrupt_entry_is_named_and_measured_again(tmp_path):
+    config = minimal_site(tmp_path, QUICK_PAGE)
+    assert mkdocs_build(config, tmp_path / "site").returncode == 0
+    entry = next((tmp_path / "docs" / "measurements").rglob("*.cpu.json"))
+    entry.write_text('{"schema_version": 999}')
+    again = mkdocs_build(config, tmp_path / "site")
+    assert again.returncode == 0, again.stderr
+    assert f"{entry.name} is unusable (schema version 999" in again.stderr
+    assert "1 measured during this build" in again.stderr
+    assert json.loads(entry.read_text())["schema_version"] != 999
+
+
+@pytest.mark.parametrize(
+    ("experiment", "expected"),
+    [
+        (
+            "_test_raises",
+            "experiment _test_raises(value=3) failed (exit code 1) in its worker process",
+        ),
+        ("_test_killed", "experiment _test_killed() was killed by SIGKILL"),
+    ],
+)
+def test_experiment_failure_in_the_worker_fails_the_build_naming_it(tmp_path, experiment, expected):
+    params = "value=3" if experiment == "_test_raises" else ""
+    page = f"""
+    # Page
+
+    ```python exec="on" id="doomed-block" session="d"
+    from attention_docs import measure
+    print(measure("{experiment}", {params}))
+    ```
+    """
+    result = mkdocs_build(minimal_site(tmp_path, page), tmp_path / "site")
+    assert result.returncode != 0
+    assert expected in result.stderr
+    assert "executed block 'doomed-block' in index.md failed" in result.stderr
+
+
+def test_a_raising_block_fails_the_strict_build_naming_block_and_page(tmp_path):
+    page = """
+    # Page
+
+    ```python exec="on" id="broken-block" session="b"
+    raise RuntimeError("this block is broken on purpose")
+    ```
+    """
+    result = mkdocs_build(minimal_site(tmp_path, page), tmp_path / "site")
+    assert result.returncode != 0
+    assert "'broken-block'" in result.stderr and "in index.md failed" in result.stderr
+
+
+def test_companion_notebooks_run_as_scripts(tmp_path):
+    notebooks = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
+    assert notebooks
+    for nb in notebooks:
+        result = subprocess.run(
+            [sys.executable, str(nb)],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=False,
+            env={**os.environ, "ATTENTION_DOCS_TINY": "1"},
+            timeout=900,
+        )
+        assert result.returncode == 0, f"{nb.name} failed:\n{result.stderr[-3000:]}"
+        assert result.stdout.strip(), f"{nb.name} printed nothing"

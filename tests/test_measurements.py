@@ -1,0 +1,137 @@
+import json
+import multiprocessing
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from attention_docs.experiments.registry import get
+from attention_docs.measurements import SCHEMA_VERSION, Measurement, SchemaError, Store
+from attention_docs.measurements.keys import PACKAGE_ROOT, fingerprint, source_tokens, store_key
+
+
+def test_measurement_json_round_trips(tiny_measurement):
+    text = tiny_measurement.dumps()
+    again = Measurement.loads(text)
+    assert again == tiny_measurement
+    assert again.dumps() == text
+    assert json.loads(text)["schema_version"] == SCHEMA_VERSION
+
+
+def test_measurement_carries_provenance_and_steps(tiny_measurement):
+    m = tiny_measurement
+    assert m.provenance.device.kind == "cpu"
+    assert m.provenance.torch_version
+    assert m.params["seq_len"] == 32 and m.requested == {
+        "seq_len": 32,
+        "num_heads": 2,
+        "head_dim": 16,
+    }
+    assert m.steps[0].label == "attention.scores"
+    assert all(s.time_us > 0 for s in m.steps)
+    assert m.timeline is not None and m.timing is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"schema_version": 0}', "schema version 0"),
+        (
+            json.dumps({"schema_version": SCHEMA_VERSION, "experiment": "x"}),
+            "malformed measurement",
+        ),
+    ],
+)
+def test_unreadable_measurements_say_why(text, message):
+    with pytest.raises(SchemaError, match=message):
+        Measurement.loads(text)
+
+
+def test_store_put_get_and_report_corrupt(tmp_path, tiny_measurement):
+    store = Store(tmp_path)
+    m = tiny_measurement
+    stored = store.put(m, {"traceEvents": []})
+    assert stored.trace_file == f"naive_steps/{m.key}.cpu.trace.json.gz"
+    assert store.get("naive_steps", m.key, "cpu") == stored
+    assert store.get("naive_steps", m.key, "cuda") is None
+    store.path("naive_steps", m.key, "cpu").write_text("{ truncated")
+    assert store.get("naive_steps", m.key, "cpu") is None
+    assert "not valid JSON" in str(store.problems[-1])
+    assert m.key in str(store.problems[-1])
+
+
+def test_store_rejects_an_entry_filed_under_the_wrong_key(tmp_path, tiny_measurement):
+    store = Store(tmp_path)
+    store.put(tiny_measurement)
+    src = store.path("naive_steps", tiny_measurement.key, "cpu")
+    shutil.copy(src, store.path("naive_steps", "0" * 16, "cpu"))
+    assert store.get("naive_steps", "0" * 16, "cpu") is None
+    assert "not naive_steps/0000000000000000" in str(store.problems[-1])
+
+
+def _writer(root, text, n):
+    store = Store(root)
+    m = Measurement.loads(text)
+    for i in range(n):
+        store.put(replace(m, facts={"writer_round": i}), {"traceEvents": [{"i": i}]})
+
+
+def test_concurrent_writers_leave_a_valid_store(tmp_path, tiny_measurement):
+    text = tiny_measurement.dumps()
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(tmp_path, text, 15)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    store = Store(tmp_path)
+    assert store.get("naive_steps", tiny_measurement.key, "cpu") is not None
+    assert not store.problems
+    leftovers = [p.name for p in tmp_path.rglob("*") if p.suffix == ".tmp"]
+    assert leftovers == []
+
+
+def test_fingerprint_ignores_comments_and_layout_but_not_code(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("def f(x):\n    return x + 1\n")
+    before = fingerprint(["m.py"], tmp_path)
+    src.write_text("# a comment\ndef f(x):  # why\n\n    return x+1\n")
+    assert fingerprint(["m.py"], tmp_path) == before
+    src.write_text("def f(x):\n    return x + 2\n")
+    assert fingerprint(["m.py"], tmp_path) != before
+    assert source_tokens("a = 1  # c\n") == "a\n=\n1"
+
+
+def test_changing_measured_code_marks_exactly_its_experiments_stale(tmp_path):
+    copy = tmp_path / "pkg"
+    shutil.copytree(PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    naive = get("naive_steps")
+    assert naive.fingerprint(copy) == naive.fingerprint()
+    # A renderer is not measured code: editing it changes no fingerprint.
+    (copy / "render" / "tables.py").write_text(
+        (copy / "render" / "tables.py").read_text() + "\nX = 1\n"
+    )
+    assert naive.fingerprint(copy) == naive.fingerprint()
+    (copy / "attention" / "naive.py").write_text(
+        (copy / "attention" / "naive.py").read_text() + "\nY = 2\n"
+    )
+    assert naive.fingerprint(copy) != naive.fingerprint()
+
+
+def test_store_key_depends_on_name_params_and_code():
+    base = store_key("a", {"x": 1}, "f")
+    assert base == store_key("a", {"x": 1}, "f")
+    assert (
+        len(
+            {
+                base,
+                store_key("b", {"x": 1}, "f"),
+                store_key("a", {"x": 2}, "f"),
+                store_key("a", {"x": 1}, "g"),
+            }
+        )
+        == 4
+    )
+    assert store_key("a", {"x": 1, "y": 2}, "f") == store_key("a", {"y": 2, "x": 1}, "f")

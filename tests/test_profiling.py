@@ -1,0 +1,124 @@
+import gzip
+import itertools
+import json
+
+import pytest
+import torch
+from conftest import DATA
+
+from attention_docs.attention.naive import STEPS, naive_attention
+from attention_docs.cost import step_costs
+from attention_docs.inputs import make_qkv
+from attention_docs.profiling.device import DeviceError, describe, resolve_device
+from attention_docs.profiling.profile import Schedule, profile_callable
+from attention_docs.profiling.timing import time_callable
+from attention_docs.profiling.trace import Trace, op_stats, step_span_times, trim_chrome
+
+
+@pytest.fixture(scope="module")
+def naive_run():
+    q, k, v = make_qkv(1, 2, 32, 16, seed=5)
+    return profile_callable(
+        lambda: naive_attention(q, k, v, causal=True), torch.device("cpu"), sched=Schedule(1, 1, 2)
+    )
+
+
+def test_trace_holds_the_five_steps_in_order_with_positive_durations(naive_run):
+    trace = naive_run.trace
+    assert [s.step for s in trace.steps] == sorted(s.step for s in trace.steps)
+    assert len(trace.steps) == 2  # only the active steps are recorded
+    for step in trace.steps:
+        ranges = [s for s in trace.spans if s.kind == "range" and s.step == step.step]
+        assert [r.name for r in ranges] == list(STEPS)
+        assert all(r.dur_us > 0 for r in ranges)
+        assert all(a.end_us <= b.start_us + 1e-3 for a, b in itertools.pairwise(ranges))
+        assert all(step.start_us <= r.start_us and r.end_us <= step.end_us + 1e-3 for r in ranges)
+
+
+def test_ops_nest_under_the_step_that_ran_them(naive_run):
+    trace = naive_run.trace
+    softmax = next(s for s in trace.spans if s.name == "attention.softmax")
+    inside = [
+        s
+        for s in trace.spans
+        if s.kind == "op" and softmax.start_us <= s.start_us <= softmax.end_us
+    ]
+    assert "aten::softmax" in {s.name for s in inside}
+    assert all(s.depth > softmax.depth for s in inside)
+    assert all(0 <= s.self_us <= s.dur_us + 1e-6 for s in trace.spans)
+
+
+def test_step_times_and_op_stats(naive_run):
+    times = step_span_times(naive_run.trace, STEPS)
+    assert all(times[label]["calls"] == 2 for label in STEPS)
+    assert all(times[label]["device_us"] == times[label]["cpu_us"] > 0 for label in STEPS)
+    names = {row["name"] for row in op_stats(naive_run.trace)}
+    assert {"aten::bmm", "aten::softmax", "aten::masked_fill"} <= names
+
+
+def test_cost_model_matmul_flops_match_the_profiler(naive_run):
+    costs = {c.label: c for c in step_costs(1, 2, 32, 16, causal=True)}
+    # torch.profiler counts FLOPs for aten::bmm only: the two matmuls, per step.
+    assert naive_run.flops_by_op["aten::bmm"] == pytest.approx(
+        costs["attention.scores"].flops + costs["attention.weighted_sum"].flops
+    )
+
+
+def test_in_step_rebases_one_step(naive_run):
+    last = naive_run.trace.steps[-1].step
+    one = naive_run.trace.in_step(last)
+    assert min(s.start_us for s in one.spans) >= 0
+    assert {s.step for s in one.spans} == {last}
+    assert [s.name for s in one.spans if s.kind == "range"] == list(STEPS)
+
+
+def test_trace_json_round_trip(naive_run):
+    assert Trace.from_json(json.loads(json.dumps(naive_run.trace.to_json()))) == naive_run.trace
+
+
+def test_gpu_trace_device_time_comes_from_launched_kernels():
+    # A small CUDA trace in torch.profiler's Chrome format (hand-made, shaped like a real one:
+    # cuda_runtime launches, kernels on a stream, ac2g flows linked by correlation ids).
+    chrome = json.loads((DATA / "cuda_trace_small.json").read_text())
+    trace = Trace.from_chrome(trim_chrome(chrome))
+    assert trace.has_gpu
+    assert trace.lanes == ("CPU thread", "GPU stream 7")
+    times = step_span_times(trace, ["attention.scores", "attention.softmax"])
+    assert times["attention.scores"]["device_us"] == pytest.approx(40.0)
+    assert times["attention.softmax"]["device_us"] == pytest.approx(25.0 + 5.0)
+    assert times["attention.scores"]["cpu_us"] == pytest.approx(10.0)
+    kernels = [s for s in trace.spans if s.kind == "kernel"]
+    assert {k.step for k in kernels} == {7}  # kernels belong to the step that launched them
+    gpu_ops = [r for r in op_stats(trace) if r["where"] == "GPU"]
+    assert gpu_ops[0]["name"] == "ampere_sgemm_64x64_nn" and gpu_ops[0]["total_us"] == 40.0
+
+
+def test_trim_drops_what_lies_outside_the_steps():
+    chrome = json.loads((DATA / "cuda_trace_small.json").read_text())
+    names = {e["name"] for e in trim_chrome(chrome)["traceEvents"]}
+    assert "outside_the_steps" not in names
+    assert "ampere_sgemm_64x64_nn" in names
+
+
+def test_timing_reports_median_and_spread():
+    q, k, v = make_qkv(1, 1, 16, 8)
+    t = time_callable(lambda: naive_attention(q, k, v), torch.device("cpu"), min_run_time=0.05)
+    assert t.median_us > 0 and t.iqr_us >= 0 and t.runs >= 1
+
+
+def test_device_choice():
+    assert resolve_device("cpu").type == "cpu"
+    assert describe(torch.device("cpu")).kind == "cpu"
+    with pytest.raises(DeviceError, match="choose one of: auto, cpu, cuda"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(DeviceError, match="no usable CUDA device"):
+            resolve_device("cuda")
+
+
+def test_chrome_bytes_are_gzipped_and_deterministic(naive_run):
+    from attention_docs.profiling.trace import chrome_bytes
+
+    a, b = chrome_bytes(naive_run.chrome), chrome_bytes(naive_run.chrome)
+    assert a == b
+    assert json.loads(gzip.decompress(a))["traceEvents"]
