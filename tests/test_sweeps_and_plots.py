@@ -1,0 +1,74 @@
+import re
+
+import pytest
+import torch
+
+from attention_docs import render
+from attention_docs.attention.naive import naive_attention
+from attention_docs.experiments._sweep import OUT_OF_MEMORY, sweep
+from attention_docs.inputs import make_qkv
+from attention_docs.measurements import Sourced, Table
+from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
+
+
+def test_sweep_turns_out_of_memory_into_a_row_and_skips_larger_points():
+    def measure(point):
+        if point["n"] >= 4:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+        return {"time_us": float(point["n"])}
+
+    table, notes = sweep([{"n": n} for n in (1, 2, 4, 8)], measure, columns=("n", "time_us"))
+    assert table.column("status") == ["ok", "ok", OUT_OF_MEMORY, "skipped after an out-of-memory"]
+    assert table.column("time_us") == [1.0, 2.0, None, None]
+    assert notes == ["n=4 ran out of memory on this device."]
+
+
+def test_sweep_does_not_hide_other_errors():
+    def measure(point):
+        raise ValueError("a real bug")
+
+    with pytest.raises(ValueError, match="a real bug"):
+        sweep([{"n": 1}], measure, columns=("n",))
+
+
+def test_out_of_memory_is_recognised_on_cpu_and_cuda():
+    assert is_out_of_memory(torch.OutOfMemoryError("x"))
+    assert is_out_of_memory(
+        RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 TB")
+    )
+    assert not is_out_of_memory(RuntimeError("shape mismatch"))
+
+
+def test_peak_memory_of_naive_attention_holds_the_score_matrix():
+    q, k, v = make_qkv(1, 2, 128, 16)
+    peak = peak_memory_bytes(lambda: naive_attention(q, k, v, causal=True), torch.device("cpu"))
+    scores = 2 * 128 * 128 * 4
+    # At least two N×N float32 matrices are live at once (scores and their masked copy).
+    assert 2 * scores <= peak <= 4 * scores
+
+
+def test_loglog_slope_recovers_the_exponent():
+    xs = [64, 128, 256, 512]
+    assert render.loglog_slope(xs, [3 * x**2 for x in xs]) == pytest.approx(2.0)
+    assert render.loglog_slope(xs, [5 * x for x in xs[:3]] + [None]) == pytest.approx(1.0)
+    assert render.loglog_slope([1], [1]) is None
+
+
+def test_line_figure_marks_missing_points_and_states_the_slope(tiny_measurement):
+    from dataclasses import replace
+
+    table = Table(
+        ("seq_len", "time_us", "status"),
+        ((64, 1.0, "ok"), (128, 4.0, "ok"), (256, None, OUT_OF_MEMORY)),
+        {"time_us": "µs"},
+    )
+    s = Sourced(replace(tiny_measurement, tables={"sweep": table}), "from the store", "x.json")
+    html = render.line_figure(
+        s, "sweep", x="seq_len", ys=["time_us"], what="Time.", logx=True, logy=True, fit_slope=True
+    )
+    assert re.search(r'aria-label="Time\. time_us \(slope 2\.00\): 64→1, 128→4, 256→none"', html)
+    assert "<figcaption" in html
+    bars = render.bar_figure(s, "sweep", label="seq_len", value="time_us", what="Bars.")
+    assert "256: None" in bars
+    shares = render.stacked_share_figure(s, "sweep", x="seq_len", parts=["time_us"], what="Shares.")
+    assert "64: time_us 100%" in shares
