@@ -170,6 +170,15 @@ def test_site_loads_nothing_from_another_host(site):
         ), css
 
 
+def test_every_companion_notebook_is_published_as_ipynb(site):
+    import nbformat
+
+    for source in sorted((ROOT / "docs" / "notebooks").glob("*.py")):
+        notebook = nbformat.read(site / "notebooks" / f"{source.stem}.ipynb", as_version=4)
+        nbformat.validate(notebook)
+        assert any(cell.cell_type == "code" for cell in notebook.cells)
+
+
 def test_index_summarises_the_build(site):
     text = (site / "index.html").read_text(encoding="utf-8")
     assert "attention-docs:build-summary" not in text

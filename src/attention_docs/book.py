@@ -61,6 +61,7 @@ class Fetch:
 class BuildLog:
     fetches: list[Fetch] = field(default_factory=list)
     refreshed: set[tuple[str, str]] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)  # stored files found unusable
 
 
 _settings = Settings()
@@ -92,11 +93,18 @@ def local_device_kind(device: str) -> str:
 
 def measure(experiment: str, **requested: Any) -> Sourced:
     """The measurement of `experiment` with `requested` parameters, stored or fresh."""
+    store = Store(_settings.store)
+    try:
+        return _measure(store, experiment, requested)
+    finally:
+        _log.problems.extend(str(p) for p in store.problems)
+
+
+def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Sourced:
     s = _settings
     exp = get(experiment)
     requested = exp.check(requested)
     key = exp.key(requested)
-    store = Store(s.store)
     local = local_device_kind(s.device)
     order = list(dict.fromkeys(["cuda", local] if s.prefer == "gpu" else [local]))
     what = f"{experiment}({params_text(requested)})"

@@ -107,6 +107,7 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         if missing:
             listing = "; ".join(f"{rel} (linked from {page})" for page, rel in missing)
             raise PluginError(f"attention-docs: linked measurement files are missing: {listing}")
+        self._write_notebooks(Path(config.docs_dir), site)
         fetches = book.build_log().fetches
         self._write_requests(fetches)
         summary = summary_html(fetches, book.build_log())
@@ -123,6 +124,15 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         )
         if self.handler.failures:
             log.warning("executed blocks failed: %s", ", ".join(self.handler.failures))
+
+    def _write_notebooks(self, docs: Path, site: Path) -> None:
+        """Publish each Jupytext companion notebook as a .ipynb readers can download and run."""
+        import jupytext
+
+        for source in sorted((docs / "notebooks").glob("*.py")):
+            target = site / "notebooks" / f"{source.stem}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            jupytext.write(jupytext.read(source), target, fmt="ipynb")
 
     def _write_requests(self, fetches) -> None:
         requests = sorted(
@@ -194,11 +204,17 @@ def summary_html(fetches, build_log) -> str:
     devices = sorted({f.device for f in fetches})
     local = "a CUDA GPU" if torch.cuda.is_available() else "the CPU (no CUDA device found)"
     items = "".join(f"<li>{html.escape(d)}</li>" for d in devices)
+    problems = ""
+    if build_log.problems:
+        listed = "".join(f"<li>{html.escape(p)}</li>" for p in build_log.problems)
+        problems = (
+            f"<p>Stored files that could not be used and were measured again:</p><ul>{listed}</ul>"
+        )
     return (
         '<div class="admonition info"><p class="admonition-title">This build</p>'
         f"<p>Built with torch {html.escape(torch.__version__)} on {local}. "
         f"It rendered <strong>{len(fetches)}</strong> measurements: "
         f"<strong>{len(measured)}</strong> measured during this build and "
         f"<strong>{len(stored)}</strong> read from the committed store. They were made on:</p>"
-        f"<ul>{items}</ul></div>"
+        f"<ul>{items}</ul>{problems}</div>"
     )
