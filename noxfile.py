@@ -89,6 +89,22 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks with targets: cold vs warm docs build (a warm build under 15% of cold)."""
+    _install(session, "docs")
+    session.run("python", "benchmarks/bench_build.py", *session.posargs, env=_env())
+
+
+@nox.session
+def browser(session: nox.Session) -> None:
+    """The built site in headless Chromium (Debian's chromium package; never a download)."""
+    if not Path("/usr/bin/chromium").exists():
+        session.error("needs Debian's chromium: apt-get install --no-install-recommends chromium")
+    _install(session, "test", "browser")
+    session.run("pytest", "-m", "browser", "-p", "no:xdist", *session.posargs, env=_env())
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
     session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
