@@ -249,6 +249,35 @@ def test_prose_edit_reruns_nothing_and_frozen_needs_an_entry(tmp_path):
     assert "1 measured during this build" in refresh.stderr
 
 
+def test_a_stored_gpu_entry_wins_unless_the_config_prefers_local(tmp_path):
+    config = minimal_site(tmp_path, QUICK_PAGE)
+    assert mkdocs_build(config, tmp_path / "site").returncode == 0
+    cpu_entry = next((tmp_path / "docs" / "measurements").rglob("*.cpu.json"))
+    data = json.loads(cpu_entry.read_text())
+    data["provenance"]["device"] = {
+        "kind": "cuda",
+        "name": "NVIDIA H200",
+        "threads": None,
+        "capability": "90",
+        "memory_bytes": 150_000_000_000,
+        "spec": None,
+    }
+    data["provenance"]["cuda_version"] = "13.0"
+    cpu_entry.with_name(cpu_entry.name.replace(".cpu.", ".cuda.")).write_text(json.dumps(data))
+    gpu_build = mkdocs_build(config, tmp_path / "site")
+    assert gpu_build.returncode == 0, gpu_build.stderr
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "GPU: NVIDIA H200 (sm_90)" in page and "CUDA 13.0" in page and ".cuda.json" in page
+    config.write_text(
+        MINIMAL_CONFIG.replace(
+            "store: docs/measurements", "store: docs/measurements\n      prefer: local"
+        )
+    )
+    local_build = mkdocs_build(config, tmp_path / "site")
+    assert local_build.returncode == 0, local_build.stderr
+    assert "GPU: NVIDIA H200" not in (tmp_path / "site" / "index.html").read_text()
+
+
 def test_corrupt_entry_is_named_and_measured_again(tmp_path):
     config = minimal_site(tmp_path, QUICK_PAGE)
     assert mkdocs_build(config, tmp_path / "site").returncode == 0
