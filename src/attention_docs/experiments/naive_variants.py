@@ -119,7 +119,12 @@ def naive_dtypes(ctx, *, batch_size, num_heads, seq_len, head_dim, causal) -> Ob
         rows=tuple(rows),
         units={f"{d}_us": "µs" for d in dtypes},
     )
-    return Observed(tables={"dtypes": table}, facts={"dtypes": ",".join(dtypes)})
+    facts = {"dtypes": ",".join(dtypes)}
+    if ctx.device.type == "cpu":
+        import torch
+
+        facts["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    return Observed(tables={"dtypes": table}, facts=facts)
 
 
 def parse_shapes(text: str) -> list[tuple[int, int]]:

@@ -142,6 +142,7 @@ def timeline_from_chrome(
         )
         for e in ranges
     )
+    # --8<-- [start:attribute]
     live = 0
     events = []
     steps = []
@@ -151,6 +152,7 @@ def timeline_from_chrome(
         live += delta
         events.append(MemoryEvent(t, delta, live))
         steps.append(next((b.label for b in bands if b.start_us <= t <= b.end_us), None))
+    # --8<-- [end:attribute]
     return MemoryTimeline(events=tuple(events), steps=tuple(steps), bands=bands)
 
 

@@ -201,3 +201,21 @@ def oom_claim(m: Measurement) -> str:
     ):
         text += " Longer sequences were not run: the rows beyond are the prediction alone."
     return text
+
+
+def peak_figure(sourced: Sourced) -> str:
+    """Predicted and measured peak against seq_len, log-log, with fitted slopes."""
+    from attention_docs.render.plots import line_figure
+
+    return line_figure(
+        sourced,
+        "peak",
+        x="seq_len",
+        ys=["predicted_peak_bytes", "measured_peak_bytes"],
+        labels=["predicted", "measured"],
+        what="Peak memory of one forward against seq_len.",
+        ylabel="bytes above the inputs",
+        logx=True,
+        logy=True,
+        fit_slope=True,
+    )

@@ -110,4 +110,20 @@ def dtype_claim(m: Measurement) -> str:
             f"{best[f'{d}_us'] / best['float32_us']:.2f}× (`{best['step']}`) to "
             f"{extreme[f'{d}_us'] / extreme['float32_us']:.2f}× (`{extreme['step']}`)."
         )
+    capability = m.facts.get("cpu_capability")
+    if capability:
+        parts.append(f"PyTorch reports this CPU's best vector instruction set as **{capability}**.")
     return " ".join(parts)
+
+
+def mask_variants_figure(sourced: Sourced) -> str:
+    """Bars: the `attention.mask` step's time per variant."""
+    from attention_docs.render.plots import bar_figure
+
+    return bar_figure(
+        sourced,
+        "variants",
+        label="variant",
+        value="mask_us",
+        what="Time of the attention.mask step per variant.",
+    )

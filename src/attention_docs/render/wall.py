@@ -194,3 +194,19 @@ def head_dim_claim(m: Measurement) -> str:
         f"steps goes from {fmt.percent(matmul_share(first))} to "
         f"**{fmt.percent(matmul_share(last))}**."
     )
+
+
+def sweep_figure(sourced: Sourced, table: str, *, x: str, y: str, label: str, what: str) -> str:
+    """One measured column against a swept one, on log-log axes with its fitted slope."""
+    from attention_docs.render.plots import line_figure
+
+    return line_figure(
+        sourced, table, x=x, ys=[y], labels=[label], what=what, logx=True, logy=True, fit_slope=True
+    )
+
+
+def step_share_figure(sourced: Sourced, table: str, *, x: str, what: str) -> str:
+    """Stacked shares of the five steps for each row of a per-step sweep table."""
+    from attention_docs.render.plots import stacked_share_figure
+
+    return stacked_share_figure(sourced, table, x=x, parts=STEPS, what=what)
