@@ -174,9 +174,9 @@ def memory_peak(
         if n > max_measured:
             model = predicted(n)
             status = (
-                "predicted only: would not fit"
+                "not run: predicted not to fit"
                 if model.total_bytes > memory
-                else "predicted only: above max_measured"
+                else "not run: above max_measured"
             )
             rows.append((n, model.peak_bytes, model.total_bytes, None, None, status))
     measured_ok = [r[0] for r in rows if r[-1] == "ok"]

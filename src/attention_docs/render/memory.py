@@ -42,15 +42,11 @@ def memory_timeline_svg(m: Measurement) -> str:
         ax.step(xs, ys, where="post", color=INK, linewidth=1.4, label="live bytes")
         for k in (1, 2):
             ax.axhline(k * matrix / scale, color=MUTED, linestyle=":", linewidth=0.8)
-            ax.text(
-                end,
-                k * matrix / scale,
-                f"{k} N×N matrix" + ("" if k == 1 else "es"),
-                ha="right",
-                va="bottom",
-                fontsize=7,
-                color=MUTED,
-            )
+        matrices = ax.secondary_yaxis(
+            "right", functions=(lambda y: y * scale / matrix, lambda n: n * matrix / scale)
+        )
+        matrices.set_ylabel("in N×N score matrices")
+        matrices.set_yticks([0, 1, 2])
         predicted = m.facts["predicted_peak_bytes"] / scale
         ax.axhline(
             predicted, color="#D55E00", linestyle="--", linewidth=0.9, label="predicted peak"
@@ -101,7 +97,6 @@ def memory_step_table(sourced: Sourced) -> str:
             str(r["score_sized"]),
             fmt.nbytes(r["allocated_bytes"]),
             fmt.nbytes(r["freed_bytes"]),
-            fmt.nbytes(r["peak_live_bytes"]),
             fmt.nbytes(r["live_after_bytes"]),
         ]
         for r in m.tables["steps"].records()
@@ -112,7 +107,6 @@ def memory_step_table(sourced: Sourced) -> str:
         "Of them N×N",
         "Allocated",
         "Freed",
-        "Highest live",
         "Live at its end",
     ]
     return markdown_table(header, rows) + "\n\n" + caption_html(sourced, "Allocations per step.")
@@ -187,10 +181,14 @@ def oom_claim(m: Measurement) -> str:
         f"**seq_len = {f['predicted_max_seq_len']:,}**."
     )
     if worst is not None:
+        agreement = (
+            "equals the prediction to the byte"
+            if worst == 0
+            else f"is within {fmt.percent(worst)} of the prediction"
+        )
         text += (
             f" Where the forward was run ({len(measured)} lengths up to "
-            f"{f['largest_measured_seq_len']:,}), the measured peak is within "
-            f"{fmt.percent(worst)} of the prediction."
+            f"{f['largest_measured_seq_len']:,}), the measured peak {agreement}."
         )
     first = f["first_out_of_memory_seq_len"]
     if first is not None:

@@ -7,43 +7,30 @@ from attention_docs.render import _format as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.tables import markdown_table
 
-VARIANT_TEXT = {
-    "rebuild": "mask rebuilt each call, `masked_fill`",
-    "masked_fill": "mask built once, `masked_fill`",
-    "masked_fill_": "mask built once, `masked_fill_` (in place)",
-    "additive": "float bias built once, `scores + bias`",
-}
-
 
 def mask_variants_table(sourced: Sourced) -> str:
-    """Per variant: the mask step's time and allocations, all five steps, the forward."""
+    """Per variant: the mask step's time and allocations, the forward, what is kept."""
     m = sourced.measurement
     rows = [
         [
             f"`{r['variant']}`",
-            VARIANT_TEXT.get(r["variant"], ""),
             fmt.time_us(r["mask_us"]),
             f"{r['mask_allocations']:g}",
             fmt.nbytes(r["mask_allocated_bytes"]),
-            fmt.time_us(r["steps_us"]),
-            f"{fmt.time_us(r['forward_us'])} ± {fmt.time_us(r['forward_iqr_us'] / 2)}",
+            fmt.time_us(r["forward_us"]),
             fmt.nbytes(r["prepared_bytes"]),
         ]
         for r in m.tables["variants"].records()
     ]
     header = [
         "Variant",
-        "What it does",
-        "`attention.mask` time",
+        "`attention.mask`",
         "Allocations in it",
-        "Bytes allocated in it",
-        "Five steps (profiled)",
+        "Allocated in it",
         "Forward (unprofiled)",
         "Kept between calls",
     ]
-    return (
-        markdown_table(header, rows, "llrrrrrr") + "\n\n" + caption_html(sourced, "Mask variants.")
-    )
+    return markdown_table(header, rows) + "\n\n" + caption_html(sourced, "Mask variants.")
 
 
 def mask_variants_claim(m: Measurement) -> str:

@@ -57,17 +57,21 @@ def seq_len_claim(m: Measurement, table: str = "seq_len") -> str:
         return "Too few points were measured to fit a slope."
     slopes = local_slopes(xs, times)
     tail = loglog_slope(xs[-3:], times[-3:])
+    peak_tail = loglog_slope(xs[-3:], peaks[-3:])
     text = (
         f"Over the whole sweep ({xs[0]:,} to {xs[-1]:,} tokens), time grows with a fitted "
         f"log-log slope of **{time_slope:.2f}** and peak memory with **{peak_slope:.2f}**. "
-        f"Over the last three points alone the time slope is **{tail:.2f}**."
+        f"Over the last three points alone the slopes are **{tail:.2f}** for time and "
+        f"{peak_tail:.2f} for memory."
     )
-    flat = [x for x, s in zip(xs, slopes, strict=False) if s < OVERHEAD]
+    flat = 0
+    while flat < len(slopes) and slopes[flat] < OVERHEAD:
+        flat += 1
     if flat:
         text += (
-            f" Below {max(flat) * 2:,} tokens some doublings cost less than double the time "
-            f"(local slope under {OVERHEAD:g}): fixed per-call costs — dispatch, allocation, "
-            f"kernel launches — dominate and the N² work hides under them."
+            f" From {xs[0]:,} to {xs[flat]:,} tokens each doubling costs less than double the "
+            f"time (local slope under {OVERHEAD:g}): fixed per-call costs — dispatch, "
+            f"allocation, kernel launches — dominate and the N² work hides under them."
         )
     turn = turning_point(xs, times)
     if turn is not None and turn != xs[-1]:
@@ -84,25 +88,37 @@ def seq_len_claim(m: Measurement, table: str = "seq_len") -> str:
 
 
 def step_shares_claim(m: Measurement, table: str, x: str) -> str:
-    """For each row of a per-step table: the step that dominates and its share."""
-    rows = _ok(m, table)
-    parts = []
-    for r in rows:
+    """Which step leads over which rows of a per-step table, and the matmuls' share."""
+    rows = []
+    for r in _ok(m, table):
         times = {s: r[s] or 0.0 for s in STEPS if s in r}
         total = sum(times.values())
-        if not total:
-            continue
-        top = max(times, key=times.get)
-        matmuls = (
-            times.get("attention.scores", 0) + times.get("attention.weighted_sum", 0)
-        ) / total
-        parts.append(
-            f"at {x.replace('_', ' ')} {r[x]}, `{top}` leads with {fmt.percent(times[top] / total)} "
-            f"(the two matmuls together: {fmt.percent(matmuls)})"
-        )
-    if not parts:
+        if total:
+            top = max(times, key=times.get)
+            matmuls = times.get("attention.scores", 0) + times.get("attention.weighted_sum", 0)
+            rows.append((r[x], top, times[top] / total, matmuls / total))
+    if not rows:
         return ""
-    return "Measured: " + "; ".join(parts) + "."
+    groups: list[list[tuple]] = []
+    for row in rows:
+        if groups and groups[-1][-1][1] == row[1]:
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    name = x.replace("_", " ")
+    parts = []
+    for g in groups:
+        where = f"{g[0][0]}" if len(g) == 1 else f"{g[0][0]} to {g[-1][0]}"
+        low, high = (fmt.percent(f([row[2] for row in g])) for f in (min, max))
+        share = low if low == high else f"{low}–{high}"
+        parts.append(f"`{g[0][1]}` at {name} {where} ({share})")
+    first, last = rows[0], rows[-1]
+    return (
+        "The largest step, measured: "
+        + "; ".join(parts)
+        + f". The two matmuls together take {fmt.percent(first[3])} of the five steps at "
+        f"{name} {first[0]} and {fmt.percent(last[3])} at {last[0]}."
+    )
 
 
 def sweep_table(sourced: Sourced, table: str, columns: Sequence[str]) -> str:
