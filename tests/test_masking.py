@@ -127,5 +127,5 @@ def test_dtypes_experiment_has_every_step_in_every_dtype():
 def test_step_shares_experiment_profiles_each_shape():
     m = run_experiment("naive_step_shares", {"shapes": "16x8,48x32", "num_heads": 1}, device="cpu")
     rows = m.tables["shares"].records()
-    assert [r["shape"] for r in rows] == ["N=16, D=8", "N=48, D=32"]
+    assert [r["shape"] for r in rows] == ["16×8", "48×32"]
     assert all(r["attention.softmax"] > 0 for r in rows)

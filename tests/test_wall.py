@@ -117,7 +117,7 @@ def test_sweep_claims_and_tables_from_real_measurements(wall, split, dims):
     table = render.sweep_table(
         sourced(wall), "seq_len", ["seq_len", "time_us", "peak_bytes", "flops", "status"]
     )
-    assert "| seq len | time us | peak bytes | flops | status |" in table
+    assert "| seq len | forward time | peak memory | matmul FLOPs | status |" in table
     assert 'class="ad-caption"' in table
 
 

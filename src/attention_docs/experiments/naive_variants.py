@@ -170,8 +170,10 @@ def naive_step_shares(ctx, *, batch_size, num_heads, shapes, dtype, causal) -> O
             sched=Schedule(wait=1, warmup=1, active=2),
         )
         times = {s.label: s.time_us for s in observed.steps}
-        rows.append((f"N={seq_len}, D={head_dim}", seq_len, head_dim, *(times[s] for s in STEPS)))
+        rows.append((f"{seq_len}×{head_dim}", seq_len, head_dim, *(times[s] for s in STEPS)))
     table = Table(
-        columns=("shape", "seq_len", "head_dim", *STEPS), rows=tuple(rows), units=STEP_UNITS
+        columns=("shape", "seq_len", "head_dim", *STEPS),
+        rows=tuple(rows),
+        units={"shape": "seq_len×head_dim", **STEP_UNITS},
     )
     return Observed(tables={"shares": table})

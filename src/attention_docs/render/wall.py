@@ -21,6 +21,7 @@ STEPS = (
 )
 QUADRATIC = 1.5  # a local slope at or above this reads as "growing like N²"
 OVERHEAD = 1.0  # below this, fixed per-call costs grow faster than the work does
+HEADERS = {"time_us": "forward time", "peak_bytes": "peak memory", "flops": "matmul FLOPs"}
 
 
 def _ok(m: Measurement, table: str) -> list[dict]:
@@ -124,7 +125,7 @@ def step_shares_claim(m: Measurement, table: str, x: str) -> str:
 def sweep_table(sourced: Sourced, table: str, columns: Sequence[str]) -> str:
     """A sweep table with times, bytes and FLOPs formatted for reading."""
     t = sourced.measurement.tables[table]
-    header = [c.replace("_", " ") for c in columns]
+    header = [HEADERS.get(c, c.replace("_", " ")) for c in columns]
     rows = []
     for r in t.records():
         cells = []
@@ -154,7 +155,7 @@ def tokens_claim(m: Measurement) -> str:
     longest, shortest = rows[0], rows[-1]
     xs = [r["seq_len"] for r in rows]
     slope = loglog_slope(xs, [r["time_us"] for r in rows])
-    big = [r for r in rows if r["seq_len"] >= 256] or rows
+    big = [r for r in rows if r["seq_len"] >= 256]
     big_slope = loglog_slope([r["seq_len"] for r in big], [r["time_us"] for r in big])
     text = (
         f"The same {longest['batch_size'] * longest['seq_len']:,} tokens as one sequence of "
@@ -165,11 +166,11 @@ def tokens_claim(m: Measurement) -> str:
         f"{longest['flops'] / shortest['flops']:.0f}×: with the tokens fixed, work is "
         f"proportional to seq_len, not its square."
     )
-    if slope is not None and big_slope is not None:
-        text += (
-            f" Time against seq_len has a fitted slope of **{slope:.2f}** over all rows and "
-            f"{big_slope:.2f} over the rows with seq_len ≥ {big[-1]['seq_len']}."
-        )
+    if slope is not None:
+        text += f" Time against seq_len has a fitted slope of **{slope:.2f}** over all rows"
+        if big_slope is not None and len(big) < len(rows):
+            text += f" and {big_slope:.2f} over the rows with seq_len ≥ {big[-1]['seq_len']}"
+        text += "."
     return text
 
 
