@@ -24,7 +24,7 @@ def mask_variants_table(sourced: Sourced) -> str:
     ]
     header = [
         "Variant",
-        "`attention.mask`",
+        "Mask step",
         "Allocations in it",
         "Allocated in it",
         "Forward (unprofiled)",
