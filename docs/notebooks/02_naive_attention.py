@@ -59,3 +59,34 @@ print(render.op_table(here))
 #
 # Change `seq_len`, pass `{"causal": False}` or `{"dtype": "bfloat16"}`, and watch which step
 # dominates.
+
+# %% [markdown]
+# ## Four ways to apply the mask
+#
+# The same causal attention, with the mask rebuilt each call, built once and applied with
+# `masked_fill`, applied in place with `masked_fill_`, or added as a float bias.
+
+# %%
+variants = run_experiment("naive_mask_variants", {"seq_len": seq_len})
+print(render.mask_variants_table(Sourced(variants, "measured in this notebook", "-", base="")))
+print(render.mask_variants_claim(variants))
+
+# %% [markdown]
+# ## float32 or bfloat16
+
+# %%
+dtypes = run_experiment("naive_dtypes", {"seq_len": seq_len})
+print(render.dtype_table(Sourced(dtypes, "measured in this notebook", "-", base="")))
+print(render.dtype_claim(dtypes))
+
+# %% [markdown]
+# ## Which step dominates at which shape
+
+# %%
+shapes = (
+    "32x16,64x64"
+    if os.environ.get("ATTENTION_DOCS_TINY")
+    else "64x64,256x64,1024x64,1024x16,1024x256"
+)
+shares = run_experiment("naive_step_shares", {"shapes": shapes})
+print(render.step_shares_claim(shares, "shares", "shape"))

@@ -32,3 +32,58 @@ __all__ = [
     "timeline_figure",
     "timeline_svg",
 ]
+from attention_docs.render.memory import (
+    allocation_claim,
+    memory_step_table,
+    memory_timeline_figure,
+    memory_timeline_svg,
+    oom_claim,
+    peak_claim,
+    peak_figure,
+    peak_table,
+)
+from attention_docs.render.variants import (
+    dtype_claim,
+    dtype_table,
+    mask_variants_claim,
+    mask_variants_figure,
+    mask_variants_table,
+)
+from attention_docs.render.wall import (
+    head_dim_claim,
+    heads_claim,
+    local_slopes,
+    seq_len_claim,
+    step_share_figure,
+    step_shares_claim,
+    sweep_figure,
+    sweep_table,
+    tokens_claim,
+    turning_point,
+)
+
+__all__ += [
+    "allocation_claim",
+    "dtype_claim",
+    "dtype_table",
+    "head_dim_claim",
+    "heads_claim",
+    "local_slopes",
+    "mask_variants_claim",
+    "mask_variants_figure",
+    "mask_variants_table",
+    "memory_step_table",
+    "memory_timeline_figure",
+    "memory_timeline_svg",
+    "oom_claim",
+    "peak_claim",
+    "peak_figure",
+    "peak_table",
+    "seq_len_claim",
+    "step_share_figure",
+    "step_shares_claim",
+    "sweep_figure",
+    "sweep_table",
+    "tokens_claim",
+    "turning_point",
+]

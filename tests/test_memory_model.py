@@ -1,0 +1,161 @@
+import pytest
+import torch
+
+from attention_docs.attention.naive import STEPS, naive_attention
+from attention_docs.experiments.runner import run_experiment
+from attention_docs.inputs import make_qkv
+from attention_docs.memory_model import max_seq_len, naive_peak
+from attention_docs.profiling.memory import (
+    memory_timeline,
+    peak_memory_bytes,
+    step_allocations,
+    timeline_from_chrome,
+)
+
+CPU = torch.device("cpu")
+# The model must match the allocator within this fraction at small sizes (on the CPU it is
+# exact: the profiler reports tensor sizes, and nothing else is allocated).
+TOLERANCE = 0.01
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    "shape", [(1, 1, 7, 8, 7), (2, 3, 33, 16, 33), (1, 4, 128, 64, 128), (1, 2, 17, 8, 40)]
+)
+def test_peak_formula_matches_the_measured_peak(shape, causal, dtype):
+    b, h, n, d, m = shape
+    q, k, v = make_qkv(b, h, n, d, dtype=dtype, kv_seq_len=m)
+    measured = peak_memory_bytes(lambda: naive_attention(q, k, v, causal=causal), CPU)
+    predicted = naive_peak(b, h, n, d, dtype, causal=causal, kv_seq_len=m)
+    assert abs(measured - predicted.peak_bytes) <= TOLERANCE * predicted.peak_bytes
+    assert predicted.inputs_bytes == sum(t.numel() * t.element_size() for t in (q, k, v))
+
+
+def test_peak_model_parts():
+    model = naive_peak(2, 3, 10, 4, "bfloat16", causal=True)
+    assert model.matrices == 2
+    assert model.matrix_bytes == 2 * 3 * 10 * 10 * 2
+    assert model.mask_bytes == 100
+    assert model.output_bytes == 2 * 3 * 10 * 4 * 2
+    assert model.total_bytes == model.peak_bytes + model.inputs_bytes
+    assert naive_peak(2, 3, 10, 4, "bfloat16").mask_bytes == 0
+
+
+@pytest.mark.parametrize("memory", [10**6, 24 * 10**9, 141 * 10**9])
+@pytest.mark.parametrize("causal", [False, True])
+def test_max_seq_len_is_the_last_length_that_fits(memory, causal):
+    n = max_seq_len(memory, 2, 8, 64, "bfloat16", causal=causal)
+    assert n > 0
+    assert naive_peak(2, 8, n, 64, "bfloat16", causal=causal).total_bytes <= memory
+    assert naive_peak(2, 8, n + 1, 64, "bfloat16", causal=causal).total_bytes > memory
+    assert max_seq_len(0, 1, 1, 8) == 0
+
+
+def fake_chrome():
+    """Two labelled ranges and memory events inside, between and after them."""
+
+    def mem(ts, nbytes, device=0):
+        return {
+            "ph": "i",
+            "name": "[memory]",
+            "ts": ts,
+            "args": {"Bytes": nbytes, "Device Type": device},
+        }
+
+    def rng(name, ts, dur):
+        return {"ph": "X", "cat": "user_annotation", "name": name, "ts": ts, "dur": dur}
+
+    return {
+        "traceEvents": [
+            rng("attention.scores", 100.0, 10.0),
+            rng("attention.softmax", 120.0, 10.0),
+            rng("something.else", 140.0, 10.0),
+            mem(101.0, 400),
+            mem(115.0, 8),  # between the ranges
+            mem(121.0, 400),
+            mem(125.0, -400),
+            mem(122.0, 999, device=1),  # a CUDA event: not counted on the CPU
+            mem(145.0, -400),  # inside a range that is not a step
+        ]
+    }
+
+
+def test_memory_events_are_attributed_to_the_range_around_them():
+    tl = timeline_from_chrome(fake_chrome(), STEPS, "cpu")
+    assert [b.label for b in tl.bands] == ["attention.scores", "attention.softmax"]
+    assert tl.bands[0].start_us == 0.0 and tl.bands[1].end_us == 30.0
+    assert list(tl.steps) == [
+        "attention.scores",
+        None,
+        "attention.softmax",
+        "attention.softmax",
+        None,
+    ]
+    assert [e.live for e in tl.events] == [400, 408, 808, 408, 8]
+    per = step_allocations(tl, STEPS)
+    assert per["attention.scores"] == {"allocations": 1, "allocated": 400, "freed": 0}
+    assert per["attention.softmax"] == {"allocations": 1, "allocated": 400, "freed": 400}
+    assert per["attention.mask"] == {"allocations": 0, "allocated": 0, "freed": 0}
+    cuda = timeline_from_chrome(fake_chrome(), STEPS, "cuda")
+    assert [e.bytes for e in cuda.events] == [999]
+    assert timeline_from_chrome({"traceEvents": []}, STEPS, "cpu").events == ()
+
+
+def test_a_real_forward_allocates_one_matrix_per_step_and_frees_everything():
+    q, k, v = make_qkv(1, 2, 64, 16)
+    tl = memory_timeline(lambda: naive_attention(q, k, v, causal=True), CPU, STEPS)
+    per = step_allocations(tl, STEPS)
+    matrix = 2 * 64 * 64 * 4
+    assert per["attention.scores"]["allocated"] == matrix
+    assert per["attention.softmax"]["allocated"] == matrix
+    assert per["attention.mask"]["allocated"] == matrix + 2 * 64 * 64
+    assert per["attention.weighted_sum"]["allocated"] == 2 * 64 * 16 * 4
+    assert tl.events[-1].live == 0  # the output is freed after the call too
+    assert max(e.live for e in tl.events) == naive_peak(1, 2, 64, 16, causal=True).peak_bytes
+
+
+def test_memory_timeline_experiment_matches_its_prediction():
+    m = run_experiment("memory_timeline", {"seq_len": 48, "head_dim": 16}, device="cpu")
+    assert m.facts["measured_peak_bytes"] == m.facts["predicted_peak_bytes"]
+    steps = m.tables["steps"].records()
+    assert [r["score_sized"] for r in steps] == [1, 1, 1, 1, 0]
+    assert set(m.tables["events"].column("step")) <= {*STEPS, "after the steps"}
+    assert [r[0] for r in m.tables["bands"].rows] == list(STEPS)
+
+
+def test_memory_peak_experiment_predicts_beyond_what_it_runs():
+    m = run_experiment("memory_peak", {"start": 16, "max_measured": 64}, device="cpu")
+    rows = m.tables["peak"].records()
+    ran = [r for r in rows if r["status"] == "ok"]
+    assert [r["seq_len"] for r in ran] == [16, 32, 64]
+    assert all(r["measured_over_predicted"] == pytest.approx(1.0, abs=TOLERANCE) for r in ran)
+    rest = [r for r in rows if r["status"] != "ok"]
+    assert rest and all(r["measured_peak_bytes"] is None for r in rest)
+    assert rest[-1]["status"] == "not run: predicted not to fit"
+    limit = m.facts["predicted_max_seq_len"]
+    assert limit == max_seq_len(m.facts["memory_bytes"], 1, 4, 64, causal=True)
+    assert rows[-2]["seq_len"] <= limit < rows[-1]["seq_len"]
+    assert m.facts["memory_kind"] == "system RAM"
+
+
+def test_memory_peak_turns_an_out_of_memory_into_a_row(monkeypatch):
+    import attention_docs.experiments.memory as exp
+
+    real = exp.peak_memory_bytes
+    calls = []
+
+    def fails_on_the_third_length(fn, device):
+        calls.append(fn)
+        if len(calls) >= 3:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+        return real(fn, device)
+
+    monkeypatch.setattr(exp, "peak_memory_bytes", fails_on_the_third_length)
+    m = run_experiment("memory_peak", {"start": 16, "max_measured": 256}, device="cpu")
+    status = {r["seq_len"]: r["status"] for r in m.tables["peak"].records()}
+    assert status[16] == status[32] == "ok"
+    assert status[64] == "out of memory"
+    assert status[128] == "skipped after an out-of-memory"
+    assert m.facts["first_out_of_memory_seq_len"] == 64
+    assert m.notes[0].startswith("seq_len=64") and "ran out of memory" in m.notes[0]

@@ -1,0 +1,95 @@
+import re
+from dataclasses import replace
+
+import pytest
+
+from attention_docs import render
+from attention_docs.experiments.runner import run_experiment
+from attention_docs.measurements import Measurement, Sourced
+
+
+@pytest.fixture(scope="module")
+def timeline():
+    return run_experiment("memory_timeline", {"seq_len": 40, "head_dim": 16}, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def peak():
+    return run_experiment("memory_peak", {"start": 16, "max_measured": 64}, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def variants():
+    return run_experiment(
+        "naive_mask_variants", {"num_heads": 1, "seq_len": 24, "head_dim": 8}, device="cpu"
+    )
+
+
+@pytest.fixture(scope="module")
+def dtypes():
+    return run_experiment(
+        "naive_dtypes", {"num_heads": 1, "seq_len": 24, "head_dim": 8}, device="cpu"
+    )
+
+
+def sourced(m: Measurement) -> Sourced:
+    return Sourced(m, "measured now", "x.json", base="")
+
+
+def roundtrip(m: Measurement) -> Measurement:
+    return Measurement.loads(m.dumps())
+
+
+def test_memory_timeline_figure_is_byte_stable_and_described(timeline):
+    svg = render.memory_timeline_svg(timeline)
+    assert svg == render.memory_timeline_svg(roundtrip(timeline))
+    assert "<metadata>" not in svg and 'role="img"' in svg
+    matrix = 4 * 40 * 40 * 4
+    assert f"one N×N matrix is {matrix / 1e3:.3g} kB" in svg
+    assert "attention.mask: 3 allocations" in svg
+    html = render.memory_timeline_figure(sourced(timeline))
+    assert html.startswith('<figure class="ad-figure">') and "Allocations of one forward." in html
+
+
+def test_memory_step_table_and_claims(timeline):
+    table = render.memory_step_table(sourced(timeline))
+    assert "| `attention.softmax` | 1 | 1 |" in table
+    assert render.allocation_claim(timeline).startswith("One forward creates **4** N×N tensors")
+    assert "but never more than **2** are live at once" in render.allocation_claim(timeline)
+    claim = render.peak_claim(timeline)
+    assert "it matches exactly" in claim and "2 × 25.6 kB (N×N)" in claim
+    off = replace(timeline, facts={**timeline.facts, "measured_peak_bytes": 70000})
+    assert "within " in render.peak_claim(off)
+
+
+def test_peak_table_figure_and_oom_claim(peak):
+    table = render.peak_table(sourced(peak))
+    assert "not run: predicted not to fit" in table and "| 16 |" in table
+    figure = render.peak_figure(sourced(peak))
+    assert figure == render.peak_figure(sourced(roundtrip(peak)))
+    assert re.search(r"predicted \(slope [\d.]+\)", figure)
+    claim = render.oom_claim(peak)
+    assert "of system RAM" in claim and "equals the prediction to the byte" in claim
+    assert "Longer sequences were not run" in claim
+    failed = replace(peak, facts={**peak.facts, "first_out_of_memory_seq_len": 64})
+    assert "The first length that really ran out of memory was **64**." in render.oom_claim(failed)
+
+
+def test_mask_variant_renderers(variants):
+    table = render.mask_variants_table(sourced(variants))
+    assert table.count("\n| `") == 4
+    claim = render.mask_variants_claim(variants)
+    assert "`masked_fill_` 0.00" in claim and "`masked_fill` 1.00" in claim
+    figure = render.mask_variants_figure(sourced(variants))
+    assert figure == render.mask_variants_figure(sourced(roundtrip(variants)))
+
+
+def test_dtype_renderers(dtypes):
+    table = render.dtype_table(sourced(dtypes))
+    assert "bfloat16 / float32" in table and "forward (unprofiled)" in table
+    claim = render.dtype_claim(dtypes)
+    assert re.search(
+        r"In bfloat16 the unprofiled forward takes \*\*[\d.]+×\*\* the time of float32 — (slower|faster)",
+        claim,
+    )
+    assert "best vector instruction set" in claim
