@@ -103,10 +103,8 @@ def sdpa_attention(
             to the scores, broadcastable to `(batch_size, num_heads, seq_len, kv_seq_len)`.
         dropout_p: dropout on the attention probabilities.
 
-    Raises:
-        ValueError: `backend` is not one of `BACKENDS`.
-        RuntimeError: the pinned backend cannot run these inputs on this device (torch's
-            message; `why_backend` explains it).
+    An unknown `backend` raises `ValueError`; a pinned backend that cannot run these inputs
+    on this device raises torch's `RuntimeError` (`why_backend` explains why).
     """
     allowed = list(SDP_BACKENDS.values()) if backend is None else [_sdp_backend(backend)]
     with record_function("attention.sdpa"), sdpa_kernel(allowed):
@@ -163,6 +161,8 @@ def why_backend(
     ("Flash attention kernel not used because: ...") and its error. The free choice is read
     from the op SDPA dispatches to under the profiler. Never raises for a backend that
     cannot run: that becomes a verdict.
+
+    It profiles one call itself, so call it outside any active `torch.profiler` session.
 
     Returns:
         One `BackendVerdict` per name in `BACKENDS`, in that order.
