@@ -52,7 +52,7 @@ def backward_table(sourced: Sourced) -> str:
                 f"`{r['implementation']}`",
                 fmt.time_us(r["forward_us"]),
                 fmt.time_us(r["backward_us"]),
-                _num(r["backward_per_forward"], lambda x: f"{x:.2g}×"),
+                _num(r["backward_per_forward"], lambda x: f"{x:.1f}×"),
                 fmt.time_us(r["step_us"]),
                 fmt.nbytes(r["step_peak_bytes"]),
                 fmt.nbytes(r["saved_internal_bytes"]),
@@ -105,7 +105,7 @@ def backward_claims(m: Measurement) -> str:
     if not naive or not flash:
         return ""
     ratios = ", ".join(
-        f"`{name}` {r['backward_per_forward']:.2g}×"
+        f"`{name}` {r['backward_per_forward']:.1f}×"
         for name, r in ran.items()
         if r["backward_per_forward"] is not None
     )
