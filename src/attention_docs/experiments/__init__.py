@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 
-MODULES = ("naive", "naive_variants", "memory", "wall")
+MODULES = ("naive", "naive_variants", "memory", "wall", "sdpa", "backward")
 
 
 def load_all() -> None:

@@ -21,6 +21,10 @@ class TimelineSettings:
     max_cpu_depth: int = 3  # rows below the step ranges on a CPU lane
     label_min_fraction: float = 0.045  # a bar narrower than this share of the axis is not labelled
     show_flows: bool = True
+    # Labelled ranges drawn in colour (label, colour); other ranges and ops stay grey.
+    colors: tuple[tuple[str, str], ...] = tuple(STEP_COLORS.items())
+    title: str = "Timeline of one forward."
+    xlabel: str = "time since the start of the forward (µs)"
 
 
 DEFAULT_SETTINGS = TimelineSettings()
@@ -48,7 +52,8 @@ def layout(
     trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS
 ) -> tuple[list[str], list[Bar], list[tuple[Bar, Bar]]]:
     """Rows (labels, top to bottom), bars, and (launch, kernel) flow pairs."""
-    ranges = [s for s in trace.spans if s.kind == "range" and s.name in STEP_COLORS]
+    colors = dict(settings.colors)
+    ranges = [s for s in trace.spans if s.kind == "range" and s.name in colors]
     rows: list[str] = []
     row_of: dict[tuple[str, int], int] = {}
     for lane in trace.lanes:
@@ -73,7 +78,7 @@ def layout(
             continue
         depth = 0 if gpu else min(s.depth, settings.max_cpu_depth)
         step = launch_step.get(s.flow) if gpu else (s.name if s in ranges else _step_of(s, ranges))
-        color = STEP_COLORS.get(step or "", MUTED)
+        color = colors.get(step or "", MUTED)
         alpha = 1.0 if (s in ranges or gpu) else 0.45
         label = s.name.removeprefix("attention.") if s in ranges else s.name
         bar = Bar(row_of[(s.lane, depth)], s.start_us, s.dur_us, color, alpha, label, s)
@@ -140,13 +145,19 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
         ax.set_yticks(range(len(rows)), rows)
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.set_xlim(0, end * 1.01)
-        ax.set_xlabel("time since the start of the forward (µs)")
+        ax.set_xlabel(settings.xlabel)
         ax.grid(axis="x", color=MUTED, alpha=0.3, linewidth=0.5)
         ax.spines[["top", "right"]].set_visible(False)
+        drawn = {b.span.name for b in bars if b.span.kind == "range"}
         handles = [
-            _patch(color, label.removeprefix("attention.")) for label, color in STEP_COLORS.items()
+            _patch(color, label.removeprefix("attention."))
+            for label, color in settings.colors
+            if label in drawn
         ]
-        fig.legend(handles=handles, loc="outside lower center", ncols=5, frameon=False, fontsize=8)
+        if handles:
+            fig.legend(
+                handles=handles, loc="outside lower center", ncols=5, frameon=False, fontsize=8
+            )
         return to_svg(fig, describe(trace))
 
 
@@ -168,9 +179,7 @@ def timeline_figure(sourced: Sourced, settings: TimelineSettings = DEFAULT_SETTI
             f' · <button type="button" class="ad-perfetto md-button" data-trace="{href}" '
             f'title="Opens ui.perfetto.dev in a new tab and sends it this trace">Open in Perfetto</button>'
         )
-    return figure_html(
-        timeline_svg(m.timeline, settings), sourced, "Timeline of one forward.", extra
-    )
+    return figure_html(timeline_svg(m.timeline, settings), sourced, settings.title, extra)
 
 
 __all__ = ["DEFAULT_SETTINGS", "TimelineSettings", "layout", "timeline_figure", "timeline_svg"]

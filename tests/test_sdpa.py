@@ -1,0 +1,251 @@
+import math
+
+import pytest
+import torch
+
+from attention_docs.attention.naive import causal_mask, naive_attention
+from attention_docs.attention.sdpa import (
+    BACKENDS,
+    CHOSEN,
+    ELIGIBLE,
+    REJECTED,
+    STATUSES,
+    UNAVAILABLE,
+    additive_mask,
+    backend_of_op,
+    chosen_backend,
+    keep_mask,
+    sdpa_attention,
+    why_backend,
+)
+from attention_docs.experiments.runner import run_experiment
+from attention_docs.inputs import make_qkv
+from attention_docs.measurements.schema import Sourced
+
+
+def reference(q, k, v, causal):
+    """softmax(q·kᵀ/√d)·v in float64, written independently of the code under test."""
+    q, k, v = (t.double() for t in (q, k, v))
+    scores = torch.einsum("bhnd,bhmd->bhnm", q, k) / math.sqrt(q.shape[-1])
+    if causal:
+        n, m = scores.shape[-2:]
+        keep = torch.arange(m)[None, :] <= torch.arange(n)[:, None]  # SDPA: top-left aligned
+        scores = scores.where(keep, -math.inf)
+    return torch.einsum("bhnm,bhmd->bhnd", scores.softmax(-1), v)
+
+
+def rel_err(actual, expected):
+    return ((actual.double() - expected).norm() / expected.norm()).item()
+
+
+def fresh_seed() -> int:
+    return int(torch.randint(0, 2**31 - 1, ()).item())
+
+
+def runnable_backends(q, k, v, **kwargs) -> list[str]:
+    return [x.backend for x in why_backend(q, k, v, **kwargs) if x.runs]
+
+
+TOL = {"float32": 2e-5, "bfloat16": 2e-2}
+SHAPES = [(1, 1, 1, 8), (2, 3, 17, 16), (1, 2, 65, 64), (3, 2, 33, 32)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_runnable_backend_matches_float64(shape, causal, dtype):
+    seed = fresh_seed()
+    q, k, v = make_qkv(*shape, dtype=dtype, seed=seed)
+    expected = reference(q, k, v, causal)
+    backends = runnable_backends(q, k, v, causal=causal)
+    assert {"math", "flash"} <= set(backends) or q.device.type != "cpu"
+    for backend in [None, *backends]:
+        out = sdpa_attention(q, k, v, causal=causal, backend=backend)
+        assert out.shape == q.shape and out.dtype == q.dtype
+        assert rel_err(out, expected) < TOL[dtype], f"backend={backend} seed={seed}"
+
+
+@pytest.mark.parametrize("backend", ["math", "flash"])
+def test_bool_mask_true_means_take_part(backend):
+    q, k, v = make_qkv(2, 2, 19, 16, seed=fresh_seed())
+    expected = reference(q, k, v, causal=True)
+    keep = keep_mask(19)
+    assert keep.dtype == torch.bool and keep[0, 0] and not keep[0, 1]
+    assert (
+        rel_err(sdpa_attention(q, k, v, attn_mask=keep, backend=backend), expected) < TOL["float32"]
+    )
+    add = additive_mask(19)
+    assert (
+        rel_err(sdpa_attention(q, k, v, attn_mask=add, backend=backend), expected) < TOL["float32"]
+    )
+    # masked_fill's convention (True = hide) silently computes something else.
+    wrong = sdpa_attention(q, k, v, attn_mask=causal_mask(19), backend=backend)
+    assert rel_err(wrong.nan_to_num(), expected) > 0.1
+
+
+def test_masks_agree_with_naive_attention_conventions():
+    q, k, v = make_qkv(1, 2, 12, 8, seed=fresh_seed())
+    naive = naive_attention(q, k, v, causal=True)  # masked_fill(causal_mask, -inf)
+    torch.testing.assert_close(sdpa_attention(q, k, v, attn_mask=keep_mask(12)), naive)
+    assert torch.equal(keep_mask(5), ~causal_mask(5))
+    assert torch.equal(additive_mask(5) == 0, keep_mask(5))
+    assert torch.isneginf(additive_mask(5)[~keep_mask(5)]).all()
+
+
+def test_is_causal_aligns_top_left_when_lengths_differ():
+    # With fewer queries than keys, SDPA's is_causal masks as if the queries came first:
+    # query i sees keys 0..i, unlike naive attention's cache-style (bottom-right) diagonal.
+    q, _, _ = make_qkv(1, 2, 3, 8, seed=fresh_seed())
+    _, k, v = make_qkv(1, 2, 7, 8, seed=fresh_seed())
+    out = sdpa_attention(q, k, v, causal=True, backend="math")
+    assert rel_err(out, reference(q, k, v, causal=True)) < TOL["float32"]
+    bottom_right = naive_attention(q, k, v, causal=True)
+    assert rel_err(bottom_right, reference(q, k, v, causal=True)) > 0.05
+
+
+def test_unknown_backend_is_a_clear_error():
+    q, k, v = make_qkv(1, 1, 4, 8)
+    with pytest.raises(ValueError, match="choose one of: math, flash, efficient, cudnn"):
+        sdpa_attention(q, k, v, backend="fastest")
+
+
+def test_backend_of_op_reads_every_backend_op_name():
+    assert backend_of_op("aten::_scaled_dot_product_flash_attention_for_cpu") == "flash"
+    assert backend_of_op("aten::_scaled_dot_product_flash_attention") == "flash"
+    assert backend_of_op("aten::_scaled_dot_product_efficient_attention") == "efficient"
+    assert backend_of_op("aten::_scaled_dot_product_cudnn_attention") == "cudnn"
+    assert backend_of_op("aten::_scaled_dot_product_attention_math") == "math"
+    assert backend_of_op("aten::bmm") is None
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"causal": True}, {"attn_mask": "bool"}, {"attn_mask": "float"}, {"dropout_p": 0.3}],
+)
+def test_why_backend_gives_a_verdict_for_every_backend(kwargs):
+    q, k, v = make_qkv(1, 2, 16, 8, seed=fresh_seed())
+    if kwargs.get("attn_mask") == "bool":
+        kwargs = {"attn_mask": keep_mask(16)}
+    elif kwargs.get("attn_mask") == "float":
+        kwargs = {"attn_mask": additive_mask(16)}
+    verdicts = why_backend(q, k, v, **kwargs)
+    assert [x.backend for x in verdicts] == list(BACKENDS)
+    assert all(x.status in STATUSES for x in verdicts)
+    assert sum(x.status == CHOSEN for x in verdicts) == 1
+    for x in verdicts:
+        if x.status in (REJECTED, UNAVAILABLE):
+            assert x.reason.strip() and not x.runs and x.op is None
+        else:
+            assert x.runs and backend_of_op(x.op) == x.backend
+    # The chosen backend is the one SDPA really runs: pinning it gives the same numbers.
+    chosen = chosen_backend(verdicts)
+    torch.manual_seed(0)
+    free = sdpa_attention(q, k, v, **kwargs)
+    torch.manual_seed(0)
+    pinned = sdpa_attention(q, k, v, backend=chosen, **kwargs)
+    torch.testing.assert_close(free, pinned)
+
+
+def test_why_backend_on_cpu_names_what_is_missing_and_why_dropout_needs_math():
+    q, k, v = make_qkv(1, 2, 16, 8)
+    verdicts = {x.backend: x for x in why_backend(q, k, v, dropout_p=0.1)}
+    assert verdicts["math"].status == CHOSEN
+    assert verdicts["flash"].status == REJECTED
+    assert "dropout" in verdicts["flash"].reason  # torch's own words, captured from its warning
+    for name in ("efficient", "cudnn"):
+        assert verdicts[name].status == UNAVAILABLE
+        assert verdicts[name].reason.startswith("not available on this device")
+    plain = {x.backend: x for x in why_backend(q, k, v)}
+    assert plain["flash"].status == CHOSEN and plain["math"].status == ELIGIBLE
+
+
+TINY = {"batch_size": 1, "num_heads": 2, "seq_len": 32, "head_dim": 16}
+
+
+@pytest.fixture(scope="module")
+def backends_measurement():
+    return run_experiment("sdpa_backends", TINY, device="cpu")
+
+
+def test_sdpa_backends_has_a_row_per_backend_and_rows_for_missing_ones(backends_measurement):
+    m = backends_measurement
+    rows = {r["backend"]: r for r in m.tables["backends"].records()}
+    assert list(rows) == list(BACKENDS)
+    assert m.facts["chosen"] == "flash"
+    assert m.facts["chosen_op"] == "aten::_scaled_dot_product_flash_attention_for_cpu"
+    assert rows["flash"]["status"] == CHOSEN and rows["math"]["status"] == ELIGIBLE
+    assert backend_of_op(rows["math"]["op"]) == "math"
+    # math decomposes into many ATen ops; flash is one fused op plus views.
+    assert rows["math"]["ops_per_call"] > rows["flash"]["ops_per_call"]
+    assert rows["math"]["peak_bytes"] > rows["flash"]["peak_bytes"] > 0
+    for name in ("efficient", "cudnn"):
+        assert rows[name]["status"] == UNAVAILABLE and rows[name]["time_us"] is None
+    assert len(m.notes) == 2 and all("not available on this device" in n for n in m.notes)
+    ops = m.tables["backend_ops"].records()
+    assert any(r["backend"] == "math" and r["name"] == "aten::bmm" for r in ops)
+    assert [s.label for s in m.steps] == ["attention.sdpa"]
+    assert m.timeline is not None
+
+
+def test_sdpa_backends_renders(backends_measurement):
+    from attention_docs import render
+
+    here = Sourced(backends_measurement, "measured now", "x.json")
+    table = render.backend_table(here)
+    assert "**chosen**" in table and table.count("unavailable") == 2
+    claims = render.backend_claims(backends_measurement)
+    assert "**`flash`**" in claims and "faster" in claims
+    assert "<svg" in render.backend_time_figure(here)
+    timeline = render.sdpa_timeline(here)
+    assert "Timeline of one SDPA call." in timeline and ">sdpa<" in timeline
+    assert "aten::bmm" in render.backend_ops_table(here)
+    assert "not available on this device" in render.unavailable_backends(here)
+    assert "score matrix" in render.math_score_bytes(backends_measurement)
+
+
+def test_sdpa_why_explains_each_variant():
+    m = run_experiment("sdpa_why", {"seq_len": 16, "head_dim": 8, "big_head_dim": 64}, device="cpu")
+    rows = m.tables["verdicts"].records()
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    assert len(rows) == len(variants) * len(BACKENDS)
+    chosen = {r["variant"]: r["backend"] for r in rows if r["status"] == CHOSEN}
+    assert set(chosen) == set(variants)
+    assert chosen["dropout 0.1"] == "math" and chosen["baseline"] == "flash"
+    assert all(r["reason"] for r in rows if r["status"] in (REJECTED, UNAVAILABLE))
+    from attention_docs import render
+
+    here = Sourced(m, "measured now", "x.json")
+    matrix = render.why_matrix(here)
+    assert "head_dim 64" in matrix and "dropout 0.1" in matrix
+    reasons = render.why_reasons(here)
+    assert "dropout" in reasons and "not available on this device" in reasons
+    assert "dropout 0.1 (→ `math`)" in render.why_claims(m)
+
+
+def test_sdpa_masks_shows_the_cost_and_the_polarity_trap():
+    m = run_experiment("sdpa_masks", TINY, device="cpu")
+    rows = m.tables["masks"].records()
+    assert rows[0]["mask"] == "is_causal=True"
+    causal, keep, add, wrong = rows
+    assert causal["mask_bytes"] == 0
+    assert keep["mask_bytes"] == 32 * 32 and add["mask_bytes"] == 4 * 32 * 32
+    for r in (causal, keep, add):
+        assert r["max_abs_error"] < 1e-4
+    assert wrong["max_abs_error"] is None or wrong["max_abs_error"] > 0.1
+    assert "aten::where" in keep["prep_ops"] and causal["prep_ops"] == "none"
+    from attention_docs import render
+
+    here = Sourced(m, "measured now", "x.json")
+    assert "`where`" in render.mask_table(here)
+    assert "masked_fill" in render.mask_claims(m)
+
+
+@pytest.mark.parametrize("backend", ["math", "flash"])
+def test_a_fully_masked_row_gives_zeros_not_nan(backend):
+    # What the chapter says about the polarity trap: no NaN betrays it.
+    q, k, v = make_qkv(1, 1, 4, 8, seed=fresh_seed())
+    keep = keep_mask(4)
+    keep[-1] = False
+    out = sdpa_attention(q, k, v, attn_mask=keep, backend=backend)
+    assert torch.equal(out[0, 0, -1], torch.zeros(8))
+    assert torch.softmax(torch.full((4,), -math.inf), dim=-1).isnan().all()  # plain softmax
