@@ -32,6 +32,17 @@ __all__ = [
     "timeline_figure",
     "timeline_svg",
 ]
+from attention_docs.render.backward import (
+    autograd_nodes_table,
+    backward_claims,
+    backward_table,
+    phase_claim,
+    saved_claims,
+    saved_detail_table,
+    saved_figure,
+    step_timeline,
+    unavailable_implementations,
+)
 from attention_docs.render.memory import (
     allocation_claim,
     memory_step_table,
@@ -41,6 +52,20 @@ from attention_docs.render.memory import (
     peak_claim,
     peak_figure,
     peak_table,
+)
+from attention_docs.render.sdpa import (
+    backend_claims,
+    backend_ops_table,
+    backend_table,
+    backend_time_figure,
+    mask_claims,
+    mask_table,
+    math_score_bytes,
+    sdpa_timeline,
+    unavailable_backends,
+    why_claims,
+    why_matrix,
+    why_reasons,
 )
 from attention_docs.render.variants import (
     dtype_claim,
@@ -60,31 +85,6 @@ from attention_docs.render.wall import (
     sweep_table,
     tokens_claim,
     turning_point,
-)
-from attention_docs.render.backward import (
-    autograd_nodes_table,
-    backward_claims,
-    backward_table,
-    phase_claim,
-    saved_claims,
-    saved_detail_table,
-    saved_figure,
-    step_timeline,
-    unavailable_implementations,
-)
-from attention_docs.render.sdpa import (
-    backend_claims,
-    backend_ops_table,
-    backend_table,
-    backend_time_figure,
-    mask_claims,
-    mask_table,
-    math_score_bytes,
-    sdpa_timeline,
-    unavailable_backends,
-    why_claims,
-    why_matrix,
-    why_reasons,
 )
 
 __all__ += [
