@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 
-MODULES = ("naive", "primer")
+MODULES = ("naive", "primer", "cost_model")
 
 
 def load_all() -> None:

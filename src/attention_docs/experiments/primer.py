@@ -173,7 +173,7 @@ def profile_first_calls(
     # Session 1 starts cold: nothing in this process has run attention yet.
     cold, cold_calls = profile_every_call(forward, ctx.device, calls)
     # Session 2 repeats it with the forward warm: what remains on call 1 is the profiler's.
-    again, again_calls = profile_every_call(forward, ctx.device, calls)
+    _, again_calls = profile_every_call(forward, ctx.device, calls)
     # The way the rest of the site profiles: wait/warmup/active, then an unprofiled timer.
     standard = observe_forward(
         forward,
