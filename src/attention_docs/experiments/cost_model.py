@@ -14,6 +14,7 @@ from attention_docs.experiments.naive import SHAPE_PARAMS
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
+from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.timing import time_callable
 
 # Spec-sheet keys (profiling/device.py SPEC_SHEETS) for the matmul ceiling of each dtype.
@@ -45,21 +46,21 @@ def _spec(ctx, key: str, scale: float) -> float | None:
 
 # --8<-- [start:ceilings]
 def matmul_ceiling(ctx, n: int, dtype: str) -> dict:
-    """FLOP/s of one n×n by n×n matmul: 2·n³ FLOPs (a multiply and an add per term)."""
+    """FLOP/s of an n×n by n×n matmul: 2·n³ FLOPs (a multiply and an add per term)."""
     a = torch.randn(n, n, device=ctx.device).to(resolve_dtype(dtype))
     b = torch.randn(n, n, device=ctx.device).to(resolve_dtype(dtype))
     t = time_callable(lambda: a @ b, ctx.device, min_run_time=0.2)
     flops = 2.0 * n**3
-    return {"flops": flops, "time_us": t.median_us, "flop_per_s": flops / (t.median_us * 1e-6)}
+    return {"flops": flops, "time_us": t.median_us, "flop_per_s": flops / t.median_us * 1e6}
 
 
 def copy_ceiling(ctx, nbytes: int) -> dict:
-    """Bytes/s of copying a buffer far larger than any cache: every byte read once, written once."""
+    """Bytes/s of a copy far larger than any cache: each byte read once, written once."""
     src = torch.randn(nbytes // 4, device=ctx.device)
     dst = torch.empty_like(src)
     t = time_callable(lambda: dst.copy_(src), ctx.device, min_run_time=0.2)
-    moved = 2.0 * src.numel() * src.element_size()
-    return {"bytes": moved, "time_us": t.median_us, "bytes_per_s": moved / (t.median_us * 1e-6)}
+    moved = 2.0 * src.nbytes
+    return {"bytes": moved, "time_us": t.median_us, "bytes_per_s": moved / t.median_us * 1e6}
 
 
 # --8<-- [end:ceilings]
@@ -144,7 +145,7 @@ def machine_ceilings(ctx, *, matmul_size, copy_mb, dtypes) -> Observed:
 @experiment(
     "roofline_steps",
     summary="Naive attention's five steps with this machine's ceilings: each step on the roofline.",
-    measures=("attention/naive.py", "inputs.py", "cost.py"),
+    measures=("attention/naive.py", "inputs.py", "cost.py", "profiling/profile.py"),
     **{**SHAPE_PARAMS, "seq_len": Param(512, gpu_default=4096, minimum=1, help="tokens (N)")},
     causal=Param(True, help="mask the future (decoder-style attention)"),
     matmul_size=Param(2048, gpu_default=8192, minimum=16, help="largest ceiling matmul side n"),
@@ -154,12 +155,19 @@ def roofline_steps(
     ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, matmul_size, copy_mb
 ) -> Observed:
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
+
+    def forward():
+        return naive_attention(q, k, v, causal=causal)
+
     observed = observe_forward(
-        lambda: naive_attention(q, k, v, causal=causal),
+        forward,
         ctx,
         labels=STEPS,
         costs=step_costs(batch_size, num_heads, seq_len, head_dim, dtype, causal=causal),
     )
+    # torch.profiler's own FLOP count for every op it has a formula for (the top-ops list
+    # of a GPU run may not reach the CPU-side matmul ops that carry it).
+    counted = profile_callable(forward, ctx.device, sched=Schedule(0, 1, 1)).flops_by_op
     table, notes = measure_ceilings(ctx, matmul_size=matmul_size, copy_mb=copy_mb, dtypes=(dtype,))
     # The smallest call this machine makes: the fixed cost every op pays, whatever its size.
     a = torch.ones(16, device=ctx.device)
@@ -171,6 +179,11 @@ def roofline_steps(
         timeline=observed.timeline,
         chrome=observed.chrome,
         tables={"ceilings": table},
-        facts={**observed.facts, **ceiling_facts(table, dtype), "floor_us": floor.median_us},
+        facts={
+            **observed.facts,
+            **ceiling_facts(table, dtype),
+            "floor_us": floor.median_us,
+            "profiler_flops": dict(sorted(counted.items())),
+        },
         notes=tuple(notes),
     )

@@ -260,7 +260,7 @@ def _wall_per_call(fn: Callable[[], object], device: torch.device, iterations: i
     measures=MEASURES,
     **SHAPE_PARAMS,
     causal=Param(True, help="mask the future (decoder-style attention)"),
-    iterations=Param(20, minimum=2, help="timed forwards per configuration"),
+    iterations=Param(10, minimum=2, help="timed forwards per configuration and round"),
 )
 def profile_overhead(
     ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, iterations
@@ -270,30 +270,35 @@ def profile_overhead(
     def forward():
         return naive_attention(q, k, v, causal=causal)
 
-    warm = 3
+    warm, rounds = 3, 3
     _wall_per_call(forward, ctx.device, warm)
-    # The unprofiled baseline is measured before and after the profiled runs, so that a slow
-    # drift of the machine (frequency, other processes) does not land on one side only.
-    baseline = _wall_per_call(forward, ctx.device, iterations)
-    profiled = []
-    for label, options in OVERHEAD_CONFIGS:
-        with profile(activities=_activities(ctx.device), **options) as prof:
-            _wall_per_call(forward, ctx.device, warm)  # the profiler's own first calls
-            times = _wall_per_call(forward, ctx.device, iterations)
-        events = len(prof.events()) / (warm + iterations)
-        profiled.append((label, statistics.median(times), events))
-    baseline += _wall_per_call(forward, ctx.device, iterations)
+    # Rounds interleave the configurations, so that a slow drift of the machine (clock,
+    # other processes) spreads over all of them instead of landing on one.
+    baseline: list[float] = []
+    times: dict[str, list[float]] = {label: [] for label, _ in OVERHEAD_CONFIGS}
+    events: dict[str, list[float]] = {label: [] for label, _ in OVERHEAD_CONFIGS}
+    for _ in range(rounds):
+        baseline += _wall_per_call(forward, ctx.device, iterations)
+        for label, options in OVERHEAD_CONFIGS:
+            with profile(activities=_activities(ctx.device), **options) as prof:
+                _wall_per_call(forward, ctx.device, warm)  # the profiler's own first calls
+                times[label] += _wall_per_call(forward, ctx.device, iterations)
+            events[label].append(len(prof.events()) / (warm + iterations))
+    profiled = [
+        (label, statistics.median(times[label]), statistics.median(events[label]))
+        for label, _ in OVERHEAD_CONFIGS
+    ]
     base_us = statistics.median(baseline)
     rows = [("no profiler", round(base_us, 3), 0.0, 0.0, None)]
-    for label, median_us, events in profiled:
+    for label, median_us, per_forward in profiled:
         extra = median_us - base_us
         rows.append(
             (
                 label,
                 round(median_us, 3),
                 round(extra, 3),
-                round(events, 2),
-                round(extra / events, 4) if events else None,
+                round(per_forward, 2),
+                round(extra / per_forward, 4) if per_forward else None,
             )
         )
     timing = time_callable(forward, ctx.device)
@@ -316,7 +321,11 @@ def profile_overhead(
                 },
             )
         },
-        facts={"iterations": iterations, "timer": "time.perf_counter around each forward"},
+        facts={
+            "iterations": iterations,
+            "rounds": rounds,
+            "timer": "time.perf_counter around each forward",
+        },
     )
 
 

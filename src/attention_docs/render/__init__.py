@@ -23,9 +23,12 @@ from attention_docs.render.primer import (
     size_sweep_table,
 )
 from attention_docs.render.roofline import (
+    bound_rules,
     ceilings_claim,
     ceilings_table,
     cost_table,
+    matmul_cap_claim,
+    profiler_flops_claim,
     roofline_claim,
     roofline_figure,
     roofline_table,
@@ -36,6 +39,7 @@ from attention_docs.render.timeline import TimelineSettings, timeline_figure, ti
 __all__ = [
     "TimelineSettings",
     "bar_figure",
+    "bound_rules",
     "caption_html",
     "caption_text",
     "ceilings_claim",
@@ -52,10 +56,12 @@ __all__ = [
     "line_figure",
     "loglog_slope",
     "markdown_table",
+    "matmul_cap_claim",
     "matmul_vs_elementwise",
     "op_table",
     "overhead_claim",
     "overhead_table",
+    "profiler_flops_claim",
     "records_table",
     "roofline_claim",
     "roofline_figure",

@@ -212,7 +212,7 @@ def dispatch_tree(sourced: Sourced, label: str = "attention.scores") -> str:
             text += f"  {line.kernel}"
         body.append(text)
     code = "```text\n" + "\n".join(body) + "\n```"
-    what = f"The spans inside `{label}` in one profiled forward."
+    what = f"The spans inside {label} in one profiled forward."
     return code + "\n\n" + caption_html(sourced, what)
 
 
@@ -249,6 +249,11 @@ def self_vs_total_claim(m: Measurement, label: str = "attention.scores") -> str:
 # --- The profiler's own cost ---------------------------------------------------------------
 
 
+def _signed(us: float) -> str:
+    """A time difference: noise can make a small overhead come out negative."""
+    return ("−" if us < 0 else "") + fmt.time_us(abs(us))
+
+
 def overhead_table(sourced: Sourced) -> str:
     """Time per forward without the profiler and with each setting, and the cost per event."""
     m = sourced.measurement
@@ -259,9 +264,9 @@ def overhead_table(sourced: Sourced) -> str:
             [
                 r["configuration"],
                 fmt.time_us(r["time_per_forward_us"]),
-                "—" if not r["events_per_forward"] else fmt.time_us(r["overhead_us"]),
+                "—" if not r["events_per_forward"] else _signed(r["overhead_us"]),
                 f"{r['events_per_forward']:g}" if r["events_per_forward"] else "—",
-                "—" if per_event is None else fmt.time_us(per_event),
+                "—" if per_event is None else _signed(per_event),
             ]
         )
     header = ["Profiler", "Time / forward", "Overhead", "Events / forward", "Overhead / event"]
@@ -274,18 +279,38 @@ def overhead_claim(m: Measurement) -> str:
     rows = m.tables["overhead"].records()
     base = rows[0]["time_per_forward_us"]
     plain, full = rows[1], rows[-1]
-    text = (
-        f"Recording {plain['events_per_forward']:g} events per forward added "
-        f"**{fmt.time_us(plain['overhead_us'])}** to a {fmt.time_us(base)} forward "
-        f"({fmt.percent(plain['overhead_us'] / base)})"
+    if plain["overhead_us"] <= 0:
+        text = (
+            f"With activities only, the profiler's cost was lost in the noise of this run "
+            f"({_signed(plain['overhead_us'])} against a {fmt.time_us(base)} forward, "
+            f"{plain['events_per_forward']:g} events per forward)"
+        )
+    else:
+        text = (
+            f"Recording {plain['events_per_forward']:g} events per forward added "
+            f"**{fmt.time_us(plain['overhead_us'])}** to a {fmt.time_us(base)} forward "
+            f"({fmt.percent(plain['overhead_us'] / base)}), about "
+            f"{fmt.time_us(plain['overhead_per_event_us'])} per event"
+        )
+    return (
+        text
+        + (
+            f"; with every option on ({full['configuration'].removeprefix('+ ')} and the rest) "
+            f"a forward took {fmt.time_us(full['time_per_forward_us'])}, "
+            f"{full['time_per_forward_us'] / base:.2f}× the unprofiled time. An op that takes "
+            f"less than the per-event cost is mostly profiler in a profile."
+        )
+        + _benchmark_text(m, base)
     )
-    if plain["overhead_per_event_us"] is not None:
-        text += f", about {fmt.time_us(plain['overhead_per_event_us'])} per event"
-    return text + (
-        f"; with every option on ({full['configuration'].removeprefix('+ ')} and the rest) "
-        f"a forward took {fmt.time_us(full['time_per_forward_us'])}, "
-        f"{full['time_per_forward_us'] / base:.2f}× the unprofiled time. An op that takes "
-        f"less than the per-event cost is mostly profiler in a profile."
+
+
+def _benchmark_text(m: Measurement, base: float) -> str:
+    if m.timing is None:
+        return ""
+    return (
+        f" For comparison, `{m.timing.method}` timed the same forward at "
+        f"{fmt.time_us(m.timing.median_us)} (median of {m.timing.runs} runs; the loop above "
+        f"said {fmt.time_us(base)})."
     )
 
 
@@ -296,7 +321,7 @@ def overhead_claim(m: Measurement) -> str:
 class SizeFit:
     """The two regimes of a size sweep, read from its points."""
 
-    floor_us: float  # the fixed cost of one call: the fastest call in the sweep
+    floor_us: float  # the fixed cost of one call: median time of the four smallest sizes
     bandwidth_bs: float  # bytes/s at the largest sizes (median of the last three points)
     peak_bandwidth_bs: float  # the best bytes/s anywhere (caches can beat memory)
     crossover_bytes: float  # where moving the bytes costs as much as the floor
@@ -318,7 +343,8 @@ def size_fit(table: Table) -> SizeFit:
     ok = [r for r in table.records() if r["time_us"] is not None]
     if len(ok) < 4:
         raise ValueError("a size sweep needs at least four measured sizes to fit two regimes")
-    floor = min(r["time_us"] for r in ok)
+    # The smallest sizes sit on the floor; a median of four resists one lucky or unlucky call.
+    floor = statistics.median(r["time_us"] for r in ok[:4])
     bandwidth = statistics.median(r["bytes"] / r["time_us"] * 1e6 for r in ok[-3:])
     peak = max(r["bytes"] / r["time_us"] * 1e6 for r in ok)
     crossover = floor * 1e-6 * bandwidth

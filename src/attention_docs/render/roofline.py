@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from attention_docs.cost import StepCost
+from attention_docs.cost import StepCost, itemsize
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import _format as fmt
 from attention_docs.render.caption import caption_html
@@ -99,9 +99,8 @@ def cost_table(sourced: Sourced) -> str:
 
 def _size_text(r: dict) -> str:
     if r["kind"] == "matmul":
-        n = r["size"]
-        return f"{n}×{n} @ {n}×{n}"
-    return f"{fmt.nbytes(r['size'])} buffer"
+        return f"n = {r['size']}"
+    return f"{r['size'] / 2**20:g} MiB buffer"
 
 
 def ceilings_table(sourced: Sourced) -> str:
@@ -146,13 +145,16 @@ def roofline_table(sourced: Sourced) -> str:
             if p.fixed_s is not None
             else "—"
         )
+        compute, memory = fmt.time_us(p.compute_s * 1e6), fmt.time_us(p.memory_s * 1e6)
+        if p.compute_s >= p.memory_s:
+            compute = f"**{compute}**"
+        else:
+            memory = f"**{memory}**"
         rows.append(
             [
                 f"`{s.label}`",
-                f"{s.flops / s.bytes:.3g}" if s.bytes else "—",
-                fmt.time_us(p.compute_s * 1e6),
-                fmt.time_us(p.memory_s * 1e6),
-                fmt.time_us(p.predicted_s * 1e6),
+                compute,
+                memory,
                 fmt.time_us(p.measured_s * 1e6),
                 f"{p.ratio:.1f}×" if math.isfinite(p.ratio) else "∞",
                 fixed,
@@ -161,21 +163,19 @@ def roofline_table(sourced: Sourced) -> str:
         )
     header = [
         "Step",
-        "FLOP/B",
         "FLOPs ÷ peak",
         "Bytes ÷ bandwidth",
-        "Predicted",
         "Measured",
-        "Measured ÷ predicted",
+        "÷ roofline",
         "Fixed cost",
         "Bound",
     ]
     what = (
-        f"Roofline prediction against measurement. Beyond {OVERHEAD_FACTOR:g}× a step is "
+        f"Roofline prediction (the larger time, in bold) against measurement. Beyond {OVERHEAD_FACTOR:g}× a step is "
         f"overhead-bound if its fixed cost explains at least {fmt.percent(FIXED_SHARE)} of it, "
         f"inefficient otherwise."
     )
-    return markdown_table(header, rows, "lrrrrrrrl") + "\n\n" + caption_html(sourced, what)
+    return markdown_table(header, rows, "lrrrrrl") + "\n\n" + caption_html(sourced, what)
 
 
 # --- Sentences ----------------------------------------------------------------------------
@@ -253,6 +253,61 @@ def roofline_claim(m: Measurement) -> str:
             f"buffer too large for any cache, and these steps' data was still in cache."
         )
     return text
+
+
+def profiler_flops_claim(m: Measurement) -> str:
+    """The cost model's matmul FLOPs against torch.profiler's own count for `aten::bmm`."""
+    ours = sum(s.flops for s in m.steps if s.label in MATMUL_STEPS)
+    counted = m.facts.get("profiler_flops") or {o.name: o.flops for o in m.ops if o.flops}
+    if not counted:
+        return "torch.profiler reported no FLOP count for any op of this measurement."
+    theirs = sum(counted.values())
+    names = ", ".join(f"`{name}`" for name in sorted(counted))
+    agree = "the same number" if math.isclose(ours, theirs, rel_tol=1e-6) else "a different number"
+    return (
+        f"torch.profiler (`with_flops=True`) counted **{fmt.count(theirs)}** FLOPs per forward "
+        f"in {names}; the cost model gives {fmt.count(ours)} for `attention.scores` plus "
+        f"`attention.weighted_sum` — {agree}. The profiler counts only ops it has a formula "
+        f"for; the element-wise steps do not appear in its count at all."
+    )
+
+
+def bound_rules() -> str:
+    """The classification rule, with the thresholds the code uses."""
+    return (
+        f"A step that runs within **{OVERHEAD_FACTOR:g}×** of its roofline time is bound by "
+        f"the larger of its two roofline times: **compute** if FLOPs ÷ peak is larger, "
+        f"**memory** if bytes ÷ bandwidth is. Beyond {OVERHEAD_FACTOR:g}× (under "
+        f"{fmt.percent(1 / OVERHEAD_FACTOR)} of the attainable rate) neither ceiling explains "
+        f"it. It is **overhead**-bound when its fixed cost — its op calls times the cheapest "
+        f"call this machine makes — accounts for at least {fmt.percent(FIXED_SHARE)} of its "
+        f"time, and **inefficient** otherwise: its kernel is simply far from the hardware's "
+        f"best."
+    )
+
+
+def matmul_cap_claim(m: Measurement) -> str:
+    """The matmuls' intensity cannot exceed 2·head_dim/itemsize; is that above the ridge?"""
+    head_dim = int(m.params["head_dim"])
+    dtype = _dtype(m)
+    size = itemsize(dtype)
+    cap = 2 * head_dim / size
+    roof = roof_of(m)
+    if cap >= roof.ridge:
+        verdict = (
+            f"above this machine's ridge of {roof.ridge:.3g} FLOP/B: long enough sequences "
+            f"make the matmuls compute-bound here"
+        )
+    else:
+        verdict = (
+            f"*below* this machine's ridge of {roof.ridge:.3g} FLOP/B: here the matmuls of "
+            f"naive attention are memory-bound at every sequence length, because each one "
+            f"writes or reads the N×N matrix"
+        )
+    return (
+        f"However long the sequence, the matmuls' intensity cannot exceed 2 × head_dim ÷ "
+        f"itemsize = 2 × {head_dim} ÷ {size} = **{cap:.3g} FLOP/B** ({dtype}) — {verdict}."
+    )
 
 
 # --- The figure -------------------------------------------------------------------------------
@@ -346,11 +401,14 @@ def roofline_figure(sourced: Sourced) -> str:
 
 
 __all__ = [
+    "bound_rules",
     "ceilings_claim",
     "ceilings_table",
     "cost_table",
+    "matmul_cap_claim",
     "ops_per_step",
     "predictions",
+    "profiler_flops_claim",
     "roof_of",
     "roofline_claim",
     "roofline_figure",
