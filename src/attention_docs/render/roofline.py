@@ -134,17 +134,12 @@ def ceilings_table(sourced: Sourced) -> str:
 
 
 def roofline_table(sourced: Sourced) -> str:
-    """Per step: intensity, roofline times, measured time, their ratio, the fixed cost of its
+    """Per step: both roofline times, the measured time, their ratio, the fixed cost of its
     op calls, and the bound."""
     m = sourced.measurement
-    ops = ops_per_step(m)
     rows = []
     for s, p in zip(m.steps, predictions(m), strict=True):
-        fixed = (
-            f"{fmt.time_us(p.fixed_s * 1e6)} ({ops[s.label]} call{'s' if ops[s.label] != 1 else ''})"
-            if p.fixed_s is not None
-            else "—"
-        )
+        fixed = fmt.time_us(p.fixed_s * 1e6) if p.fixed_s is not None else "—"
         compute, memory = fmt.time_us(p.compute_s * 1e6), fmt.time_us(p.memory_s * 1e6)
         if p.compute_s >= p.memory_s:
             compute = f"**{compute}**"
@@ -166,12 +161,13 @@ def roofline_table(sourced: Sourced) -> str:
         "FLOPs ÷ peak",
         "Bytes ÷ bandwidth",
         "Measured",
-        "÷ roofline",
+        "× roofline",
         "Fixed cost",
         "Bound",
     ]
     what = (
-        f"Roofline prediction (the larger time, in bold) against measurement. Beyond {OVERHEAD_FACTOR:g}× a step is "
+        f"Roofline prediction (the larger time, in bold) against measurement; fixed cost = "
+        f"top-level op calls × the cheapest call. Beyond {OVERHEAD_FACTOR:g}× a step is "
         f"overhead-bound if its fixed cost explains at least {fmt.percent(FIXED_SHARE)} of it, "
         f"inefficient otherwise."
     )
@@ -234,7 +230,7 @@ def roofline_claim(m: Measurement) -> str:
         intensity = s.flops / s.bytes
         achieved = s.flops / (s.time_us * 1e-6)
         side = (
-            "right of the ridge (compute-limited)"
+            "right of the ridge, where compute is the limit"
             if intensity >= roof.ridge
             else (
                 "*left* of the ridge: even this matmul moves too many bytes per FLOP for the "
