@@ -176,3 +176,14 @@ def test_size_sweep_claim_computes_its_numbers(first_calls):
     claim = render.size_sweep_claim(m)
     assert re.search(r"fixed floor of \*\*3 µs\*\*", claim)
     assert "20 GB/s" in claim and "5 k elements" in claim
+
+
+def test_the_benchmark_timer_uses_as_many_threads_as_the_profiled_runs():
+    from attention_docs.profiling.timing import time_callable
+
+    seen = []
+    before = torch.get_num_threads()
+    time_callable(
+        lambda: seen.append(torch.get_num_threads()), torch.device("cpu"), min_run_time=0.01
+    )
+    assert set(seen) == {before}

@@ -124,7 +124,7 @@ def ceiling_facts(table: Table, step_dtype: str | None = None) -> dict[str, floa
 @experiment(
     "machine_ceilings",
     summary="This machine's ceilings: matmul FLOP/s per dtype and copy bandwidth, beside the spec sheet.",
-    measures=(),
+    measures=("profiling/timing.py",),
     matmul_size=Param(2048, gpu_default=8192, minimum=16, help="largest matmul side n"),
     copy_mb=Param(128, gpu_default=2048, minimum=1, help="largest copied buffer, in MiB"),
     dtypes=Param("float32", gpu_default="bfloat16,float32", help="comma-separated matmul dtypes"),
@@ -145,7 +145,13 @@ def machine_ceilings(ctx, *, matmul_size, copy_mb, dtypes) -> Observed:
 @experiment(
     "roofline_steps",
     summary="Naive attention's five steps with this machine's ceilings: each step on the roofline.",
-    measures=("attention/naive.py", "inputs.py", "cost.py", "profiling/profile.py"),
+    measures=(
+        "attention/naive.py",
+        "inputs.py",
+        "cost.py",
+        "profiling/profile.py",
+        "profiling/timing.py",
+    ),
     **{**SHAPE_PARAMS, "seq_len": Param(512, gpu_default=4096, minimum=1, help="tokens (N)")},
     causal=Param(True, help="mask the future (decoder-style attention)"),
     matmul_size=Param(2048, gpu_default=8192, minimum=16, help="largest ceiling matmul side n"),

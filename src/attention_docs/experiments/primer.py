@@ -35,7 +35,13 @@ try:  # page-fault counters: POSIX only; elsewhere the column stays empty
 except ImportError:  # pragma: no cover - Windows
     resource = None
 
-MEASURES = ("attention/naive.py", "inputs.py", "cost.py", "profiling/profile.py")
+MEASURES = (
+    "attention/naive.py",
+    "inputs.py",
+    "cost.py",
+    "profiling/profile.py",
+    "profiling/timing.py",
+)
 # Span kinds whose extra time on the first call the chapter lists (steps are not ops).
 FIRST_CALL_KINDS = ("range", "op", "runtime", "kernel", "memcpy", "memset")
 
@@ -332,7 +338,7 @@ def profile_overhead(
 @experiment(
     "op_size_sweep",
     summary="torch.add over 2^min..2^max elements: a flat per-call floor, then time linear in bytes.",
-    measures=(),
+    measures=("profiling/timing.py",),
     min_log2=Param(4, minimum=0, help="smallest size, as log2 of the element count"),
     max_log2=Param(
         22, gpu_default=28, minimum=1, help="largest size, as log2 of the element count"

@@ -65,23 +65,35 @@ def first_calls_claim(m: Measurement) -> str:
     again = table.column("warm_session_wall_us")
     warm = _warm_us(m)
     settled = statistics.median(cold[len(cold) // 2 :])
+    settled_again = statistics.median(again[len(again) // 2 :])
     text = (
         f"The first call took **{fmt.time_us(cold[0])}**, {cold[0] / settled:.1f}× the "
         f"{fmt.time_us(settled)} that later calls of the same session settle at (median of "
         f"the second half), and {cold[0] / warm:.1f}× the unprofiled warm forward "
-        f"({fmt.time_us(warm)}). In a second profiling session, with the forward already "
-        f"warm, the first call took {fmt.time_us(again[0])}: that part is the profiler's own "
-        f"start-up."
+        f"({fmt.time_us(warm)})."
     )
+    startup = again[0] - settled_again
+    if startup > 0:
+        text += (
+            f" In a second profiling session, with the forward already warm, the first call "
+            f"took {fmt.time_us(again[0])}, {fmt.time_us(startup)} more than that session's "
+            f"later calls: that much is the profiler's own start-up."
+        )
+    else:
+        text += (
+            f" In a second profiling session, with the forward already warm, the first call "
+            f"took {fmt.time_us(again[0])}, no more than that session's later calls: the "
+            f"profiler's own start-up was lost in the noise."
+        )
     cold_start = cold[0] - again[0]
     if cold_start > 0:
         return text + (
-            f" The difference, **{fmt.time_us(cold_start)}**, is what the forward itself "
-            f"paid for running first."
+            f" The rest of the first call's excess, **{fmt.time_us(cold_start)}**, is what the "
+            f"forward itself paid for running first in this process."
         )
     return text + (
-        " Here the two first calls do not differ by more than the noise between calls: on "
-        "this run the profiler's start-up, not the forward's, made the first call slow."
+        " The two first calls do not differ by more than the noise between calls: on this run "
+        "the forward's own cold start was too small to see."
     )
 
 

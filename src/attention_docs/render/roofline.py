@@ -150,8 +150,8 @@ def roofline_table(sourced: Sourced) -> str:
                 f"`{s.label}`",
                 compute,
                 memory,
-                fmt.time_us(p.measured_s * 1e6),
-                f"{p.ratio:.1f}×" if math.isfinite(p.ratio) else "∞",
+                f"{fmt.time_us(p.measured_s * 1e6)} "
+                f"({f'{p.ratio:.1f}×' if math.isfinite(p.ratio) else '∞×'})",
                 fixed,
                 f"**{p.bound}**",
             ]
@@ -160,8 +160,7 @@ def roofline_table(sourced: Sourced) -> str:
         "Step",
         "FLOPs ÷ peak",
         "Bytes ÷ bandwidth",
-        "Measured",
-        "× roofline",
+        "Measured (× roofline)",
         "Fixed cost",
         "Bound",
     ]
@@ -171,7 +170,7 @@ def roofline_table(sourced: Sourced) -> str:
         f"overhead-bound if its fixed cost explains at least {fmt.percent(FIXED_SHARE)} of it, "
         f"inefficient otherwise."
     )
-    return markdown_table(header, rows, "lrrrrrl") + "\n\n" + caption_html(sourced, what)
+    return markdown_table(header, rows, "lrrrrl") + "\n\n" + caption_html(sourced, what)
 
 
 # --- Sentences ----------------------------------------------------------------------------
