@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 
-MODULES = ("naive", "naive_variants", "memory", "wall", "sdpa", "backward")
+MODULES = ("naive", "naive_variants", "memory", "wall", "sdpa", "backward", "primer", "cost_model")
 
 
 def load_all() -> None:

@@ -48,6 +48,7 @@ def profile_callable(
     with_flops: bool = True,
 ) -> ProfileRun:
     """Profile `sched.total` calls of `fn` on `device`; one profiler step per call."""
+    # --8<-- [start:profile]
     activities = [ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
@@ -62,6 +63,7 @@ def profile_callable(
             fn()
             synchronize(device)
             prof.step()
+    # --8<-- [end:profile]
     with tempfile.TemporaryDirectory(prefix="attention-docs-trace-") as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))

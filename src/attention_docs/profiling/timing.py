@@ -42,11 +42,13 @@ def time_callable(
         fn()
     if device.type == "cuda":
         return _time_cuda(fn, cuda_runs)
+    import torch
     from torch.utils import benchmark
 
-    measurement = benchmark.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(
-        min_run_time=min_run_time
-    )
+    # Timer runs on ONE thread unless told otherwise; the profiled runs use all of torch's
+    # intra-op threads, and so must the timer, or the two disagree by the thread count.
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    measurement = timer.blocked_autorange(min_run_time=min_run_time)
     times = [t * 1e6 for t in measurement.times]
     return Timing(
         median_us=measurement.median * 1e6,

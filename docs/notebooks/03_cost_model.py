@@ -1,0 +1,72 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Cost model first — companion notebook
+#
+# Measure your machine's ceilings, put naive attention's five steps on its roofline, and see
+# which bound each step hits. Install the package first (`pip install -e .` in a clone of the
+# repository); on a machine with a CUDA GPU the experiments use it automatically. Every
+# number below is measured when you run it.
+
+# %%
+import os
+
+from attention_docs import render, run_experiment, step_costs
+from attention_docs.measurements import Sourced
+
+# Small sizes keep this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
+TINY = bool(os.environ.get("ATTENTION_DOCS_TINY"))
+ceiling_sizes = {"matmul_size": 128, "copy_mb": 4} if TINY else {}
+shape = {"seq_len": 64, "num_heads": 2, "head_dim": 16} if TINY else {}
+
+
+def here(m):
+    """Wrap a fresh Measurement so the renderers can caption it."""
+    return Sourced(m, "measured in this notebook", "-", base="")
+
+
+# %% [markdown]
+# ## The cost model, without measuring anything
+#
+# `step_costs` is plain arithmetic: try other shapes and dtypes.
+
+# %%
+for cost in step_costs(1, 4, 1024, 64, "bfloat16", causal=True):
+    print(
+        f"{cost.label:24} {cost.flops:>14,.0f} FLOPs {cost.bytes:>14,.0f} B {cost.intensity:8.3f} FLOP/B"
+    )
+
+# %% [markdown]
+# ## This machine's ceilings
+
+# %%
+ceilings = run_experiment("machine_ceilings", ceiling_sizes)
+print(render.ceilings_table(here(ceilings)))
+print(render.ceilings_claim(ceilings))
+
+# %% [markdown]
+# ## The five steps on the roofline
+
+# %%
+roof = run_experiment("roofline_steps", {**shape, **ceiling_sizes})
+print(render.cost_table(here(roof)))
+print(render.roofline_table(here(roof)))
+print(render.roofline_claim(roof))
+print(render.matmul_cap_claim(roof))
+
+# %% [markdown]
+# In Jupyter, display the figure with `IPython.display.HTML(render.roofline_figure(here(roof)))`.
+
+# %% [markdown]
+# ## Try next
+#
+# Raise `seq_len` until the matmuls cross the ridge (or find that they never can), and switch
+# `dtype` to `"bfloat16"` to halve every step's bytes.

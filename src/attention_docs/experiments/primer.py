@@ -1,0 +1,378 @@
+# Experiments for the profiler primer ("Reading a profile"): why the first profiled step
+# lies, what the profiler itself costs, and where a small op stops being overhead and starts
+# being work. This module drives torch.profiler by hand on purpose: its raw use is the
+# chapter's lesson, and the chapter shows the code below through snippet markers.
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from attention_docs.attention.naive import STEPS, naive_attention
+from attention_docs.cost import itemsize, step_costs
+from attention_docs.experiments._observe import observe_forward
+from attention_docs.experiments._sweep import sweep
+from attention_docs.experiments.naive import SHAPE_PARAMS
+from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.inputs import make_qkv, resolve_dtype
+from attention_docs.measurements.schema import Table
+from attention_docs.profiling.device import synchronize
+from attention_docs.profiling.timing import time_callable
+from attention_docs.profiling.trace import Trace, trim_chrome
+
+try:  # page-fault counters: POSIX only; elsewhere the column stays empty
+    import resource
+except ImportError:  # pragma: no cover - Windows
+    resource = None
+
+MEASURES = (
+    "attention/naive.py",
+    "inputs.py",
+    "cost.py",
+    "profiling/profile.py",
+    "profiling/timing.py",
+)
+# Span kinds whose extra time on the first call the chapter lists (steps are not ops).
+FIRST_CALL_KINDS = ("range", "op", "runtime", "kernel", "memcpy", "memset")
+
+
+def _activities(device: torch.device) -> list[ProfilerActivity]:
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+
+
+def _chrome_of(prof) -> dict:
+    with tempfile.TemporaryDirectory(prefix="attention-docs-primer-") as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return json.loads(path.read_text(encoding="utf-8"))
+
+
+@dataclass
+class PerCall:
+    """What each call cost besides its ops: wall time, minor page faults (first touches of
+    fresh memory) and growth of the CUDA caching allocator's reserve (None on a CPU)."""
+
+    device: torch.device
+    wall_us: list[float] = field(default_factory=list)
+    page_faults: list[int | None] = field(default_factory=list)
+    reserve_growth: list[int | None] = field(default_factory=list)
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        cuda = self.device.type == "cuda"
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else None
+        reserved = torch.cuda.memory_reserved(self.device) if cuda else None
+        started = time.perf_counter()
+        yield
+        synchronize(self.device)  # GPU work is asynchronous: wait for it before reading the clock
+        self.wall_us.append((time.perf_counter() - started) * 1e6)
+        if faults is not None:
+            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+        self.page_faults.append(faults)
+        self.reserve_growth.append(
+            torch.cuda.memory_reserved(self.device) - reserved if cuda else None
+        )
+
+
+def profile_every_call(
+    fn: Callable[[], object], device: torch.device, calls: int
+) -> tuple[Trace, PerCall]:
+    """Profile `calls` calls of `fn` with every call recorded: no wait, no warmup.
+
+    Returns the Trace (one profiler step per call) and what each call cost besides its ops.
+    """
+    per_call = PerCall(device)
+    with warnings.catch_warnings():
+        # torch warns that a schedule without warmup skews results: that skew is the lesson.
+        warnings.simplefilter("ignore", UserWarning)
+        # --8<-- [start:every-call]
+        with profile(
+            activities=_activities(device),  # [CPU], plus CUDA on a GPU
+            schedule=schedule(wait=0, warmup=0, active=calls, repeat=1),
+            record_shapes=True,
+        ) as prof:
+            for _ in range(calls):
+                with per_call.call():  # wall clock, page faults, allocator growth
+                    fn()
+                prof.step()  # ends this call's ProfilerStep#n
+        chrome = _chrome_of(prof)  # prof.export_chrome_trace(path), read back as JSON
+        # --8<-- [end:every-call]
+    return Trace.from_chrome(trim_chrome(chrome)), per_call
+
+
+def _self_time_by_name(trace: Trace, step: int) -> dict[tuple[str, str], list[float]]:
+    """(kind, name) -> [calls, self µs] within one profiler step."""
+    table: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for s in trace.spans:
+        if s.step != step or s.kind not in FIRST_CALL_KINDS:
+            continue
+        entry = table[(s.kind, s.name)]
+        entry[0] += 1
+        entry[1] += s.dur_us if s.kind in ("kernel", "memcpy", "memset") else s.self_us
+    return table
+
+
+def first_call_extra(trace: Trace, limit: int = 12) -> Table:
+    """What the first profiled step did that a warm step did not, by op, runtime call or kernel.
+
+    The warm reference is the mean over the second half of the steps. Rows: names that only
+    the first step has, then the largest extra self times; at most `limit` rows.
+    """
+    ids = [s.step for s in trace.steps]
+    first = _self_time_by_name(trace, ids[0])
+    warm_ids = ids[len(ids) // 2 :]
+    warm: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for sid in warm_ids:
+        for key, (calls, self_us) in _self_time_by_name(trace, sid).items():
+            warm[key][0] += calls / len(warm_ids)
+            warm[key][1] += self_us / len(warm_ids)
+    rows = []
+    for (kind, name), (calls, self_us) in first.items():
+        w_calls, w_self = warm.get((kind, name), (0.0, 0.0))
+        rows.append((name, kind, calls, w_calls, self_us, w_self, self_us - w_self))
+    # Names only the first call has come first, then the largest extra self time.
+    kept = sorted(rows, key=lambda r: (r[3] > 0, -r[6], r[0]))[:limit]
+    return Table(
+        columns=(
+            "name",
+            "kind",
+            "calls_first",
+            "calls_warm",
+            "self_first_us",
+            "self_warm_us",
+            "extra_us",
+        ),
+        rows=tuple(
+            (n, k, int(c), round(wc, 2), round(s, 3), round(ws, 3), round(x, 3))
+            for n, k, c, wc, s, ws, x in kept
+        ),
+        units={"self_first_us": "µs", "self_warm_us": "µs", "extra_us": "µs"},
+    )
+
+
+@experiment(
+    "profile_first_calls",
+    summary="Calls 1..N of a fresh forward under the profiler: the first is slow, and why.",
+    measures=MEASURES,
+    **SHAPE_PARAMS,
+    causal=Param(True, help="mask the future (decoder-style attention)"),
+    calls=Param(8, minimum=2, help="forwards profiled, every one recorded"),
+)
+def profile_first_calls(
+    ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, calls
+) -> Observed:
+    q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
+
+    def forward():
+        return naive_attention(q, k, v, causal=causal)
+
+    # Session 1 starts cold: nothing in this process has run attention yet.
+    cold, cold_calls = profile_every_call(forward, ctx.device, calls)
+    # Session 2 repeats it with the forward warm: what remains on call 1 is the profiler's.
+    _, again_calls = profile_every_call(forward, ctx.device, calls)
+    # The way the rest of the site profiles: wait/warmup/active, then an unprofiled timer.
+    standard = observe_forward(
+        forward,
+        ctx,
+        labels=STEPS,
+        costs=step_costs(batch_size, num_heads, seq_len, head_dim, dtype, causal=causal),
+    )
+    cold_steps = [s.dur_us for s in cold.steps]
+    per_call = Table(
+        columns=(
+            "call",
+            "cold_wall_us",
+            "cold_step_us",
+            "warm_session_wall_us",
+            "minor_page_faults",
+            "reserve_growth_bytes",
+        ),
+        rows=tuple(
+            (
+                i + 1,
+                round(cold_calls.wall_us[i], 3),
+                round(cold_steps[i], 3) if i < len(cold_steps) else None,
+                round(again_calls.wall_us[i], 3),
+                cold_calls.page_faults[i],
+                cold_calls.reserve_growth[i],
+            )
+            for i in range(calls)
+        ),
+        units={
+            "cold_wall_us": "µs",
+            "cold_step_us": "µs",
+            "warm_session_wall_us": "µs",
+            "reserve_growth_bytes": "B",
+        },
+    )
+    first_id, last_id = cold.steps[0].step, cold.steps[-1].step
+    notes = ()
+    if ctx.device.type != "cuda":
+        notes = ("The CPU allocator keeps no reserve: reserve_growth_bytes applies to CUDA only.",)
+    return Observed(
+        steps=standard.steps,
+        ops=standard.ops,
+        timing=standard.timing,
+        timeline=standard.timeline,
+        chrome=standard.chrome,
+        tables={"per_call": per_call, "first_call_ops": first_call_extra(cold)},
+        facts={
+            **standard.facts,
+            "cold_ops_first": sum(1 for s in cold.spans if s.kind == "op" and s.step == first_id),
+            "cold_ops_last": sum(1 for s in cold.spans if s.kind == "op" and s.step == last_id),
+        },
+        notes=notes,
+    )
+
+
+# Profiler settings compared by profile_overhead, cheapest first. Each adds to the previous.
+OVERHEAD_CONFIGS: tuple[tuple[str, Mapping[str, bool]], ...] = (
+    ("activities only", {}),
+    ("+ record_shapes", {"record_shapes": True}),
+    (
+        "+ profile_memory, with_flops",
+        {"record_shapes": True, "profile_memory": True, "with_flops": True},
+    ),
+    (
+        "+ with_stack",
+        {"record_shapes": True, "profile_memory": True, "with_flops": True, "with_stack": True},
+    ),
+)
+
+
+def _wall_per_call(fn: Callable[[], object], device: torch.device, iterations: int) -> list[float]:
+    times = []
+    for _ in range(iterations):
+        started = time.perf_counter()
+        fn()
+        synchronize(device)
+        times.append((time.perf_counter() - started) * 1e6)
+    return times
+
+
+@experiment(
+    "profile_overhead",
+    summary="The same forward with and without torch.profiler: the profiler's cost per recorded event.",
+    measures=MEASURES,
+    **SHAPE_PARAMS,
+    causal=Param(True, help="mask the future (decoder-style attention)"),
+    iterations=Param(10, minimum=2, help="timed forwards per configuration and round"),
+)
+def profile_overhead(
+    ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, iterations
+) -> Observed:
+    q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
+
+    def forward():
+        return naive_attention(q, k, v, causal=causal)
+
+    warm, rounds = 3, 3
+    _wall_per_call(forward, ctx.device, warm)
+    # Rounds interleave the configurations, so that a slow drift of the machine (clock,
+    # other processes) spreads over all of them instead of landing on one.
+    baseline: list[float] = []
+    times: dict[str, list[float]] = {label: [] for label, _ in OVERHEAD_CONFIGS}
+    events: dict[str, list[float]] = {label: [] for label, _ in OVERHEAD_CONFIGS}
+    for _ in range(rounds):
+        baseline += _wall_per_call(forward, ctx.device, iterations)
+        for label, options in OVERHEAD_CONFIGS:
+            with profile(activities=_activities(ctx.device), **options) as prof:
+                _wall_per_call(forward, ctx.device, warm)  # the profiler's own first calls
+                times[label] += _wall_per_call(forward, ctx.device, iterations)
+            events[label].append(len(prof.events()) / (warm + iterations))
+    profiled = [
+        (label, statistics.median(times[label]), statistics.median(events[label]))
+        for label, _ in OVERHEAD_CONFIGS
+    ]
+    base_us = statistics.median(baseline)
+    rows = [("no profiler", round(base_us, 3), 0.0, 0.0, None)]
+    for label, median_us, per_forward in profiled:
+        extra = median_us - base_us
+        rows.append(
+            (
+                label,
+                round(median_us, 3),
+                round(extra, 3),
+                round(per_forward, 2),
+                round(extra / per_forward, 4) if per_forward else None,
+            )
+        )
+    timing = time_callable(forward, ctx.device)
+    return Observed(
+        timing=timing,
+        tables={
+            "overhead": Table(
+                columns=(
+                    "configuration",
+                    "time_per_forward_us",
+                    "overhead_us",
+                    "events_per_forward",
+                    "overhead_per_event_us",
+                ),
+                rows=tuple(rows),
+                units={
+                    "time_per_forward_us": "µs",
+                    "overhead_us": "µs",
+                    "overhead_per_event_us": "µs",
+                },
+            )
+        },
+        facts={
+            "iterations": iterations,
+            "rounds": rounds,
+            "timer": "time.perf_counter around each forward",
+        },
+    )
+
+
+@experiment(
+    "op_size_sweep",
+    summary="torch.add over 2^min..2^max elements: a flat per-call floor, then time linear in bytes.",
+    measures=("profiling/timing.py",),
+    min_log2=Param(4, minimum=0, help="smallest size, as log2 of the element count"),
+    max_log2=Param(
+        22, gpu_default=28, minimum=1, help="largest size, as log2 of the element count"
+    ),
+    dtype=Param("float32", choices=("float32", "bfloat16", "float16")),
+)
+def op_size_sweep(ctx, *, min_log2, max_log2, dtype) -> Observed:
+    if max_log2 < min_log2:
+        raise ValueError(f"max_log2={max_log2} is smaller than min_log2={min_log2}")
+    torch_dtype = resolve_dtype(dtype)
+    moved_per_element = 3 * itemsize(dtype)  # read a, read b, write the result
+
+    def measure(point):
+        n = point["elements"]
+        a = torch.randn(n, device=ctx.device).to(torch_dtype)
+        b = torch.randn(n, device=ctx.device).to(torch_dtype)
+        t = time_callable(lambda: torch.add(a, b), ctx.device, min_run_time=0.05)
+        return {
+            "bytes": n * moved_per_element,
+            "time_us": round(t.median_us, 4),
+            "bandwidth_gbs": round(n * moved_per_element / t.median_us * 1e-3, 4),
+        }
+
+    points = [{"elements": 2**p} for p in range(min_log2, max_log2 + 1)]
+    on_oom = torch.cuda.empty_cache if ctx.device.type == "cuda" else None
+    table, notes = sweep(
+        points,
+        measure,
+        columns=("elements", "bytes", "time_us", "bandwidth_gbs"),
+        units={"bytes": "B", "time_us": "µs", "bandwidth_gbs": "GB/s"},
+        on_oom=on_oom,
+    )
+    return Observed(
+        tables={"sizes": table},
+        facts={"op": "torch.add(a, b)", "bytes_per_element": moved_per_element},
+        notes=tuple(notes),
+    )
