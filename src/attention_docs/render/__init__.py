@@ -1,5 +1,6 @@
 # Measurement -> Markdown / SVG. Pure functions: they return strings, never print or save,
 # and never import torch (a test checks this).
+from attention_docs.render import flash
 from attention_docs.render.caption import caption_html, caption_text
 from attention_docs.render.claims import (
     device_note,
@@ -19,6 +20,7 @@ __all__ = [
     "caption_text",
     "device_note",
     "dominant_step",
+    "flash",
     "forward_time",
     "line_figure",
     "loglog_slope",
