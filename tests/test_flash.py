@@ -320,6 +320,9 @@ def test_tiled_vs_naive_experiment_counts_tiles_and_compares_three_ways():
         device="cpu",
     )
     assert m.facts["tiles_computed"] == 6 and m.facts["tiles_skipped"] == 3
+    assert m.facts["ops_per_forward"] > 6 * 8  # several ops per tile, and nested ones
+    assert "6 tiles" not in render.flash.profiler_overhead(m)
+    assert "ATen ops" in render.flash.profiler_overhead(m)
     assert m.step("tiled.scores").calls == 6
     assert (
         m.step("tiled.scores").flops
@@ -427,3 +430,10 @@ def test_render_does_not_import_torch():
     code = "import sys, attention_docs.render as r; r.flash.tile_grid_svg(64, 16, 16, causal=True); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_block_sweep_rejects_unreadable_blocks():
+    from attention_docs.experiments.registry import ExperimentError
+
+    with pytest.raises(ExperimentError, match="integers separated by commas"):
+        run_experiment("flash_block_sweep", {"seq_len": 16, "blocks": "16,big"}, device="cpu")

@@ -20,10 +20,10 @@ from attention_docs.attention.triton_flash import triton_available, triton_flash
 from attention_docs.cost import attention_flops
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments._sweep import sweep
-from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.experiments.registry import ExperimentError, Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
-from attention_docs.profiling.memory import peak_memory_bytes
+from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
 from attention_docs.profiling.profile import Schedule
 from attention_docs.profiling.timing import time_callable
 from attention_docs.tiling import (
@@ -37,16 +37,19 @@ from attention_docs.tiling import (
     working_set_bytes,
 )
 
+MEMORY_COLUMNS = ("naive_peak", "tiled_peak", "sdpa_flash_peak")
 NO_GPU_NOTE = "the Triton kernel needs a CUDA GPU (this build ran on CPU)"
 
 
-def _shape_params(seq_len: int, gpu_seq_len: int, dtype: str = "float32") -> dict[str, Param]:
+def _shape_params(seq_len: int, gpu_seq_len: int) -> dict[str, Param]:
     return {
         "batch_size": Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
         "num_heads": Param(4, gpu_default=16, minimum=1, help="attention heads"),
         "seq_len": Param(seq_len, gpu_default=gpu_seq_len, minimum=1, help="tokens (N)"),
         "head_dim": Param(64, minimum=1, help="features per head (D)"),
-        "dtype": Param(dtype, gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
+        "dtype": Param(
+            "float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")
+        ),
         "causal": Param(True, help="mask the future (decoder-style attention)"),
     }
 
@@ -80,7 +83,8 @@ def flash_tiled_vs_naive(
     dev = ctx.device
     shape = (batch_size, num_heads, seq_len, head_dim)
     q, k, v = make_qkv(*shape, dtype=dtype, device=dev)
-    ref = naive_attention(q.double(), k.double(), v.double(), causal=causal)
+    # The float64 reference on one (batch, head) pair: at GPU shapes the full one is large.
+    ref = naive_attention(*(t[:1, :1].double() for t in (q, k, v)), causal=causal)
 
     def tiled():
         return tiled_attention(q, k, v, causal=causal, block_q=block_q, block_k=block_k)
@@ -97,17 +101,22 @@ def flash_tiled_vs_naive(
         "tiled (PyTorch loop)": tiled,
         "SDPA, flash backend": lambda: _sdpa_flash(q, k, v, causal),
     }
-    runs = 10 if dev.type == "cuda" else 50  # the tiled loop is slow: fewer CUDA-event runs
-    rows, notes = [], []
-    for name, fn in impls.items():
+    rows, notes, peaks = [], [], {}
+    for (name, fn), peak_column in zip(impls.items(), MEMORY_COLUMNS, strict=True):
         try:
-            err = _rel_err(fn(), ref)
+            err = _rel_err(fn()[:1, :1], ref)
+            # The tiled loop launches hundreds of kernels per forward: fewer CUDA-event runs.
+            timing = time_callable(fn, dev, cuda_runs=10 if fn is tiled else 50)
+            peaks[peak_column] = peak_memory_bytes(fn, dev)
         except RuntimeError as exc:
-            rows.append((name, None, None, None, _unavailable(exc)))
-            notes.append(f"{name}: {_unavailable(exc)}")
+            status = "out of memory" if is_out_of_memory(exc) else _unavailable(exc)
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+            rows.append((name, None, None, None, status))
+            notes.append(f"{name}: {status}")
+            peaks[peak_column] = None
             continue
-        timing = time_callable(fn, dev, cuda_runs=runs)
-        rows.append((name, timing.median_us, peak_memory_bytes(fn, dev), err, "ok"))
+        rows.append((name, timing.median_us, peaks[peak_column], err, "ok"))
     impl_table = Table(
         columns=("implementation", "time_us", "peak_bytes", "rel_error", "status"),
         rows=tuple(rows),
@@ -125,6 +134,7 @@ def flash_tiled_vs_naive(
     )
     memory, oom_notes = _memory_by_seq_len(
         ctx,
+        known=peaks,
         batch_size=batch_size,
         num_heads=num_heads,
         seq_len=seq_len,
@@ -141,19 +151,27 @@ def flash_tiled_vs_naive(
         timing=observed.timing,
         chrome=observed.chrome,
         tables={"implementations": impl_table, "traffic": traffic, "memory_by_seq_len": memory},
-        facts={**observed.facts, **{f"tiles_{k}": v for k, v in counts.items()}},
+        facts={
+            **observed.facts,
+            **{f"tiles_{k}": v for k, v in counts.items()},
+            # What one profiled forward recorded (ops nested in ops included).
+            "ops_per_forward": sum(s.kind == "op" for s in observed.timeline.spans),
+            "kernels_per_forward": sum(s.kind == "kernel" for s in observed.timeline.spans),
+        },
         notes=tuple(notes + oom_notes),
     )
 
 
 def _memory_by_seq_len(
-    ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, block_q, block_k
+    ctx, *, known, batch_size, num_heads, seq_len, head_dim, dtype, causal, block_q, block_k
 ):
-    """Peak memory of the three implementations at seq_len/8 .. seq_len."""
+    """Peak memory of the three implementations at seq_len/8 .. seq_len (`known` at seq_len)."""
     dev = ctx.device
     lengths = sorted({max(1, seq_len // f) for f in (8, 4, 2, 1)})
 
     def measure(point):
+        if point["seq_len"] == seq_len:
+            return known
         q, k, v = make_qkv(
             batch_size, num_heads, point["seq_len"], head_dim, dtype=dtype, device=dev
         )
@@ -175,8 +193,8 @@ def _memory_by_seq_len(
     return sweep(
         [{"seq_len": n} for n in lengths],
         measure,
-        columns=("seq_len", "naive_peak", "tiled_peak", "sdpa_flash_peak"),
-        units={"naive_peak": "B", "tiled_peak": "B", "sdpa_flash_peak": "B"},
+        columns=("seq_len", *MEMORY_COLUMNS),
+        units=dict.fromkeys(MEMORY_COLUMNS, "B"),
         on_oom=torch.cuda.empty_cache if dev.type == "cuda" else None,
     )
 
@@ -186,7 +204,7 @@ def _memory_by_seq_len(
     summary="The tiled loop at several square block sizes: time, peak memory, tiles computed, "
     "and the modelled bytes of the loop and of a fused kernel.",
     measures=("attention/tiled.py", "tiling.py", "cost.py", "inputs.py"),
-    **_shape_params(512, 4096),
+    **_shape_params(256, 4096),
     blocks=Param(
         "32,64,128,256", gpu_default="32,64,128,256,512", help="block sizes, comma-separated"
     ),
@@ -197,7 +215,14 @@ def flash_block_sweep(
     dev = ctx.device
     shape = (batch_size, num_heads, seq_len, head_dim)
     q, k, v = make_qkv(*shape, dtype=dtype, device=dev)
-    sizes = [int(b) for b in blocks.split(",") if b.strip()]
+    try:
+        sizes = [int(b) for b in blocks.split(",") if b.strip()]
+    except ValueError:
+        raise ExperimentError(
+            f"blocks={blocks!r}: give block sizes as integers separated by commas, e.g. 32,64,128"
+        ) from None
+    if not sizes or min(sizes) < 1:
+        raise ExperimentError(f"blocks={blocks!r}: give at least one block size of 1 or more")
 
     def measure(point):
         b = point["block"]

@@ -32,7 +32,7 @@ def tile_grid_svg(
     """
     grid = tile_grid(seq_len, block_q, block_k, causal=causal)
     counts = tile_counts(grid)
-    with new_figure(4.6, 4.6) as fig:
+    with new_figure(6.0, 6.0) as fig:
         ax = fig.add_subplot()
         from matplotlib.patches import Patch, Rectangle
 
@@ -260,6 +260,30 @@ def time_claim(m: Measurement) -> str:
     else:
         text += "."
     return text
+
+
+def profiler_overhead(m: Measurement) -> str:
+    """The profiled time of the phases against the unprofiled forward, and why they differ."""
+    total = sum(s.time_us for s in m.steps)
+    if m.timing is None or not total:
+        return ""
+    ops = m.facts.get("ops_per_forward")
+    kernels = m.facts.get("kernels_per_forward")
+    text = (
+        f"Under the profiler the four phases add up to **{fmt.time_us(total)}** per forward; "
+        f"without it, the whole forward takes **{fmt.time_us(m.timing.median_us)}**. "
+    )
+    if m.device_kind == "cuda":
+        return text + (
+            f"The table's time is GPU time, summed over the **{kernels}** kernels one forward "
+            f"launched ({ops} ATen ops recorded on the CPU side): the GPU is busy for a fraction "
+            "of the forward and waits for launches the rest of it."
+        )
+    return text + (
+        f"The profiler records every op with its input shapes and allocations, and one forward "
+        f"here is **{ops}** ATen ops (counting ops called by ops): its per-op cost is multiplied "
+        "by the loop. Read the table for the shares, and the timer for the time."
+    )
 
 
 def memory_figure(sourced: Sourced) -> str:
