@@ -31,6 +31,7 @@ from attention_docs.tiling import (
     COMPUTED,
     DIAGONAL,
     SKIPPED,
+    computed_fraction,
     fused_traffic,
     naive_traffic,
     tile_counts,
@@ -128,6 +129,12 @@ def test_tile_grid_counts_the_causal_triangle():
     assert [t.state for t in grid[0][:2]] == [DIAGONAL, SKIPPED]
     assert grid[7][0].state == COMPUTED
     assert tile_counts(tile_grid(512, 64, 64, causal=False))["skipped"] == 0
+
+
+def test_computed_fraction_is_the_area_of_computed_tiles():
+    assert computed_fraction(tile_grid(512, 64, 64, causal=True)) == 36 / 64
+    assert computed_fraction(tile_grid(512, 512, 512, causal=True)) == 1.0
+    assert computed_fraction(tile_grid(100, 30, 30, causal=False)) == 1.0
 
 
 def test_tile_grid_handles_lengths_that_are_not_multiples():
@@ -360,6 +367,7 @@ def test_block_sweep_experiment():
     t = m.tables["blocks"]
     assert t.column("block") == [16, 32, 64]
     assert t.column("tiles_computed") == [10, 3, 1]
+    assert t.column("scores_computed") == [10 * 256 / 4096, 3 * 1024 / 4096, 1.0]
     fused = t.column("fused_bytes")
     assert fused == sorted(fused, reverse=True)
     assert t.column("tile_working_set") == sorted(t.column("tile_working_set"))

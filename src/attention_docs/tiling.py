@@ -119,6 +119,13 @@ def tile_counts(grid: tuple[tuple[Tile, ...], ...]) -> dict[str, int]:
     }
 
 
+def computed_fraction(grid: tuple[tuple[Tile, ...], ...]) -> float:
+    """The share of the score matrix's entries inside computed tiles (masked ones included)."""
+    tiles = [t for row in grid for t in row]
+    total = sum(t.rows * t.cols for t in tiles)
+    return sum(t.rows * t.cols for t in tiles if t.state != SKIPPED) / total
+
+
 def fused_traffic(
     batch_size: int,
     num_heads: int,
@@ -143,9 +150,9 @@ def fused_traffic(
     e = itemsize(dtype)
     grid = tile_grid(seq_len, block_q, block_k, causal=causal, kv_seq_len=kv_seq_len)
     kv_rows_read = sum(t.cols for row in grid for t in row if t.state != SKIPPED)
-    q_and_out = 2 * seq_len * head_dim  # each query tile read once, its output written once
-    k_and_v = 2 * kv_rows_read * head_dim  # every visited k and v tile, once per query tile
-    lse = 4 * seq_len  # float32, for the backward pass
+    q_and_out = 2 * seq_len * head_dim  # q read once, the output written once
+    k_and_v = 2 * kv_rows_read * head_dim  # each visited k, v tile: once per query tile
+    lse = 4 * seq_len  # float32, kept for the backward pass
     return float(batch_size * num_heads * (e * (q_and_out + k_and_v) + lse))
     # --8<-- [end:fused]
 

@@ -28,6 +28,7 @@ from attention_docs.profiling.profile import Schedule
 from attention_docs.profiling.timing import time_callable
 from attention_docs.tiling import (
     TILED_STEPS,
+    computed_fraction,
     fused_traffic,
     naive_traffic,
     tile_counts,
@@ -231,8 +232,10 @@ def flash_block_sweep(
             return tiled_attention(q, k, v, causal=causal, block_q=b, block_k=b)
 
         model = {"causal": causal, "block_q": b, "block_k": b}
+        grid = tile_grid(seq_len, b, b, causal=causal)
         return {
-            "tiles_computed": tile_counts(tile_grid(seq_len, b, b, causal=causal))["computed"],
+            "tiles_computed": tile_counts(grid)["computed"],
+            "scores_computed": computed_fraction(grid),
             "time_us": time_callable(fn, dev, cuda_runs=10).median_us,
             "peak_bytes": peak_memory_bytes(fn, dev),
             "loop_bytes": tiled_loop_traffic(*shape, dtype, **model),
@@ -243,6 +246,7 @@ def flash_block_sweep(
     columns = (
         "block",
         "tiles_computed",
+        "scores_computed",
         "time_us",
         "peak_bytes",
         "loop_bytes",
