@@ -445,3 +445,21 @@ def test_block_sweep_rejects_unreadable_blocks():
 
     with pytest.raises(ExperimentError, match="integers separated by commas"):
         run_experiment("flash_block_sweep", {"seq_len": 16, "blocks": "16,big"}, device="cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_triton_kernel_on_cuda_matches_sdpa_flash(head_dim, causal):
+    from attention_docs.attention.triton_flash import triton_flash_attention
+
+    if not triton_available()[0]:
+        pytest.skip(triton_available()[1])
+    seed = int(torch.randint(0, 2**31 - 1, ()).item())
+    q, k, v = make_qkv(2, 4, 1000, head_dim, dtype="bfloat16", device="cuda", seed=seed)
+    out = triton_flash_attention(q, k, v, causal=causal)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        sdpa = scaled_dot_product_attention(q, k, v, is_causal=causal)
+    expected, _ = reference(q[:1, :2].cpu(), k[:1, :2].cpu(), v[:1, :2].cpu(), causal)
+    assert rel_err(out[:1, :2].cpu(), expected) < 1e-2, f"seed={seed}"
+    assert rel_err(out, sdpa.double()) < 1e-2, f"seed={seed}"

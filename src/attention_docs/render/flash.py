@@ -386,7 +386,7 @@ def block_claim(m: Measurement) -> str:
         text += f" It rises again to {fmt.time_us(b['time_us'])} at {b['block']}×{b['block']}"
         if m.params["causal"] and b["scores_computed"] > a["scores_computed"]:
             text += (
-                f": large tiles skip less of the masked triangle — they compute "
+                f", in part because large tiles skip less of the masked triangle: they compute "
                 f"{fmt.percent(b['scores_computed'])} of the scores, against "
                 f"{fmt.percent(a['scores_computed'])} with {a['block']}×{a['block']} tiles"
             )
