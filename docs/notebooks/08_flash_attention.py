@@ -26,8 +26,7 @@ import os
 import torch
 from IPython.display import HTML, display
 
-from attention_docs import make_qkv, naive_attention, render, run_experiment
-from attention_docs.attention.tiled import tiled_attention
+from attention_docs import make_qkv, naive_attention, render, run_experiment, tiled_attention
 from attention_docs.measurements import Sourced
 
 # Small shapes keep this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
