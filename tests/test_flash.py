@@ -348,12 +348,20 @@ def test_tiled_vs_naive_experiment_counts_tiles_and_compares_three_ways():
     assert naive == sorted(naive) and naive[-1] > naive[0]
     fused = m.tables["traffic"].column("bytes")[2]
     assert fused < m.tables["traffic"].column("bytes")[0]
+    online = m.tables["online_softmax_row"].records()
+    assert [r["first_key"] for r in online] == [0, 16, 32] and online[0]["alpha"] == 0.0
+    assert all(0 < r["alpha"] <= 1 for r in online[1:])
+    assert 0 <= m.facts["online_growths_median"] <= 2
+    assert [r["m"] for r in online] == sorted(r["m"] for r in online)  # the max never falls
+    assert m.facts["online_lse"] == pytest.approx(m.facts["whole_row_lse"], abs=1e-12)
+    assert "Nothing was approximated" in render.flash.online_softmax_claim(m)
     # Rendered without a crash, with the computed numbers in the prose.
     s = Sourced(m, "measured now", "x.json")
     assert "**6**" in render.flash.tile_summary(
         m
     ) and "as the tile count says" in render.flash.tile_summary(m)
     assert "naive (five steps)" in render.flash.implementations_table(s)
+    assert "| 0–15 |" in render.flash.online_softmax_table(s)
     assert "slope" in render.flash.memory_claim(m)
     assert "<svg" in render.flash.memory_figure(s) and "<svg" in render.flash.tile_grid_figure(s)
 

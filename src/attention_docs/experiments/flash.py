@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -146,21 +147,61 @@ def flash_tiled_vs_naive(
         block_k=block_k,
     )
     counts = tile_counts(tile_grid(seq_len, block_q, block_k, causal=causal))
+    online, online_facts = _online_softmax_row(q, k, block_k)
     return Observed(
         steps=observed.steps,
         ops=observed.ops,
         timing=observed.timing,
         chrome=observed.chrome,
-        tables={"implementations": impl_table, "traffic": traffic, "memory_by_seq_len": memory},
+        tables={
+            "implementations": impl_table,
+            "traffic": traffic,
+            "memory_by_seq_len": memory,
+            "online_softmax_row": online,
+        },
         facts={
             **observed.facts,
             **{f"tiles_{k}": v for k, v in counts.items()},
             # What one profiled forward recorded (ops nested in ops included).
             "ops_per_forward": sum(s.kind == "op" for s in observed.timeline.spans),
             "kernels_per_forward": sum(s.kind == "kernel" for s in observed.timeline.spans),
+            **online_facts,
         },
         notes=tuple(notes + oom_notes),
     )
+
+
+def _online_softmax_row(q: torch.Tensor, k: torch.Tensor, block_k: int) -> tuple[Table, dict]:
+    """The online softmax's running max and sum, tile by tile, for one query against all keys.
+
+    Of the first head's queries, the one whose running max grows most often is shown (with
+    random inputs most maxima are found early, which would show no rescaling at all); how
+    often it grows for a median query is a fact beside it. Computed in float64 so that the
+    comparison with the whole row's log-sum-exp shows the algorithm's error, not float32's.
+    """
+    scores = (q[0, 0].double() @ k[0, 0].double().T) / math.sqrt(q.size(-1))
+    tile_max = torch.stack([t.amax(dim=-1) for t in scores.split(block_k, dim=-1)], dim=-1)
+    growths = (tile_max[:, 1:] > tile_max.cummax(dim=-1).values[:, :-1]).sum(dim=-1)
+    query = int(growths.argmax())
+    m, total, rows = -math.inf, 0.0, []  # the running max m and sum l
+    for tile, s in enumerate(scores[query].split(block_k)):
+        m_new = max(m, s.max().item())
+        alpha = math.exp(m - m_new)  # 0 for the first tile: nothing was summed yet
+        total = alpha * total + torch.exp(s - m_new).sum().item()
+        k0 = tile * block_k
+        rows.append((tile, k0, k0 + s.numel(), s.max().item(), m_new, alpha, total))
+        m = m_new
+    table = Table(
+        columns=("tile", "first_key", "end_key", "tile_max", "m", "alpha", "l"),
+        rows=tuple(rows),
+    )
+    facts = {
+        "online_query": query,
+        "online_growths_median": float(growths.double().median()),
+        "online_lse": m + math.log(total),
+        "whole_row_lse": torch.logsumexp(scores[query], dim=0).item(),
+    }
+    return table, facts
 
 
 def _memory_by_seq_len(
