@@ -29,6 +29,10 @@ _EXPORTS = {
     "measure": "attention_docs.book",
     "MeasurementError": "attention_docs.book",
     "ExperimentError": "attention_docs.experiments.registry",
+    "tiled_attention": "attention_docs.attention.tiled",
+    "tiled_attention_with_lse": "attention_docs.attention.tiled",
+    "triton_flash_attention": "attention_docs.attention.triton_flash",
+    "triton_available": "attention_docs.attention.triton_flash",
 }
 _MODULES = {"render": "attention_docs.render", "book": "attention_docs.book"}
 

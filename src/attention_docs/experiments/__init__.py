@@ -5,7 +5,17 @@ from __future__ import annotations
 import importlib
 import os
 
-MODULES = ("naive", "naive_variants", "memory", "wall", "sdpa", "backward", "primer", "cost_model")
+MODULES = (
+    "naive",
+    "naive_variants",
+    "memory",
+    "wall",
+    "sdpa",
+    "backward",
+    "primer",
+    "cost_model",
+    "flash",
+)
 
 
 def load_all() -> None:

@@ -23,8 +23,11 @@ def step_total_us(m: Measurement) -> float:
     return sum(s.time_us for s in m.steps)
 
 
-def step_table(sourced: Sourced) -> str:
-    """Per step: calls, time per forward, share of the five steps, FLOPs, bytes, achieved rates."""
+def step_table(sourced: Sourced, total_label: str = "all five") -> str:
+    """Per step: calls, time per forward, share of the steps, FLOPs, bytes, achieved rates.
+
+    `total_label` names the total row (other chapters label other steps).
+    """
     m = sourced.measurement
     total = step_total_us(m)
     time_head = "GPU time" if m.device_kind == "cuda" else "Time"
@@ -43,7 +46,7 @@ def step_table(sourced: Sourced) -> str:
     ]
     rows.append(
         [
-            "**all five**",
+            f"**{total_label}**",
             "",
             f"**{fmt.time_us(total)}**",
             "100%",

@@ -1,0 +1,105 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # FlashAttention from scratch — companion notebook
+#
+# Run the chapter's experiments in your own Python session, on your own hardware. Install the
+# package first (`pip install -e .` in a clone of the repository); on a machine with a CUDA
+# GPU the experiments use it automatically, and the Triton comparison runs if `triton` is
+# installed.
+#
+# Unlike the site, this notebook does not read the committed store: every number below is
+# measured when you run it.
+
+# %%
+import inspect
+import os
+
+import torch
+from IPython.display import HTML, display
+
+from attention_docs import make_qkv, naive_attention, render, run_experiment, tiled_attention
+from attention_docs.measurements import Sourced
+
+# Small shapes keep this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
+tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
+shape = {"seq_len": 64, "num_heads": 2} if tiny else {}
+tiles = {"block_q": 16, "block_k": 16} if tiny else {}
+
+# %% [markdown]
+# ## The code under study
+#
+# `tiled_attention` computes attention one tile at a time with an online softmax.
+
+# %%
+print(inspect.getsource(tiled_attention))
+
+# %% [markdown]
+# It gives the same answer as naive attention, for any block sizes and any length:
+
+# %%
+q, k, v = make_qkv(1, 2, 100, 32)
+for block in (16, 37, 64):
+    diff = tiled_attention(q, k, v, causal=True, block_q=block, block_k=block) - naive_attention(
+        q, k, v, causal=True
+    )
+    print(f"block {block}: largest difference {diff.abs().max().item():.1e}")
+
+# %% [markdown]
+# ## Which tiles are computed
+#
+# Draw the tile grid for any shape: change `seq_len`, the blocks, or `causal`.
+
+# %%
+display(HTML(render.flash.tile_grid_svg(300, 64, 32, causal=True, highlight_row=2)))
+
+# %% [markdown]
+# ## Tiled vs naive vs SDPA
+#
+# Time, peak memory, the profile of the loop's phases and the bytes each approach moves.
+
+# %%
+m = run_experiment("flash_tiled_vs_naive", {**shape, **tiles})
+here = Sourced(m, "measured in this notebook", "-", base="")
+print(render.flash.implementations_table(here))
+print(render.flash.memory_claim(m))
+print(render.flash.time_claim(m))
+
+# %%
+print(render.step_table(here, total_label="all four phases"))
+print(render.flash.traffic_table(here))
+display(HTML(render.flash.memory_figure(here)))
+
+# %% [markdown]
+# ## The block size
+
+# %%
+blocks = run_experiment("flash_block_sweep", {**shape, "blocks": "16,32,64"} if tiny else {})
+here_blocks = Sourced(blocks, "measured in this notebook", "-", base="")
+print(render.flash.block_table(here_blocks))
+print(render.flash.block_claim(blocks))
+
+# %% [markdown]
+# ## The Triton kernel
+#
+# On a CUDA GPU with `triton` installed this compares the kernel with SDPA's flash backend;
+# elsewhere it says what is missing (and checks the kernel under Triton's interpreter).
+
+# %%
+if torch.cuda.is_available() or not tiny:
+    tri = run_experiment("flash_triton_vs_sdpa")
+    print(render.flash.triton_section(Sourced(tri, "measured in this notebook", "-", base="")))
+
+# %% [markdown]
+# ## Try next
+#
+# Pass `{"causal": False}` to see nothing skipped, `{"dtype": "bfloat16"}` for half the bytes,
+# or a longer `seq_len` to watch naive attention's peak memory grow with its square.
