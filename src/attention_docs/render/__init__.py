@@ -8,6 +8,17 @@ from attention_docs.render.claims import (
     matmul_vs_elementwise,
     share,
 )
+from attention_docs.render.decode import (
+    batch_claim,
+    cache_slope_claim,
+    decode_bandwidth_claim,
+    decode_cache_figure,
+    decode_roofline_figure,
+    decode_step_overhead,
+    decode_variants_claim,
+    prefill_vs_decode_claim,
+    repeat_kv_claim,
+)
 from attention_docs.render.plots import bar_figure, line_figure, loglog_slope, stacked_share_figure
 from attention_docs.render.tables import markdown_table, op_table, records_table, step_table
 from attention_docs.render.timeline import TimelineSettings, timeline_figure, timeline_svg
@@ -31,4 +42,15 @@ __all__ = [
     "step_table",
     "timeline_figure",
     "timeline_svg",
+]
+__all__ += [
+    "batch_claim",
+    "cache_slope_claim",
+    "decode_bandwidth_claim",
+    "decode_cache_figure",
+    "decode_roofline_figure",
+    "decode_step_overhead",
+    "decode_variants_claim",
+    "prefill_vs_decode_claim",
+    "repeat_kv_claim",
 ]
