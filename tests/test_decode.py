@@ -159,5 +159,159 @@ def test_decode_cost_counts_the_cache_once_and_flops_per_query_head():
     assert decode_cost(1, 4, 64, 8, q_len=64).intensity > 16 * decode_cost(1, 4, 64, 8).intensity
 
 
-def test_render_does_not_need_torch_for_decode():
-    assert hasattr(render, "decode_roofline_figure")
+# Experiments at tiny shapes: each runs once per module and is checked for what it claims.
+TINY = {"num_heads": 4, "head_dim": 8, "working_set_mb": 1}
+
+
+@pytest.fixture(scope="module")
+def variants():
+    from attention_docs.experiments.runner import run_experiment
+
+    return run_experiment(
+        "decode_mha_gqa_mqa", {**TINY, "gqa_kv_heads": 2, "cache_len": 48}, device="cpu"
+    )
+
+
+@pytest.fixture(scope="module")
+def cache_sweep():
+    from attention_docs.experiments.runner import run_experiment
+
+    return run_experiment(
+        "decode_cache_sweep",
+        {**TINY, "gqa_kv_heads": 2, "min_cache_len": 16, "max_cache_len": 128},
+        device="cpu",
+    )
+
+
+@pytest.fixture(scope="module")
+def batch_sweep():
+    from attention_docs.experiments.runner import run_experiment
+
+    return run_experiment(
+        "decode_batch_sweep",
+        {**TINY, "num_kv_heads": 2, "cache_len": 32, "max_batch_size": 4},
+        device="cpu",
+    )
+
+
+@pytest.fixture(scope="module")
+def prefill_vs_decode():
+    from attention_docs.experiments.runner import run_experiment
+
+    return run_experiment(
+        "decode_prefill_vs_decode",
+        {"num_heads": 4, "head_dim": 8, "num_kv_heads": 2, "prompt_len": 24},
+        device="cpu",
+    )
+
+
+def test_variants_experiment_rows_match_the_cost_model(variants):
+    rows = variants.tables["variants"].records()
+    assert [r["label"] for r in rows] == [
+        "MHA · naive",
+        "MHA · sdpa",
+        "GQA · naive",
+        "GQA · naive_repeat_kv",
+        "GQA · sdpa",
+        "MQA · naive",
+        "MQA · naive_repeat_kv",
+        "MQA · sdpa",
+    ]
+    assert all(r["status"] == "ok" and r["time_us"] > 0 for r in rows)
+    for r in rows:
+        cost = decode_cost(1, 4, 48, 8, "float32", num_kv_heads=r["num_kv_heads"])
+        assert r["cache_mb"] == pytest.approx(cost.cache_bytes / 1e6)
+        assert r["intensity"] == pytest.approx(cost.intensity)
+        assert r["gbs"] == pytest.approx(cost.bytes / r["time_us"] / 1e3)
+        assert r["pct_copy"] == pytest.approx(100 * r["gbs"] / variants.facts["copy_gbs"])
+        # Enough layers to touch the working set, unless capped.
+        assert r["layers"] >= 1
+    assert variants.facts["copy_gbs"] > 0 and variants.facts["matmul_gflops"] > 0
+    assert {r["num_kv_heads"] for r in rows} == {4, 2, 1}
+
+
+def test_variants_experiment_rejects_a_group_that_does_not_divide():
+    from attention_docs.experiments.registry import ExperimentError
+    from attention_docs.experiments.runner import run_experiment
+
+    with pytest.raises(ExperimentError, match="gqa_kv_heads=3 must divide num_heads=4"):
+        run_experiment("decode_mha_gqa_mqa", {**TINY, "gqa_kv_heads": 3}, device="cpu")
+
+
+def test_cache_sweep_doubles_the_cache_and_times_every_variant(cache_sweep):
+    table = cache_sweep.tables["cache_sweep"]
+    assert table.column("cache_len") == [16, 32, 64, 128]
+    assert table.column("status") == ["ok"] * 4
+    for name in ("MHA", "GQA", "MQA"):
+        assert all(t > 0 for t in table.column(name))
+    assert (
+        cache_sweep.facts["MHA_kv_heads"],
+        cache_sweep.facts["GQA_kv_heads"],
+        cache_sweep.facts["MQA_kv_heads"],
+    ) == (4, 2, 1)
+
+
+def test_batch_sweep_reports_per_token_time_and_bytes(batch_sweep):
+    rows = batch_sweep.tables["batch_sweep"].records()
+    assert [r["batch_size"] for r in rows] == [1, 2, 4]
+    for r in rows:
+        assert r["token_us"] == pytest.approx(r["step_us"] / r["batch_size"])
+        assert r["tokens_per_s"] == pytest.approx(1e6 / r["token_us"])
+    # Attention has no weights to share: bytes per step grow with the batch exactly.
+    assert rows[2]["bytes_mb"] == pytest.approx(4 * rows[0]["bytes_mb"])
+
+
+def test_prefill_vs_decode_counts_the_same_flops_and_more_bytes_for_decode(prefill_vs_decode):
+    pre, dec = prefill_vs_decode.tables["prefill_vs_decode"].records()
+    assert pre["tokens"] == dec["tokens"] == 24
+    # Same useful FLOPs both ways: their ratio of rates is the inverse ratio of times.
+    assert pre["gflops"] * pre["total_ms"] == pytest.approx(dec["gflops"] * dec["total_ms"])
+    assert dec["bytes_mb"] > pre["bytes_mb"]
+    assert dec["intensity"] < pre["intensity"]
+    labels = [s.label for s in prefill_vs_decode.steps]
+    assert labels[0] == "decode.append"
+    assert "attention.softmax" in labels
+    assert prefill_vs_decode.timeline is not None
+    assert prefill_vs_decode.facts["profiled_cache_len"] == 24
+
+
+def sourced(m):
+    from attention_docs.measurements import Sourced
+
+    return Sourced(m, "measured in this test", "-", base="")
+
+
+def test_decode_renderers_compute_their_numbers(
+    variants, cache_sweep, batch_sweep, prefill_vs_decode
+):
+    mha = next(r for r in variants.tables["variants"].records() if r["label"] == "MHA · sdpa")
+    from attention_docs.render.decode import ridge_point
+
+    text = render.decode_bandwidth_claim(variants)
+    assert f"{mha['pct_copy']:.0f}% of what a plain copy" in text
+    assert f"{ridge_point(variants):.3g} FLOP per byte" in text
+    assert "2× smaller" in render.decode_variants_claim(variants)  # 4 heads against 2
+    assert "GQA" in render.repeat_kv_claim(variants) and "MQA" in render.repeat_kv_claim(variants)
+    assert "log-log slopes are MHA" in render.cache_slope_claim(cache_sweep)
+    assert "From batch 1 to 4 the bytes per step grow 4×" in render.batch_claim(batch_sweep)
+    assert "The same 24 tokens" in render.prefill_vs_decode_claim(prefill_vs_decode)
+    assert "of the total" in render.decode_step_overhead(prefill_vs_decode)
+    for svg in (
+        render.decode_roofline_figure(sourced(variants)),
+        render.decode_cache_figure(sourced(cache_sweep)),
+        render.decode_batch_figure(sourced(batch_sweep)),
+    ):
+        assert "<figure" in svg and 'aria-label="' in svg and "ad-caption" in svg
+
+
+def test_tail_slope_reads_the_longer_half(cache_sweep):
+    from dataclasses import replace
+
+    from attention_docs.measurements import Table
+    from attention_docs.render.decode import tail_slope
+
+    # Flat then linear: the tail slope sees only the linear part.
+    rows = ((16, 5.0, "ok"), (32, 5.0, "ok"), (64, 10.0, "ok"), (128, 20.0, "ok"))
+    table = Table(columns=("cache_len", "MHA", "status"), rows=rows)
+    m = replace(cache_sweep, tables={"cache_sweep": table})
+    assert tail_slope(m, "MHA") == pytest.approx(1.0)

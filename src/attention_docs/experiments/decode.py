@@ -57,7 +57,7 @@ def _variants(num_heads: int, gqa_kv_heads: int) -> tuple[tuple[str, int], ...]:
 
 def _ceilings(device: torch.device, dtype: torch.dtype, copy_mb: int) -> dict[str, float]:
     """This device's copy bandwidth and matmul throughput, measured now."""
-    src = torch.ones(max(copy_mb, 64) * 2**20 // 4, device=device)  # float32 elements
+    src = torch.ones(copy_mb * 2**20 // 4, device=device)  # float32 elements
     dst = torch.empty_like(src)
     copy = time_callable(lambda: dst.copy_(src), device)
     n = 8192 if device.type == "cuda" else 1024
@@ -369,7 +369,7 @@ def decode_batch_sweep(
     measures=MEASURES,
     **SHAPE,
     num_kv_heads=KV_HEADS,
-    prompt_len=Param(512, gpu_default=2048, minimum=2, help="tokens processed (N)"),
+    prompt_len=Param(256, gpu_default=2048, minimum=2, help="tokens processed (N)"),
     impl=IMPL,
 )
 def decode_prefill_vs_decode(
