@@ -292,6 +292,10 @@ def test_decode_renderers_compute_their_numbers(
     assert f"{ridge_point(variants):.3g} FLOP per byte" in text
     assert "2× smaller" in render.decode_variants_claim(variants)  # 4 heads against 2
     assert "GQA" in render.repeat_kv_claim(variants) and "MQA" in render.repeat_kv_claim(variants)
+    roof = render.roofline_claim(variants)
+    assert "Left of the ridge" in roof or "Right of it" in roof
+    table = render.decode_variants_table(sourced(variants))
+    assert table.count("\n| MHA") == 2 and "ad-caption" in table
     assert "log-log slopes are MHA" in render.cache_slope_claim(cache_sweep)
     assert "From batch 1 to 4 the bytes per step grow 4×" in render.batch_claim(batch_sweep)
     assert "The same 24 tokens" in render.prefill_vs_decode_claim(prefill_vs_decode)

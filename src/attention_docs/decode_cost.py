@@ -22,6 +22,7 @@ class DecodeCost:
         return self.flops / self.bytes if self.bytes else 0.0
 
 
+# --8<-- [start:decode]
 def decode_cost(
     batch_size: int,
     num_heads: int,
@@ -39,14 +40,15 @@ def decode_cost(
     `num_heads`, bytes with `num_kv_heads`: with one new token the intensity is about
     2·(num_heads / num_kv_heads) / itemsize FLOP per byte.
     """
-    # --8<-- [start:decode]
     e = itemsize(dtype)
     kv_heads = num_heads if num_kv_heads is None else num_kv_heads
     flops = attention_flops(batch_size, num_heads, q_len, head_dim, kv_seq_len=cache_len)
     cache_bytes = 2.0 * batch_size * kv_heads * cache_len * head_dim * e  # read K and V
     q_and_out = 2.0 * batch_size * num_heads * q_len * head_dim * e
     return DecodeCost(flops=flops, bytes=cache_bytes + q_and_out, cache_bytes=cache_bytes)
-    # --8<-- [end:decode]
+
+
+# --8<-- [end:decode]
 
 
 def decode_step_costs(

@@ -27,7 +27,7 @@ from attention_docs.measurements.schema import Table
 from attention_docs.profiling.timing import time_callable
 
 MEASURES = ("attention/decode.py", "attention/naive.py", "decode_cost.py", "inputs.py")
-MAX_LAYERS = 256  # tiny caches would need thousands of layers; dispatch dominates them anyway
+MAX_LAYERS = 128  # tiny caches would need thousands of layers; dispatch dominates them anyway
 FILL_CHUNK = 512  # tokens drawn at random once, then tiled: drawing GBs would dominate the run
 
 SHAPE = {
@@ -229,7 +229,7 @@ def decode_mha_gqa_mqa(
     measures=MEASURES,
     **SHAPE,
     gqa_kv_heads=KV_HEADS,
-    min_cache_len=Param(256, gpu_default=512, minimum=1, help="shortest cache (tokens)"),
+    min_cache_len=Param(512, gpu_default=512, minimum=1, help="shortest cache (tokens)"),
     max_cache_len=Param(8192, gpu_default=65536, minimum=1, help="longest cache (tokens)"),
     impl=IMPL,
     working_set_mb=WORKING_SET,

@@ -17,8 +17,10 @@ from attention_docs.render.decode import (
     decode_roofline_figure,
     decode_step_overhead,
     decode_variants_claim,
+    decode_variants_table,
     prefill_vs_decode_claim,
     repeat_kv_claim,
+    roofline_claim,
 )
 from attention_docs.render.plots import bar_figure, line_figure, loglog_slope, stacked_share_figure
 from attention_docs.render.tables import markdown_table, op_table, records_table, step_table
@@ -53,6 +55,8 @@ __all__ += [
     "decode_roofline_figure",
     "decode_step_overhead",
     "decode_variants_claim",
+    "decode_variants_table",
     "prefill_vs_decode_claim",
     "repeat_kv_claim",
+    "roofline_claim",
 ]
