@@ -261,8 +261,9 @@ def cache_slope_claim(m: Measurement) -> str:
         + ", ".join(f"{n} {last[f'{n} GB/s']:.3g} GB/s ({pct[n]:.0f}%)" for n in names)
         + " of the measured copy bandwidth."
     )
-    if max(pct.values()) > 2 * min(pct.values()):
-        slow = min(pct, key=pct.get)
+    slow = min(pct, key=pct.get)
+    slow_slope = tail_slope(m, slow)
+    if max(pct.values()) > 2 * pct[slow] and slow_slope is not None and slow_slope > 0.8:
         text += (
             f" A slope near 1 says time grows with M, not why: {slow} reads far below the "
             "copy bandwidth, so bytes are not what limits it — its time follows the FLOPs, "
