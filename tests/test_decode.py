@@ -296,6 +296,10 @@ def test_decode_renderers_compute_their_numbers(
     assert "Left of the ridge" in roof or "Right of it" in roof
     table = render.decode_variants_table(sourced(variants))
     assert table.count("\n| MHA") == 2 and "ad-caption" in table
+    assert render.decode_batch_table(sourced(batch_sweep)).count("\n| ") == 4  # rule + 3 rows
+    assert "| decode (one at a time) | 24 |" in render.prefill_vs_decode_table(
+        sourced(prefill_vs_decode)
+    )
     assert "log-log slopes are MHA" in render.cache_slope_claim(cache_sweep)
     assert "From batch 1 to 4 the bytes per step grow 4×" in render.batch_claim(batch_sweep)
     assert "The same 24 tokens" in render.prefill_vs_decode_claim(prefill_vs_decode)

@@ -30,13 +30,13 @@ def decode_variants_table(sourced: Sourced) -> str:
     m = sourced.measurement
     rows = [
         [
-            f"{r['variant']} · `{r['impl']}`",
+            f"{r['variant']} · {r['impl']}",
             str(r["num_kv_heads"]),
             "—" if r["layers"] is None else str(r["layers"]),
             fmt.nbytes(r["cache_mb"] * 1e6) if r["cache_mb"] is not None else "—",
             f"{r['intensity']:.2g}" if r["intensity"] is not None else "—",
             fmt.time_us(r["time_us"]) if r["time_us"] is not None else r["status"],
-            f"{r['gbs']:.3g} GB/s" if r["gbs"] is not None else "—",
+            f"{r['gbs']:.3g}" if r["gbs"] is not None else "—",
             f"{r['pct_copy']:.0f}%" if r["pct_copy"] is not None else "—",
         ]
         for r in m.tables["variants"].records()
@@ -47,14 +47,70 @@ def decode_variants_table(sourced: Sourced) -> str:
         "Layers",
         "Cache / layer",
         "FLOP/B",
-        "Time / token / layer",
-        "Read at",
-        "of copy",
+        "Time / token",
+        "GB/s",
+        "% of copy",
     ]
     return (
         markdown_table(header, rows, "lrrrrrrr")
         + "\n\n"
         + caption_html(sourced, "One decode step, per layer.")
+    )
+
+
+def decode_batch_table(sourced: Sourced) -> str:
+    """Per batch size: time per step and per token, tokens/s, bytes, bandwidth."""
+    m = sourced.measurement
+    rows = [
+        [str(r["batch_size"]), r["status"]] + ["—"] * 5
+        if r["step_us"] is None
+        else [
+            str(r["batch_size"]),
+            fmt.time_us(r["step_us"]),
+            fmt.time_us(r["token_us"]),
+            f"{r['tokens_per_s']:.3g}",
+            fmt.nbytes(r["bytes_mb"] * 1e6),
+            f"{r['gbs']:.3g}",
+            f"{r['pct_copy']:.0f}%",
+        ]
+        for r in m.tables["batch_sweep"].records()
+    ]
+    header = [
+        "Batch",
+        "Time / step",
+        "Time / token",
+        "Tokens/s",
+        "Bytes / step",
+        "GB/s",
+        "% of copy",
+    ]
+    return (
+        markdown_table(header, rows, "rrrrrrr")
+        + "\n\n"
+        + caption_html(sourced, "Decode steps per layer, by batch size.")
+    )
+
+
+def prefill_vs_decode_table(sourced: Sourced) -> str:
+    """The same tokens all at once and one at a time: time, rates, bytes, intensity."""
+    m = sourced.measurement
+    rows = [
+        [
+            r["mode"],
+            str(r["tokens"]),
+            fmt.time_us(r["total_ms"] * 1e3),
+            fmt.time_us(r["token_us"]),
+            f"{r['gflops']:.3g}",
+            fmt.nbytes(r["bytes_mb"] * 1e6),
+            f"{r['intensity']:.3g}",
+        ]
+        for r in m.tables["prefill_vs_decode"].records()
+    ]
+    header = ["Mode", "Tokens", "Total", "Per token", "GFLOP/s", "Bytes (min)", "FLOP/B"]
+    return (
+        markdown_table(header, rows, "lrrrrrr")
+        + "\n\n"
+        + caption_html(sourced, "Prefill against decode, one layer.")
     )
 
 
@@ -323,12 +379,14 @@ __all__ = [
     "cache_slope_claim",
     "decode_bandwidth_claim",
     "decode_batch_figure",
+    "decode_batch_table",
     "decode_cache_figure",
     "decode_roofline_figure",
     "decode_step_overhead",
     "decode_variants_claim",
     "decode_variants_table",
     "prefill_vs_decode_claim",
+    "prefill_vs_decode_table",
     "repeat_kv_claim",
     "ridge_point",
     "roofline_claim",
