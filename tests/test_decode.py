@@ -306,6 +306,7 @@ def test_decode_renderers_compute_their_numbers(
     assert "of the total" in render.decode_step_overhead(prefill_vs_decode)
     for svg in (
         render.decode_roofline_figure(sourced(variants)),
+        render.decode_variants_figure(sourced(variants)),
         render.decode_cache_figure(sourced(cache_sweep)),
         render.decode_batch_figure(sourced(batch_sweep)),
     ):

@@ -32,7 +32,6 @@ def decode_variants_table(sourced: Sourced) -> str:
         [
             f"{r['variant']} · {r['impl']}",
             str(r["num_kv_heads"]),
-            "—" if r["layers"] is None else str(r["layers"]),
             fmt.nbytes(r["cache_mb"] * 1e6) if r["cache_mb"] is not None else "—",
             f"{r['intensity']:.2g}" if r["intensity"] is not None else "—",
             fmt.time_us(r["time_us"]) if r["time_us"] is not None else r["status"],
@@ -44,7 +43,6 @@ def decode_variants_table(sourced: Sourced) -> str:
     header = [
         "Variant · path",
         "k/v heads",
-        "Layers",
         "Cache / layer",
         "FLOP/B",
         "Time / token",
@@ -52,7 +50,7 @@ def decode_variants_table(sourced: Sourced) -> str:
         "% of copy",
     ]
     return (
-        markdown_table(header, rows, "lrrrrrrr")
+        markdown_table(header, rows, "lrrrrrr")
         + "\n\n"
         + caption_html(sourced, "One decode step, per layer.")
     )
@@ -170,6 +168,33 @@ def decode_roofline_figure(sourced: Sourced) -> str:
         )
         svg = to_svg(fig, alt)
     return figure_html(svg, sourced, "Decode steps on the measured roofline.")
+
+
+def decode_variants_figure(sourced: Sourced, impl: str = "sdpa") -> str:
+    """Two panels for MHA, GQA and MQA on one path: cache per layer, and time per token."""
+    m = sourced.measurement
+    rows = [r for r in _ok(m, "variants") if r["impl"] == impl]
+    names = [f"{r['variant']} ({r['num_kv_heads']} k/v)" for r in rows]
+    colors = [VARIANT_COLORS.get(r["variant"], INK) for r in rows]
+    with new_figure(7.0, 0.9 + 0.4 * len(rows)) as fig:
+        left, right = fig.subplots(1, 2, sharey=True)
+        for ax, key, label, text in (
+            (left, "cache_mb", "K/V cache per layer (MB)", lambda v: fmt.nbytes(v * 1e6)),
+            (right, "time_us", f"time per token per layer (µs), {impl}", fmt.time_us),
+        ):
+            ax.barh(names, [r[key] for r in rows], color=colors)
+            for i, r in enumerate(rows):
+                ax.text(r[key], i, f" {text(r[key])}", va="center", fontsize=8, color=INK)
+            ax.set_xlabel(label)
+            ax.margins(x=0.25)
+            ax.spines[["top", "right"]].set_visible(False)
+        left.invert_yaxis()
+        alt = "Cache size and time per token: " + "; ".join(
+            f"{n}: {r['cache_mb']:.3g} MB, {r['time_us']:.3g} µs"
+            for n, r in zip(names, rows, strict=True)
+        )
+        svg = to_svg(fig, alt)
+    return figure_html(svg, sourced, "Multi-head, grouped-query and multi-query attention.")
 
 
 def tail_slope(m: Measurement, column: str, table: str = "cache_sweep") -> float | None:
@@ -384,6 +409,7 @@ __all__ = [
     "decode_roofline_figure",
     "decode_step_overhead",
     "decode_variants_claim",
+    "decode_variants_figure",
     "decode_variants_table",
     "prefill_vs_decode_claim",
     "prefill_vs_decode_table",
