@@ -71,6 +71,27 @@ def test_prefill_then_decode_steps_equal_full_causal_attention(heads, impl, dtyp
     torch.testing.assert_close(cache.keys, k)  # the cache holds exactly the tokens seen
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("heads", HEADS, ids=["mha", "gqa", "mqa"])
+def test_prefill_then_decode_on_cuda_in_bfloat16(heads, impl):
+    batch_size, num_heads, num_kv_heads, head_dim = heads
+    seed = fresh_seed()
+    q, k, v = make_qkv(
+        batch_size, num_heads, 40, head_dim, dtype="bfloat16", seed=seed, num_kv_heads=num_kv_heads
+    )
+    expected = reference(q, k, v)
+    q, k, v = (t.cuda() for t in (q, k, v))
+    cache = KVCache.empty(
+        batch_size, num_kv_heads, 40, head_dim, dtype=torch.bfloat16, device="cuda"
+    )
+    outs = [prefill(q[:, :, :32], k[:, :, :32], v[:, :, :32], cache, impl=impl)]
+    for t in range(32, 40):
+        s = slice(t, t + 1)
+        outs.append(decode_step(q[:, :, s], k[:, :, s], v[:, :, s], cache, impl=impl))
+    assert rel_err(torch.cat(outs, dim=2).cpu(), expected) < TOL["bfloat16"], f"seed={seed}"
+
+
 @pytest.mark.parametrize("heads", HEADS, ids=["mha", "gqa", "mqa"])
 @pytest.mark.parametrize("kv_len", [1, 2, 37])
 def test_one_query_against_a_cache_matches_reference(heads, kv_len):
