@@ -15,6 +15,7 @@ MODULES = (
     "primer",
     "cost_model",
     "flash",
+    "decode",
 )
 
 
