@@ -313,7 +313,7 @@ def test_decode_renderers_compute_their_numbers(
     assert f"{ridge_point(variants):.3g} FLOP per byte" in text
     assert "2× smaller" in render.decode_variants_claim(variants)  # 4 heads against 2
     assert "GQA" in render.repeat_kv_claim(variants) and "MQA" in render.repeat_kv_claim(variants)
-    roof = render.roofline_claim(variants)
+    roof = render.decode_roofline_claim(variants)
     assert "Left of the ridge" in roof or "Right of it" in roof
     table = render.decode_variants_table(sourced(variants))
     assert table.count("\n| MHA") == 2 and "ad-caption" in table

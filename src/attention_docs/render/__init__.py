@@ -32,6 +32,7 @@ from attention_docs.render.decode import (
     decode_batch_figure,
     decode_batch_table,
     decode_cache_figure,
+    decode_roofline_claim,
     decode_roofline_figure,
     decode_step_overhead,
     decode_variants_claim,
@@ -40,7 +41,6 @@ from attention_docs.render.decode import (
     prefill_vs_decode_claim,
     prefill_vs_decode_table,
     repeat_kv_claim,
-    roofline_claim,
 )
 from attention_docs.render.memory import (
     allocation_claim,
@@ -150,6 +150,7 @@ __all__ = [
     "decode_batch_figure",
     "decode_batch_table",
     "decode_cache_figure",
+    "decode_roofline_claim",
     "decode_roofline_figure",
     "decode_step_overhead",
     "decode_variants_claim",

@@ -275,7 +275,7 @@ def decode_bandwidth_claim(m: Measurement) -> str:
     )
 
 
-def roofline_claim(m: Measurement) -> str:
+def decode_roofline_claim(m: Measurement) -> str:
     """Which SDPA rows sit left of the ridge (bytes bound them) and which right (arithmetic)."""
     ridge, bw, peak = ridge_point(m), m.facts["copy_gbs"], m.facts["matmul_gflops"]
     rows = [r for r in _ok(m, "variants") if r["impl"] == "sdpa"]
@@ -406,6 +406,7 @@ __all__ = [
     "decode_batch_figure",
     "decode_batch_table",
     "decode_cache_figure",
+    "decode_roofline_claim",
     "decode_roofline_figure",
     "decode_step_overhead",
     "decode_variants_claim",
@@ -415,6 +416,5 @@ __all__ = [
     "prefill_vs_decode_table",
     "repeat_kv_claim",
     "ridge_point",
-    "roofline_claim",
     "tail_slope",
 ]
