@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 
-MODULES = ("naive",)
+MODULES = ("naive", "fusion", "flex")
 
 
 def load_all() -> None:

@@ -32,3 +32,6 @@ __all__ = [
     "timeline_figure",
     "timeline_svg",
 ]
+from attention_docs.render import flex, fusion  # chapter renderers, one module per chapter
+
+__all__ += ["flex", "fusion"]
