@@ -132,7 +132,9 @@ def test_flex_masks_compiles_every_mod_and_matches_the_reference():
 
 
 def test_flex_sparsity_sweep_computes_fewer_tiles_for_narrower_windows():
-    m = run_experiment("flex_sparsity_sweep", {**TINY, "seq_len": 512, "min_window": 64}, "cpu")
+    m = run_experiment(
+        "flex_sparsity_sweep", {**TINY, "seq_len": 512, "min_window": 64}, device="cpu"
+    )
     table = m.tables["sweep"]
     assert table.column("window") == [64, 128, 256, 512]
     computed = table.column("computed_fraction")

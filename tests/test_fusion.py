@@ -43,7 +43,7 @@ def test_compiled_matches_float64_reference(shape, causal):
     assert ((out.double() - expected).norm() / expected.norm()).item() < 1e-5, f"seed={seed}"
 
 
-def span(name, kind, start, dur, depth=0, flow=None, lane="CPU thread"):
+def span(name, kind, start, dur, depth=0, *, flow=None, lane="CPU thread"):
     return Span(name, kind, lane, start, dur, depth, dur, flow, 1)
 
 

@@ -34,7 +34,7 @@ from attention_docs.profiling.device import synchronize
 from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
 from attention_docs.profiling.timing import time_callable
 
-MEASURES = ("attention/flex.py", "inputs.py")
+MEASURES = ("attention/flex.py", "inputs.py", "profiling/timing.py", "profiling/memory.py")
 MASKS = ("causal", "sliding_window", "alibi", "document")
 SHAPE_PARAMS = {
     "batch_size": Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
@@ -217,7 +217,7 @@ def flex_masks(
     # on-disk cache, and the sweep costs no second cold compile.
     seq_len=Param(1024, gpu_default=16384, minimum=1, help="tokens per sequence (N)"),
     min_window=Param(
-        32, gpu_default=128, minimum=1, help="narrowest window; doubled up to seq_len"
+        64, gpu_default=128, minimum=1, help="narrowest window; doubled up to seq_len"
     ),
 )
 def flex_sparsity_sweep(

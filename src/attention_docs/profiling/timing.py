@@ -42,11 +42,13 @@ def time_callable(
         fn()
     if device.type == "cuda":
         return _time_cuda(fn, cuda_runs)
+    import torch
     from torch.utils import benchmark
 
-    measurement = benchmark.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(
-        min_run_time=min_run_time
-    )
+    # Timer defaults to one thread; time with the threads the profiles and captions use.
+    # (A compiled function also guards on the thread count: a different one recompiles it.)
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    measurement = timer.blocked_autorange(min_run_time=min_run_time)
     times = [t * 1e6 for t in measurement.times]
     return Timing(
         median_us=measurement.median * 1e6,

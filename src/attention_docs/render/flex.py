@@ -31,7 +31,7 @@ def mask_table(sourced: Sourced) -> str:
         )
         rows.append(
             [
-                f"`{r['mask']}`" + (f" + `{r['score_mod']}`" if r["score_mod"] != "—" else ""),
+                f"`{r['mask']}`" + (" (score_mod, causal mask)" if r["score_mod"] != "—" else ""),
                 _time(r["compiled_us"]) if _ok(r) else r["status"],
                 _time(r["eager_us"]),
                 speedup,
@@ -69,7 +69,7 @@ def block_table(sourced: Sourced) -> str:
             str(r["full_blocks"]),
             f"{r['block_mask_ms']:.3g} ms",
             (
-                f"{r['compile_s']:.1f} s (cache {r['fx_cache']})"
+                f"{r['compile_s']:.1f} s ({r['fx_cache']})"
                 if isinstance(r["compile_s"], int | float)
                 else "—"
             ),
@@ -80,10 +80,10 @@ def block_table(sourced: Sourced) -> str:
         "Mask",
         f"Tiles ({bq}×{bk})",
         "Skipped",
-        "Partial (mask applied)",
-        "Full (no mask work)",
-        "create_block_mask",
-        "First compiled call (FX graph cache)",
+        "Partial",
+        "Full",
+        "Build",
+        "First call (FX cache)",
     ]
     return (
         markdown_table(header, rows, "lrrrrrr")
@@ -168,7 +168,6 @@ def block_mask_cost_figure(sourced: Sourced) -> str:
         ylabel="time (µs)",
         logx=True,
         logy=True,
-        fit_slope=True,
     )
 
 

@@ -35,9 +35,8 @@ def compiled_work_table(sourced: Sourced) -> str:
     m = sourced.measurement
     rows = [
         [
-            _code(r["name"]),
-            r["kind"],
-            ", ".join(f"`{s.strip()}`" for s in r["steps"].split(","))
+            f"{_code(r['name'])}<br>*{r['kind']}*",
+            "<br>".join(f"`{s.strip()}`" for s in r["steps"].split(","))
             if r["steps"] != "—"
             else "—",
             str(r["calls"]),
@@ -47,9 +46,7 @@ def compiled_work_table(sourced: Sourced) -> str:
     ]
     time_head = "GPU time" if m.device_kind == "cuda" else "Time"
     return (
-        markdown_table(
-            ["Kernel", "Kind", "Steps it does", "Calls", f"{time_head} / forward"], rows, "lllrr"
-        )
+        markdown_table(["Kernel", "Steps it does", "Calls", f"{time_head} / forward"], rows, "llrr")
         + "\n\n"
         + caption_html(sourced, "Compiled: the work per forward.")
     )
@@ -219,9 +216,14 @@ def speed_memory_claim(m: Measurement) -> str:
         f"**{eager['peak_in_matrices']:.2f}** of them, the compiled graph at "
         f"**{comp['peak_in_matrices']:.2f}**: fusion removed the intermediate copies (scaled, "
         f"masked, the boolean mask) but the score matrix itself is still written by the first "
-        f"matmul and read back by the fused softmax. SDPA peaks at "
-        f"**{sdpa['peak_in_matrices']:.2f}** — it never holds the whole matrix."
+        f"matmul and read back by the fused softmax."
     )
+    if comp["peak_in_matrices"] < 2:
+        text += (
+            " Less than two matrices at the peak means the probabilities never got a buffer of "
+            "their own: Inductor wrote them over the scores, which were dead by then."
+        )
+    text += f" SDPA peaks at **{sdpa['peak_in_matrices']:.2f}** — it never holds the whole matrix."
     if m.facts.get("sdpa_op"):
         text += f" (SDPA ran `{m.facts['sdpa_op']}` on this device.)"
     return text
