@@ -223,7 +223,12 @@ def speed_memory_claim(m: Measurement) -> str:
             " Less than two matrices at the peak means the probabilities never got a buffer of "
             "their own: Inductor wrote them over the scores, which were dead by then."
         )
-    text += f" SDPA peaks at **{sdpa['peak_in_matrices']:.2f}** — it never holds the whole matrix."
+    text += f" SDPA peaks at **{sdpa['peak_in_matrices']:.2f}**" + (
+        " — it never holds the whole matrix."
+        if sdpa["peak_in_matrices"] < 1
+        else ": at this size its fixed working buffers outweigh one score matrix, which it "
+        "still never holds whole."
+    )
     if m.facts.get("sdpa_op"):
         text += f" (SDPA ran `{m.facts['sdpa_op']}` on this device.)"
     return text
