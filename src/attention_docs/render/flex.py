@@ -96,7 +96,10 @@ def fallback_warning(m: Measurement) -> str:
     """The warning flex_attention gave when called without torch.compile, as a quote."""
     text = m.facts.get("fallback_warning")
     if not text:
-        return "*flex_attention gave no warning when called without torch.compile here.*"
+        return (
+            "*flex_attention warns only once per process; no warning was recorded in this run "
+            "(an earlier call in the same process had already shown it).*"
+        )
     body = "\n".join(f"    {line}" if line.strip() else "" for line in text.strip().splitlines())
     return f'!!! warning "What flex_attention said, called without torch.compile"\n\n{body}\n'
 
@@ -213,7 +216,8 @@ def block_mask_cost_claim(m: Measurement) -> str:
     slope_text = (
         f"From seq_len {fitted[0]['seq_len']} to {last['seq_len']} the build time grows with "
         f"slope **{slope:.2f}** on log-log axes (2 is quadratic: the mask_mod is evaluated on "
-        "every query/key pair)."
+        "every query/key pair)"
+        + ("." if slope >= 1.5 else "; below that, fixed per-call costs still dominate.")
         if slope is not None
         else ""
     )
