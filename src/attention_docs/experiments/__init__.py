@@ -16,6 +16,8 @@ MODULES = (
     "cost_model",
     "flash",
     "decode",
+    "fusion",
+    "flex",
 )
 
 

@@ -64,8 +64,11 @@ def _available(attend, q, k, v) -> str | None:
     return None
 
 
-def _autograd_nodes(trace, per: float, limit: int = 4) -> list[dict]:
-    """The backward's autograd nodes (`...Backward0` ranges), by total time per call."""
+def _autograd_nodes(trace, per: float, limit: int = 8) -> list[dict]:
+    """The backward's autograd nodes (`...Backward0` ranges), by total time per call.
+
+    Eight is every node naive attention's backward runs, so the list does not depend on timing.
+    """
     nodes = [o for o in op_stats(trace) if o["where"] == "CPU" and "Backward" in o["name"]]
     nodes.sort(key=lambda o: -o["total_us"])
     return [

@@ -47,6 +47,7 @@ def time_callable(
 
     # Timer runs on ONE thread unless told otherwise; the profiled runs use all of torch's
     # intra-op threads, and so must the timer, or the two disagree by the thread count.
+    # (A compiled function also guards on the thread count: a different one recompiles it.)
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     measurement = timer.blocked_autorange(min_run_time=min_run_time)
     times = [t * 1e6 for t in measurement.times]

@@ -227,3 +227,6 @@ __all__ = [
     "why_matrix",
     "why_reasons",
 ]
+from attention_docs.render import flex, fusion  # chapter renderers, one module per chapter
+
+__all__ += ["flex", "fusion"]
