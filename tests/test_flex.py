@@ -111,7 +111,10 @@ def test_unavailable_names_the_error():
     assert text == "not available on this device: RuntimeError: no kernel for bfloat16"
 
 
-TINY = {"batch_size": 1, "num_heads": 2, "seq_len": 200, "head_dim": 16}
+# Compiled flex_attention on the CPU (torch 2.13) can return wrong values, even NaN, from one
+# run to the next when seq_len is not a multiple of its 128-token block: the compiled-path
+# tests use whole blocks. The eager path is checked at odd lengths above.
+TINY = {"batch_size": 1, "num_heads": 2, "seq_len": 256, "head_dim": 16}
 
 
 def test_flex_masks_compiles_every_mod_and_matches_the_reference():

@@ -18,6 +18,7 @@ MODULES = (
     "decode",
     "fusion",
     "flex",
+    "winners",
 )
 
 

@@ -2,6 +2,8 @@
 # and never import torch (a test checks this).
 from attention_docs.render import (
     flash,
+    flex,
+    fusion,
 )
 from attention_docs.render.backward import (
     autograd_nodes_table,
@@ -126,6 +128,7 @@ from attention_docs.render.wall import (
     tokens_claim,
     turning_point,
 )
+from attention_docs.render.winners import summary_table, times_table, winners_claim, winners_figure
 
 __all__ = [
     "TimelineSettings",
@@ -166,7 +169,9 @@ __all__ = [
     "first_calls_claim",
     "first_calls_table",
     "flash",
+    "flex",
     "forward_time",
+    "fusion",
     "head_dim_claim",
     "heads_claim",
     "line_figure",
@@ -215,10 +220,12 @@ __all__ = [
     "step_shares_claim",
     "step_table",
     "step_timeline",
+    "summary_table",
     "sweep_figure",
     "sweep_table",
     "timeline_figure",
     "timeline_svg",
+    "times_table",
     "tokens_claim",
     "turning_point",
     "unavailable_backends",
@@ -226,7 +233,6 @@ __all__ = [
     "why_claims",
     "why_matrix",
     "why_reasons",
+    "winners_claim",
+    "winners_figure",
 ]
-from attention_docs.render import flex, fusion  # chapter renderers, one module per chapter
-
-__all__ += ["flex", "fusion"]
