@@ -158,7 +158,7 @@ def run_worker(
         "--store",
         str(store),
     ]
-    log.info("attention_docs: measuring %s on %s in a worker process", what, device)
+    log.info("measuring %s on %s in a worker process", what, device)
     try:
         proc = subprocess.run(
             cmd,
