@@ -2,6 +2,7 @@ import math
 
 import pytest
 import torch
+from reference import rel_err
 
 from attention_docs.attention.backward import IMPLEMENTATIONS, forward_backward, implementation
 from attention_docs.attention.sdpa import why_backend
@@ -29,10 +30,6 @@ def reference_grads(q, k, v, grad_out, causal):
 def runnable(q, k, v, causal) -> list[str]:
     pinned = {x.backend for x in why_backend(q, k, v, causal=causal) if x.runs}
     return [n for n in IMPLEMENTATIONS if n == "naive" or n.removeprefix("sdpa-") in pinned]
-
-
-def rel_err(actual, expected):
-    return ((actual.double() - expected).norm() / expected.norm()).item()
 
 
 TOL = {"float32": 5e-5, "bfloat16": 5e-2}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from dataclasses import replace
 import pytest
 import torch
 from conftest import ROOT
+from reference import attention_reference, rel_err
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.functional import scaled_dot_product_attention
 from torch.profiler import profile
@@ -41,22 +41,12 @@ from attention_docs.tiling import (
     working_set_bytes,
 )
 
-HAS_TRITON = importlib.util.find_spec("triton") is not None
-
 
 def reference(q, k, v, causal):
-    """softmax(q·kᵀ/√d)·v and the log-sum-exp in float64, independent of the code under test."""
-    q, k, v = (t.double() for t in (q, k, v))
-    scores = torch.einsum("bhnd,bhmd->bhnm", q, k) / math.sqrt(q.shape[-1])
-    if causal:
-        n, m = scores.shape[-2:]
-        keep = torch.arange(m)[None, :] <= torch.arange(n)[:, None] + (m - n)
-        scores = scores.where(keep, -math.inf)
-    return torch.einsum("bhnm,bhmd->bhnd", scores.softmax(-1), v), scores.logsumexp(-1)
+    return attention_reference(q, k, v, causal=causal, lse=True)
 
 
-def rel_err(actual, expected):
-    return ((actual.double() - expected).norm() / expected.norm()).item()
+HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 
 TOL = {"float32": 1e-5, "bfloat16": 1e-2}

@@ -1,10 +1,10 @@
 # torch.compile on naive attention: the compiled function's numerics, the trace analysis that
 # names fused kernels' steps (on small hand-made traces), the three experiments at tiny
 # shapes, and their renderers.
-import math
 
 import pytest
 import torch
+from reference import attention_reference
 
 from attention_docs.attention.compiled import compiled_attention
 from attention_docs.attention.naive import STEPS
@@ -21,16 +21,12 @@ from attention_docs.profiling.kernels import (
 from attention_docs.profiling.trace import Span, Trace
 from attention_docs.render import fusion
 
-TINY = {"batch_size": 1, "num_heads": 2, "seq_len": 64, "head_dim": 16}
-
 
 def reference(q, k, v, causal):
-    q, k, v = (t.double() for t in (q, k, v))
-    scores = torch.einsum("bhnd,bhmd->bhnm", q, k) / math.sqrt(q.shape[-1])
-    if causal:
-        n = scores.shape[-1]
-        scores = scores.where(torch.arange(n)[None, :] <= torch.arange(n)[:, None], -math.inf)
-    return torch.einsum("bhnm,bhmd->bhnd", scores.softmax(-1), v)
+    return attention_reference(q, k, v, causal=causal)
+
+
+TINY = {"batch_size": 1, "num_heads": 2, "seq_len": 64, "head_dim": 16}
 
 
 @pytest.mark.parametrize(("shape", "causal"), [((2, 3, 17, 16), True), ((1, 2, 33, 8), False)])

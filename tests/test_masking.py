@@ -2,6 +2,7 @@ import math
 
 import pytest
 import torch
+from reference import attention_reference, rel_err
 
 from attention_docs.attention.masking import (
     MASK_FUNCTIONS,
@@ -17,18 +18,7 @@ from attention_docs.inputs import make_qkv, resolve_dtype
 
 
 def reference(q, k, v, causal):
-    """softmax(q·kᵀ/√d)·v in float64, written independently of the code under test."""
-    q, k, v = (t.double() for t in (q, k, v))
-    scores = torch.einsum("bhnd,bhmd->bhnm", q, k) / math.sqrt(q.shape[-1])
-    if causal:
-        n, m = scores.shape[-2:]
-        keep = torch.arange(m)[None, :] <= torch.arange(n)[:, None] + (m - n)
-        scores = scores.where(keep, -math.inf)
-    return torch.einsum("bhnm,bhmd->bhnd", scores.softmax(-1), v)
-
-
-def rel_err(actual, expected):
-    return ((actual.double() - expected).norm() / expected.norm()).item()
+    return attention_reference(q, k, v, causal=causal)
 
 
 TOL = {"float32": 1e-5, "bfloat16": 2e-2}

@@ -2,6 +2,7 @@ import math
 
 import pytest
 import torch
+from reference import attention_reference, rel_err
 
 from attention_docs.attention.naive import causal_mask, naive_attention
 from attention_docs.attention.sdpa import (
@@ -24,18 +25,7 @@ from attention_docs.measurements.schema import Sourced
 
 
 def reference(q, k, v, causal):
-    """softmax(q·kᵀ/√d)·v in float64, written independently of the code under test."""
-    q, k, v = (t.double() for t in (q, k, v))
-    scores = torch.einsum("bhnd,bhmd->bhnm", q, k) / math.sqrt(q.shape[-1])
-    if causal:
-        n, m = scores.shape[-2:]
-        keep = torch.arange(m)[None, :] <= torch.arange(n)[:, None]  # SDPA: top-left aligned
-        scores = scores.where(keep, -math.inf)
-    return torch.einsum("bhnm,bhmd->bhnd", scores.softmax(-1), v)
-
-
-def rel_err(actual, expected):
-    return ((actual.double() - expected).norm() / expected.norm()).item()
+    return attention_reference(q, k, v, causal=causal, top_left=True)  # SDPA's is_causal
 
 
 def fresh_seed() -> int:
