@@ -1,4 +1,3 @@
-
 import pytest
 import torch
 from reference import attention_reference, rel_err

@@ -244,7 +244,17 @@ def self_vs_total_claim(m: Measurement, label: str = "attention.scores") -> str:
         f"for {fmt.time_us(outer.dur_us)} in total"
     )
     if outer is worker:
-        return text + f", nearly all of it its own ({fmt.time_us(outer.self_us)} self)."
+        inner = max((s for s in ops if s is not outer), key=lambda s: s.self_us, default=None)
+        text += (
+            f", of which {fmt.time_us(outer.self_us)} "
+            f"({fmt.percent(outer.self_us / outer.dur_us)}) is its own"
+        )
+        if inner is None:
+            return text + "."
+        return text + (
+            f": at this size dispatching and reshaping cost more than the arithmetic, which "
+            f"`{inner.name}` does in {fmt.time_us(inner.self_us)} of self time."
+        )
     text += (
         f", yet only {fmt.time_us(outer.self_us)} of that is its own: it dispatches. The work "
         f"sits in `{worker.name}`, with **{fmt.time_us(worker.self_us)}** of self time "
