@@ -154,7 +154,11 @@ def test_links_to_measurements_resolve_and_traces_are_valid_chrome_json(site):
             target = (page.parent / href).resolve()
             assert target.is_file(), f"{page.relative_to(site)} links to missing {href}"
             if target.name.endswith(".trace.json.gz"):
-                chrome = json.loads(gzip.decompress(target.read_bytes()))
+                text = gzip.decompress(target.read_bytes()).decode()
+                assert not re.search(r'"(?:/tmp|/home|/root|/work)/', text), (
+                    f"{href} holds a machine path"
+                )
+                chrome = json.loads(text)
                 names = {e.get("name") for e in chrome["traceEvents"] if e.get("ph") == "X"}
                 steps = {
                     "attention.scores",

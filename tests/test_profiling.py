@@ -122,3 +122,7 @@ def test_chrome_bytes_are_gzipped_and_deterministic(naive_run):
     a, b = chrome_bytes(naive_run.chrome), chrome_bytes(naive_run.chrome)
     assert a == b
     assert json.loads(gzip.decompress(a))["traceEvents"]
+
+
+def test_published_traces_name_no_host_or_temporary_path(naive_run):
+    assert not {"host_name", "trace_id", "traceName"} & set(naive_run.chrome)

@@ -79,5 +79,6 @@ def profile_callable(
 
 
 def _strip_private(chrome: dict) -> dict:
-    """Drop what would identify the machine a trace was made on (host name, pids stay)."""
-    return {k: v for k, v in chrome.items() if k not in ("host_name", "trace_id")}
+    """Drop what would identify the machine a trace was made on: host name, trace id, and the
+    temporary path the profiler wrote to (pids stay)."""
+    return {k: v for k, v in chrome.items() if k not in ("host_name", "trace_id", "traceName")}
