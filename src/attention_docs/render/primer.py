@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from attention_docs.measurements.schema import Measurement, Sourced, Table
+from attention_docs.profiling.kernels import is_bookkeeping
 from attention_docs.profiling.trace import GPU_KINDS, Span, Trace
 from attention_docs.render import _format as fmt
 from attention_docs.render.caption import caption_html
@@ -237,14 +238,16 @@ def self_vs_total_claim(m: Measurement, label: str = "attention.scores") -> str:
     if not ops:
         return ""
     outer = max(ops, key=lambda s: s.dur_us)  # the op the line of Python called
-    worker = max(ops, key=lambda s: s.self_us)  # the op that did the work
+    # The op that did the work: views and reshapes can out-time it at tiny sizes, never out-work it.
+    working = [s for s in ops if not is_bookkeeping(s.name)] or ops
+    worker = max(working, key=lambda s: s.self_us)
     text = (
         f"`{label}` has a total of **{fmt.time_us(top.dur_us)}** but a self time of only "
         f"{fmt.time_us(top.self_us)}: a range does no work itself. `{outer.name}` accounts "
         f"for {fmt.time_us(outer.dur_us)} in total"
     )
     if outer is worker:
-        inner = max((s for s in ops if s is not outer), key=lambda s: s.self_us, default=None)
+        inner = max((s for s in working if s is not outer), key=lambda s: s.self_us, default=None)
         text += (
             f", of which {fmt.time_us(outer.self_us)} "
             f"({fmt.percent(outer.self_us / outer.dur_us)}) is its own"
