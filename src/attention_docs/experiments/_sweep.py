@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from attention_docs.measurements.schema import Table
-from attention_docs.profiling.memory import is_out_of_memory
+from attention_docs.profiling.memory import is_out_of_memory, release_cached_memory
 
 OUT_OF_MEMORY = "out of memory"
 
@@ -18,13 +18,12 @@ def sweep(
     columns: Sequence[str],
     units: Mapping[str, str] | None = None,
     stop_after_oom: bool = True,
-    on_oom: Callable[[], None] | None = None,
 ) -> tuple[Table, list[str]]:
     """Run `measure(point)` for each point; returns the table and notes on what failed.
 
     A point that runs out of memory gets None in every measured column and a `status` of
     "out of memory"; with `stop_after_oom`, larger points are skipped (they would fail too).
-    `on_oom` lets the caller free memory (e.g. `torch.cuda.empty_cache`) before going on.
+    After an out-of-memory the CUDA allocator's cache is released before the next point.
     """
     rows = []
     notes = []
@@ -39,8 +38,7 @@ def sweep(
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
-            if on_oom:
-                on_oom()
+            release_cached_memory()
             rows.append(_row(point, {}, columns, OUT_OF_MEMORY))
             notes.append(f"{_point_text(point)} ran out of memory on this device.")
             stopped = stop_after_oom

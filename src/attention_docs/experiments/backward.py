@@ -214,7 +214,6 @@ def backward_saved_tensors(
         measure,
         columns=("seq_len", *names),
         units=dict.fromkeys(names, "B"),
-        on_oom=torch.cuda.empty_cache if ctx.device.type == "cuda" else None,
     )
     detail = Table(
         columns=("implementation", "shape", "dtype", "bytes", "role"),

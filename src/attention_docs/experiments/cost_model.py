@@ -92,7 +92,6 @@ def measure_ceilings(
             result["spec_per_s"] = _spec(ctx, "hbm_gbs", 1e9)
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}
 
-    on_oom = torch.cuda.empty_cache if ctx.device.type == "cuda" else None
     # An out-of-memory copy must not skip the other kind: each kind stops on its own.
     return sweep(
         points,
@@ -100,7 +99,6 @@ def measure_ceilings(
         columns=CEILING_COLUMNS,
         units=CEILING_UNITS,
         stop_after_oom=False,
-        on_oom=on_oom,
     )
 
 

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -146,10 +145,6 @@ def _time_decode(
     }
 
 
-def _free(ctx) -> Callable[[], None]:
-    return torch.cuda.empty_cache if ctx.device.type == "cuda" else lambda: None
-
-
 @experiment(
     "decode_mha_gqa_mqa",
     summary="One decode step with multi-head, grouped-query and multi-query attention: cache "
@@ -213,7 +208,6 @@ def decode_mha_gqa_mqa(
             "pct_copy": "% of copy",
             "gflops": "GFLOP/s",
         },
-        on_oom=_free(ctx),
     )
     return Observed(
         tables={"variants": table},
@@ -279,7 +273,6 @@ def decode_cache_sweep(
         measure,
         columns=("cache_len", *names, *(f"{n} GB/s" for n in names)),
         units={"cache_len": "tokens", **dict.fromkeys(names, "µs")},
-        on_oom=_free(ctx),
     )
     facts = {**ceilings, **{f"{n}_kv_heads": h for n, h in variants}}
     return Observed(tables={"cache_sweep": table}, facts=facts, notes=tuple(notes))
@@ -357,7 +350,6 @@ def decode_batch_sweep(
             "gbs": "GB/s",
             "pct_copy": "% of copy",
         },
-        on_oom=_free(ctx),
     )
     return Observed(tables={"batch_sweep": table}, facts=ceilings, notes=tuple(notes))
 

@@ -24,7 +24,11 @@ from attention_docs.experiments._sweep import sweep
 from attention_docs.experiments.registry import ExperimentError, Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
-from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
+from attention_docs.profiling.memory import (
+    is_out_of_memory,
+    peak_memory_bytes,
+    release_cached_memory,
+)
 from attention_docs.profiling.profile import Schedule
 from attention_docs.profiling.timing import time_callable
 from attention_docs.tiling import (
@@ -112,8 +116,7 @@ def flash_tiled_vs_naive(
             peaks[peak_column] = peak_memory_bytes(fn, dev)
         except RuntimeError as exc:
             status = "out of memory" if is_out_of_memory(exc) else _unavailable(exc)
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
+            release_cached_memory()
             rows.append((name, None, None, None, status))
             notes.append(f"{name}: {status}")
             peaks[peak_column] = None
@@ -237,7 +240,6 @@ def _memory_by_seq_len(
         measure,
         columns=("seq_len", *MEMORY_COLUMNS),
         units=dict.fromkeys(MEMORY_COLUMNS, "B"),
-        on_oom=torch.cuda.empty_cache if dev.type == "cuda" else None,
     )
 
 
@@ -305,7 +307,6 @@ def flash_block_sweep(
             "fused_bytes": "B",
             "tile_working_set": "B",
         },
-        on_oom=torch.cuda.empty_cache if dev.type == "cuda" else None,
     )
     return Observed(tables={"blocks": table}, notes=tuple(notes))
 
@@ -405,7 +406,6 @@ def compare_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, cau
             "sdpa_flash_tflops", "matmul_tflops", "triton_pct_of_matmul", "sdpa_flash_pct_of_matmul",
         ),
         units={"triton_us": "µs", "sdpa_flash_us": "µs", "triton_tflops": "TFLOP/s", "sdpa_flash_tflops": "TFLOP/s", "matmul_tflops": "TFLOP/s", "triton_pct_of_matmul": "%", "sdpa_flash_pct_of_matmul": "%"},
-        on_oom=torch.cuda.empty_cache if dev.type == "cuda" else None,
     )  # fmt: skip
     n = lengths[len(lengths) // 2]  # profile both kernels once, at a middle length
     q, k, v = make_qkv(batch_size, num_heads, n, head_dim, dtype=dtype, device=dev)

@@ -137,12 +137,6 @@ def memory_peak(
             "measured_over_predicted": peak / predicted(n).peak_bytes,
         }
 
-    def free_cache() -> None:
-        if ctx.device.type == "cuda":
-            import torch
-
-            torch.cuda.empty_cache()
-
     columns = (
         "seq_len",
         "predicted_peak_bytes",
@@ -167,7 +161,6 @@ def memory_peak(
             "predicted_total_bytes": "B",
             "measured_peak_bytes": "B",
         },
-        on_oom=free_cache,
     )
     rows = list(table.rows)
     for n in points:

@@ -363,13 +363,11 @@ def op_size_sweep(ctx, *, min_log2, max_log2, dtype) -> Observed:
         }
 
     points = [{"elements": 2**p} for p in range(min_log2, max_log2 + 1)]
-    on_oom = torch.cuda.empty_cache if ctx.device.type == "cuda" else None
     table, notes = sweep(
         points,
         measure,
         columns=("elements", "bytes", "time_us", "bandwidth_gbs"),
         units={"bytes": "B", "time_us": "µs", "bandwidth_gbs": "GB/s"},
-        on_oom=on_oom,
     )
     return Observed(
         tables={"sizes": table},

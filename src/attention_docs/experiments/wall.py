@@ -22,13 +22,6 @@ BRIEF = Schedule(wait=1, warmup=1, active=2)
 STEP_UNITS = dict.fromkeys(STEPS, "µs")
 
 
-def _free(ctx) -> None:
-    if ctx.device.type == "cuda":
-        import torch
-
-        torch.cuda.empty_cache()
-
-
 def _point(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, steps: bool) -> dict:
     """Time, peak memory and (with `steps`) per-step time of one naive forward."""
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
@@ -89,7 +82,6 @@ def wall_seq_len(
         measure,
         columns=("seq_len", "time_us", "peak_bytes", "flops", *STEPS),
         units={"time_us": "µs", "peak_bytes": "B", **STEP_UNITS},
-        on_oom=lambda: _free(ctx),
     )
     return Observed(tables={"seq_len": table}, notes=tuple(notes))
 
@@ -130,7 +122,6 @@ def wall_batch_heads(
         by_batch,
         columns=("batch_size", "seq_len", "time_us", "peak_bytes", "flops"),
         units={"time_us": "µs", "peak_bytes": "B"},
-        on_oom=lambda: _free(ctx),
     )
     heads = [h for h in _doubling(1, 64) if model_dim % h == 0 and model_dim // h >= 8]
 
@@ -151,7 +142,6 @@ def wall_batch_heads(
         by_heads,
         columns=("num_heads", "head_dim", "time_us", "peak_bytes", "flops"),
         units={"time_us": "µs", "peak_bytes": "B"},
-        on_oom=lambda: _free(ctx),
     )
     return Observed(tables={"tokens": tokens_table, "heads": heads_table}, notes=(*notes, *more))
 
@@ -188,6 +178,5 @@ def wall_head_dim(
         measure,
         columns=("head_dim", "time_us", "peak_bytes", "flops", *STEPS),
         units={"time_us": "µs", "peak_bytes": "B", **STEP_UNITS},
-        on_oom=lambda: _free(ctx),
     )
     return Observed(tables={"head_dim": table}, notes=tuple(notes))

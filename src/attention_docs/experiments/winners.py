@@ -17,7 +17,11 @@ from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.kernels import work_items
-from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
+from attention_docs.profiling.memory import (
+    is_out_of_memory,
+    peak_memory_bytes,
+    release_cached_memory,
+)
 from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.timing import time_callable
 
@@ -130,8 +134,7 @@ def _try(
         return time_callable(fn, device, min_run_time=min_run_time).median_us, "ok"
     except Exception as exc:
         if is_out_of_memory(exc):
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+            release_cached_memory()
             return None, "out of memory"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return None, f"not available on this device: {first[:160]}"

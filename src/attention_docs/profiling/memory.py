@@ -34,6 +34,13 @@ def is_out_of_memory(exc: BaseException) -> bool:
     )
 
 
+def release_cached_memory() -> None:
+    """After an out-of-memory, hand the CUDA caching allocator's free blocks back, so that the
+    next point of a sweep starts from what is really in use (a no-op without CUDA)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> int:
     """Peak bytes allocated by `fn()` above what was allocated before it (outputs included)."""
     if device.type == "cuda":
