@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from attention_docs.profiling.trace import GPU_KINDS, Span, Trace
+from attention_docs.profiling.trace import GPU_KINDS, GPU_WORK, Span, Trace, attribute
 
 # Spans that do no arithmetic on tensor data: aliasing views, allocation, conjugation
 # bookkeeping, and the wrappers torch.compile puts around a compiled graph. They are listed
@@ -110,24 +110,15 @@ def _inside(inner: Span, outer: Span) -> bool:
 
 
 def names_per_step(trace: Trace, labels: Iterable[str]) -> dict[str, set[str]]:
-    """Per labelled range: the names of the ops inside it and of the kernels it launched."""
-    kernels_of_flow: dict[int, set[str]] = {}
-    for s in trace.spans:
-        if s.kind in GPU_KINDS and s.flow is not None:
-            kernels_of_flow.setdefault(s.flow, set()).add(s.name)
-    result: dict[str, set[str]] = {}
-    for label in labels:
-        names: set[str] = set()
-        for r in (s for s in trace.spans if s.kind == "range" and s.name == label):
-            for s in trace.spans:
-                if s.lane != r.lane or not (r.start_us <= s.start_us <= r.end_us) or s is r:
-                    continue
-                if s.kind == "op":
-                    names.add(s.name)
-                elif s.kind == "runtime" and s.flow is not None:
-                    names |= kernels_of_flow.get(s.flow, set())
-        result[label] = names
-    return result
+    """Per labelled range: the names of the ops inside it and of the kernels it launched.
+
+    Ops and launches on any thread count as `attribute` says, so a backward's names include
+    those of the autograd engine's thread.
+    """
+    return {
+        label: {s.name for s in spans if s.kind == "op" or s.kind in GPU_WORK}
+        for label, spans in attribute(trace, labels).items()
+    }
 
 
 def steps_of(name: str, step_names: Mapping[str, set[str]]) -> list[str]:

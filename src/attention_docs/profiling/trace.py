@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import gzip
 import json
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 
 # Chrome-trace categories -> our span kinds. Anything else (python functions, instant
 # events, overhead markers) is dropped: the figures and tables never show it.
@@ -24,6 +26,8 @@ KINDS = {
     "gpu_user_annotation": "gpu_range",
 }
 GPU_KINDS = frozenset({"kernel", "memcpy", "memset", "gpu_range"})
+# What occupies a stream: the work a launch put there. A `gpu_range` only marks it.
+GPU_WORK = frozenset({"kernel", "memcpy", "memset"})
 STEP_PREFIX = "ProfilerStep#"
 
 
@@ -185,19 +189,23 @@ def trim_chrome(chrome: Mapping) -> dict:
 
 def _lane_names(events: Iterable[Mapping]) -> dict[tuple, str]:
     names: dict[tuple, str] = {}
-    cpu_threads: list[tuple] = []
+    first_ts: dict[tuple, float] = {}
     for e in events:
         kind = KINDS.get(e.get("cat", ""))
         if kind is None or e.get("ph") != "X":
             continue
         key = (e.get("pid"), e.get("tid"))
-        if key in names or key in cpu_threads:
+        if key in names:
             continue
         if kind in GPU_KINDS:
             stream = (e.get("args") or {}).get("stream", e.get("tid"))
             names[key] = f"GPU stream {stream}"
         else:
-            cpu_threads.append(key)
+            first_ts[key] = min(first_ts.get(key, float("inf")), float(e["ts"]))
+    # Threads are numbered by when they first appear in time, not in the file (Kineto's
+    # event order is not chronological), so the thread that opened the first step, the one
+    # that runs the Python code, is "CPU thread 0" and an autograd thread comes after it.
+    cpu_threads = sorted(first_ts, key=lambda key: (first_ts[key], str(key)))
     for index, key in enumerate(cpu_threads):
         names[key] = "CPU thread" if len(cpu_threads) == 1 else f"CPU thread {index}"
     return names
@@ -305,30 +313,236 @@ def _nest(spans: list[Span]) -> list[Span]:
     ]
 
 
+_EPS = 1e-3  # times are kept to the nanosecond (see _ns)
+
+
+class _Claims:
+    """Which spans ran on behalf of a labelled range, for every range of one trace.
+
+    The rule (see `attribute`) needs, for each CPU span, the outermost range open on its own
+    thread when it started; that is computed once here rather than once per range.
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        self.cpu = [s for s in trace.spans if s.kind not in GPU_KINDS]
+        self.work_of_flow: dict[int, list[Span]] = defaultdict(list)
+        for s in trace.spans:
+            if s.kind in GPU_WORK and s.flow is not None:
+                self.work_of_flow[s.flow].append(s)
+        tops: dict[str, list[Span]] = defaultdict(list)
+        for r in sorted(
+            (s for s in self.cpu if s.kind == "range"), key=lambda s: (s.start_us, -s.dur_us)
+        ):
+            lane_tops = tops[r.lane]
+            if not lane_tops or r.start_us > lane_tops[-1].end_us + _EPS:
+                lane_tops.append(r)
+        starts = {lane: [r.start_us for r in found] for lane, found in tops.items()}
+        self.outer: list[Span | None] = []
+        for s in self.cpu:
+            i = bisect_right(starts.get(s.lane, []), s.start_us + _EPS) - 1
+            top = tops[s.lane][i] if i >= 0 else None
+            self.outer.append(top if top is not None and s.start_us <= top.end_us + _EPS else None)
+
+    def cpu_of(self, rng: Span) -> list[Span]:
+        found = []
+        for s, outer in zip(self.cpu, self.outer, strict=True):
+            if s is rng or not (rng.start_us <= s.start_us <= rng.end_us):
+                continue
+            if (
+                s.lane == rng.lane
+                or outer is None
+                or (rng.start_us - _EPS <= outer.start_us and outer.end_us <= rng.end_us + _EPS)
+            ):
+                found.append(s)
+        return found
+
+    def work_of(self, cpu: Iterable[Span]) -> list[Span]:
+        return [
+            w
+            for s in cpu
+            if s.kind == "runtime" and s.flow is not None
+            for w in self.work_of_flow.get(s.flow, ())
+        ]
+
+
+def attribute(trace: Trace, labels: Iterable[str]) -> dict[str, list[Span]]:
+    """Per label: every span that ran on behalf of a range of that name, CPU and GPU.
+
+    A CPU span (op, runtime call, nested range) belongs to a labelled range when it starts
+    inside the range's time window and
+
+    1. runs on the range's own thread (ordinary nesting), or
+    2. runs on another thread of the profiled process, and the outermost range open on its
+       own thread when it started, if any, also lies inside the window. This is how the
+       autograd engine's thread is counted: on CUDA it runs the backward while the calling
+       thread waits inside `backward()`, so the kernels of `attention.backward` are launched
+       from a thread that never entered that range. Work inside a range the other thread
+       opened during the window (`## Call CompiledFxGraph ##` of a compiled backward) counts
+       too: it ran because of the range. Work inside a range that thread had already open
+       before the window began is its own business, not the range's.
+
+    GPU work (kernels, memcpys, memsets) belongs to a range when the runtime call that
+    launched it does, linked by the correlation id that Kineto's `ac2g` flows also carry.
+    Like nesting on one thread, this is inclusive: a kernel counts for every enclosing range.
+
+    Why not Kineto's `gpu_user_annotation` spans: Kineto builds them per thread, so the one
+    for a range opened on the calling thread spans only the work that thread launched. For a
+    backward that is the gradient seed's fill kernel, a few microseconds, while the
+    backward's real kernels come from the autograd thread (a recorded ResNet trace shows a
+    56 ms `## backward ##` range whose GPU annotation spans 28 µs). They mark a window, not
+    the kernels inside it: a kernel another thread launched can run in that window too.
+
+    Limitation: a thread that launches work of its own, outside any range, while a range is
+    open elsewhere (a data-loader thread) would be counted for that range. The profiled
+    attention code never does that.
+
+    Args:
+        trace: The trace; a CPU-only trace has one thread, so only rule 1 applies.
+        labels: Range names (`attention.softmax`). A name with no range gets an empty list.
+
+    Returns:
+        Per label, the spans in trace order, each once; the ranges themselves excluded.
+    """
+    claims = _Claims(trace)
+    order = {id(s): i for i, s in enumerate(trace.spans)}
+    result: dict[str, list[Span]] = {}
+    for label in labels:
+        found: dict[int, Span] = {}
+        for rng in (s for s in trace.spans if s.kind == "range" and s.name == label):
+            cpu = claims.cpu_of(rng)
+            for s in (*cpu, *claims.work_of(cpu)):
+                if s.name != label or s.kind != "range":
+                    found[id(s)] = s
+        result[label] = sorted(found.values(), key=lambda s: order[id(s)])
+    return result
+
+
+def has_gpu_work(trace: Trace) -> bool:
+    """True when the trace holds kernels, memcpys or memsets (it ran on a GPU)."""
+    return any(s.kind in GPU_WORK for s in trace.spans)
+
+
+def kernel_time_us(trace: Trace, labels: Iterable[str]) -> dict[str, float] | None:
+    """Per labelled range: the summed durations of the GPU work it launched (kernel clock).
+
+    GPU work is kernels, memcpys and memsets: a copy occupies its stream like a kernel, and
+    leaving it out would make a step that copies look faster than it is. `op_stats` lists
+    each by name. Ranges are attributed as `attribute` says, so `attention.backward` counts
+    the kernels the autograd thread launched. Durations are summed, not merged: work on two
+    streams at once counts twice, as busy GPU time, not as elapsed time.
+
+    Args:
+        trace: A trace (for one profiler step: `trace.in_step(n)`).
+        labels: Range names.
+
+    Returns:
+        Microseconds per label (0.0 for a label that launched nothing), or None when the
+        trace has no GPU work at all: on a CPU trace there is no kernel clock, and callers
+        use the CPU time of the ranges instead (`step_span_times`'s `cpu_us`).
+    """
+    if not has_gpu_work(trace):
+        return None
+    found = attribute(trace, labels)
+    return {
+        label: sum(s.dur_us for s in spans if s.kind in GPU_WORK) for label, spans in found.items()
+    }
+
+
+def step_kernel_time_us(trace: Trace) -> dict[int, float] | None:
+    """Per profiler step: the summed durations of the GPU work launched in it.
+
+    A kernel belongs to the step its launch started in, on whichever thread (see `_parse`),
+    even when the GPU runs it after the step has ended on the CPU.
+
+    Returns:
+        Microseconds per step number, or None when the trace has no GPU work (a CPU trace).
+    """
+    if not has_gpu_work(trace):
+        return None
+    totals = {s.step: 0.0 for s in trace.steps}
+    for s in trace.spans:
+        if s.kind in GPU_WORK and s.step in totals:
+            totals[s.step] += s.dur_us
+    return totals
+
+
+@dataclass(frozen=True)
+class LaunchGaps:
+    """Idle time between consecutive pieces of GPU work on one stream, within one step.
+
+    When the CPU launches work faster than the GPU runs it, the next kernel is queued and
+    the gap is the GPU's own switch time (a microsecond or two); when launching is the
+    bottleneck the GPU waits for each launch, and the gap is that exposed launch overhead.
+    Either way it is measured on the GPU's clock, like kernel durations.
+    """
+
+    count: int  # gaps measured: (pieces of work - 1) per stream and step
+    median_us: float | None  # None when no stream ran two pieces of work in one step
+    total_us: float  # the idle time summed over every gap
+    busy_us: float  # the work's summed durations on the same streams and steps
+
+    @property
+    def idle_share(self) -> float | None:
+        """Idle time as a share of the streams' span from first work to last, 0..1."""
+        span = self.total_us + self.busy_us
+        return self.total_us / span if span else None
+
+
+def launch_gaps(trace: Trace) -> LaunchGaps | None:
+    """The gaps between consecutive kernels (memcpys, memsets) on each stream, per step.
+
+    Work is grouped by stream and by the profiler step it was launched in, and ordered by
+    start. A gap is the time from the end of the work so far to the start of the next; work
+    that overlaps the previous piece (clock rounding) gives a gap of zero, which is counted.
+    Gaps never cross a step boundary: the time between steps is the profiler's and the
+    Python loop's, not the code under study. Work launched outside every step is ignored.
+    For one step, pass `trace.in_step(n)`.
+
+    Returns:
+        The gaps pooled over every stream and step, or None when the trace has no GPU work:
+        on a CPU there are no kernels to leave gaps between, and callers fall back to the
+        CPU-side cost of a call (the time of a tiny op).
+    """
+    if not has_gpu_work(trace):
+        return None
+    groups: dict[tuple[int, str], list[Span]] = defaultdict(list)
+    for s in trace.spans:
+        if s.kind in GPU_WORK and s.step is not None:
+            groups[(s.step, s.lane)].append(s)
+    gaps: list[float] = []
+    busy = 0.0
+    for work in groups.values():
+        work.sort(key=lambda s: (s.start_us, s.end_us))
+        busy += sum(s.dur_us for s in work)
+        end = work[0].end_us
+        for s in work[1:]:
+            gaps.append(_ns(max(s.start_us - end, 0.0)))
+            end = max(end, s.end_us)
+    return LaunchGaps(
+        count=len(gaps),
+        median_us=median(gaps) if gaps else None,
+        total_us=_ns(sum(gaps)),
+        busy_us=_ns(busy),
+    )
+
+
 def step_span_times(trace: Trace, labels: Iterable[str]) -> dict[str, dict[str, float]]:
     """Per labelled range: calls, CPU time and device time, summed over the trace's steps.
 
-    Device time of a range is the summed duration of the kernels launched inside it (through
-    the launch->kernel flows); on a CPU-only trace it equals the CPU time.
+    Device time of a range is the summed duration of the GPU work it launched, on any
+    thread (`kernel_time_us`, attributed as `attribute` says); on a CPU-only trace it
+    equals the CPU time.
     """
-    launches = [s for s in trace.spans if s.kind == "runtime" and s.flow is not None]
-    kernel_time: dict[int, float] = defaultdict(float)
-    for s in trace.spans:
-        if s.kind in ("kernel", "memcpy", "memset") and s.flow is not None:
-            kernel_time[s.flow] += s.dur_us
+    labels = list(labels)
+    device = kernel_time_us(trace, labels)
     result: dict[str, dict[str, float]] = {}
     for label in labels:
         ranges = [s for s in trace.spans if s.kind == "range" and s.name == label]
         cpu = sum(r.dur_us for r in ranges)
-        gpu = 0.0
-        for r in ranges:
-            for launch in launches:
-                if launch.lane == r.lane and r.start_us <= launch.start_us <= r.end_us:
-                    gpu += kernel_time.get(launch.flow, 0.0)
         result[label] = {
             "calls": float(len(ranges)),
             "cpu_us": cpu,
-            "device_us": gpu if trace.has_gpu else cpu,
+            "device_us": device[label] if device is not None else cpu,
         }
     return result
 

@@ -7,7 +7,7 @@ import html
 from dataclasses import dataclass
 
 from attention_docs.measurements.schema import Sourced
-from attention_docs.profiling.trace import GPU_KINDS, Span, Trace
+from attention_docs.profiling.trace import GPU_KINDS, Span, Trace, attribute
 from attention_docs.render import _format as fmt
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
 
@@ -41,13 +41,6 @@ class Bar:
     span: Span
 
 
-def _step_of(span: Span, ranges: list[Span]) -> str | None:
-    for r in ranges:
-        if r.lane == span.lane and r.start_us <= span.start_us and span.end_us <= r.end_us + 1e-3:
-            return r.name
-    return None
-
-
 def layout(
     trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS
 ) -> tuple[list[str], list[Bar], list[tuple[Bar, Bar]]]:
@@ -66,10 +59,12 @@ def layout(
         for d in range(depth + 1):
             row_of[(lane, d)] = len(rows)
             rows.append(f"{lane} · steps" if d == 0 else f"{lane} · depth {d}")
-    launch_step = {}
-    for s in trace.spans:
-        if s.kind == "runtime" and s.flow is not None:
-            launch_step[s.flow] = _step_of(s, ranges)
+    # A span takes the colour of the range it ran for, on whichever thread (an autograd
+    # thread's ops and kernels belong to the backward); the first range in time wins.
+    step_of: dict[int, str] = {}
+    for label, spans in attribute(trace, dict.fromkeys(r.name for r in ranges)).items():
+        for s in spans:
+            step_of.setdefault(id(s), label)
     bars: list[Bar] = []
     by_flow: dict[int, list[Bar]] = {}
     for s in trace.spans:
@@ -77,7 +72,7 @@ def layout(
         if s.kind == "gpu_range":
             continue
         depth = 0 if gpu else min(s.depth, settings.max_cpu_depth)
-        step = launch_step.get(s.flow) if gpu else (s.name if s in ranges else _step_of(s, ranges))
+        step = s.name if s in ranges else step_of.get(id(s))
         color = colors.get(step or "", MUTED)
         alpha = 1.0 if (s in ranges or gpu) else 0.45
         label = s.name.removeprefix("attention.") if s in ranges else s.name
