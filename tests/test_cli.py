@@ -67,10 +67,20 @@ def test_cuda_without_a_gpu_is_explained():
 
 
 def test_run_prints_tables_stores_and_show_reads_back(tmp_path):
-    out = cli("run", "_test_quick", "--seq-len", "8", "--device", "cpu", "--store", str(tmp_path))
+    out = cli(
+        "run",
+        "_test_quick",
+        "--seq-len",
+        "8",
+        "--device",
+        "cpu",
+        "--store",
+        str(tmp_path),
+        "--allow-busy",
+    )
     assert out.returncode == 0, out.stderr
     assert "| `attention.softmax` |" in out.stdout and "trace: " in out.stdout
-    stored = list(tmp_path.glob("_test_quick/*.cpu.json"))
+    stored = list(tmp_path.glob("_test_quick/*.cpu-*.json"))
     assert (
         len(stored) == 1
         and stored[0].with_name(stored[0].name.replace(".json", ".trace.json.gz")).exists()
@@ -81,13 +91,18 @@ def test_run_prints_tables_stores_and_show_reads_back(tmp_path):
 
 
 def test_prune_removes_stale_and_unreadable_entries_only(tmp_path):
-    assert cli("run", "_test_quick", "--device", "cpu", "--store", str(tmp_path)).returncode == 0
-    current = next(tmp_path.glob("_test_quick/*.cpu.json"))
-    stale = current.with_name("ffffffffffffffff.cpu.json")
+    assert (
+        cli(
+            "run", "_test_quick", "--device", "cpu", "--store", str(tmp_path), "--allow-busy"
+        ).returncode
+        == 0
+    )
+    current = next(tmp_path.glob("_test_quick/*.cpu-*.json"))
+    stale = current.with_name("ffffffffffffffff." + current.name.split(".", 1)[1])
     data = json.loads(current.read_text())
     data["fingerprint"] = "0" * 16
     stale.write_text(json.dumps(data))
-    broken = current.with_name("eeeeeeeeeeeeeeee.cpu.json")
+    broken = current.with_name("eeeeeeeeeeeeeeee." + current.name.split(".", 1)[1])
     broken.write_text("{")
     dry = cli("prune", "--store", str(tmp_path), "--dry-run")
     assert "2 stale entries found" in dry.stdout and stale.exists()
@@ -106,7 +121,16 @@ def test_requests_manifest_runs_each_request(tmp_path):
             ]
         )
     )
-    out = cli("run", "--requests", str(manifest), "--device", "cpu", "--store", str(tmp_path / "s"))
+    out = cli(
+        "run",
+        "--requests",
+        str(manifest),
+        "--device",
+        "cpu",
+        "--store",
+        str(tmp_path / "s"),
+        "--allow-busy",
+    )
     assert out.returncode == 1
     assert "ok      _test_quick" in out.stdout and "FAILED  _test_raises" in out.stdout
     assert list((tmp_path / "s").glob("_test_quick/*.json"))

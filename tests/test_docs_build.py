@@ -231,6 +231,8 @@ Some prose.
 from attention_docs import measure, render
 print(render.step_table(measure("_test_quick", seq_len=8)))
 ```
+
+<!-- attention-docs:build-summary -->
 """
 
 
@@ -253,7 +255,7 @@ def test_prose_edit_reruns_nothing_and_frozen_needs_an_entry(tmp_path):
     assert first.returncode == 0, first.stderr
     assert "1 measured during this build" in first.stderr
     before = store_files(tmp_path)
-    assert any(name.endswith(".cpu.json") for name in before)
+    assert any(re.search(r"\.cpu-[a-z0-9-]+\.json$", name) for name in before)
     (tmp_path / "docs" / "index.md").write_text(
         QUICK_PAGE.replace("Some prose.", "Other prose, edited.")
     )
@@ -266,33 +268,57 @@ def test_prose_edit_reruns_nothing_and_frozen_needs_an_entry(tmp_path):
     assert "1 measured during this build" in refresh.stderr
 
 
-def test_a_stored_gpu_entry_wins_unless_the_config_prefers_local(tmp_path):
-    config = minimal_site(tmp_path, QUICK_PAGE)
-    assert mkdocs_build(config, tmp_path / "site").returncode == 0
-    cpu_entry = next((tmp_path / "docs" / "measurements").rglob("*.cpu.json"))
+def _fake_gpu_entry(cpu_entry: Path, name: str, device_id: str) -> None:
+    """A copy of a CPU entry that says it was measured on the GPU `name`."""
     data = json.loads(cpu_entry.read_text())
     data["provenance"]["device"] = {
         "kind": "cuda",
-        "name": "NVIDIA H200",
+        "name": name,
         "threads": None,
         "capability": "90",
         "memory_bytes": 150_000_000_000,
         "spec": None,
     }
+    data["provenance"]["device_id"] = device_id
     data["provenance"]["cuda_version"] = "13.0"
-    cpu_entry.with_name(cpu_entry.name.replace(".cpu.", ".cuda.")).write_text(json.dumps(data))
+    stem = cpu_entry.name.split(".")[0]
+    cpu_entry.with_name(f"{stem}.{device_id}.json").write_text(json.dumps(data))
+
+
+def test_stored_gpu_entries_win_in_the_configured_order(tmp_path):
+    config = minimal_site(tmp_path, QUICK_PAGE)
+    assert mkdocs_build(config, tmp_path / "site").returncode == 0
+    cpu_entry = next((tmp_path / "docs" / "measurements").rglob("*.cpu-*.json"))
+    _fake_gpu_entry(cpu_entry, "NVIDIA H100 80GB HBM3", "cuda-h100-sxm")
+    _fake_gpu_entry(cpu_entry, "NVIDIA H200", "cuda-h200")
     gpu_build = mkdocs_build(config, tmp_path / "site")
     assert gpu_build.returncode == 0, gpu_build.stderr
     page = (tmp_path / "site" / "index.html").read_text()
-    assert "GPU: NVIDIA H200 (sm_90)" in page and "CUDA 13.0" in page and ".cuda.json" in page
+    # The default order prefers the H200 the site is published from over any other GPU.
+    assert "GPU: NVIDIA H200 (sm_90)" in page and "CUDA 13.0" in page
+    assert ".cuda-h200.json" in page
+    # The index lists every device the store holds, used or not.
+    for device in ("cuda-h200", "cuda-h100-sxm", cpu_entry.name.split(".")[1]):
+        assert f"<code>{device}</code>" in page
     config.write_text(
         MINIMAL_CONFIG.replace(
-            "store: docs/measurements", "store: docs/measurements\n      prefer: local"
+            "store: docs/measurements",
+            "store: docs/measurements\n      prefer: [cuda-h100-sxm, local]",
+        )
+    )
+    assert mkdocs_build(config, tmp_path / "site").returncode == 0
+    assert "NVIDIA H100 80GB HBM3" in (tmp_path / "site" / "index.html").read_text()
+    config.write_text(
+        MINIMAL_CONFIG.replace(
+            "store: docs/measurements", "store: docs/measurements\n      prefer: [local]"
         )
     )
     local_build = mkdocs_build(config, tmp_path / "site")
     assert local_build.returncode == 0, local_build.stderr
-    assert "GPU: NVIDIA H200" not in (tmp_path / "site" / "index.html").read_text()
+    assert (
+        "GPU: NVIDIA"
+        not in (tmp_path / "site" / "index.html").read_text().split("The store holds")[0]
+    )
 
 
 def test_corrupt_entry_is_named_and_measured_again(tmp_path):

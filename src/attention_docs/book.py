@@ -3,9 +3,11 @@
 # result back from the store. The MkDocs plugin sets the settings and reads the build log.
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,7 +24,12 @@ from attention_docs.render._format import params_text
 log = logging.getLogger("attention_docs")
 
 MODES = ("auto", "refresh", "frozen")
-PREFERENCES = ("gpu", "local")
+# Device selectors for `prefer`, tried in order: "local-gpu" (this machine's GPU, when it
+# has one: its stored entry, else measured now), "any-gpu" (any stored GPU entry), an exact
+# device id such as "cuda-h200" (that device's stored entry), "local" (this machine's
+# device: its stored entry, else measured now). The list should end with "local".
+SELECTORS = ("local-gpu", "any-gpu", "local")
+DEFAULT_PREFER = ("local-gpu", "cuda-h200", "any-gpu", "local")
 
 
 class MeasurementError(RuntimeError):
@@ -35,15 +42,23 @@ class Settings:
 
     store: Path = Path("docs/measurements")
     mode: str = "auto"
-    prefer: str = "gpu"  # "gpu": a stored GPU entry wins over measuring on a local CPU
+    prefer: tuple[str, ...] = DEFAULT_PREFER
     device: str = "auto"
     timeout_s: float = 1800.0
+    allow_busy: bool = True  # store entries measured while other work competed (flagged)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"store mode {self.mode!r} is not one of: {', '.join(MODES)}")
-        if self.prefer not in PREFERENCES:
-            raise ValueError(f"prefer {self.prefer!r} is not one of: {', '.join(PREFERENCES)}")
+        object.__setattr__(self, "prefer", tuple(self.prefer))
+        for selector in self.prefer:
+            if selector not in SELECTORS and not re.fullmatch(r"(cpu|cuda)-[a-z0-9-]+", selector):
+                raise ValueError(
+                    f"prefer: {selector!r} is neither one of {', '.join(SELECTORS)} nor a "
+                    "device id such as cuda-h200 or cpu-amd-epyc"
+                )
+        if not self.prefer or self.prefer[-1] != "local":
+            object.__setattr__(self, "prefer", (*self.prefer, "local"))
 
 
 @dataclass(frozen=True)
@@ -53,8 +68,10 @@ class Fetch:
     experiment: str
     requested: dict[str, Any]
     origin: str
-    device: str
+    device: str  # the device's label, as captions say it
     seconds: float
+    device_id: str = ""
+    busy: str | None = None  # how busy the machine was, when other work competed
 
 
 @dataclass
@@ -91,6 +108,35 @@ def local_device_kind(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+@functools.cache
+def local_device_id(device: str) -> str:
+    """This machine's device id for `device` (auto, cpu or cuda), e.g. `cpu-amd-epyc`."""
+    from attention_docs.profiling.device import describe, device_id, resolve_device
+
+    return device_id(describe(resolve_device(local_device_kind(device))))
+
+
+def choose_device(available: list[str], prefer: tuple[str, ...], local: str) -> str | None:
+    """The stored device id to use among `available`, or None: measure on `local`.
+
+    `prefer` is tried in order (see SELECTORS); "local" and a "local-gpu" that applies stop
+    the search, since a missing local entry is measured rather than taken from elsewhere.
+    """
+    for selector in prefer:
+        if selector == "local-gpu":
+            if local.startswith("cuda-"):
+                return local if local in available else None
+        elif selector == "any-gpu":
+            gpus = [d for d in available if d.startswith("cuda-")]
+            if gpus:
+                return gpus[0]
+        elif selector == "local":
+            return local if local in available else None
+        elif selector in available:
+            return selector
+    return None
+
+
 def measure(experiment: str, **requested: Any) -> Sourced:
     """The measurement of `experiment` with `requested` parameters, stored or fresh."""
     store = Store(_settings.store)
@@ -105,24 +151,31 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     exp = get(experiment)
     requested = exp.check(requested)
     key = exp.key(requested)
-    local = local_device_kind(s.device)
-    order = list(dict.fromkeys(["cuda", local] if s.prefer == "gpu" else [local]))
+    local = local_device_id(s.device)
     what = f"{experiment}({params_text(requested)})"
     fresh_this_build = (experiment, key) in _log.refreshed
     if s.mode != "refresh" or fresh_this_build:
-        for kind in order:
-            found = store.get(experiment, key, kind)
-            if found is not None:
-                origin = "measured during this build" if fresh_this_build else "from the store"
-                return _record(found, requested, origin, store, 0.0)
+        chosen = choose_device(store.devices(experiment, key), s.prefer, local)
+        found = store.get(experiment, key, chosen) if chosen else None
+        if found is not None:
+            origin = "measured during this build" if fresh_this_build else "from the store"
+            return _record(found, requested, origin, store, 0.0)
         if s.mode == "frozen":
             raise MeasurementError(
-                f"{what} is not in the store {s.store} (key {key}; looked for "
-                f"{', '.join(order)} entries) and the store is frozen. Build without --frozen "
-                f"to measure it, then commit the new files under {s.store}."
+                f"{what} is not in the store {s.store} (key {key}; devices tried in order: "
+                f"{', '.join(s.prefer)}; this machine is {local}) and the store is frozen. "
+                f"Build without --frozen to measure it, then commit the new files under "
+                f"{s.store}."
             )
     started = time.perf_counter()
-    run_worker(experiment, requested, local, s.store, s.timeout_s)
+    run_worker(
+        experiment,
+        requested,
+        local_device_kind(s.device),
+        s.store,
+        s.timeout_s,
+        allow_busy=s.allow_busy,
+    )
     elapsed = time.perf_counter() - started
     found = store.get(experiment, key, local)
     if found is None:
@@ -134,14 +187,22 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
 
 
 def _record(m: Measurement, requested: dict, origin: str, store: Store, seconds: float) -> Sourced:
+    p = m.provenance
+    busy = p.load.describe() if p.busy and p.load else None
     _log.fetches.append(
-        Fetch(m.experiment, dict(requested), origin, m.provenance.device.label, seconds)
+        Fetch(m.experiment, dict(requested), origin, p.device.label, seconds, p.device_id, busy)
     )
-    return Sourced(m, origin, store.relative(m.experiment, m.key, m.device_kind))
+    return Sourced(m, origin, store.relative(m.experiment, m.key, m.device_id))
 
 
 def run_worker(
-    experiment: str, requested: dict, device: str, store: Path, timeout_s: float
+    experiment: str,
+    requested: dict,
+    device: str,
+    store: Path,
+    timeout_s: float,
+    *,
+    allow_busy: bool = True,
 ) -> None:
     """Run one experiment in a fresh Python process that writes its result into `store`."""
     what = f"{experiment}({params_text(requested)})"
@@ -157,6 +218,7 @@ def run_worker(
         device,
         "--store",
         str(store),
+        *(["--allow-busy"] if allow_busy else []),
     ]
     log.info("measuring %s on %s in a worker process", what, device)
     try:

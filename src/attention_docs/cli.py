@@ -22,7 +22,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m attention_docs",
         description="Run the experiments behind 'Attention, Profiled' and read the measurement store.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{list,run,show,prune}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{list,run,show,prune,migrate}"
+    )
     sub.add_parser("list", help="list experiments and their parameters")
 
     run = sub.add_parser(
@@ -39,26 +41,38 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--requests", type=Path, help="run every request listed in this manifest instead of NAME"
     )
+    run.add_argument(
+        "--allow-busy",
+        action="store_true",
+        help="store the result even if other work competed for the machine while it ran "
+        "(it is flagged as busy); without it such a result is refused",
+    )
 
     show = sub.add_parser("show", help="print a stored measurement")
     show.add_argument("name", help="experiment name, or the path of a stored .json file")
     show.add_argument("--store", type=Path, default=DEFAULT_STORE)
     show.add_argument(
-        "--device-kind",
-        choices=("cuda", "cpu"),
+        "--device",
         default=None,
-        help="which entry to show when both exist (default: cuda, then cpu)",
+        help="device id of the entry to show, e.g. cuda-h200 (default: GPU entries first)",
     )
 
     prune = sub.add_parser("prune", help="delete stale or unreadable entries from the store")
     prune.add_argument("--store", type=Path, default=DEFAULT_STORE)
     prune.add_argument("--dry-run", action="store_true", help="only say what would be deleted")
 
+    migrate = sub.add_parser(
+        "migrate",
+        help="rename entries named by device kind (KEY.cpu.json) to their device id",
+    )
+    migrate.add_argument("--store", type=Path, default=DEFAULT_STORE)
+
     worker = sub.add_parser("_worker", help=argparse.SUPPRESS)
     worker.add_argument("name")
     worker.add_argument("--params", default="{}")
     worker.add_argument("--device", default="auto")
     worker.add_argument("--store", type=Path, required=True)
+    worker.add_argument("--allow-busy", action="store_true")
     return parser
 
 
@@ -128,17 +142,23 @@ def cmd_list() -> int:
 
 
 def _run_one(
-    name: str, params: dict[str, Any], device: str, store_root: Path | None, quiet: bool = False
+    name: str,
+    params: dict[str, Any],
+    device: str,
+    store_root: Path | None,
+    *,
+    quiet: bool = False,
+    allow_busy: bool = False,
 ):
     from attention_docs.experiments.runner import run_experiment
     from attention_docs.measurements.schema import Sourced
     from attention_docs.measurements.store import Store
 
     store = Store(store_root) if store_root else None
-    m = run_experiment(name, params, device=device, store=store)
+    m = run_experiment(name, params, device=device, store=store, allow_busy=allow_busy)
     if store is None:
         return Sourced(m, "measured now (not stored)", "-", base="")
-    rel = store.relative(m.experiment, m.key, m.device_kind)
+    rel = store.relative(m.experiment, m.key, m.device_id)
     sourced = Sourced(m, "measured now", rel, base=f"{store.root}/")
     if not quiet:
         print_measurement(sourced)
@@ -166,7 +186,12 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         for request in requests:
             try:
                 _run_one(
-                    request["experiment"], request["requested"], args.device, store, quiet=True
+                    request["experiment"],
+                    request["requested"],
+                    args.device,
+                    store,
+                    quiet=True,
+                    allow_busy=args.allow_busy,
                 )
                 print(f"ok      {request['experiment']} {request['requested']}")
             except Exception as exc:
@@ -177,7 +202,9 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         return 1 if failures else 0
     if not args.name:
         raise UsageError("run needs an experiment name (see `python -m attention_docs list`)")
-    result = _run_one(args.name, parse_params(extra), args.device, store)
+    result = _run_one(
+        args.name, parse_params(extra), args.device, store, allow_busy=args.allow_busy
+    )
     if store is None:
         print_measurement(result)
     return 0
@@ -200,15 +227,20 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
     requested = exp.check(parse_params(extra))
     key = exp.key(requested)
     store = Store(args.store)
-    kinds = [args.device_kind] if args.device_kind else ["cuda", "cpu"]
-    for kind in kinds:
-        m = store.get(args.name, key, kind)
+    available = store.devices(args.name, key)
+    devices = (
+        [args.device]
+        if args.device
+        else sorted(available, key=lambda d: (not d.startswith("cuda-"), d))
+    )
+    for device in devices:
+        m = store.get(args.name, key, device)
         if m is not None:
             print_measurement(
                 Sourced(
                     m,
                     "from the store",
-                    store.relative(m.experiment, key, kind),
+                    store.relative(m.experiment, key, device),
                     base=f"{store.root}/",
                 )
             )
@@ -234,6 +266,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
             stale.append((path, f"experiment {m.experiment} no longer exists"))
         elif m.fingerprint != REGISTRY[m.experiment].fingerprint():
             stale.append((path, "the code it measured has changed"))
+        elif m.key != REGISTRY[m.experiment].key(m.requested):
+            stale.append((path, "it was measured with an older measuring method"))
     for path, why in stale:
         if not args.dry_run:
             store.remove(path)
@@ -244,11 +278,27 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from attention_docs.measurements.store import Store
+
+    moved = Store(args.store).migrate()
+    for old, new in moved:
+        print(f"renamed {old.name} -> {new.name}")
+    print(f"{len(moved)} entr{'y' if len(moved) == 1 else 'ies'} renamed")
+    return 0
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from attention_docs.experiments.runner import run_experiment
     from attention_docs.measurements.store import Store
 
-    run_experiment(args.name, json.loads(args.params), device=args.device, store=Store(args.store))
+    run_experiment(
+        args.name,
+        json.loads(args.params),
+        device=args.device,
+        store=Store(args.store),
+        allow_busy=args.allow_busy,
+    )
     return 0
 
 
@@ -258,18 +308,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra and args.command not in ("run", "show"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from attention_docs.experiments.registry import ExperimentError
+    from attention_docs.experiments.runner import BusyMachineError
     from attention_docs.profiling.device import DeviceError
 
+    commands = {
+        "list": cmd_list,
+        "run": lambda: cmd_run(args, extra),
+        "show": lambda: cmd_show(args, extra),
+        "prune": lambda: cmd_prune(args),
+        "migrate": lambda: cmd_migrate(args),
+        "_worker": lambda: cmd_worker(args),
+    }
     try:
-        if args.command == "list":
-            return cmd_list()
-        if args.command == "run":
-            return cmd_run(args, extra)
-        if args.command == "show":
-            return cmd_show(args, extra)
-        if args.command == "prune":
-            return cmd_prune(args)
-        return cmd_worker(args)
-    except (UsageError, ExperimentError, DeviceError) as exc:
+        return commands[args.command]()
+    except (UsageError, ExperimentError, DeviceError, BusyMachineError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2

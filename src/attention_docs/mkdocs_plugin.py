@@ -28,7 +28,11 @@ SUMMARY_MARKER = "<!-- attention-docs:build-summary -->"
 class AttentionDocsConfig(Config):
     store = c.Type(str, default="docs/measurements")
     mode = c.Choice(book.MODES, default="auto")
-    prefer = c.Choice(book.PREFERENCES, default="gpu")
+    # Which device's entry a page shows, in order (see book.SELECTORS).
+    prefer = c.ListOfItems(c.Type(str), default=list(book.DEFAULT_PREFER))
+    # Store entries measured while other work competed (flagged in the summary); false
+    # refuses them, so the build fails on a busy machine instead of publishing noise.
+    allow_busy = c.Type(bool, default=True)
     device = c.Choice(("auto", "cpu", "cuda"), default="auto")
     timeout = c.Type(int, default=1800)
     requests = c.Type(str, default="docs/measurements/requests.json")
@@ -65,7 +69,8 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
                 book.Settings(
                     store=self.store,
                     mode=mode,
-                    prefer=self.config.prefer,
+                    prefer=tuple(self.config.prefer),
+                    allow_busy=self.config.allow_busy,
                     device=device,
                     timeout_s=float(self.config.timeout),
                 )
@@ -110,7 +115,7 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         self._write_notebooks(Path(config.docs_dir), site)
         fetches = book.build_log().fetches
         self._write_requests(fetches)
-        summary = summary_html(fetches, book.build_log())
+        summary = summary_html(fetches, book.build_log(), self.store)
         index = site / "index.html"
         if index.is_file():
             text = index.read_text(encoding="utf-8")
@@ -191,7 +196,36 @@ def _show_library_warnings() -> None:
         library.propagate = False
 
 
-def summary_html(fetches, build_log) -> str:
+def store_devices(store: Path) -> dict[str, dict]:
+    """Every device the store holds entries from: its description and entry count."""
+    from attention_docs.measurements.store import Store
+
+    found: dict[str, dict] = {}
+    for _, m, _ in Store(store).entries():
+        if m is None:
+            continue
+        p = m.provenance
+        row = found.setdefault(p.device_id, {"provenance": p, "entries": 0})
+        row["entries"] += 1
+        if p.date > row["provenance"].date:
+            row["provenance"] = p
+    return dict(sorted(found.items()))
+
+
+def _device_item(device_id: str, row: dict, used: int) -> str:
+    import html
+
+    p = row["provenance"]
+    memory = f", {p.device.memory_bytes / 2**30:.0f} GiB" if p.device.memory_bytes else ""
+    versions = f"torch {p.torch_version}" + (f", CUDA {p.cuda_version}" if p.cuda_version else "")
+    return (
+        f"<li><code>{html.escape(device_id)}</code>: {html.escape(p.device.label)}{memory}; "
+        f"{html.escape(versions)}; {row['entries']} entries in the store, "
+        f"{used} shown on these pages</li>"
+    )
+
+
+def summary_html(fetches, build_log, store: Path | None = None) -> str:
     """The index page's account of this build: where each measurement came from."""
     import html
 
@@ -201,9 +235,21 @@ def summary_html(fetches, build_log) -> str:
         return "<p>This build rendered no measurement.</p>"
     measured = [f for f in fetches if f.origin == "measured during this build"]
     stored = [f for f in fetches if f.origin == "from the store"]
-    devices = sorted({f.device for f in fetches})
     local = "a CUDA GPU" if torch.cuda.is_available() else "the CPU (no CUDA device found)"
-    items = "".join(f"<li>{html.escape(d)}</li>" for d in devices)
+    used: dict[str, int] = {}
+    for f in fetches:
+        used[f.device_id] = used.get(f.device_id, 0) + 1
+    held = store_devices(store) if store else {}
+    items = "".join(_device_item(d, row, used.get(d, 0)) for d, row in held.items())
+    busy = sorted({(f.experiment, f.busy) for f in fetches if f.busy})
+    if busy:
+        listed = "".join(
+            f"<li><code>{html.escape(e)}</code>: {html.escape(why)}</li>" for e, why in busy
+        )
+        items += (
+            "</ul><p><strong>Measured on a busy machine</strong> (other work competed; "
+            f"their timings are less trustworthy):</p><ul>{listed}"
+        )
     problems = ""
     if build_log.problems:
         listed = "".join(f"<li>{html.escape(p)}</li>" for p in build_log.problems)
@@ -215,6 +261,6 @@ def summary_html(fetches, build_log) -> str:
         f"<p>Built with torch {html.escape(torch.__version__)} on {local}. "
         f"It rendered <strong>{len(fetches)}</strong> measurements: "
         f"<strong>{len(measured)}</strong> measured during this build and "
-        f"<strong>{len(stored)}</strong> read from the committed store. They were made on:</p>"
-        f"<ul>{items}</ul>{problems}</div>"
+        f"<strong>{len(stored)}</strong> read from the committed store. The store holds "
+        f"measurements from these devices:</p><ul>{items}</ul>{problems}</div>"
     )

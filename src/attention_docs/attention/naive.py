@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch.profiler import record_function
@@ -48,3 +49,31 @@ def naive_attention(
 
 
 # --8<-- [end:steps]
+
+
+def naive_steps_alone(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False
+) -> dict[str, Callable[[], torch.Tensor]]:
+    """Each of `naive_attention`'s steps as a call of its own, on inputs the steps before it
+    made: what a step costs without the profiler, and without its neighbours' time.
+
+    The expressions are those of `naive_attention` above; without `causal` there is no
+    mask step.
+    """
+    scores = q @ k.transpose(-2, -1)
+    scaled = scores / math.sqrt(q.size(-1))
+    masked = scaled
+    calls: dict[str, Callable[[], torch.Tensor]] = {
+        "attention.scores": lambda: q @ k.transpose(-2, -1),
+        "attention.scale": lambda: scores / math.sqrt(q.size(-1)),
+    }
+    if causal:
+        mask = causal_mask(q.size(-2), k.size(-2), device=q.device)
+        masked = scaled.masked_fill(mask, float("-inf"))
+        calls["attention.mask"] = lambda: scaled.masked_fill(
+            causal_mask(q.size(-2), k.size(-2), device=q.device), float("-inf")
+        )
+    probs = torch.softmax(masked, dim=-1)
+    calls["attention.softmax"] = lambda: torch.softmax(masked, dim=-1)
+    calls["attention.weighted_sum"] = lambda: probs @ v
+    return calls

@@ -6,6 +6,7 @@ import importlib
 import os
 
 MODULES = (
+    "forward",
     "naive",
     "naive_variants",
     "memory",

@@ -1,5 +1,6 @@
-# Shared by experiments that profile one forward pass: profile it, time it without the
-# profiler, and reduce the trace to per-step and per-op statistics per forward.
+# Shared by experiments that profile one forward pass: profile it and reduce the trace to
+# per-step and per-op statistics per forward. It does not time the forward without the
+# profiler: that is `forward_times`' one job (one fact, one number), and pages read it there.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -8,7 +9,6 @@ from attention_docs.cost import StepCost
 from attention_docs.experiments.registry import Observed
 from attention_docs.measurements.schema import OpStat, StepStat
 from attention_docs.profiling.profile import Schedule, profile_callable
-from attention_docs.profiling.timing import time_callable
 from attention_docs.profiling.trace import op_stats, step_span_times
 
 
@@ -21,7 +21,7 @@ def observe_forward(
     sched: Schedule | None = None,
     top_ops: int = 12,
 ) -> Observed:
-    """Profile `fn` (one forward per profiler step), time it, and summarise per forward."""
+    """Profile `fn` (one forward per profiler step) and summarise per forward."""
     sched = sched or Schedule()
     run = profile_callable(fn, ctx.device, sched=sched)
     per = float(sched.active)
@@ -53,7 +53,6 @@ def observe_forward(
     return Observed(
         steps=steps,
         ops=ops,
-        timing=time_callable(fn, ctx.device),
         timeline=run.trace.in_step(last),
         chrome=run.chrome,
         facts={

@@ -17,7 +17,12 @@ from attention_docs import __version__
 from attention_docs.experiments.registry import get
 from attention_docs.measurements.schema import Measurement, Provenance
 from attention_docs.measurements.store import Store
-from attention_docs.profiling.device import DeviceInfo, describe, resolve_device
+from attention_docs.profiling.device import DeviceInfo, describe, device_id, resolve_device
+from attention_docs.profiling.load import LoadMonitor
+
+
+class BusyMachineError(RuntimeError):
+    """Other work competed for the machine while an experiment ran; its result was not stored."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +39,13 @@ def run_experiment(
     *,
     device: str = "auto",
     store: Store | None = None,
+    allow_busy: bool = True,
 ) -> Measurement:
-    """Run experiment `name` with `requested` parameters on `device`; store it if `store` is given."""
+    """Run experiment `name` with `requested` parameters on `device`; store it if `store` is given.
+
+    A run during which other work competed for the machine is flagged in its provenance;
+    with `allow_busy=False` it is not stored and `BusyMachineError` says why.
+    """
     exp = get(name)
     requested = exp.check(requested or {})
     target = resolve_device(device)
@@ -43,7 +53,8 @@ def run_experiment(
     params = exp.resolve(requested, target.type)
     torch.manual_seed(0)
     started = time.perf_counter()
-    observed = exp.func(Context(target, info), **params)
+    with LoadMonitor(torch.get_num_threads() if target.type == "cpu" else None) as monitor:
+        observed = exp.func(Context(target, info), **params)
     duration = time.perf_counter() - started
     measurement = Measurement(
         experiment=name,
@@ -59,6 +70,8 @@ def run_experiment(
             package_version=__version__,
             date=datetime.now(UTC).replace(microsecond=0).isoformat(),
             duration_s=round(duration, 3),
+            device_id=device_id(info),
+            load=monitor.load,
         ),
         steps=observed.steps,
         ops=observed.ops,
@@ -68,6 +81,12 @@ def run_experiment(
         facts=observed.facts,
         notes=observed.notes,
     )
+    if measurement.provenance.busy and not allow_busy:
+        raise BusyMachineError(
+            f"{name} was measured while other work competed for the machine "
+            f"({monitor.load.describe()}), so its timings are not trustworthy and it was not "
+            "stored. Run it again on an idle machine, or pass --allow-busy to store it flagged."
+        )
     if store is not None:
         measurement = store.put(measurement, observed.chrome)
     return measurement

@@ -47,7 +47,13 @@ def canonical(params: Mapping[str, Any]) -> str:
     return json.dumps(dict(sorted(params.items())), separators=(",", ":"), sort_keys=True)
 
 
+# How measurements are taken (profiling/): bump it when a change there alters what every
+# experiment records — as interleaved timing rounds and the load record did (2) — so that
+# every key changes and the whole store is measured again.
+METHOD_VERSION = 2
+
+
 def store_key(experiment: str, requested: Mapping[str, Any], code_fingerprint: str) -> str:
     """The key under which a measurement is stored: 16 hex digits."""
-    text = f"{experiment}\0{canonical(requested)}\0{code_fingerprint}"
+    text = f"{experiment}\0{canonical(requested)}\0{code_fingerprint}\0method {METHOD_VERSION}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,7 +1,8 @@
 # The Measurement record: everything an experiment observed, as plain JSON-ready data. It is
 # the only thing that crosses from the worker process to the pages, so it must round-trip
 # exactly. Bump SCHEMA_VERSION whenever a field changes meaning; older files are then
-# reported and re-measured instead of being misread.
+# reported and re-measured instead of being misread, except where `_upgrade` knows how to
+# read an older version losslessly (version 1 lacked the device id and the load).
 from __future__ import annotations
 
 import json
@@ -9,11 +10,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from attention_docs.profiling.device import DeviceInfo
+from attention_docs.profiling.device import DeviceInfo, device_id
+from attention_docs.profiling.load import Load
 from attention_docs.profiling.timing import Timing
 from attention_docs.profiling.trace import Trace
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class SchemaError(ValueError):
@@ -31,15 +33,33 @@ class Provenance:
     package_version: str
     date: str  # ISO 8601, UTC, seconds
     duration_s: float
+    device_id: str = ""  # e.g. "cuda-h200", "cpu-amd-epyc": names the store file
+    load: Load | None = None  # how busy the machine was while it measured
+
+    def __post_init__(self) -> None:
+        if not self.device_id:
+            object.__setattr__(self, "device_id", device_id(self.device))
+
+    @property
+    def busy(self) -> bool:
+        return self.load is not None and self.load.busy
 
     def to_json(self) -> dict:
         data = asdict(self)
         data["device"] = self.device.to_json()
+        data["load"] = self.load.to_json() if self.load else None
         return data
 
     @classmethod
     def from_json(cls, data: Mapping) -> Provenance:
-        return cls(**{**data, "device": DeviceInfo.from_json(data["device"])})
+        load = data.get("load")
+        return cls(
+            **{
+                **data,
+                "device": DeviceInfo.from_json(data["device"]),
+                "load": Load.from_json(load) if load else None,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -135,6 +155,10 @@ class Measurement:
     def device_kind(self) -> str:
         return self.provenance.device.kind
 
+    @property
+    def device_id(self) -> str:
+        return self.provenance.device_id
+
     def step(self, label: str) -> StepStat:
         for s in self.steps:
             if s.label == label:
@@ -166,6 +190,8 @@ class Measurement:
     @classmethod
     def from_json(cls, data: Mapping) -> Measurement:
         version = data.get("schema_version") if isinstance(data, Mapping) else None
+        if version == 1:
+            data, version = _upgrade_v1(data), SCHEMA_VERSION
         if version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {version!r}, this build reads {SCHEMA_VERSION}")
         try:
@@ -196,6 +222,16 @@ class Measurement:
         except json.JSONDecodeError as exc:
             raise SchemaError(f"not valid JSON ({exc})") from exc
         return cls.from_json(data)
+
+
+def _upgrade_v1(data: Mapping) -> dict:
+    """Version 1 had no device id (derived from the device) and no load (unknown)."""
+    try:
+        provenance = {**data["provenance"], "load": None}
+        provenance["device_id"] = device_id(DeviceInfo.from_json(provenance["device"]))
+    except (KeyError, TypeError) as exc:
+        raise SchemaError(f"malformed version-1 measurement: {exc}") from exc
+    return {**data, "schema_version": SCHEMA_VERSION, "provenance": provenance}
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
-# The measurement store: one JSON file per (experiment, key, device kind), with the gzipped
-# Chrome trace beside it. Writes are atomic (temporary file + rename) and serialised by a
+# The measurement store: one JSON file per (experiment, key, device), with the gzipped
+# Chrome trace beside it. The device is named (`cuda-h200`, `cpu-amd-epyc`), not only its
+# kind, so that entries from several GPUs live side by side. Writes are atomic (temporary
+# file + rename, mode 0644 so that the published copy is world-readable) and serialised by a
 # file lock, so two builds at once never leave a half-written entry. A file that cannot be
 # read is reported by name and treated as missing, so the caller re-measures it.
 from __future__ import annotations
@@ -19,6 +21,8 @@ from attention_docs.profiling.trace import chrome_bytes
 log = logging.getLogger("attention_docs")
 
 DEVICE_KINDS = ("cuda", "cpu")
+# Entries written before devices were named: `<key>.cpu.json`, `<key>.cuda.json`.
+LEGACY_SUFFIXES = tuple(f".{kind}.json" for kind in DEVICE_KINDS)
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ class Problem:
 
 
 class Store:
-    """A folder of measurements: `<root>/<experiment>/<key>.<device>.json`."""
+    """A folder of measurements: `<root>/<experiment>/<key>.<device id>.json`."""
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
@@ -46,15 +50,25 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         return FileLock(self.root / ".lock", timeout=600)
 
-    def relative(self, experiment: str, key: str, device_kind: str, suffix: str = ".json") -> str:
-        return f"{experiment}/{key}.{device_kind}{suffix}"
+    def relative(self, experiment: str, key: str, device: str, suffix: str = ".json") -> str:
+        return f"{experiment}/{key}.{device}{suffix}"
 
-    def path(self, experiment: str, key: str, device_kind: str, suffix: str = ".json") -> Path:
-        return self.root / self.relative(experiment, key, device_kind, suffix)
+    def path(self, experiment: str, key: str, device: str, suffix: str = ".json") -> Path:
+        return self.root / self.relative(experiment, key, device, suffix)
 
-    def get(self, experiment: str, key: str, device_kind: str) -> Measurement | None:
+    def devices(self, experiment: str, key: str) -> list[str]:
+        """The ids of the devices that have an entry for (experiment, key), sorted."""
+        folder = self.root / experiment
+        found = []
+        for path in folder.glob(f"{key}.*.json"):
+            device = path.name[len(key) + 1 : -len(".json")]
+            if "." not in device and device not in DEVICE_KINDS:
+                found.append(device)
+        return sorted(found)
+
+    def get(self, experiment: str, key: str, device: str) -> Measurement | None:
         """The stored measurement, or None when it is missing or unusable (reported)."""
-        path = self.path(experiment, key, device_kind)
+        path = self.path(experiment, key, device)
         if not path.exists():
             return None
         try:
@@ -83,13 +97,15 @@ class Store:
 
     def put(self, measurement: Measurement, chrome: Mapping | None = None) -> Measurement:
         """Write `measurement` (and its trace) atomically; returns it with `trace_file` set."""
-        kind = measurement.device_kind
+        device = measurement.device_id
         with self._lock():
             if chrome is not None:
-                rel = self.relative(measurement.experiment, measurement.key, kind, ".trace.json.gz")
+                rel = self.relative(
+                    measurement.experiment, measurement.key, device, ".trace.json.gz"
+                )
                 _atomic_write(self.root / rel, chrome_bytes(chrome))
                 measurement = replace(measurement, trace_file=rel)
-            target = self.path(measurement.experiment, measurement.key, kind)
+            target = self.path(measurement.experiment, measurement.key, device)
             _atomic_write(target, measurement.dumps().encode())
         return measurement
 
@@ -112,6 +128,35 @@ class Store:
                     removed.append(candidate)
         return removed
 
+    def migrate(self) -> list[tuple[Path, Path]]:
+        """Rename entries named by device kind (`<key>.cpu.json`) to their device id.
+
+        The device id comes from the entry's own provenance; its trace moves with it. An
+        entry that cannot be read is left where it is (and reported by `entries`).
+        Returns (old, new) JSON paths.
+        """
+        moved = []
+        with self._lock():
+            for path in sorted(self.root.glob("*/*.json")):
+                if not path.name.endswith(LEGACY_SUFFIXES):
+                    continue
+                try:
+                    m = Measurement.loads(path.read_text(encoding="utf-8"))
+                except (SchemaError, OSError, UnicodeDecodeError):
+                    continue
+                if m.trace_file:
+                    old_trace = self.root / m.trace_file
+                    new_rel = self.relative(m.experiment, m.key, m.device_id, ".trace.json.gz")
+                    if old_trace.exists():
+                        _atomic_write(self.root / new_rel, old_trace.read_bytes())
+                        old_trace.unlink()
+                    m = replace(m, trace_file=new_rel)
+                target = self.path(m.experiment, m.key, m.device_id)
+                _atomic_write(target, m.dumps().encode())
+                path.unlink()
+                moved.append((path, target))
+        return moved
+
 
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,6 +166,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        # mkstemp creates 0600; entries are published with the site and read by everyone.
+        Path(tmp).chmod(0o644)
         Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

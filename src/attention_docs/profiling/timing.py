@@ -1,33 +1,82 @@
 # Wall-clock timing without the profiler: torch.utils.benchmark on the CPU (it handles
 # threads and warmup), CUDA events on the GPU (host timers would measure launch, not work).
 # torch is imported inside functions: the Timing record is read by torch-free renderers.
-# Results are medians with the interquartile range, never a single run.
+#
+# Noise is part of the measurement. One burst's interquartile range says nothing about the
+# machine drifting between bursts (another process waking up, the CPU clocking down), so a
+# timing is taken in separate *rounds*, and the callables being compared are interleaved
+# round by round: a slow minute hurts all of them alike instead of whichever ran then. The
+# reported value is the median of the round medians; the spread is the range of the round
+# medians. Two timings whose ranges overlap are a tie.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
 
+ROUNDS = 3
+
 
 @dataclass(frozen=True)
 class Timing:
-    """Median and interquartile range of one callable, in microseconds."""
+    """One callable's time in microseconds: the median over rounds and their range.
+
+    `rounds_us` holds each round's median; `low_us`/`high_us` are their minimum and maximum,
+    the interval a comparison uses. `iqr_us` is the interquartile range of the individual
+    runs pooled over all rounds.
+    """
 
     median_us: float
     iqr_us: float
     runs: int
     method: str
+    rounds_us: tuple[float, ...] = ()
+
+    @property
+    def low_us(self) -> float:
+        return min(self.rounds_us) if self.rounds_us else self.median_us
+
+    @property
+    def high_us(self) -> float:
+        return max(self.rounds_us) if self.rounds_us else self.median_us
+
+    @property
+    def spread(self) -> float:
+        """The rounds' range relative to the median (0.05 = ±2.5 %)."""
+        return (self.high_us - self.low_us) / self.median_us if self.median_us else 0.0
 
     def to_json(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        data["rounds_us"] = list(self.rounds_us)
+        return data
 
     @classmethod
-    def from_json(cls, data: dict) -> Timing:
-        return cls(**data)
+    def from_json(cls, data: Mapping) -> Timing:
+        return cls(**{**data, "rounds_us": tuple(data.get("rounds_us", ()))})
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How `slow` compares with `fast`: the ratio of medians and its range over the rounds."""
+
+    ratio: float  # slow.median / fast.median: > 1 means `fast` is faster
+    low: float  # slow.low / fast.high: the least favourable reading
+    high: float  # slow.high / fast.low
+    tie: bool  # the two intervals overlap: the difference is inside the noise
+
+
+def compare(fast: Timing, slow: Timing) -> Comparison:
+    """Compare two timings; a tie when their round ranges overlap."""
+    return Comparison(
+        ratio=slow.median_us / fast.median_us,
+        low=slow.low_us / fast.high_us,
+        high=slow.high_us / fast.low_us,
+        tie=slow.low_us <= fast.high_us and fast.low_us <= slow.high_us,
+    )
 
 
 def time_callable(
@@ -36,12 +85,64 @@ def time_callable(
     *,
     min_run_time: float = 0.2,
     cuda_runs: int = 50,
+    rounds: int = ROUNDS,
 ) -> Timing:
-    """Time `fn()` on `device`; `fn` is called a few times first to warm caches."""
-    for _ in range(3):
-        fn()
-    if device.type == "cuda":
-        return _time_cuda(fn, cuda_runs)
+    """Time `fn()` on `device` in `rounds` separate rounds; `fn` is called first to warm up."""
+    return time_callables(
+        {"fn": fn}, device, min_run_time=min_run_time, cuda_runs=cuda_runs, rounds=rounds
+    )["fn"]
+
+
+def time_callables(
+    fns: Mapping[str, Callable[[], object]],
+    device: torch.device,
+    *,
+    min_run_time: float = 0.2,
+    cuda_runs: int = 50,
+    rounds: int = ROUNDS,
+) -> dict[str, Timing]:
+    """Time several callables in interleaved rounds: round 1 of each, then round 2 of each...
+
+    `min_run_time` (CPU) and `cuda_runs` (GPU) are per callable *in total*; each round gets
+    its share, so adding rounds costs no extra time.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    for fn in fns.values():
+        for _ in range(3):
+            fn()
+    samples: dict[str, list[list[float]]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            if device.type == "cuda":
+                samples[name].append(_cuda_round(fn, max(cuda_runs // rounds, 3)))
+            else:
+                samples[name].append(_cpu_round(fn, min_run_time / rounds))
+    method = (
+        f"CUDA events, {rounds} interleaved rounds"
+        if device.type == "cuda"
+        else f"torch.utils.benchmark.Timer.blocked_autorange, {rounds} interleaved rounds"
+    )
+    return {name: _summarise(per_round, method) for name, per_round in samples.items()}
+
+
+def _summarise(per_round: list[list[float]], method: str) -> Timing:
+    pooled = sorted(t for r in per_round for t in r)
+    medians = tuple(statistics.median(r) for r in per_round)
+    if len(pooled) >= 2:
+        q1, _, q3 = statistics.quantiles(pooled, n=4)
+    else:
+        q1 = q3 = pooled[0]
+    return Timing(
+        median_us=statistics.median(medians),
+        iqr_us=q3 - q1,
+        runs=len(pooled),
+        method=method,
+        rounds_us=medians,
+    )
+
+
+def _cpu_round(fn: Callable[[], object], min_run_time: float) -> list[float]:
     import torch
     from torch.utils import benchmark
 
@@ -50,16 +151,10 @@ def time_callable(
     # (A compiled function also guards on the thread count: a different one recompiles it.)
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     measurement = timer.blocked_autorange(min_run_time=min_run_time)
-    times = [t * 1e6 for t in measurement.times]
-    return Timing(
-        median_us=measurement.median * 1e6,
-        iqr_us=measurement.iqr * 1e6,
-        runs=len(times) * measurement.number_per_run,
-        method="torch.utils.benchmark.Timer.blocked_autorange",
-    )
+    return [t * 1e6 for t in measurement.times]
 
 
-def _time_cuda(fn: Callable[[], object], runs: int) -> Timing:
+def _cuda_round(fn: Callable[[], object], runs: int) -> list[float]:
     import torch
 
     pairs = [
@@ -72,8 +167,4 @@ def _time_cuda(fn: Callable[[], object], runs: int) -> Timing:
         fn()
         end.record()
     torch.cuda.synchronize()
-    times = sorted(start.elapsed_time(end) * 1e3 for start, end in pairs)
-    q1, _, q3 = statistics.quantiles(times, n=4)
-    return Timing(
-        median_us=statistics.median(times), iqr_us=q3 - q1, runs=runs, method="CUDA events"
-    )
+    return [start.elapsed_time(end) * 1e3 for start, end in pairs]

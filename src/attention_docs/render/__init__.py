@@ -1,6 +1,7 @@
 # Measurement -> Markdown / SVG. Pure functions: they return strings, never print or save,
 # and never import torch (a test checks this).
 from attention_docs.render import (
+    compare,
     flash,
     flex,
     fusion,
@@ -148,6 +149,7 @@ __all__ = [
     "caption_text",
     "ceilings_claim",
     "ceilings_table",
+    "compare",
     "cost_table",
     "decode_bandwidth_claim",
     "decode_batch_figure",

@@ -1,0 +1,114 @@
+# How busy the machine was while a measurement ran. Timings taken while other processes
+# compete for the cores are slower and noisier, and nothing in the numbers themselves says
+# so: a median of 46 ms with an interquartile range of 0 looks as trustworthy as any other.
+# So every entry records the load average before and after, and — more to the point — the
+# share of the machine's CPU time that *other* processes used during the run (all CPU time
+# from /proc/stat minus this process's own). Linux only; elsewhere the fields are None.
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# Other processes using more than this share of all cores during a run flag it as busy.
+BUSY_OTHER_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class Load:
+    """The machine's load around one measurement."""
+
+    cores: int
+    threads: int | None  # torch's intra-op threads during the run
+    load1_before: float | None
+    load1_after: float | None
+    other_cpu_share: float | None  # others' CPU time / (wall time x cores) during the run
+
+    @property
+    def busy(self) -> bool:
+        """Other work competed: the load average exceeded the cores, or others used >25 %."""
+        if self.load1_before is not None and self.load1_before > self.cores:
+            return True
+        return self.other_cpu_share is not None and self.other_cpu_share > BUSY_OTHER_SHARE
+
+    def describe(self) -> str:
+        """`load 0.4 → 1.9 on 2 cores; other processes used 3 % of the CPU`."""
+        parts = []
+        if self.load1_before is not None and self.load1_after is not None:
+            parts.append(
+                f"load {self.load1_before:.1f} → {self.load1_after:.1f} on {self.cores} cores"
+            )
+        if self.other_cpu_share is not None:
+            parts.append(f"other processes used {100 * self.other_cpu_share:.0f}% of the CPU")
+        return "; ".join(parts) or "load not recorded"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Load:
+        return cls(**data)
+
+
+def _loadavg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def _total_busy_ticks() -> int | None:
+    """All non-idle CPU ticks of the machine since boot."""
+    try:
+        fields = Path("/proc/stat").read_text(encoding="ascii").splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] != "cpu":
+        return None
+    values = [int(v) for v in fields[1:]]
+    # user nice system idle iowait irq softirq steal (guest is already inside user).
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return sum(values[:8]) - idle
+
+
+def _own_ticks() -> int | None:
+    """CPU ticks used by this process and its waited-for children."""
+    try:
+        text = Path("/proc/self/stat").read_text(encoding="ascii")
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    # Fields after the command name start at "state" (field 3): utime is 14, cstime 17.
+    return sum(int(v) for v in fields[11:15])
+
+
+class LoadMonitor:
+    """Context manager: `with LoadMonitor(threads) as mon: ...; mon.load`."""
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads
+        self.load: Load | None = None
+
+    def __enter__(self) -> LoadMonitor:
+        self._before = _loadavg()
+        self._busy0, self._own0 = _total_busy_ticks(), _own_ticks()
+        self._t0 = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.monotonic() - self._t0
+        busy1, own1 = _total_busy_ticks(), _own_ticks()
+        cores = os.cpu_count() or 1
+        share = None
+        if None not in (self._busy0, self._own0, busy1, own1) and wall > 0:
+            ticks_per_s = os.sysconf("SC_CLK_TCK")
+            others = (busy1 - self._busy0) - (own1 - self._own0)
+            share = round(max(others, 0) / ticks_per_s / (wall * cores), 3)
+        self.load = Load(
+            cores=cores,
+            threads=self.threads,
+            load1_before=self._before,
+            load1_after=_loadavg(),
+            other_cpu_share=share,
+        )

@@ -1,0 +1,222 @@
+# The machinery behind "numbers a reader can trust": timings in interleaved rounds with their
+# spread, ties called ties, the machine's load recorded, one forward-time fact table, entries
+# named by device and chosen in the configured order.
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import pytest
+
+from attention_docs.book import choose_device
+from attention_docs.measurements import forward as fwd
+from attention_docs.measurements.schema import Measurement, Sourced, Table
+from attention_docs.measurements.store import Store
+from attention_docs.profiling.load import Load, LoadMonitor
+from attention_docs.profiling.timing import Timing, compare, time_callables
+
+
+def timing(*rounds: float) -> Timing:
+    return Timing(
+        median_us=sorted(rounds)[len(rounds) // 2],
+        iqr_us=0.0,
+        runs=len(rounds),
+        method="test",
+        rounds_us=tuple(rounds),
+    )
+
+
+def test_overlapping_rounds_are_a_tie_and_separate_ones_are_not():
+    fast, slow = timing(10.0, 11.0, 12.0), timing(20.0, 21.0, 22.0)
+    c = compare(fast, slow)
+    assert not c.tie
+    assert c.ratio == pytest.approx(21.0 / 11.0)
+    assert c.low == pytest.approx(20.0 / 12.0) and c.high == pytest.approx(22.0 / 10.0)
+    assert c.low < c.ratio < c.high
+    # A 1 % difference inside a 10 % spread is a tie, whichever median is smaller.
+    assert compare(timing(10.0, 10.5, 11.0), timing(10.1, 10.6, 11.1)).tie
+    assert compare(timing(10.1, 10.6, 11.1), timing(10.0, 10.5, 11.0)).tie
+
+
+def test_callables_are_timed_in_interleaved_rounds():
+    import torch
+
+    calls: list[str] = []
+
+    def make(name: str, seconds: float):
+        def fn():
+            calls.append(name)
+            time.sleep(seconds)
+
+        return fn
+
+    result = time_callables(
+        {"a": make("a", 0.002), "b": make("b", 0.004)},
+        torch.device("cpu"),
+        min_run_time=0.03,
+        rounds=3,
+    )
+    assert set(result) == {"a", "b"}
+    for t in result.values():
+        assert len(t.rounds_us) == 3 and t.low_us <= t.median_us <= t.high_us
+    assert result["b"].median_us > result["a"].median_us
+    # After the warm-up, the names alternate in runs: a..., b..., a..., b..., a..., b...
+    timed = calls[6:]
+    changes = sum(1 for x, y in itertools.pairwise(timed) if x != y)
+    assert changes == 5
+
+
+def test_load_is_busy_above_the_core_count_or_when_others_use_the_cpu():
+    idle = Load(cores=2, threads=2, load1_before=0.3, load1_after=1.9, other_cpu_share=0.02)
+    assert not idle.busy
+    assert replace(idle, load1_before=2.5).busy
+    assert replace(idle, other_cpu_share=0.4).busy
+    assert "other processes used 40%" in replace(idle, other_cpu_share=0.4).describe()
+
+
+def test_load_monitor_sees_another_process_burning_a_core():
+    burn = "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass\n"
+    with LoadMonitor(threads=1) as monitor:
+        child = subprocess.Popen([sys.executable, "-c", burn])
+        time.sleep(1.0)  # this process idles while the child spins
+        child.wait()
+    load = monitor.load
+    assert load is not None and load.cores >= 1
+    # The waited-for child counts as this process's own work...
+    own_share = load.other_cpu_share
+    with LoadMonitor(threads=1) as monitor:
+        child = subprocess.Popen([sys.executable, "-c", burn])
+        time.sleep(1.0)
+    child.wait()  # ...but not one still running when the monitor closes.
+    assert monitor.load.other_cpu_share > own_share
+    assert monitor.load.other_cpu_share >= 0.9 / monitor.load.cores * 0.5
+
+
+# --- entries named by device ---------------------------------------------------------------
+
+
+def test_choose_device_follows_the_preference_order():
+    prefer = ("local-gpu", "cuda-h200", "any-gpu", "local")
+    stored = ["cpu-amd-epyc", "cuda-a100-sxm4-80gb", "cuda-h200"]
+    assert choose_device(stored, prefer, "cpu-amd-epyc") == "cuda-h200"
+    assert choose_device(["cpu-amd-epyc", "cuda-l4"], prefer, "cpu-amd-epyc") == "cuda-l4"
+    assert choose_device(["cpu-amd-epyc"], prefer, "cpu-amd-epyc") == "cpu-amd-epyc"
+    # Another CPU's entry is not this machine's: measure here.
+    assert choose_device(["cpu-intel-xeon"], prefer, "cpu-amd-epyc") is None
+    # On a GPU machine its own GPU comes first, measured when missing.
+    assert choose_device(stored, prefer, "cuda-a100-sxm4-80gb") == "cuda-a100-sxm4-80gb"
+    assert choose_device(["cuda-h200"], prefer, "cuda-l4") is None
+    assert choose_device(stored, ("local",), "cpu-amd-epyc") == "cpu-amd-epyc"
+
+
+def test_store_names_entries_by_device_and_migrates_kind_named_ones(
+    tmp_path, tiny_measurement: Measurement
+):
+    store = Store(tmp_path)
+    m = store.put(tiny_measurement, chrome={"traceEvents": []})
+    device = m.device_id
+    assert device.startswith("cpu-") and device != "cpu"
+    assert store.devices(m.experiment, m.key) == [device]
+    json_path = store.path(m.experiment, m.key, device)
+    assert json_path.stat().st_mode & 0o777 == 0o644
+    # Turn it into a version-1 entry named by kind, as the store held before devices had ids.
+    data = json.loads(json_path.read_text())
+    data["schema_version"] = 1
+    del data["provenance"]["device_id"], data["provenance"]["load"]
+    legacy_trace = f"{m.experiment}/{m.key}.cpu.trace.json.gz"
+    data["trace_file"] = legacy_trace
+    (tmp_path / legacy_trace).write_bytes((tmp_path / m.trace_file).read_bytes())
+    (tmp_path / m.trace_file).unlink()
+    json_path.unlink()
+    legacy = tmp_path / m.experiment / f"{m.key}.cpu.json"
+    legacy.write_text(json.dumps(data))
+    assert store.devices(m.experiment, m.key) == []
+    moved = store.migrate()
+    assert moved == [(legacy, json_path)]
+    assert not legacy.exists() and not (tmp_path / legacy_trace).exists()
+    again = store.get(m.experiment, m.key, device)
+    assert again is not None and again.device_id == device
+    assert again.trace_file == store.relative(m.experiment, m.key, device, ".trace.json.gz")
+    assert again.provenance.load is None
+
+
+# --- the forward-time fact table -----------------------------------------------------------
+
+
+def forward_measurement(tiny_measurement: Measurement, rows: list[tuple]) -> Measurement:
+    return replace(
+        tiny_measurement,
+        experiment="forward_times",
+        tables={"times": Table(fwd.COLUMNS, tuple(rows))},
+        facts={"method": "test"},
+    )
+
+
+SHAPE = fwd.Shape(1, 4, 512, 64, "float32", True)
+
+
+def row(name: str, median: float, low: float, high: float, status: str = fwd.OK) -> tuple:
+    return (name, 1, 4, 512, 64, "float32", True, median, low, high, 9, status)
+
+
+def test_forward_lookup_and_speedup_sentences(tiny_measurement):
+    from attention_docs.render import compare as cmp
+
+    m = forward_measurement(
+        tiny_measurement,
+        [
+            row(fwd.NAIVE, 10_000.0, 9_800.0, 10_300.0),
+            row(fwd.SDPA_FLASH, 4_000.0, 3_900.0, 4_100.0),
+            row(fwd.COMPILED, 9_900.0, 9_700.0, 10_100.0),
+            row(fwd.SDPA_CUDNN, None, None, None, "not available on this device"),
+        ],
+    )
+    t = fwd.timing(m, fwd.NAIVE, SHAPE)
+    assert (t.median_us, t.low_us, t.high_us) == (10_000.0, 9_800.0, 10_300.0)
+    assert fwd.timing(m, fwd.SDPA_CUDNN, SHAPE) is None
+    with pytest.raises(fwd.NotMeasuredError, match="add the shape to the grid"):
+        fwd.timing(m, fwd.NAIVE, replace(SHAPE, seq_len=100))
+    faster = cmp.speedup(m, fwd.SDPA_FLASH, fwd.NAIVE, SHAPE)
+    assert "2.50× (2.39–2.64×) faster" in faster and 'data-fact="ratio|' in faster
+    tie = cmp.speedup(m, fwd.COMPILED, fwd.NAIVE, SHAPE)
+    assert "within noise" in tie and "faster" not in tie
+    assert "did not run here" in cmp.speedup(m, fwd.SDPA_CUDNN, fwd.NAIVE, SHAPE)
+    table = cmp.forward_table(
+        Sourced(m, "from the store", "x.json"), [fwd.NAIVE, fwd.COMPILED, fwd.SDPA_FLASH], SHAPE
+    )
+    assert "within noise (1.01×)" in table and "2.50×" in table
+
+
+def test_every_shape_another_experiment_profiles_is_in_the_grid():
+    """A chapter that profiles at a shape reads that shape's forward time from the grid."""
+    from attention_docs.experiments.registry import get
+
+    shaped = ["naive_steps", "roofline_steps", "fusion_kernels", "flash_tiled_vs_naive"]
+    for kind in ("cpu", "cuda"):
+        shapes = set(fwd.GRIDS[kind].shapes())
+        for name in shaped:
+            exp = get(name)
+            params = exp.resolve({}, kind)
+            assert fwd.Shape.of(params) in shapes, (name, kind, params)
+
+
+def test_a_run_on_a_busy_machine_is_refused_unless_allowed(tmp_path, monkeypatch):
+    from attention_docs.experiments import runner
+
+    class Busy(LoadMonitor):
+        def __exit__(self, *exc):
+            self.load = Load(2, 2, load1_before=3.5, load1_after=3.9, other_cpu_share=0.6)
+
+    monkeypatch.setattr(runner, "LoadMonitor", Busy)
+    store = Store(tmp_path)
+    with pytest.raises(runner.BusyMachineError, match="other processes used 60%"):
+        runner.run_experiment(
+            "_test_quick", {"seq_len": 8}, device="cpu", store=store, allow_busy=False
+        )
+    assert not list(tmp_path.rglob("*.json"))
+    m = runner.run_experiment("_test_quick", {"seq_len": 8}, device="cpu", store=store)
+    assert m.provenance.busy and store.get(m.experiment, m.key, m.device_id) is not None
