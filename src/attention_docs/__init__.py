@@ -33,6 +33,7 @@ _EXPORTS = {
     "tiled_attention_with_lse": "attention_docs.attention.tiled",
     "triton_flash_attention": "attention_docs.attention.triton_flash",
     "triton_available": "attention_docs.attention.triton_flash",
+    "prepare_triton_flash": "attention_docs.attention.triton_flash",
 }
 _MODULES = {"render": "attention_docs.render", "book": "attention_docs.book"}
 

@@ -1,14 +1,23 @@
 # Sweeps over a parameter: measure each point, and turn an out-of-memory or an unavailable
-# backend into a row that says so instead of an exception that kills the experiment.
+# backend into a row that says so instead of an exception that kills the experiment. A point
+# whose estimated footprint exceeds the free memory is not tried at all: on the CPU going past
+# the memory there is gets the process killed rather than an exception, and on a GPU a failed
+# try fragments the allocator for the points after it.
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import torch
+
 from attention_docs.measurements.schema import Table
+from attention_docs.profiling.headroom import drop_traceback, free_memory_bytes
 from attention_docs.profiling.memory import is_out_of_memory, release_cached_memory
 
 OUT_OF_MEMORY = "out of memory"
+SKIPPED_AFTER_OOM = "skipped after an out-of-memory"
+TOO_LARGE = "too large for the free memory"
 
 
 def sweep(
@@ -18,32 +27,81 @@ def sweep(
     columns: Sequence[str],
     units: Mapping[str, str] | None = None,
     stop_after_oom: bool = True,
+    estimate_bytes: Callable[[Mapping[str, Any]], float | None] | None = None,
+    device: torch.device | str | None = None,
 ) -> tuple[Table, list[str]]:
     """Run `measure(point)` for each point; returns the table and notes on what failed.
 
     A point that runs out of memory gets None in every measured column and a `status` of
     "out of memory"; with `stop_after_oom`, larger points are skipped (they would fail too).
-    After an out-of-memory the CUDA allocator's cache is released before the next point.
+    After an out-of-memory the failed point's tensors are let go of (its traceback held
+    them) and the CUDA allocator's cache is released before the next point.
+
+    Args:
+        estimate_bytes: the memory a point will need, in bytes (None: unknown). A point whose
+            estimate exceeds what `free_memory_bytes(device)` reports just before it is not
+            run: its status says "too large for the free memory (needs …, … free)", and the
+            points after it are still tried.
+        device: where `measure` allocates, for the free-memory check; default CUDA when it is
+            in use in this process, else the CPU.
     """
     rows = []
     notes = []
     stopped = False
     for point in points:
         if stopped:
-            rows.append(_row(point, {}, columns, "skipped after an out-of-memory"))
+            rows.append(_row(point, {}, columns, SKIPPED_AFTER_OOM))
             continue
+        too_large = _too_large(point, estimate_bytes, device)
+        if too_large:
+            rows.append(_row(point, {}, columns, f"{TOO_LARGE} ({too_large})"))
+            notes.append(f"{_point_text(point)} was not run: it {too_large}.")
+            continue
+        failed = False
         try:
             result = measure(point)
-            rows.append(_row(point, result, columns, "ok"))
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
+            drop_traceback(exc)
+            failed = True
+        # Outside the except block: there the exception, and so the failed point's frames,
+        # would still be alive while the cache is emptied.
+        if failed:
+            gc.collect()  # tensors kept only by reference cycles are still allocated
             release_cached_memory()
             rows.append(_row(point, {}, columns, OUT_OF_MEMORY))
             notes.append(f"{_point_text(point)} ran out of memory on this device.")
             stopped = stop_after_oom
+            continue
+        rows.append(_row(point, result, columns, "ok"))
+        del result
     full = (*columns, "status")
     return Table(columns=full, rows=tuple(rows), units=dict(units or {})), notes
+
+
+def _too_large(
+    point: Mapping[str, Any],
+    estimate_bytes: Callable[[Mapping[str, Any]], float | None] | None,
+    device: torch.device | str | None,
+) -> str:
+    """'needs X, Y free' when the point's estimate exceeds the free memory, else ''."""
+    if estimate_bytes is None:
+        return ""
+    need = estimate_bytes(point)
+    if need is None:
+        return ""
+    if device is None:
+        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        device = "cuda" if cuda else "cpu"
+    free = free_memory_bytes(device)
+    if free is None or need <= free:
+        return ""
+    return f"needs {_gib(need)}, {_gib(free)} free"
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.2f} GiB"
 
 
 def _row(
