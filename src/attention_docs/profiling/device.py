@@ -242,11 +242,3 @@ def synchronize(device: torch.device) -> None:
 
         torch.cuda.synchronize(device)
 
-
-def device_id(info: DeviceInfo) -> str:
-    """A stable short name for a device, used in store file names: `cpu-amd-epyc-7b13`."""
-    import re
-
-    name = re.sub(r"\((?:r|tm)\)|\bcpu\b|@.*$|\bnvidia\b|\bgeforce\b", " ", info.name.lower())
-    words = re.findall(r"[a-z0-9]+", name)
-    return "-".join([info.kind, *words])[:40].rstrip("-")
