@@ -241,4 +241,3 @@ def synchronize(device: torch.device) -> None:
         import torch
 
         torch.cuda.synchronize(device)
-
