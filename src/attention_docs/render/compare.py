@@ -100,3 +100,21 @@ def forward_table(
         versus = "—" if name == baseline else (ratio_text(c) if c else "—")
         lines.append(f"| {name} | {forward_time(m, name, shape)} | {versus} |")
     return "\n".join(lines)
+
+
+CEILING_UNITS = {"peak_flops": "FLOP/s", "bandwidth_bs": "B/s", "cache_bandwidth_bs": "B/s"}
+
+
+def ceiling(ceilings: Sourced | Measurement, key: str, *, spread: bool = False) -> str:
+    """One of the device's measured ceilings (`peak_flops_float32`, `bandwidth_bs`...) as a
+    marked fact: `95.0 GFLOP/s`, with `spread` its slowest–fastest round range too."""
+    m = _m(ceilings)
+    if key not in m.facts:
+        raise KeyError(f"machine_ceilings on {m.device_id} has no {key!r}: {sorted(m.facts)}")
+    unit = next(u for prefix, u in CEILING_UNITS.items() if key.startswith(prefix))
+    per_s = unit.removesuffix("/s")
+    text = f"{fmt.count(m.facts[key])}{per_s}/s"
+    if spread and f"{key}_low" in m.facts:
+        low, high = m.facts[f"{key}_low"], m.facts[f"{key}_high"]
+        text += f" ({fmt.count(low)}–{fmt.count(high)}{per_s}/s over the rounds)"
+    return fact(f"ceiling|{m.device_id}|{key}", text)
