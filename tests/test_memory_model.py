@@ -132,11 +132,30 @@ def test_memory_peak_experiment_predicts_beyond_what_it_runs():
     assert all(r["measured_over_predicted"] == pytest.approx(1.0, abs=TOLERANCE) for r in ran)
     rest = [r for r in rows if r["status"] != "ok"]
     assert rest and all(r["measured_peak_bytes"] is None for r in rest)
-    assert rest[-1]["status"] == "not run: predicted not to fit"
-    limit = m.facts["predicted_max_seq_len"]
-    assert limit == max_seq_len(m.facts["memory_bytes"], 1, 4, 64, causal=True)
+    assert {r["status"] for r in rest[:-1]} == {"not run: above max_measured"}
+    assert rest[-1]["status"] == "too large for the free memory"
+    f = m.facts
+    assert f["predicted_max_seq_len"] == max_seq_len(f["memory_bytes"], 1, 4, 64, causal=True)
+    limit = f["predicted_max_seq_len_free"]
+    assert limit == max_seq_len(f["free_bytes"], 1, 4, 64, causal=True)
     assert rows[-2]["seq_len"] <= limit < rows[-1]["seq_len"]
+    assert f["free_bytes"] <= f["memory_bytes"]
     assert m.facts["memory_kind"] == "system RAM"
+
+
+def test_memory_peak_does_not_try_a_length_the_free_memory_cannot_hold(monkeypatch):
+    import attention_docs.experiments._sweep as sweep_module
+    import attention_docs.experiments.memory as exp
+
+    free = naive_peak(1, 4, 300, 64, causal=True).total_bytes
+    monkeypatch.setattr(exp, "free_memory_bytes", lambda device: 10**12)  # at the start
+    monkeypatch.setattr(sweep_module, "free_memory_bytes", lambda device: free)  # later
+    m = run_experiment("memory_peak", {"start": 64, "max_measured": 512}, device="cpu")
+    status = {r["seq_len"]: r["status"] for r in m.tables["peak"].records()}
+    assert status[64] == status[128] == status[256] == "ok"
+    assert status[512].startswith("too large for the free memory (needs ")
+    assert any(n.startswith("seq_len=512") and "was not run" in n for n in m.notes)
+    assert m.facts["first_out_of_memory_seq_len"] is None
 
 
 def test_memory_peak_turns_an_out_of_memory_into_a_row(monkeypatch):

@@ -62,15 +62,31 @@ def test_memory_step_table_and_claims(timeline):
     assert "within " in render.peak_claim(off)
 
 
+def test_live_matrices_are_counted_by_size_not_by_bytes_live():
+    # head_dim 64 > seq_len 16: the output (1·2·16·64·4 = 8 kB) is larger than one score
+    # matrix (1·2·16·16·4 = 2 kB); it must not count as one, nor make the peak read as four.
+    m = run_experiment(
+        "memory_timeline", {"seq_len": 16, "head_dim": 64, "num_heads": 2}, device="cpu"
+    )
+    assert m.facts["output_bytes"] > m.facts["matrix_bytes"]
+    assert [r["score_sized"] for r in m.tables["steps"].records()] == [1, 1, 1, 1, 0]
+    assert render.live_matrices(m) == 2
+    assert m.facts["measured_peak_bytes"] // m.facts["matrix_bytes"] > 2  # the old reading
+
+
 def test_peak_table_figure_and_oom_claim(peak):
     table = render.peak_table(sourced(peak))
-    assert "not run: predicted not to fit" in table and "| 16 |" in table
+    assert "| too large for the free memory |" in table and "| 16 |" in table
+    assert "GiB" not in table
     figure = render.peak_figure(sourced(peak))
     assert figure == render.peak_figure(sourced(roundtrip(peak)))
     assert re.search(r"predicted \(slope [\d.]+\)", figure)
     claim = render.oom_claim(peak)
     assert "of system RAM" in claim and "equals the prediction to the byte" in claim
-    assert "Longer sequences were not run" in claim
+    assert "of it free when the sweep began" in claim
+    assert "would fit but was not run" in claim
+    last = peak.tables["peak"].records()[-1]
+    assert f"**seq_len = {last['seq_len']:,}** was not tried" in claim
     failed = replace(peak, facts={**peak.facts, "first_out_of_memory_seq_len": 64})
     assert "The first length that really ran out of memory was **64**." in render.oom_claim(failed)
 

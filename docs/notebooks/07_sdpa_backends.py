@@ -27,6 +27,8 @@ from attention_docs.measurements import Sourced
 # A small shape keeps this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
 tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
 shape = {"seq_len": 32, "num_heads": 2, "head_dim": 16} if tiny else {"seq_len": 1024}
+# The pinned backends run at a shape of the forward-time grid, whose times they are compared by.
+grid_shape = {"seq_len": 128} if tiny else {"seq_len": 1024}
 
 # %% [markdown]
 # ## Ask SDPA why, on your own inputs
@@ -41,12 +43,20 @@ for verdict in why_backend(q, k, v, dropout_p=0.1):
 
 # %% [markdown]
 # ## Each backend, pinned
+#
+# How long each backend takes comes from `forward_times`, the site's one table of forward
+# times: every implementation at a grid of shapes, in interleaved rounds. The full grid
+# takes minutes on a CPU (it compiles and runs every implementation); `tiny` times one length.
 
 # %%
-m = run_experiment("sdpa_backends", shape)
+m = run_experiment("sdpa_backends", grid_shape)
 here = Sourced(m, "measured in this notebook", "-", base="")
+times = run_experiment("forward_times", {"tiny": True} if tiny else {})
+times_here = Sourced(times, "measured in this notebook", "-", base="")
 print(render.backend_table(here))
-print(render.backend_claims(m))
+print(render.backend_times(times_here, here))
+print(render.backend_claims(m, times))
+print(render.priority_claim(m))
 
 # %% [markdown]
 # ## Why this backend? Over a set of input variants
@@ -63,6 +73,7 @@ print(render.why_reasons(Sourced(why, "measured in this notebook", "-", base="")
 masks = run_experiment("sdpa_masks", shape)
 print(render.mask_table(Sourced(masks, "measured in this notebook", "-", base="")))
 print(render.mask_claims(masks))
+print(render.empty_row_claim(masks))
 
 # %% [markdown]
 # ## Try next

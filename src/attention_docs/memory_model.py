@@ -31,6 +31,25 @@ class PeakModel:
         return self.peak_bytes + self.inputs_bytes
 
 
+# CUDA's caching allocator hands out blocks in multiples of 512 bytes (the CPU's events carry
+# the exact tensor size), so two sizes are "the same tensor size" when they round alike.
+ALLOCATION_GRANULE = 512
+
+
+def is_matrix_sized(nbytes: int, matrix_bytes: int) -> bool:
+    """True when an allocation (or a free, negative) is the size of one score matrix.
+
+    Like with like: the mask (N·M bytes) and the output (B·H·N·D elements) are other sizes,
+    and are not counted, even when one of them is larger than a matrix (head_dim > seq_len).
+    They are indistinguishable only when head_dim equals seq_len.
+    """
+
+    def granules(n: int) -> int:
+        return -(-abs(n) // ALLOCATION_GRANULE)
+
+    return nbytes != 0 and granules(nbytes) == granules(matrix_bytes)
+
+
 # --8<-- [start:peak]
 def naive_peak(
     batch_size: int,

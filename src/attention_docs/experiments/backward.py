@@ -1,6 +1,21 @@
 # Experiments on the backward pass: forward + backward of naive attention and of SDPA's
 # backends (time, peak memory, the autograd nodes the backward runs), and what each keeps
 # alive between the two (saved tensors), across sequence lengths.
+#
+# Two clocks, each with its noise. Without the profiler, every implementation's forward
+# (recording for autograd) and backward (`autograd.grad` on a graph kept with
+# `retain_graph`) are timed in interleaved rounds: the backward ÷ forward ratio and the
+# share of a step in the backward come from those. Under the profiler, the
+# `attention.forward` and `attention.backward` ranges are read per profiled step (one
+# sample per call): on a GPU that is the kernel clock, and the backward's kernels, launched
+# by the autograd engine's own thread, are attributed to `attention.backward` across threads
+# (profiling/trace.py `attribute`).
+#
+# GPU sizes (one H200; batch 4, 16 heads, seq_len 4096, bf16, causal): naive's forward moves
+# ~15 GB (~4 ms at 4 TB/s) and its backward about twice that; per implementation ~40 steps
+# (availability, 5 profiled, peaks, 3 warm-up + 10 timed per round for forward and backward)
+# and one profiler start: ~1.5 s each, ~9 s for five. backward_saved_tensors runs one
+# forward per implementation at seq_len 128..8192 (naive keeps 8.6 GB at 8192): ~3 s.
 from __future__ import annotations
 
 import warnings
@@ -15,14 +30,16 @@ from attention_docs.attention.backward import (
 )
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments._sweep import sweep
+from attention_docs.experiments.forward import unavailable
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
+from attention_docs.memory_model import naive_peak
 from attention_docs.profiling.memory import peak_memory_bytes
 from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.saved import INPUT, INTERNAL, OUTPUT, saved_tensors
-from attention_docs.profiling.timing import time_callable
-from attention_docs.profiling.trace import op_stats, step_span_times
+from attention_docs.profiling.timing import ROUNDS, Timing, time_callables
+from attention_docs.profiling.trace import op_stats, step_span_rounds
 
 MEASURES = (
     "attention/backward.py",
@@ -30,8 +47,10 @@ MEASURES = (
     "attention/naive.py",
     "inputs.py",
     "profiling/saved.py",
+    "profiling/timing.py",
+    "memory_model.py",
 )
-SCHED = Schedule(wait=1, warmup=1, active=2)
+SCHED = Schedule(wait=1, warmup=1, active=ROUNDS)  # one profiled step per round
 
 SHAPE_PARAMS = {
     "batch_size": Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
@@ -53,15 +72,24 @@ def _inputs(batch_size, num_heads, seq_len, head_dim, *, dtype, device):
 
 
 def _available(attend, q, k, v) -> str | None:
-    """None if `attend` runs forward and backward here, else torch's reason in one line."""
+    """None if `attend` runs forward and backward here, else why not, in the site's words."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             out = attend(q, k, v)
+        except RuntimeError as exc:
+            return unavailable(exc)
+        try:
             torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
         except RuntimeError as exc:
-            return str(exc).splitlines()[0].split(". ")[0].rstrip(".") + "."
+            return f"its backward is {unavailable(exc)}"
     return None
+
+
+def _spread(samples: list[float]) -> tuple[float, float, float]:
+    """(median, low, high) of a list of per-call samples."""
+    ordered = sorted(samples)
+    return ordered[len(ordered) // 2], ordered[0], ordered[-1]
 
 
 def _autograd_nodes(trace, per: float, limit: int = 8) -> list[dict]:
@@ -88,7 +116,8 @@ def backward_compare(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, ca
     q, k, v, grad_out = _inputs(
         batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device
     )
-    rows, node_rows, notes = [], [], []
+    measured, node_rows, notes = {}, [], []
+    timed = {}
     profiled = None
     for name in IMPLEMENTATIONS:
         attend = implementation(name, causal=causal)
@@ -96,8 +125,8 @@ def backward_compare(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, ca
         if missing is not None:
             if name in ("naive", "sdpa-math"):
                 raise RuntimeError(f"{name} cannot run forward and backward here: {missing}")
-            rows.append((name, *(None,) * 8, "not available"))
-            notes.append(f"{name}: not available on this device: {missing}")
+            measured[name] = None
+            notes.append(f"{name}: {missing}")
             continue
 
         def forward(a=attend):
@@ -106,57 +135,77 @@ def backward_compare(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, ca
         def step(a=attend):
             return forward_backward(a, q, k, v, grad_out)
 
-        # Forward and backward are timed as the two halves of the same profiled steps, so
-        # their ratio does not depend on two separate timings agreeing.
         run = profile_callable(step, ctx.device, sched=SCHED, profile_memory=False)
-        phases = step_span_times(run.trace, PHASES)
-        fwd = phases["attention.forward"]["device_us"] / SCHED.active
-        bwd = phases["attention.backward"]["device_us"] / SCHED.active
+        phases = step_span_rounds(run.trace, PHASES)
         node_rows.extend(
             (name, n["name"], n["calls"], n["total_us"])
             for n in _autograd_nodes(run.trace, SCHED.active)
         )
         saved = saved_tensors(forward, (q, k, v))
-        rows.append(
-            (
-                name,
-                fwd,
-                bwd,
-                bwd / fwd if fwd else None,
-                time_callable(step, ctx.device, min_run_time=0.1).median_us,
-                peak_memory_bytes(forward, ctx.device),
-                peak_memory_bytes(step, ctx.device),
-                sum(s.bytes for s in saved if s.role == INTERNAL),
-                sum(s.bytes for s in saved if s.role == OUTPUT),
-                "ok",
-            )
+        graph = forward()  # kept for the backward timed alone, with retain_graph
+
+        def backward(out=graph):
+            return torch.autograd.grad(out, (q, k, v), grad_out, retain_graph=True)
+
+        timed[f"{name} forward"] = forward
+        timed[f"{name} backward"] = backward
+        measured[name] = (
+            *_spread(phases["attention.forward"]),
+            *_spread(phases["attention.backward"]),
+            peak_memory_bytes(forward, ctx.device),
+            peak_memory_bytes(step, ctx.device),
+            sum(s.bytes for s in saved if s.role == INTERNAL),
+            sum(s.bytes for s in saved if s.role == OUTPUT),
         )
         if profiled is None or name == "sdpa-flash":
             profiled = (name, step)  # FlashAttention's step when it runs, else the first
+    # Forward and backward of every implementation, interleaved round by round.
+    timings: dict[str, Timing] = time_callables(timed, ctx.device, min_run_time=0.3, cuda_runs=30)
+    timed.clear()
+    rows = []
+    for name, values in measured.items():
+        if values is None:
+            rows.append((name, *(None,) * 16, "not available"))
+            continue
+        f, b = timings[f"{name} forward"], timings[f"{name} backward"]
+        rows.append(
+            (
+                name,
+                f.median_us,
+                f.low_us,
+                f.high_us,
+                b.median_us,
+                b.low_us,
+                b.high_us,
+                *values,
+                "ok",
+            )
+        )
     observed = observe_forward(profiled[1], ctx, labels=PHASES, top_ops=14)
+    time_columns = (
+        "forward_us",
+        "forward_low_us",
+        "forward_high_us",
+        "backward_us",
+        "backward_low_us",
+        "backward_high_us",
+        "profiled_forward_us",
+        "profiled_forward_low_us",
+        "profiled_forward_high_us",
+        "profiled_backward_us",
+        "profiled_backward_low_us",
+        "profiled_backward_high_us",
+    )
+    byte_columns = (
+        "forward_peak_bytes",
+        "step_peak_bytes",
+        "saved_internal_bytes",
+        "saved_output_bytes",
+    )
     table = Table(
-        columns=(
-            "implementation",
-            "forward_us",
-            "backward_us",
-            "backward_per_forward",
-            "step_us",
-            "forward_peak_bytes",
-            "step_peak_bytes",
-            "saved_internal_bytes",
-            "saved_output_bytes",
-            "status",
-        ),
+        columns=("implementation", *time_columns, *byte_columns, "status"),
         rows=tuple(rows),
-        units={
-            "forward_us": "µs",
-            "backward_us": "µs",
-            "step_us": "µs",
-            "forward_peak_bytes": "B",
-            "step_peak_bytes": "B",
-            "saved_internal_bytes": "B",
-            "saved_output_bytes": "B",
-        },
+        units={**dict.fromkeys(time_columns, "µs"), **dict.fromkeys(byte_columns, "B")},
     )
     nodes = Table(
         columns=("implementation", "node", "calls", "total_us"),
@@ -166,11 +215,19 @@ def backward_compare(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, ca
     return Observed(
         steps=observed.steps,
         ops=observed.ops,
-        timing=observed.timing,
         timeline=observed.timeline,
         chrome=observed.chrome,
         tables={"compare": table, "autograd_nodes": nodes},
-        facts={**observed.facts, "profiled": profiled[0]},
+        facts={
+            **observed.facts,
+            "profiled": profiled[0],
+            "rounds": ROUNDS,
+            "timing_method": "forward (recording for autograd) and backward (retain_graph) "
+            "of every implementation in interleaved rounds, no profiler",
+            "profiled_clock": "GPU kernel time, attributed across threads"
+            if ctx.device.type == "cuda"
+            else "CPU time of the labelled ranges",
+        },
         notes=tuple(notes),
     )
 
@@ -209,11 +266,18 @@ def backward_saved_tensors(
                 )
         return result
 
+    def estimate(point) -> int:
+        """Naive attention's forward peak and inputs, plus the probabilities it keeps."""
+        model = naive_peak(batch_size, num_heads, point["seq_len"], head_dim, dtype, causal=causal)
+        return model.total_bytes + model.matrix_bytes
+
     table, notes = sweep(
         ({"seq_len": n} for n in lengths),
         measure,
         columns=("seq_len", *names),
         units=dict.fromkeys(names, "B"),
+        estimate_bytes=estimate,
+        device=ctx.device,
     )
     detail = Table(
         columns=("implementation", "shape", "dtype", "bytes", "role"),

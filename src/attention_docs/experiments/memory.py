@@ -1,14 +1,22 @@
 # Experiments for the memory chapter: the allocation timeline of one naive forward, and its
-# peak against seq_len, measured and predicted by memory_model.py, up to (on a GPU: into)
-# the length at which the device runs out of memory.
+# peak against seq_len, measured and predicted by memory_model.py, up to the length at which
+# the device's free memory runs out. A length the model says will not fit in the free memory
+# is not tried (on the CPU going past it gets the process killed; on a GPU a failed try
+# fragments the allocator): its row says so in words.
+#
+# GPU sizes (one H200): memory_timeline profiles one forward at batch 4, 16 heads, bf16,
+# seq_len 4096 (two 1.1 GB matrices): ~2 s with the profiler's start. memory_peak runs one
+# forward per length from 1024 up to just under the free-memory limit (~22k tokens, two 62 GB
+# matrices, ~0.1 s at 4 TB/s for its ~7 passes over them): ~3 s for its seven lengths.
 from __future__ import annotations
 
 from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.experiments._sweep import OUT_OF_MEMORY, sweep
+from attention_docs.experiments._sweep import OUT_OF_MEMORY, TOO_LARGE, sweep
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
-from attention_docs.memory_model import max_seq_len, naive_peak
+from attention_docs.memory_model import is_matrix_sized, max_seq_len, naive_peak
+from attention_docs.profiling.headroom import free_memory_bytes
 from attention_docs.profiling.memory import memory_timeline, peak_memory_bytes, step_allocations
 
 DTYPE = Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16"))
@@ -54,7 +62,11 @@ def memory_timeline_experiment(
             (
                 label,
                 stats["allocations"],
-                sum(1 for e in in_step if e.bytes >= model.matrix_bytes),
+                sum(
+                    1
+                    for e in in_step
+                    if e.bytes > 0 and is_matrix_sized(e.bytes, model.matrix_bytes)
+                ),
                 stats["allocated"],
                 stats["freed"],
                 max((e.live for e in in_step), default=None),
@@ -103,8 +115,15 @@ def _points(start: int, limit: int) -> list[int]:
 
 @experiment(
     "memory_peak",
-    summary="Peak memory of one naive forward against seq_len: measured, predicted, and where it fails.",
-    measures=("attention/naive.py", "inputs.py", "memory_model.py", "profiling/memory.py"),
+    summary="Peak memory of one naive forward against seq_len: measured, predicted, and where it "
+    "stops fitting.",
+    measures=(
+        "attention/naive.py",
+        "inputs.py",
+        "memory_model.py",
+        "profiling/memory.py",
+        "profiling/headroom.py",
+    ),
     batch_size=Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
     num_heads=Param(4, gpu_default=16, minimum=1, help="attention heads"),
     head_dim=Param(64, minimum=1, help="features per head (D)"),
@@ -122,8 +141,10 @@ def memory_peak(
     ctx, *, batch_size, num_heads, head_dim, dtype, causal, start, max_measured
 ) -> Observed:
     memory = ctx.info.memory_bytes or 0
+    free = free_memory_bytes(ctx.device) or memory
     limit = max_seq_len(memory, batch_size, num_heads, head_dim, dtype, causal=causal)
-    points = _points(start, limit) if limit else [start]
+    limit_free = max_seq_len(free, batch_size, num_heads, head_dim, dtype, causal=causal)
+    points = _points(start, limit_free) if limit_free else [start]
 
     def predicted(n: int):
         return naive_peak(batch_size, num_heads, n, head_dim, dtype, causal=causal)
@@ -161,16 +182,14 @@ def memory_peak(
             "predicted_total_bytes": "B",
             "measured_peak_bytes": "B",
         },
+        estimate_bytes=lambda point: point["predicted_total_bytes"],
+        device=ctx.device,
     )
     rows = list(table.rows)
     for n in points:
         if n > max_measured:
             model = predicted(n)
-            status = (
-                "not run: predicted not to fit"
-                if model.total_bytes > memory
-                else "not run: above max_measured"
-            )
+            status = TOO_LARGE if model.total_bytes > free else "not run: above max_measured"
             rows.append((n, model.peak_bytes, model.total_bytes, None, None, status))
     measured_ok = [r[0] for r in rows if r[-1] == "ok"]
     failed = [r[0] for r in rows if r[-1] == OUT_OF_MEMORY]
@@ -178,8 +197,10 @@ def memory_peak(
         tables={"peak": Table(columns=table.columns, rows=tuple(rows), units=table.units)},
         facts={
             "memory_bytes": memory,
+            "free_bytes": free,
             "memory_kind": "GPU memory" if ctx.device.type == "cuda" else "system RAM",
             "predicted_max_seq_len": limit,
+            "predicted_max_seq_len_free": limit_free,
             "largest_measured_seq_len": max(measured_ok, default=None),
             "first_out_of_memory_seq_len": min(failed, default=None),
         },

@@ -1,18 +1,33 @@
-# Experiments on scaled_dot_product_attention: each backend pinned and measured, why SDPA
-# picks the backend it picks for a set of input variants, and what each way of masking costs.
-# A backend this device does not have becomes a row that says so, never an exception.
+# Experiments on scaled_dot_product_attention: each backend pinned and profiled, why SDPA
+# picks the backend it picks for a set of input variants, what this torch offers to change
+# that choice, and what each way of masking costs. A backend this device does not have
+# becomes a row that says so, never an exception. No forward is timed here for its own sake:
+# a backend's forward time is `forward_times`' fact; `sdpa_masks` times its mask variants
+# against one another, in interleaved rounds, and states only their ratios.
+#
+# GPU sizes (one H200, batch 4, 16 heads, seq_len 4096, bf16, a shape of the forward-time
+# grid): sdpa_backends profiles each runnable backend (4 calls each; math's 2.1 GB matrices
+# at ~4 TB/s: ~3 ms a call) and SDPA's free choice: ~6 profiler starts, ~4 s. sdpa_why asks
+# 8 variants at seq_len 1024 (one profiled call and four pinned calls each): ~6 s.
+# sdpa_masks profiles 4 variants, times them in 3 interleaved rounds of 10 calls, and pins
+# each backend once on the wrong-polarity mask: ~6 s.
 from __future__ import annotations
 
+import inspect
+import re
 import warnings
 from collections.abc import Callable
 
 import torch
+from torch.nn.attention import SDPBackend
 from torch.profiler import ProfilerActivity, profile
 
 from attention_docs.attention.naive import causal_mask, naive_attention
 from attention_docs.attention.sdpa import (
     BACKENDS,
     CHOSEN,
+    SDP_BACKENDS,
+    BackendVerdict,
     additive_mask,
     backend_of_op,
     chosen_backend,
@@ -21,16 +36,18 @@ from attention_docs.attention.sdpa import (
     why_backend,
 )
 from attention_docs.experiments._observe import observe_forward
+from attention_docs.experiments.forward import unavailable
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import peak_memory_bytes
 from attention_docs.profiling.profile import Schedule, profile_callable
-from attention_docs.profiling.timing import time_callable
+from attention_docs.profiling.timing import time_callables
 from attention_docs.profiling.trace import op_stats, step_span_times
 
 MEASURES = ("attention/sdpa.py", "attention/naive.py", "inputs.py")
 LABEL = "attention.sdpa"
+TIME_COLUMNS = ("time_us", "time_low_us", "time_high_us")
 SCHED = Schedule(wait=1, warmup=1, active=2)
 
 SHAPE_PARAMS = {
@@ -40,6 +57,23 @@ SHAPE_PARAMS = {
     "head_dim": Param(64, minimum=1, help="features per head (D)"),
     "dtype": Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
 }
+
+
+# torch's "No viable backend" error goes on to guess why ("This is likely due to turning off
+# both the math kernel and the fused kernels."): true of a user who turned them off, wrong for
+# a backend pinned on purpose. The site keeps the first sentence and says the rest itself.
+_TORCH_GUESS = re.compile(
+    r"\s*This is likely due to turning off both the math kernel and the fused kernels\.?"
+)
+
+
+def site_reason(reason: str) -> str:
+    """A verdict's reason as the site states it: torch's guess about the cause left out."""
+    return _TORCH_GUESS.sub("", reason).strip()
+
+
+def _site(verdict: BackendVerdict) -> BackendVerdict:
+    return BackendVerdict(verdict.backend, verdict.status, site_reason(verdict.reason), verdict.op)
 
 
 def _runs(fn: Callable[[], object]) -> bool:
@@ -71,16 +105,69 @@ def _profiled_call(fn: Callable[[], object], device: torch.device) -> dict:
     }
 
 
+_BACKEND_NAMES = {
+    "MATH": "math",
+    "FLASH_ATTENTION": "flash",
+    "EFFICIENT_ATTENTION": "efficient",
+    "CUDNN_ATTENTION": "cudnn",
+    "OVERRIDEABLE": "overrideable",
+}
+
+
+def what_torch_offers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool) -> dict:
+    """What this torch says about choosing SDPA's backend, read rather than assumed.
+
+    - `sdpa_priority`: the order SDPA tries backends in, from the private
+      `torch._C._get_sdp_priority_order()`, read after a call on this device (a CUDA build
+      may reorder it on its first call, e.g. cuDNN first on some GPUs); None where absent.
+    - `set_priority_supported`, `set_priority_math_first`: whether `sdpa_kernel` takes
+      `set_priority=`, and which backend SDPA then dispatched to when asked to try `math`
+      first with every backend allowed (`math` if this device's selector follows the order).
+    - `flash_impls`, `flash_impl_active`: `torch.nn.attention.list_flash_attention_impls()`
+      and `current_flash_attention_impl()` (alternative flash kernels that
+      `activate_flash_attention_impl` switches to); None where this torch lacks them.
+    """
+    from torch.nn import attention
+
+    names = {int(v): _BACKEND_NAMES.get(n, n.lower()) for n, v in SDPBackend.__members__.items()}
+    get_order = getattr(torch._C, "_get_sdp_priority_order", None)
+    order = [names.get(int(i), str(i)) for i in get_order()] if get_order else None
+    supported = "set_priority" in inspect.signature(attention.sdpa_kernel).parameters
+    math_first = None
+    if supported:
+        ordered = [SDP_BACKENDS["math"], *(SDP_BACKENDS[b] for b in BACKENDS if b != "math")]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with (
+                profile(activities=[ProfilerActivity.CPU]) as prof,
+                attention.sdpa_kernel(ordered, set_priority=True),
+            ):
+                torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        op = next((e.name for e in prof.events() if backend_of_op(e.name)), None)
+        math_first = backend_of_op(op) if op else None
+    impls = getattr(attention, "list_flash_attention_impls", None)
+    active = getattr(attention, "current_flash_attention_impl", None)
+    return {
+        "torch_version": torch.__version__,
+        "sdpa_priority": order,
+        "set_priority_supported": supported,
+        "set_priority_math_first": math_first,
+        "flash_impls": list(impls()) if impls else None,
+        "flash_impl_active": active() if active else None,
+    }
+
+
 @experiment(
     "sdpa_backends",
-    summary="scaled_dot_product_attention with each backend pinned: ops, kernels, time, memory.",
+    summary="scaled_dot_product_attention with each backend pinned: ops, kernels, memory; and "
+    "what this torch offers to change its choice.",
     measures=MEASURES,
     **SHAPE_PARAMS,
     causal=Param(True, help="mask the future with is_causal"),
 )
 def sdpa_backends(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal) -> Observed:
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
-    verdicts = {x.backend: x for x in why_backend(q, k, v, causal=causal)}
+    verdicts = {x.backend: _site(x) for x in why_backend(q, k, v, causal=causal)}
     rows, op_rows, notes = [], [], []
     with torch.no_grad():
         for backend in BACKENDS:
@@ -90,11 +177,10 @@ def sdpa_backends(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causa
                 return sdpa_attention(q, k, v, causal=causal, backend=b)
 
             if not verdict.runs or not _runs(call):
-                rows.append((backend, verdict.status, None, None, None, None, None, None, None))
+                rows.append((backend, verdict.status, None, None, None, None, None, None))
                 notes.append(f"{backend}: {verdict.reason}")
                 continue
             seen = _profiled_call(call, ctx.device)
-            timing = time_callable(call, ctx.device, min_run_time=0.1)
             peak = peak_memory_bytes(call, ctx.device)
             rows.append(
                 (
@@ -103,7 +189,6 @@ def sdpa_backends(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causa
                     seen["entry_op"],
                     seen["ops_per_call"],
                     seen["kernels_per_call"],
-                    timing.median_us,
                     seen["cpu_us"],
                     seen["device_us"],
                     peak,
@@ -122,6 +207,7 @@ def sdpa_backends(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causa
         observed = observe_forward(
             lambda: sdpa_attention(q, k, v, causal=causal), ctx, labels=(LABEL,)
         )
+        offers = what_torch_offers(q, k, v, causal=causal)
     table = Table(
         columns=(
             "backend",
@@ -129,13 +215,12 @@ def sdpa_backends(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causa
             "op",
             "ops_per_call",
             "kernels_per_call",
-            "time_us",
             "cpu_us",
             "device_us",
             "peak_bytes",
         ),
         rows=tuple(rows),
-        units={"time_us": "µs", "cpu_us": "µs", "device_us": "µs", "peak_bytes": "B"},
+        units={"cpu_us": "µs", "device_us": "µs", "peak_bytes": "B"},
     )
     ops_table = Table(
         columns=("backend", "name", "where", "calls", "self_us"),
@@ -153,6 +238,7 @@ def sdpa_backends(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causa
             **observed.facts,
             "chosen": chosen_backend(list(verdicts.values())),
             "chosen_op": next((x.op for x in verdicts.values() if x.status == CHOSEN), None),
+            **offers,
         },
         notes=tuple(notes),
     )
@@ -200,7 +286,7 @@ def sdpa_why(ctx, *, batch_size, num_heads, seq_len, head_dim, big_head_dim, dty
         q, k, v = make_qkv(batch_size, num_heads, seq_len, d, dtype=vdtype, device=ctx.device)
         kwargs = _mask_kwargs(mask, seq_len, q.dtype, ctx.device)
         with torch.no_grad():
-            verdicts = why_backend(q, k, v, dropout_p=dropout_p, **kwargs)
+            verdicts = [_site(x) for x in why_backend(q, k, v, dropout_p=dropout_p, **kwargs)]
         rows.extend(
             (name, vdtype, d, mask, dropout_p, x.backend, x.status, x.op, x.reason)
             for x in verdicts
@@ -235,6 +321,28 @@ def _mask_variants(seq_len: int, dtype: torch.dtype, device) -> tuple:
     )
 
 
+def _naive_with_keep(q, k, v, keep: torch.Tensor) -> torch.Tensor:
+    """Naive attention with a keep-mask (True = take part): plain softmax, no safety net."""
+    scores = (q @ k.transpose(-2, -1)) / q.size(-1) ** 0.5
+    return torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1) @ v
+
+
+def _empty_row(fn: Callable[[], torch.Tensor]) -> tuple[str, str]:
+    """(what the last query row came out as, or why it did not run): the row whose every key
+    the mask hides. "zeros", "NaN", or "finite, not zero"."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            row = fn()[..., -1, :]
+        except RuntimeError as exc:
+            return "did not run", site_reason(unavailable(exc))
+    if torch.isnan(row).any():
+        return "NaN", ""
+    if torch.equal(row, torch.zeros_like(row)):
+        return "zeros", ""
+    return "finite, not zero", ""
+
+
 @experiment(
     "sdpa_masks",
     summary="Causal attention three ways (is_causal, bool mask, float mask) and one wrong way.",
@@ -244,7 +352,7 @@ def _mask_variants(seq_len: int, dtype: torch.dtype, device) -> tuple:
 def sdpa_masks(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype) -> Observed:
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
     reference = naive_attention(q.double(), k.double(), v.double(), causal=True)
-    rows = []
+    rows, calls = [], {}
     with torch.no_grad():
         for name, kwargs, mask in _mask_variants(seq_len, q.dtype, ctx.device):
 
@@ -255,20 +363,34 @@ def sdpa_masks(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype) -> Obser
             bad_rows = int(torch.isnan(out).any(dim=-1).sum())
             err = (out - reference).abs().nan_to_num(nan=float("inf")).max().item()
             seen = _profiled_call(call, ctx.device)
-            timing = time_callable(call, ctx.device, min_run_time=0.1)
+            calls[name] = call
             rows.append(
-                (
+                [
                     name,
                     backend_of_op(seen["entry_op"] or ""),
                     mask.numel() * mask.element_size() if mask is not None else 0,
                     peak_memory_bytes(call, ctx.device),
-                    timing.median_us,
                     seen["ops_per_call"],
                     err if err != float("inf") else None,
                     bad_rows,
                     _prep_ops(call),
-                )
+                ]
             )
+        # The variants against one another, interleaved round by round.
+        timings = time_callables(calls, ctx.device, min_run_time=0.3, cuda_runs=30)
+        wrong = _mask_variants(seq_len, q.dtype, ctx.device)[-1][1]["attn_mask"]
+        empty = [
+            (
+                "naive attention (plain softmax)",
+                *_empty_row(lambda: _naive_with_keep(q, k, v, wrong)),
+            )
+        ]
+        for backend in BACKENDS:
+
+            def pinned(b=backend):
+                return sdpa_attention(q, k, v, attn_mask=wrong, backend=b)
+
+            empty.append((f"SDPA {backend}", *_empty_row(pinned)))
     table = Table(
         columns=(
             "mask",
@@ -276,15 +398,27 @@ def sdpa_masks(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype) -> Obser
             "mask_bytes",
             "peak_bytes",
             "time_us",
+            "time_low_us",
+            "time_high_us",
             "ops_per_call",
             "max_abs_error",
             "nan_rows",
             "prep_ops",
         ),
-        rows=tuple(rows),
-        units={"mask_bytes": "B", "peak_bytes": "B", "time_us": "µs"},
+        rows=tuple(
+            (*r[:4], t.median_us, t.low_us, t.high_us, *r[4:])
+            for r, t in ((r, timings[r[0]]) for r in rows)
+        ),
+        units={"mask_bytes": "B", "peak_bytes": "B", **dict.fromkeys(TIME_COLUMNS, "µs")},
     )
-    return Observed(tables={"masks": table}, facts={"reference": "naive attention in float64"})
+    empty_table = Table(columns=("implementation", "empty_row", "why_not_run"), rows=tuple(empty))
+    return Observed(
+        tables={"masks": table, "empty_row": empty_table},
+        facts={
+            "reference": "naive attention in float64",
+            "timing_method": "the four variants in interleaved rounds, no profiler",
+        },
+    )
 
 
 def _prep_ops(fn: Callable[[], object]) -> str:

@@ -568,3 +568,20 @@ def chrome_bytes(chrome: Mapping) -> bytes:
     """Gzipped, deterministic bytes of a Chrome trace (for the store and downloads)."""
     payload = json.dumps(chrome, separators=(",", ":"), sort_keys=True).encode()
     return gzip.compress(payload, mtime=0)
+
+
+def step_span_rounds(trace: Trace, labels: Iterable[str]) -> dict[str, list[float]]:
+    """Per labelled range: its device time in each profiler step of the trace, in step order.
+
+    Each profiler step is one call of the profiled function, so the list is one sample per
+    call: its spread is the noise a comparison between the ranges must clear. Device time
+    is as `step_span_times` has it (kernel clock on a GPU trace, attributed across threads;
+    CPU time on a CPU trace).
+    """
+    labels = list(labels)
+    result: dict[str, list[float]] = {label: [] for label in labels}
+    for step in sorted(s.step for s in trace.steps):
+        times = step_span_times(trace.in_step(step), labels)
+        for label in labels:
+            result[label].append(times[label]["device_us"])
+    return result

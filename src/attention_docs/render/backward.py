@@ -1,11 +1,16 @@
 # Renderers for the backward-pass chapter: forward and backward time and memory per
 # implementation, the autograd nodes of each backward, and the tensors autograd saves in
 # between, with the sentences whose numbers come from those measurements. Pure: no torch.
+#
+# Times carry their range over rounds (unprofiled, interleaved) or over profiled calls; a
+# ratio whose ranges overlap is "within noise", and a share of the step in the backward
+# whose range holds one half is "as long as the forward, within noise".
 from __future__ import annotations
 
 from dataclasses import replace
 
 from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.profiling.timing import Timing, compare
 from attention_docs.render import _format as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.figures import SERIES_COLORS
@@ -38,39 +43,74 @@ def _ran(m: Measurement) -> dict[str, dict]:
     return {r["implementation"]: r for r in m.tables["compare"].records() if r["status"] == "ok"}
 
 
+def timing(r: dict, prefix: str) -> Timing:
+    """`forward`, `backward`, `profiled_forward`... of a compare row as a Timing."""
+    return Timing(
+        median_us=r[f"{prefix}_us"],
+        iqr_us=0.0,
+        runs=0,
+        method="",
+        rounds_us=(r[f"{prefix}_low_us"], r[f"{prefix}_us"], r[f"{prefix}_high_us"]),
+    )
+
+
+def _time_text(t: Timing) -> str:
+    return f"{fmt.time_us(t.median_us)} ({fmt.time_us(t.low_us)}–{fmt.time_us(t.high_us)})"
+
+
+def ratio(r: dict, prefix: str = "") -> str:
+    """Backward ÷ forward with its range, or "within noise" when the ranges overlap."""
+    c = compare(timing(r, f"{prefix}forward"), timing(r, f"{prefix}backward"))
+    if c.tie:
+        return f"within noise ({c.ratio:.2f}×)"
+    return f"{c.ratio:.2f}× ({c.low:.2f}–{c.high:.2f}×)"
+
+
+def backward_share(r: dict, prefix: str = "") -> str:
+    """The share of forward + backward spent in the backward, with its range."""
+    f, b = timing(r, f"{prefix}forward"), timing(r, f"{prefix}backward")
+    share = b.median_us / (b.median_us + f.median_us)
+    low = b.low_us / (b.low_us + f.high_us)
+    high = b.high_us / (b.high_us + f.low_us)
+    tie = ", within noise of half" if low <= 0.5 <= high else ""
+    return f"{fmt.percent(share)} ({fmt.percent(low)}–{fmt.percent(high)}{tie})"
+
+
 def backward_table(sourced: Sourced) -> str:
-    """Per implementation: forward, backward, their ratio, step time, peak memory, bytes saved."""
+    """Per implementation: forward and backward without the profiler, their ratio, peak
+    memory of forward + backward, and the bytes saved for the backward."""
     m = sourced.measurement
-    where = "GPU" if m.device_kind == "cuda" else "profiled"
     rows = []
     for r in m.tables["compare"].records():
         if r["status"] != "ok":
-            rows.append([f"`{r['implementation']}`", "unavailable", *("—",) * 5])
+            rows.append([f"`{r['implementation']}`", "unavailable", *("—",) * 4])
             continue
         rows.append(
             [
                 f"`{r['implementation']}`",
-                fmt.time_us(r["forward_us"]),
-                fmt.time_us(r["backward_us"]),
-                _num(r["backward_per_forward"], lambda x: f"{x:.1f}×"),
-                fmt.time_us(r["step_us"]),
+                _time_text(timing(r, "forward")),
+                _time_text(timing(r, "backward")),
+                ratio(r),
                 fmt.nbytes(r["step_peak_bytes"]),
                 fmt.nbytes(r["saved_internal_bytes"]),
             ]
         )
     header = [
         "Implementation",
-        f"Forward ({where})",
-        f"Backward ({where})",
-        "Ratio",
-        "Step (no profiler)",
+        "Forward, recording autograd",
+        "Backward",
+        "Backward ÷ forward",
         "Peak memory",
         "Saved",
     ]
     return (
-        markdown_table(header, rows, "lrrrrrr")
+        markdown_table(header, rows, "lrrrrr")
         + "\n\n"
-        + caption_html(sourced, "Forward and backward, per implementation.")
+        + caption_html(
+            sourced,
+            "Forward and backward, per implementation: median and range over interleaved "
+            "rounds, without the profiler.",
+        )
     )
 
 
@@ -98,40 +138,55 @@ def autograd_nodes_table(sourced: Sourced) -> str:
     )
 
 
+def _times(naive: dict, flash: dict) -> str:
+    """How flash's peak compares with naive's: "**4.4×** less", or more at tiny sizes."""
+    a, b = naive["step_peak_bytes"], max(flash["step_peak_bytes"], 1)
+    return f"**{a / b:.2g}×** less" if a >= b else f"**{b / a:.2g}×** more"
+
+
 def backward_claims(m: Measurement) -> str:
-    """Flash against naive: memory saved, bytes kept, and the backward/forward ratios."""
+    """Flash against naive: memory saved, bytes kept; every implementation's backward ÷
+    forward ratio and share of the step in the backward, with their noise."""
     ran = _ran(m)
+    text = ""
     naive, flash = ran.get("naive"), ran.get("sdpa-flash")
-    if not naive or not flash:
-        return ""
-    ratios = ", ".join(
-        f"`{name}` {r['backward_per_forward']:.1f}×"
+    if naive and flash:
+        text = (
+            f"Forward plus backward, `sdpa-flash` peaks at "
+            f"**{fmt.nbytes(flash['step_peak_bytes'])}** where naive attention peaks at "
+            f"{fmt.nbytes(naive['step_peak_bytes'])} ({_times(naive, flash)}). "
+            f"Between the two passes, autograd keeps {fmt.nbytes(naive['saved_internal_bytes'])} "
+            f"for naive attention's backward and {fmt.nbytes(flash['saved_internal_bytes'])} "
+            f"(plus the output, {fmt.nbytes(flash['saved_output_bytes'])}) for "
+            f"FlashAttention's. "
+        )
+    ratios = "; ".join(
+        f"`{name}` {ratio(r)}, {backward_share(r)} of the step in the backward"
         for name, r in ran.items()
-        if r["backward_per_forward"] is not None
     )
-    return (
-        f"Forward plus backward, `sdpa-flash` peaks at **{fmt.nbytes(flash['step_peak_bytes'])}** "
-        f"where naive attention peaks at {fmt.nbytes(naive['step_peak_bytes'])} "
-        f"(**{naive['step_peak_bytes'] / max(flash['step_peak_bytes'], 1):.2g}×** less). "
-        f"Between the two passes, autograd keeps {fmt.nbytes(naive['saved_internal_bytes'])} "
-        f"for naive attention's backward and {fmt.nbytes(flash['saved_internal_bytes'])} (plus "
-        f"the output, {fmt.nbytes(flash['saved_output_bytes'])}) for FlashAttention's. "
-        f"The backward costs, per forward: {ratios}."
+    return text + (
+        f"Without the profiler, backward ÷ forward (range over "
+        f"{m.facts.get('rounds', 'the')} interleaved rounds) and the share of forward + "
+        f"backward spent in the backward: {ratios}."
     )
 
 
 def phase_claim(m: Measurement) -> str:
-    """How the profiled step (sdpa-flash) splits into forward and backward."""
-    steps = {s.label: s for s in m.steps}
-    fwd, bwd = steps.get("attention.forward"), steps.get("attention.backward")
-    if not fwd or not bwd:
+    """How the profiled step splits into forward and backward, call by call."""
+    r = _ran(m).get(m.facts.get("profiled"))
+    if not r or r.get("profiled_forward_us") is None:
         return ""
-    where = "GPU time" if m.device_kind == "cuda" else "time"
-    total = fwd.time_us + bwd.time_us
+    clock = (
+        "on the GPU's kernel clock — the backward's kernels are launched by the autograd "
+        "engine's own thread and counted for `attention.backward` across threads"
+        if m.device_kind == "cuda"
+        else "on the CPU time of the two labelled ranges"
+    )
     return (
-        f"Under the profiler, the `{m.facts.get('profiled')}` step spends "
-        f"{fmt.percent(bwd.time_us / total)} of its {where} in `attention.backward` "
-        f"({fmt.time_us(bwd.time_us)} against {fmt.time_us(fwd.time_us)} forward)."
+        f"Under the profiler, {clock}, the `{m.facts.get('profiled')}` step spends "
+        f"{backward_share(r, 'profiled_')} of its time in `attention.backward` "
+        f"({_time_text(timing(r, 'profiled_backward'))} against "
+        f"{_time_text(timing(r, 'profiled_forward'))} forward, range over the profiled calls)."
     )
 
 

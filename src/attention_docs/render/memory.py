@@ -5,12 +5,15 @@
 from __future__ import annotations
 
 from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.memory_model import is_matrix_sized
 from attention_docs.render import _format as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.tables import markdown_table
 
 AFTER = "after the steps"
+TOO_LARGE = "too large for the free memory"  # experiments/_sweep.py's status for such a point
+ABOVE_MAX = "not run: above max_measured"
 
 
 def memory_timeline_svg(m: Measurement) -> str:
@@ -130,18 +133,33 @@ def peak_claim(m: Measurement) -> str:
     )
 
 
+def live_matrices(m: Measurement) -> int:
+    """The most N×N tensors live at once: allocations of exactly a score matrix's size minus
+    frees of that size, event by event (the mask and the output, other sizes, are not)."""
+    matrix = m.facts["matrix_bytes"]
+    live = most = 0
+    for e in m.tables["events"].records():
+        if is_matrix_sized(e["bytes"], matrix):
+            live += 1 if e["bytes"] > 0 else -1
+            most = max(most, live)
+    return most
+
+
 def allocation_claim(m: Measurement) -> str:
     """How many N×N tensors one forward creates, against how many are live at once."""
     steps = m.tables["steps"].records()
     created = sum(r["score_sized"] for r in steps)
     makers = [r["step"] for r in steps if r["score_sized"]]
-    most_live = max((r["peak_live_bytes"] or 0) for r in steps)
-    at_once = int(most_live // m.facts["matrix_bytes"])
     listed = ", ".join(f"`{s}`" for s in makers)
     return (
         f"One forward creates **{created}** N×N tensors ({listed} each allocate one), "
-        f"but never more than **{at_once}** are live at once."
+        f"but never more than **{live_matrices(m)}** are live at once."
     )
+
+
+def _status(status: str) -> str:
+    """A row's status without the sweep's GiB figures: the prose states them in one unit."""
+    return status.split(" (", maxsplit=1)[0]
 
 
 def peak_table(sourced: Sourced) -> str:
@@ -154,7 +172,7 @@ def peak_table(sourced: Sourced) -> str:
             fmt.nbytes(r["predicted_total_bytes"]),
             fmt.nbytes(r["measured_peak_bytes"]),
             "—" if r["measured_over_predicted"] is None else f"{r['measured_over_predicted']:.3f}",
-            r["status"],
+            _status(r["status"]),
         ]
         for r in m.tables["peak"].records()
     ]
@@ -170,15 +188,19 @@ def peak_table(sourced: Sourced) -> str:
 
 
 def oom_claim(m: Measurement) -> str:
-    """Where this device runs out of memory: predicted, and measured where it was tried."""
+    """Where this device runs out of memory: predicted against the free memory the run had,
+    measured where it was tried, and in words for every length that was not tried."""
     f = m.facts
     rows = m.tables["peak"].records()
     measured = [r for r in rows if r["measured_over_predicted"] is not None]
     worst = max((abs(r["measured_over_predicted"] - 1) for r in measured), default=None)
+    free = f.get("free_bytes", f["memory_bytes"])
     text = (
-        f"This device has **{fmt.nbytes(f['memory_bytes'])}** of {f['memory_kind']}. The model "
-        f"says the longest sequence whose inputs and peak fit in it is "
-        f"**seq_len = {f['predicted_max_seq_len']:,}**."
+        f"This device has **{fmt.nbytes(f['memory_bytes'])}** of {f['memory_kind']}, "
+        f"{fmt.nbytes(free)} of it free when the sweep began. The model says the longest "
+        f"sequence whose inputs and peak fit in that free memory is "
+        f"**seq_len = {f.get('predicted_max_seq_len_free', f['predicted_max_seq_len']):,}** "
+        f"({f['predicted_max_seq_len']:,} if all of it were free)."
     )
     if worst is not None:
         agreement = (
@@ -193,11 +215,27 @@ def oom_claim(m: Measurement) -> str:
     first = f["first_out_of_memory_seq_len"]
     if first is not None:
         text += f" The first length that really ran out of memory was **{first:,}**."
-    elif (
-        f["largest_measured_seq_len"] is not None
-        and f["largest_measured_seq_len"] < f["predicted_max_seq_len"]
-    ):
-        text += " Longer sequences were not run: the rows beyond are the prediction alone."
+    too_large = [r for r in rows if r["status"].startswith(TOO_LARGE)]
+    if too_large:
+        r = too_large[0]
+        text += (
+            f" **seq_len = {r['seq_len']:,}** was not tried: its inputs and peak, "
+            f"{fmt.nbytes(r['predicted_total_bytes'])} by the model, are more than the "
+            f"{fmt.nbytes(free)} that were free"
+            + (
+                f", and neither were the {len(too_large) - 1} longer lengths after it"
+                if len(too_large) > 1
+                else ""
+            )
+            + "."
+        )
+    skipped = [r["seq_len"] for r in rows if r["status"] == ABOVE_MAX]
+    if skipped:
+        span = f"{skipped[0]:,}" if len(skipped) == 1 else f"{skipped[0]:,} to {skipped[-1]:,}"
+        text += (
+            f" seq_len {span} would fit but was not run, to keep the build's memory use small "
+            f"(max_measured = {m.params['max_measured']:,}): those rows are the prediction alone."
+        )
     return text
 
 
