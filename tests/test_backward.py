@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -115,12 +116,17 @@ def test_backward_compare_measures_every_implementation():
     assert list(rows) == list(IMPLEMENTATIONS)
     for name in ("naive", "sdpa-math", "sdpa-flash"):
         r = rows[name]
-        assert r["status"] == "ok" and r["forward_us"] > 0 and r["backward_us"] > 0
-        assert r["step_us"] > 0 and r["backward_per_forward"] > 0
+        assert r["status"] == "ok"
+        for prefix in ("forward", "backward", "profiled_forward", "profiled_backward"):
+            assert r[f"{prefix}_low_us"] <= r[f"{prefix}_us"] <= r[f"{prefix}_high_us"]
         assert r["step_peak_bytes"] >= r["forward_peak_bytes"] > 0
     for name in ("sdpa-efficient", "sdpa-cudnn"):
-        assert rows[name]["status"] == "not available" and rows[name]["step_us"] is None
-    assert len(m.notes) == 2 and all("not available on this device" in n for n in m.notes)
+        assert rows[name]["status"] == "not available" and rows[name]["backward_us"] is None
+    assert m.notes == (
+        "sdpa-efficient: not available on this device for these inputs",
+        "sdpa-cudnn: not available on this device for these inputs",
+    )
+    assert m.facts["rounds"] == 3 and m.facts["profiled_clock"] == "CPU time of the labelled ranges"
     assert rows["naive"]["saved_internal_bytes"] > rows["sdpa-flash"]["saved_internal_bytes"]
     assert rows["sdpa-flash"]["saved_internal_bytes"] == 2 * 32 * 4  # logsumexp, float32
     nodes = m.tables["autograd_nodes"].records()
@@ -133,12 +139,129 @@ def test_backward_compare_measures_every_implementation():
     here = Sourced(m, "measured now", "x.json")
     table = render.backward_table(here)
     assert "`sdpa-flash`" in table and table.count("unavailable") == 2
+    assert table.splitlines()[0].count("|") == 7  # six columns
     assert "sdpa-cudnn: not available" in render.unavailable_implementations(here)
     assert "ScaledDotProductFlashAttentionForCpuBackward0" in render.autograd_nodes_table(here)
-    assert "less" in render.backward_claims(m)
-    assert "attention.backward" in render.phase_claim(m)
+    assert "of the step in the backward" in render.backward_claims(m)
+    assert "on the CPU time of the two labelled ranges" in render.phase_claim(m)
     timeline = render.step_timeline(here)
     assert "Timeline of one forward + backward." in timeline and ">backward<" in timeline
+
+
+def compare_row(forward, backward, prefix="") -> dict:
+    """A compare row with (median, low, high) for the forward and the backward."""
+    row = {"implementation": "sdpa-flash", "status": "ok"}
+    for phase, (med, low, high) in (("forward", forward), ("backward", backward)):
+        row |= {f"{prefix}{phase}_us": med, f"{prefix}{phase}_low_us": low}
+        row[f"{prefix}{phase}_high_us"] = high
+    return row
+
+
+def test_ratio_and_share_of_the_backward_carry_their_noise():
+    from attention_docs.render.backward import backward_share, ratio
+
+    apart = compare_row((100.0, 95.0, 105.0), (250.0, 240.0, 260.0))
+    assert ratio(apart) == "2.50× (2.29–2.74×)"
+    assert backward_share(apart) == "71.4% (69.6%–73.2%)"
+    close = compare_row((100.0, 80.0, 120.0), (105.0, 85.0, 125.0))
+    assert ratio(close) == "within noise (1.05×)"
+    assert backward_share(close).endswith(", within noise of half)")
+
+
+@pytest.fixture(scope="module")
+def cuda_trace():
+    import json
+
+    from conftest import DATA
+
+    from attention_docs.profiling.trace import Trace, trim_chrome
+
+    chrome = json.loads((DATA / "cuda_trace_kineto.json").read_text())
+    return chrome, Trace.from_chrome(trim_chrome(chrome))
+
+
+def test_per_call_phase_times_on_a_cuda_trace_count_the_autograd_threads_kernels(cuda_trace):
+    """What backward_compare reads per profiled call on a GPU: the backward's kernels, all
+    launched from the autograd engine's thread, count for `attention.backward`."""
+    from attention_docs.attention.backward import PHASES
+    from attention_docs.profiling.trace import step_span_rounds
+
+    chrome, trace = cuda_trace
+    events = chrome["traceEvents"]
+    threads = {e["args"]["name"]: e["tid"] for e in events if e.get("name") == "thread_name"}
+    autograd = next(tid for name, tid in threads.items() if "pt_autograd" in name)
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")
+    }
+    work = [
+        e
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    ]
+
+    def windows(name):
+        return [
+            (e["ts"], e["ts"] + e["dur"])
+            for e in events
+            if e.get("cat") == "user_annotation" and e["name"] == name
+        ]
+
+    expected = {}
+    for phase in PHASES:
+        per_step = []
+        for lo, hi in windows(phase):
+            launched = [w for w in work if lo <= launches[w["args"]["correlation"]]["ts"] <= hi]
+            per_step.append(sum(w["dur"] for w in launched))
+        expected[phase] = per_step
+    rounds = step_span_rounds(trace, PHASES)
+    for phase in PHASES:
+        assert rounds[phase] == pytest.approx(expected[phase])
+    from_autograd = sum(
+        w["dur"] for w in work if launches[w["args"]["correlation"]]["tid"] == autograd
+    )
+    # Without the autograd thread's work the backward would be a fill kernel, a few µs.
+    assert (
+        sum(rounds[PHASES[1]])
+        > from_autograd
+        > 10
+        * sum(
+            w["dur"]
+            for w in work
+            if launches[w["args"]["correlation"]]["tid"] != autograd
+            and any(
+                lo <= launches[w["args"]["correlation"]]["ts"] <= hi
+                for lo, hi in windows(PHASES[1])
+            )
+        )
+    )
+
+
+def test_the_phase_claim_on_a_gpu_uses_the_kernel_clock(cuda_trace, tiny_measurement):
+    from attention_docs import render
+    from attention_docs.attention.backward import PHASES
+    from attention_docs.measurements import Table
+    from attention_docs.profiling.device import DeviceInfo
+    from attention_docs.profiling.trace import step_span_rounds
+
+    _, trace = cuda_trace
+    rounds = step_span_rounds(trace, PHASES)
+    f, b = sorted(rounds[PHASES[0]]), sorted(rounds[PHASES[1]])
+    row = compare_row((f[0], f[0], f[-1]), (b[-1], b[0], b[-1]), prefix="profiled_")
+    gpu = DeviceInfo(kind="cuda", name="NVIDIA H200", capability="9.0", memory_bytes=10**11)
+    m = replace(
+        tiny_measurement,
+        experiment="backward_compare",
+        provenance=replace(tiny_measurement.provenance, device=gpu),
+        tables={"compare": Table(tuple(row), (tuple(row.values()),))},
+        facts={"profiled": "sdpa-flash"},
+    )
+    claim = render.phase_claim(m)
+    assert "on the GPU's kernel clock" in claim and "across threads" in claim
+    share = b[-1] / (b[-1] + f[0])
+    assert f"spends {100 * share:.1f}% (" in claim
+    assert "within noise of half" not in claim  # the fixture's backward is ~3× its forward
 
 
 def test_backward_saved_tensors_sweep_and_figure():

@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -21,7 +22,9 @@ from attention_docs.attention.sdpa import (
 )
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv
-from attention_docs.measurements.schema import Sourced
+from attention_docs.measurements import Table
+from attention_docs.measurements import forward as fwd
+from attention_docs.measurements.schema import Measurement, Sourced
 
 
 def reference(q, k, v, causal):
@@ -161,6 +164,7 @@ def test_sdpa_backends_has_a_row_per_backend_and_rows_for_missing_ones(backends_
     m = backends_measurement
     rows = {r["backend"]: r for r in m.tables["backends"].records()}
     assert list(rows) == list(BACKENDS)
+    assert "time_us" not in m.tables["backends"].columns  # forward_times' fact, not this one's
     assert m.facts["chosen"] == "flash"
     assert m.facts["chosen_op"] == "aten::_scaled_dot_product_flash_attention_for_cpu"
     assert rows["flash"]["status"] == CHOSEN and rows["math"]["status"] == ELIGIBLE
@@ -169,12 +173,88 @@ def test_sdpa_backends_has_a_row_per_backend_and_rows_for_missing_ones(backends_
     assert rows["math"]["ops_per_call"] > rows["flash"]["ops_per_call"]
     assert rows["math"]["peak_bytes"] > rows["flash"]["peak_bytes"] > 0
     for name in ("efficient", "cudnn"):
-        assert rows[name]["status"] == UNAVAILABLE and rows[name]["time_us"] is None
+        assert rows[name]["status"] == UNAVAILABLE and rows[name]["ops_per_call"] is None
     assert len(m.notes) == 2 and all("not available on this device" in n for n in m.notes)
     ops = m.tables["backend_ops"].records()
     assert any(r["backend"] == "math" and r["name"] == "aten::bmm" for r in ops)
     assert [s.label for s in m.steps] == ["attention.sdpa"]
     assert m.timeline is not None
+
+
+def test_what_this_torch_offers_is_read_from_it(backends_measurement):
+    from torch.nn import attention
+
+    f = backends_measurement.facts
+    assert f["torch_version"] == torch.__version__
+    # The CPU selector has a fixed order of its own: asked to try math first, it keeps flash.
+    assert set(f["sdpa_priority"]) >= {"math", "flash", "efficient", "cudnn"}
+    assert f["set_priority_supported"] and f["set_priority_math_first"] == "flash"
+    assert f["flash_impls"] == list(attention.list_flash_attention_impls())
+    assert f["flash_impl_active"] is None
+    from attention_docs import render
+
+    claim = render.priority_claim(backends_measurement)
+    assert " → ".join(f"`{b}`" for b in f["sdpa_priority"]) in claim
+    assert "dispatched to `flash`, so its selector does not follow that order" in claim
+    assert "(none was active in this run)" in claim
+    follows = replace(
+        backends_measurement, facts={**f, "set_priority_math_first": "math", "flash_impls": None}
+    )
+    text = render.priority_claim(follows)
+    assert "so its selector follows the order" in text
+    assert "has no `list_flash_attention_impls()`" in text
+
+
+def test_torchs_guess_about_turned_off_kernels_never_reaches_a_reason():
+    from attention_docs.experiments.sdpa import site_reason
+
+    said = (
+        'torch gave no reason beyond "No viable backend for scaled_dot_product_attention was '
+        'found. This is likely due to turning off both the math kernel and the fused kernels."'
+    )
+    cleaned = site_reason(said)
+    assert "This is likely due" not in cleaned and cleaned.endswith('was found."')
+
+
+def forward_times(tiny_measurement, rows) -> Measurement:
+    """A forward_times entry at TINY's shape, causal, with these (name, median, low, high)."""
+    table = [
+        (name, 1, 2, 32, 16, "float32", True, med, lo, hi, 9, "ok" if med else "not available")
+        for name, med, lo, hi in rows
+    ]
+    return replace(
+        tiny_measurement,
+        experiment="forward_times",
+        tables={"times": Table(fwd.COLUMNS, tuple(table))},
+        facts={"method": "test"},
+    )
+
+
+def test_backend_times_and_speedup_come_from_forward_times(backends_measurement, tiny_measurement):
+    from attention_docs import render
+
+    times = forward_times(
+        tiny_measurement,
+        [
+            ("SDPA math", 300.0, 290.0, 310.0),
+            ("SDPA flash", 100.0, 95.0, 105.0),
+            ("SDPA efficient", None, None, None),
+            ("SDPA cudnn", None, None, None),
+        ],
+    )
+    here = Sourced(backends_measurement, "measured now", "x.json")
+    table = render.backend_times(Sourced(times, "from the store", "t.json"), here)
+    assert 'data-fact="forward|' in table and "3.00× (2.76–3.26×)" in table
+    assert table.count("not available") == 2
+    claims = render.backend_claims(backends_measurement, times)
+    assert "**`flash`**" in claims
+    assert "SDPA flash is 3.00× (2.76–3.26×) faster than SDPA math" in claims
+    assert 'data-fact="ratio|' in claims
+    tied = forward_times(
+        tiny_measurement,
+        [("SDPA math", 100.0, 90.0, 110.0), ("SDPA flash", 98.0, 95.0, 105.0)],
+    )
+    assert "within noise" in render.backend_claims(backends_measurement, tied)
 
 
 def test_sdpa_backends_renders(backends_measurement):
@@ -183,9 +263,8 @@ def test_sdpa_backends_renders(backends_measurement):
     here = Sourced(backends_measurement, "measured now", "x.json")
     table = render.backend_table(here)
     assert "**chosen**" in table and table.count("unavailable") == 2
-    claims = render.backend_claims(backends_measurement)
-    assert "**`flash`**" in claims and "faster" in claims
-    assert "<svg" in render.backend_time_figure(here)
+    assert "CPU-side time (profiled)" in table and "Kernels / call" not in table
+    assert table.splitlines()[0].count("|") <= 7  # at most six columns
     timeline = render.sdpa_timeline(here)
     assert "Timeline of one SDPA call." in timeline and ">sdpa<" in timeline
     assert "aten::bmm" in render.backend_ops_table(here)
@@ -212,8 +291,13 @@ def test_sdpa_why_explains_each_variant():
     assert "dropout 0.1 (→ `math`)" in render.why_claims(m)
 
 
-def test_sdpa_masks_shows_the_cost_and_the_polarity_trap():
-    m = run_experiment("sdpa_masks", TINY, device="cpu")
+@pytest.fixture(scope="module")
+def masks_measurement():
+    return run_experiment("sdpa_masks", TINY, device="cpu")
+
+
+def test_sdpa_masks_shows_the_cost_and_the_polarity_trap(masks_measurement):
+    m = masks_measurement
     rows = m.tables["masks"].records()
     assert rows[0]["mask"] == "is_causal=True"
     causal, keep, add, wrong = rows
@@ -221,13 +305,58 @@ def test_sdpa_masks_shows_the_cost_and_the_polarity_trap():
     assert keep["mask_bytes"] == 32 * 32 and add["mask_bytes"] == 4 * 32 * 32
     for r in (causal, keep, add):
         assert r["max_abs_error"] < 1e-4
+        assert r["time_low_us"] <= r["time_us"] <= r["time_high_us"]
     assert wrong["max_abs_error"] is None or wrong["max_abs_error"] > 0.1
     assert "aten::where" in keep["prep_ops"] and causal["prep_ops"] == "none"
     from attention_docs import render
 
     here = Sourced(m, "measured now", "x.json")
-    assert "`where`" in render.mask_table(here)
-    assert "masked_fill" in render.mask_claims(m)
+    table = render.mask_table(here)
+    assert "| 1 (baseline) |" in table and "Time ÷ is_causal's" in table
+    assert table.splitlines()[0].count("|") <= 7
+    claims = render.mask_claims(m)
+    assert "masked_fill" in claims and "`aten::where`" in claims
+
+
+def test_mask_times_are_ratios_to_is_causal_with_their_range_or_a_tie():
+    from attention_docs.render.sdpa import versus_causal
+
+    base = {"time_us": 100.0, "time_low_us": 95.0, "time_high_us": 105.0}
+    slower = {"time_us": 150.0, "time_low_us": 140.0, "time_high_us": 160.0}
+    close = {"time_us": 103.0, "time_low_us": 99.0, "time_high_us": 110.0}
+    assert versus_causal(base, slower) == "1.50× (1.33–1.68×)"
+    assert versus_causal(base, close) == "within noise (1.03×)"
+
+
+def test_the_empty_row_is_stated_for_the_backends_that_ran_here(masks_measurement):
+    m = masks_measurement
+    empty = {r["implementation"]: r for r in m.tables["empty_row"].records()}
+    assert empty["naive attention (plain softmax)"]["empty_row"] == "NaN"
+    assert empty["SDPA math"]["empty_row"] == empty["SDPA flash"]["empty_row"] == "zeros"
+    for name in ("SDPA efficient", "SDPA cudnn"):
+        assert empty[name]["empty_row"] == "did not run"
+        assert empty[name]["why_not_run"] == "not available on this device for these inputs"
+    from attention_docs import render
+
+    claim = render.empty_row_claim(m)
+    assert "Measured on this CPU" in claim
+    assert "SDPA math and SDPA flash returned zeros" in claim
+    assert "naive attention (plain softmax) returned NaN" in claim
+    assert "SDPA efficient and SDPA cudnn did not run here (not available on this device" in claim
+    assert "does not even leave a NaN" in claim
+    assert "This is likely due" not in claim
+    # A backend that returned NaN withdraws the "no NaN to notice" sentence.
+    records = m.tables["empty_row"].records()
+    rows = tuple(
+        (
+            r["implementation"],
+            "NaN" if r["implementation"] == "SDPA flash" else r["empty_row"],
+            r["why_not_run"],
+        )
+        for r in records
+    )
+    nan = replace(m, tables={**m.tables, "empty_row": replace(m.tables["empty_row"], rows=rows)})
+    assert "does not even leave a NaN" not in render.empty_row_claim(nan)
 
 
 @pytest.mark.parametrize("backend", ["math", "flash"])
