@@ -85,7 +85,8 @@ def candidates(device: torch.device) -> tuple[list[Candidate], list[str]]:
             )
     flex = _module("flex", notes)
     if flex:
-        flex_fn = flex.compiled_flex_attention()
+        # Shape-generic kernels: one compile per mask and head_dim, not one per grid cell.
+        flex_fn = flex.compiled_flex_attention(dynamic=True)
         masks = functools.cache(lambda n: flex.block_mask_for(flex.causal, n, device))
 
         def flex_build(c: bool) -> Attention:
@@ -93,7 +94,11 @@ def candidates(device: torch.device) -> tuple[list[Candidate], list[str]]:
             return lambda q, k, v: flex_fn(q, k, v, block_mask=masks(q.size(-2)) if c else None)
 
         found.append(
-            Candidate(fwd.FLEX, flex_build, "a kernel generated for the mask; skips masked blocks")
+            Candidate(
+                fwd.FLEX,
+                flex_build,
+                "a kernel generated for the mask (shape-generic); skips masked blocks",
+            )
         )
     tiled = _module("tiled", notes)
     if tiled:
