@@ -191,7 +191,7 @@ def test_plan_lists_the_parameters_each_request_gets_on_cuda(tmp_path, capsys):
     [
         ("../evil", None, "points outside the archive ('../evil')"),
         ("store/../../evil", None, "points outside the archive"),
-        ("/tmp/evil", None, "absolute path ('/tmp/evil')"),
+        ("/abs/evil", None, "absolute path ('/abs/evil')"),
         (None, "store/x/evil", "holds a link ('store/x/evil')"),
         ("evil.sh", None, "neither run-log.json nor a store entry"),
     ],
