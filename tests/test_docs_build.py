@@ -202,6 +202,44 @@ def test_index_summarises_the_build(site):
     assert re.search(r"It rendered <strong>\d+</strong> measurements", text)
 
 
+FACT = re.compile(r'<span class="ad-fact" data-fact="([^"]+)">(.*?)</span>', re.S)
+VALUE = re.compile(r"\d[\d.,]*\s?(?:[a-zµ%×]+(?:/s)?|[A-Z][A-Za-z]*/s)?")
+
+
+def fact_value(text: str) -> str:
+    """The value a fact states: its first number with its unit (`9.62 ms`, `2.20×`)."""
+    found = VALUE.search(re.sub(r"<[^>]+>", "", text))
+    return found.group(0).strip() if found else text
+
+
+def test_no_fact_is_stated_with_two_values(site):
+    """One fact, one number: every place that states a shared fact shows the same value."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    for page in pages(site):
+        rel = page.relative_to(site).as_posix()
+        for fact_id, text in FACT.findall(page.read_text(encoding="utf-8")):
+            seen.setdefault(fact_id, {}).setdefault(fact_value(text), []).append(rel)
+    assert seen, "no page marks any shared fact (render.compare.fact)"
+    conflicts = {f: values for f, values in seen.items() if len(values) > 1}
+    assert not conflicts, f"facts stated with two values: {conflicts}"
+    # The check means something only if facts are shared: some are stated on several pages.
+    shared = [f for f, values in seen.items() if len({p for ps in values.values() for p in ps}) > 1]
+    assert len(shared) >= 3, f"too few facts stated on more than one page: {shared}"
+
+
+def test_speed_claims_come_from_the_comparison_helpers(site):
+    """An "N× faster/slower" outside a marked comparison was typed or computed without noise."""
+    offenders = []
+    for page in pages(site):
+        text = FACT.sub("", page.read_text(encoding="utf-8"))
+        text = re.sub(r"<(script|style|svg)\b.*?</\1>", "", text, flags=re.S)
+        for claim in re.findall(
+            r"[\d.]+\s?× (?:faster|slower|as fast)", re.sub(r"<[^>]+>", "", text)
+        ):
+            offenders.append(f"{page.relative_to(site)}: {claim}")
+    assert not offenders, offenders
+
+
 # --- The store inside MkDocs, on a minimal site --------------------------------------------
 
 MINIMAL_CONFIG = """

@@ -183,6 +183,13 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
             f"{what}: the worker finished but wrote no readable entry to {s.store}"
         )
     _log.refreshed.add((experiment, key))
+    if found.provenance.busy:
+        log.warning(
+            "%s was measured while other work competed for the machine (%s); it is flagged "
+            "as busy in the build summary: measure it again on an idle machine",
+            what,
+            found.provenance.load.describe(),
+        )
     return _record(found, requested, "measured during this build", store, elapsed)
 
 

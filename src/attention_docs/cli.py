@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the experiments behind 'Attention, Profiled' and read the measurement store.",
     )
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{list,run,show,prune,migrate}"
+        dest="command", required=True, metavar="{list,run,show,prune,migrate,import-archive}"
     )
     sub.add_parser("list", help="list experiments and their parameters")
 
@@ -66,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
         help="rename entries named by device kind (KEY.cpu.json) to their device id",
     )
     migrate.add_argument("--store", type=Path, default=DEFAULT_STORE)
+
+    from attention_docs import archive
+
+    archive.add_parser(sub)
 
     worker = sub.add_parser("_worker", help=argparse.SUPPRESS)
     worker.add_argument("name")
@@ -307,6 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and args.command not in ("run", "show"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    from attention_docs import archive
     from attention_docs.experiments.registry import ExperimentError
     from attention_docs.experiments.runner import BusyMachineError
     from attention_docs.profiling.device import DeviceError
@@ -317,6 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "show": lambda: cmd_show(args, extra),
         "prune": lambda: cmd_prune(args),
         "migrate": lambda: cmd_migrate(args),
+        "import-archive": lambda: archive.cmd_import_archive(args, parser.prog),
         "_worker": lambda: cmd_worker(args),
     }
     try:

@@ -121,21 +121,22 @@ def block_counts(block_mask: BlockMask) -> dict[str, int]:
 
 
 # --8<-- [start:compiled]
-_compiled_flex = None
+_compiled_flex: dict[bool, Callable[..., torch.Tensor]] = {}
 
 
-def compiled_flex_attention() -> Callable[..., torch.Tensor]:
+def compiled_flex_attention(*, dynamic: bool = False) -> Callable[..., torch.Tensor]:
     """`flex_attention` through torch.compile: the mods are traced into one fused kernel.
 
     Called without torch.compile, flex_attention runs an unfused reference path that
     materialises the whole score matrix (and warns about it). `dynamic=False` keeps every
-    kernel specialised to its shapes: after a few different mods, the default would switch
-    to shape-generic kernels, which are slower and, on the CPU backend, less mature.
+    kernel specialised to its shapes (one compile per shape): after a few different mods,
+    the default would switch to shape-generic kernels. `dynamic=True` asks for the
+    shape-generic kernels from the start, so that a sweep over many sequence lengths pays a
+    handful of compiles instead of one per shape.
     """
-    global _compiled_flex  # noqa: PLW0603 - one compiled wrapper per process, reused by all mods
-    if _compiled_flex is None:
-        _compiled_flex = torch.compile(flex_attention, dynamic=False)
-    return _compiled_flex
+    if dynamic not in _compiled_flex:
+        _compiled_flex[dynamic] = torch.compile(flex_attention, dynamic=dynamic)
+    return _compiled_flex[dynamic]
 
 
 # --8<-- [end:compiled]

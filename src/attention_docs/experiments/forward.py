@@ -41,6 +41,9 @@ class Candidate:
     name: str
     build: Callable[[bool], Attention]  # causal -> fn(q, k, v)
     trick: str
+    # (q, k, v, causal) -> a zero-argument call, for implementations with per-call set-up
+    # (checks, configuration) that must stay out of the timed region.
+    prepare: Callable[..., Callable[[], torch.Tensor]] | None = None
 
 
 # --8<-- [start:candidates]
@@ -82,7 +85,8 @@ def candidates(device: torch.device) -> tuple[list[Candidate], list[str]]:
             )
     flex = _module("flex", notes)
     if flex:
-        flex_fn = flex.compiled_flex_attention()
+        # Shape-generic kernels: one compile per mask and head_dim, not one per grid cell.
+        flex_fn = flex.compiled_flex_attention(dynamic=True)
         masks = functools.cache(lambda n: flex.block_mask_for(flex.causal, n, device))
 
         def flex_build(c: bool) -> Attention:
@@ -90,7 +94,11 @@ def candidates(device: torch.device) -> tuple[list[Candidate], list[str]]:
             return lambda q, k, v: flex_fn(q, k, v, block_mask=masks(q.size(-2)) if c else None)
 
         found.append(
-            Candidate(fwd.FLEX, flex_build, "a kernel generated for the mask; skips masked blocks")
+            Candidate(
+                fwd.FLEX,
+                flex_build,
+                "a kernel generated for the mask (shape-generic); skips masked blocks",
+            )
         )
     tiled = _module("tiled", notes)
     if tiled:
@@ -110,6 +118,7 @@ def candidates(device: torch.device) -> tuple[list[Candidate], list[str]]:
                     fwd.TRITON,
                     lambda c: lambda q, k, v: triton.triton_flash_attention(q, k, v, causal=c),
                     "tiles and online softmax in one kernel",
+                    prepare=lambda q, k, v, c: triton.prepare_triton_flash(q, k, v, causal=c),
                 )
             )
         else:
@@ -198,7 +207,15 @@ def time_shape(
                 f"not timed above seq_len {grid.tiled_max_seq_len}: the Python loop is too slow"
             )
             continue
-        fn = functools.partial(cand.build(shape.causal), q, k, v)
+        try:
+            fn = (
+                cand.prepare(q, k, v, shape.causal)
+                if cand.prepare
+                else functools.partial(cand.build(shape.causal), q, k, v)
+            )
+        except Exception as exc:
+            statuses[cand.name] = unavailable(exc)
+            continue
         statuses[cand.name] = _ready(fn)
         if statuses[cand.name] == fwd.OK:
             fns[cand.name] = fn
@@ -231,7 +248,7 @@ def forward_times(ctx, *, tiny) -> Observed:
     if tiny:
         shapes = [s for s in shapes if s.seq_len == grid.seq_lens[0] and s.head_dim == 64]
     impls, notes = candidates(ctx.device)
-    min_run = 0.15 if ctx.device.type == "cpu" else 0.1
+    min_run = 0.1
     rows = []
     for shape in shapes:
         rows.extend(time_shape(impls, shape, ctx.device, grid=grid, min_run=min_run))

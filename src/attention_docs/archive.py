@@ -1,0 +1,317 @@
+# The archive that carries measurements from a GPU machine to the store: one gzipped tar
+# holding `run-log.json` (what ran, on what, how long, what failed) and `store/`, a store
+# folder (`store/<experiment>/<key>.<device id>.json` and its gzipped traces).
+# `tools/gpu_measure.py` writes it (`write_archive`); `python -m attention_docs
+# import-archive` reads it (`import_archive`). Reading never extracts: every member is
+# checked (no absolute path, no `..`, no link, only the names above, a size cap) and read
+# into memory; every entry must read as this build's Measurement under the name the store
+# would give it, and is sorted into current or stale (its key is not the key this code gives
+# its parameters: it was measured with other code) before anything is written. Writes go
+# through the store's lock and its atomic, mode-0644 writes.
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import re
+import tarfile
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+RUN_LOG = "run-log.json"
+STORE_DIR = "store"
+MAX_MEMBER_BYTES = 64 * 2**20
+MAX_TOTAL_BYTES = 512 * 2**20
+_ENTRY = re.compile(
+    r"store/(?P<experiment>[A-Za-z0-9_]+)/(?P<key>[A-Za-z0-9]+)\.(?P<device>(?:cpu|cuda)-[a-z0-9-]+)"
+    r"(?P<suffix>\.json|\.trace\.json\.gz)"
+)
+
+
+class ArchiveError(Exception):
+    """The archive or one of its entries cannot be used; the message is one sentence."""
+
+
+def write_archive(path: Path, store_root: Path, run_log: dict[str, Any]) -> Path:
+    """Pack `run_log` and the store at `store_root` into the gzipped tar `path`, atomically.
+
+    Members are `run-log.json` then the store's files in sorted order, with relative names,
+    mode 0644 and no dates, owners or gzip timestamp: the same inputs give the same bytes.
+    """
+    files = sorted(
+        p
+        for p in Path(store_root).glob("*/*")
+        if p.is_file() and not p.name.startswith(".") and _ENTRY.fullmatch(_member(store_root, p))
+    )
+    members = [(RUN_LOG, (json.dumps(run_log, indent=1, sort_keys=True) + "\n").encode())]
+    members += [(_member(store_root, p), p.read_bytes()) for p in files]
+    buffer = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(buffer.getvalue())
+    tmp.replace(path)
+    return path
+
+
+def _member(store_root: Path, path: Path) -> str:
+    return f"{STORE_DIR}/{path.relative_to(store_root).as_posix()}"
+
+
+def read_members(path: Path) -> dict[str, bytes]:
+    """Every file member of the archive by name, after the safety checks; raises ArchiveError."""
+    name = Path(path).name
+    files: dict[str, bytes] = {}
+    total = 0
+    try:
+        with tarfile.open(path, mode="r:gz") as tar:
+            for info in tar:
+                member = info.name
+                parts = PurePosixPath(member).parts
+                if member.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", member):
+                    raise ArchiveError(f"{name} holds a member with an absolute path ({member!r})")
+                if ".." in parts or "\\" in member:
+                    raise ArchiveError(
+                        f"{name} holds a member that points outside the archive ({member!r})"
+                    )
+                if info.issym() or info.islnk():
+                    raise ArchiveError(f"{name} holds a link ({member!r}), which is never imported")
+                if info.isdir():
+                    continue
+                if not info.isfile():
+                    raise ArchiveError(f"{name} holds {member!r}, which is not a plain file")
+                member = PurePosixPath(member).as_posix()  # drops `./` and doubled slashes
+                if member != RUN_LOG and not _ENTRY.fullmatch(member):
+                    raise ArchiveError(
+                        f"{name} holds {member!r}, which is neither {RUN_LOG} nor a store entry "
+                        "(store/<experiment>/<key>.<device id>.json or .trace.json.gz)"
+                    )
+                if member in files:
+                    raise ArchiveError(f"{name} holds {member!r} twice")
+                total += info.size
+                if info.size > MAX_MEMBER_BYTES or total > MAX_TOTAL_BYTES:
+                    raise ArchiveError(
+                        f"{name} is larger than an archive of measurements can be "
+                        f"({member!r} takes it past {MAX_TOTAL_BYTES // 2**20} MiB)"
+                    )
+                handle = tar.extractfile(info)
+                files[member] = handle.read() if handle else b""
+    except FileNotFoundError:
+        raise ArchiveError(f"there is no file {path}") from None
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise ArchiveError(
+            f"{name} is not a readable gzipped tar archive ({type(exc).__name__}: {exc})"
+        ) from None
+    return files
+
+
+@dataclass
+class Entry:
+    """One measurement found in an archive, checked against this build's code."""
+
+    name: str  # store-relative: <experiment>/<key>.<device>.json
+    measurement: Any  # Measurement
+    data: bytes
+    trace: tuple[str, bytes] | None  # store-relative name and bytes
+    stale: str | None  # why it is stale, or None when its key is current
+
+
+@dataclass
+class Contents:
+    run_log: dict[str, Any] | None
+    entries: list[Entry] = field(default_factory=list)
+
+
+def check_archive(path: Path) -> Contents:
+    """The archive's run log and entries, every one readable; raises ArchiveError."""
+    from attention_docs.experiments.registry import get
+    from attention_docs.measurements.schema import Measurement
+
+    name = Path(path).name
+    files = read_members(path)
+    run_log = None
+    if RUN_LOG in files:
+        try:
+            run_log = json.loads(files[RUN_LOG])
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ArchiveError(f"{name}: {RUN_LOG} is not valid JSON ({exc})") from None
+        if not isinstance(run_log, dict):
+            raise ArchiveError(f"{name}: {RUN_LOG} does not hold a JSON object")
+    contents = Contents(run_log)
+    traces = {m for m in files if m.endswith(".trace.json.gz")}
+    for member in sorted(m for m in files if m.endswith(".json") and m != RUN_LOG):
+        where = f"{name}: {member}"
+        try:
+            m = Measurement.loads(files[member].decode("utf-8"))
+        except Exception as exc:  # a malformed entry can fail in many ways
+            raise ArchiveError(
+                f"{where} is not a measurement this build can read ({exc})".replace("\n", " ")
+            ) from None
+        rel = member.removeprefix(f"{STORE_DIR}/")
+        expected = f"{m.experiment}/{m.key}.{m.device_id}.json"
+        if rel != expected:
+            raise ArchiveError(f"{where} holds the measurement that belongs at {expected}")
+        trace = None
+        if m.trace_file:
+            trace_member = f"{STORE_DIR}/{m.trace_file}"
+            expected_trace = f"{m.experiment}/{m.key}.{m.device_id}.trace.json.gz"
+            if m.trace_file != expected_trace:
+                raise ArchiveError(
+                    f"{where} names the trace {m.trace_file!r}, not {expected_trace}"
+                )
+            if trace_member not in files:
+                raise ArchiveError(f"{where} names the trace {m.trace_file}, which is missing")
+            try:
+                json.loads(gzip.decompress(files[trace_member]))
+            except (OSError, EOFError, zlib.error, ValueError) as exc:
+                raise ArchiveError(
+                    f"{name}: {trace_member} is not a gzipped JSON trace ({exc})"
+                ) from None
+            trace = (m.trace_file, files[trace_member])
+            traces.discard(trace_member)
+        try:
+            current = get(m.experiment).key(m.requested)
+            stale = (
+                None
+                if current == m.key
+                else (
+                    f"measured with other code (its key {m.key}; this code gives {m.experiment} "
+                    f"with these parameters the key {current})"
+                )
+            )
+        except ValueError as exc:  # ExperimentError: gone, or its parameters changed
+            stale = f"measured with other code ({exc})"
+        contents.entries.append(Entry(rel, m, files[member], trace, stale))
+    if traces:
+        raise ArchiveError(f"{name} holds {min(traces)}, a trace that no entry names")
+    return contents
+
+
+@dataclass
+class Imported:
+    contents: Contents
+    written: list[tuple[Entry, bool]]  # (entry, replaced an existing file)
+    left_out: list[Entry]  # stale entries not imported
+
+
+def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -> Imported:
+    """Copy the archive's entries (stale ones only with `allow_stale`) into the store.
+
+    Nothing is written unless every entry of the archive is readable.
+    """
+    from attention_docs.measurements.store import Store, _atomic_write
+
+    contents = check_archive(path)
+    chosen = [e for e in contents.entries if allow_stale or e.stale is None]
+    left_out = [e for e in contents.entries if e not in chosen]
+    store = Store(store_root)
+    written = []
+    with store._lock():
+        for entry in chosen:
+            target = store.root / entry.name
+            replaced = target.exists()
+            old_trace = target.with_name(target.name.removesuffix(".json") + ".trace.json.gz")
+            if entry.trace:
+                _atomic_write(store.root / entry.trace[0], entry.trace[1])
+            elif old_trace.exists():
+                old_trace.unlink()  # the new entry has no trace: the old one would be orphaned
+            _atomic_write(target, entry.data)
+            written.append((entry, replaced))
+    return Imported(contents, written, left_out)
+
+
+def _run_summary(run_log: dict[str, Any] | None) -> list[str]:
+    if not run_log:
+        return ["the archive has no run log"]
+    env = run_log.get("environment") or {}
+    device = env.get("device_label") or run_log.get("device", "?")
+    software = ", ".join(
+        f"{what} {env[key]}"
+        for what, key in (("torch", "torch"), ("CUDA", "cuda"), ("Triton", "triton"))
+        if env.get(key)
+    )
+    requests = run_log.get("requests") or []
+    counts = defaultdict(int)
+    for r in requests:
+        counts[r.get("status", "?")] += 1
+    lines = [
+        f"run on {device}"
+        + (f" ({software})" if software else "")
+        + f": {len(requests)} requests, "
+        + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        + f", {run_log.get('total_s', '?')} s"
+    ]
+    for r in requests:
+        if r.get("status") in ("failed", "skipped"):
+            reason = (r.get("error") or r.get("reason") or "").strip().splitlines()
+            lines.append(
+                f"  {r['status']} on the device: {r.get('experiment')} {json.dumps(r.get('requested'))}"
+                + (f": {reason[-1][:160]}" if reason else "")
+            )
+    return lines
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "import-archive",
+        help="import a measurements.tar.gz made by tools/gpu_measure.py into the store",
+        description="Check every entry of FILE against this build's code and copy the current "
+        "ones into the store. Exit code 0: all imported; 1: stale entries were left out; "
+        "2: the archive or an entry is unusable (nothing imported).",
+    )
+    parser.add_argument("file", type=Path, help="the archive (measurements.tar.gz)")
+    parser.add_argument("--store", type=Path, default=Path("docs/measurements"))
+    parser.add_argument(
+        "--allow-stale",
+        action="store_true",
+        help="also import entries measured with other code (their key is no longer current)",
+    )
+
+
+def cmd_import_archive(args: argparse.Namespace, prog: str = "python -m attention_docs") -> int:
+    import sys
+
+    try:
+        result = import_archive(args.file, args.store, allow_stale=args.allow_stale)
+    except ArchiveError as exc:
+        print(f"{prog}: error: {exc}; nothing was imported.", file=sys.stderr)
+        return 2
+    for line in _run_summary(result.contents.run_log):
+        print(line)
+    by_device: dict[str, list[tuple[Entry, bool]]] = defaultdict(list)
+    for entry, replaced in result.written:
+        by_device[entry.measurement.device_id].append((entry, replaced))
+    for device in sorted(by_device):
+        written = by_device[device]
+        replaced = sum(r for _, r in written)
+        print(
+            f"{device}: {len(written)} entr{'y' if len(written) == 1 else 'ies'} imported into "
+            f"{args.store} ({len(written) - replaced} new, {replaced} replaced)"
+        )
+        for entry, was in written:
+            note = " (stale)" if entry.stale else ""
+            trace = " + trace" if entry.trace else ""
+            print(f"  {'replaced' if was else 'new':8} {entry.name}{trace}{note}")
+    if not result.written:
+        print(f"no entries imported into {args.store}")
+    for entry in result.left_out:
+        print(f"stale, not imported: {entry.name}: {entry.stale}")
+    if result.left_out:
+        print(
+            f"{len(result.left_out)} stale entr{'y was' if len(result.left_out) == 1 else 'ies were'} "
+            "left out; pass --allow-stale to import them anyway"
+        )
+        return 1
+    return 0

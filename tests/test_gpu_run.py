@@ -1,0 +1,262 @@
+# The one-call GPU run, rehearsed on the CPU: tools/gpu_measure.py runs a manifest in worker
+# processes and packs one archive; `import-archive` checks it and fills a store.
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import io
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from attention_docs import cli
+from attention_docs.archive import RUN_LOG, write_archive
+from attention_docs.book import local_device_id
+from attention_docs.experiments.registry import get
+from attention_docs.measurements.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "tools" / "gpu_measure.py"
+QUICK = {"experiment": "_test_quick", "requested": {"seq_len": 8}}
+FAILS = {"experiment": "_test_raises", "requested": {"value": 3}}
+
+
+def gpu_measure(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    manifest = tmp / "requests.json"
+    manifest.write_text(json.dumps([FAILS, QUICK]), encoding="utf-8")
+    (tmp / "no-estimates").mkdir(exist_ok=True)
+    return subprocess.run(
+        [
+            *(sys.executable, str(SCRIPT), "--device", "cpu", "--requests", str(manifest)),
+            *("--estimates", str(tmp / "no-estimates"), "--out", str(tmp / "out"), *args),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        timeout=600,
+    )
+
+
+def members(archive: Path) -> dict[str, bytes]:
+    with tarfile.open(archive, "r:gz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+
+
+def pack(path: Path, files: dict[str, bytes], link: str | None = None) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        if link:
+            info = tarfile.TarInfo(link)
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            tar.addfile(info)
+    return path
+
+
+def import_archive(capsys, *args) -> tuple[int, str, str]:
+    code = cli.main(["import-archive", *map(str, args)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gpu-run")
+    proc = gpu_measure(tmp, "--budget-s", "600")
+    return tmp, proc
+
+
+def test_rehearsal_measures_packs_and_imports(rehearsal):
+    tmp, proc = rehearsal
+    assert proc.returncode == 1, proc.stderr  # one request failed, on purpose
+    progress = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert len(progress) == 2
+    assert "_test_quick" in progress[1] and " ok " in progress[1]
+    assert "failed" in progress[0] and "deliberate failure with value=3" in progress[0]
+
+    archive = tmp / "out" / "measurements.tar.gz"
+    files = members(archive)
+    names = list(files)
+    assert names[0] == RUN_LOG and names[1:] == sorted(names[1:])
+    assert all(not n.startswith("/") and ".." not in n for n in names)
+    log = json.loads(files[RUN_LOG])
+    device = local_device_id("cpu")
+    assert log["complete"] and log["device"] == "cpu"
+    assert log["environment"]["device_id"] == device and log["environment"]["torch"]
+    by_name = {r["experiment"]: r for r in log["requests"]}
+    assert by_name["_test_raises"]["status"] == "failed"
+    assert "ValueError: deliberate failure with value=3" in by_name["_test_raises"]["error"]
+    quick = by_name["_test_quick"]
+    key = get("_test_quick").key(QUICK["requested"])
+    assert quick["status"] == "ok" and quick["params"] == {"seq_len": 8, "causal": True}
+    assert quick["entries"] == [
+        f"_test_quick/{key}.{device}.json",
+        f"_test_quick/{key}.{device}.trace.json.gz",
+    ]
+    assert sorted(n for n in names if n != RUN_LOG) == [f"store/{e}" for e in quick["entries"]]
+    assert sorted(p.name for p in (tmp / "out").iterdir()) == [
+        "measurements.tar.gz",
+        "run-log.json",
+    ]
+    assert json.loads((tmp / "out" / "run-log.json").read_text()) == log
+
+    store = tmp / "imported"
+    out = subprocess.run(
+        [sys.executable, "-m", "attention_docs", "import-archive", str(archive), "--store", store],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"{device}: 1 entry imported" in out.stdout
+    assert "failed on the device: _test_raises" in out.stdout
+    m = Store(store).get("_test_quick", key, device)
+    assert m is not None and m.device_id == device and m.params["seq_len"] == 8
+    for path in (store / "_test_quick").iterdir():
+        assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_no_budget_skips_every_request_and_says_so(tmp_path):
+    proc = gpu_measure(tmp_path, "--budget-s", "0")
+    assert proc.returncode == 1
+    assert "0 ok, 0 failed, 2 skipped" in proc.stdout
+    assert proc.stdout.count("skipped     0.0 s") == 2 and "over budget" in proc.stdout
+    files = members(tmp_path / "out" / "measurements.tar.gz")
+    assert list(files) == [RUN_LOG]
+    log = json.loads(files[RUN_LOG])
+    assert [r["status"] for r in log["requests"]] == ["skipped", "skipped"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_missing_device_skips_every_request_with_the_reason(tmp_path):
+    manifest = tmp_path / "requests.json"
+    manifest.write_text(json.dumps([QUICK]), encoding="utf-8")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "cuda", "--requests", manifest, "--out", out],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1
+    log = json.loads((out / "run-log.json").read_text())
+    assert "no usable CUDA device" in log["environment"]["error"]
+    assert log["requests"][0]["status"] == "skipped"
+    assert log["requests"][0]["reason"].startswith("the device is unusable")
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("gpu_measure", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shared_requests_run_first_then_the_cheapest():
+    script = load_script()
+    requests = [
+        {"experiment": "slow", "requested": {}},
+        {"experiment": "forward_times", "requested": {}},
+        {"experiment": "cheap", "requested": {}},
+        {"experiment": "machine_ceilings", "requested": {}},
+        {"experiment": "unknown", "requested": {}},
+    ]
+    known = {"slow": 90.0, "cheap": 3.0, "forward_times": 200.0}
+    order = [r["experiment"] for r in script.run_order(requests, known, default=20.0)]
+    assert order == ["machine_ceilings", "forward_times", "cheap", "unknown", "slow"]
+
+
+def test_plan_lists_the_parameters_each_request_gets_on_cuda(tmp_path, capsys):
+    manifest = tmp_path / "requests.json"
+    manifest.write_text(json.dumps([{"experiment": "naive_steps", "requested": {}}, QUICK]))
+    code = load_script().main(["--plan", "--requests", str(manifest), "--estimates", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "2 requests, in run order, with their parameters on cuda" in out
+    assert '"seq_len":2048' in out  # naive_steps' GPU default, not its CPU default of 256
+    assert '{"seq_len":8,"causal":true}' in out
+    assert not (tmp_path / "measurements.tar.gz").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "link", "message"),
+    [
+        ("../evil", None, "points outside the archive ('../evil')"),
+        ("store/../../evil", None, "points outside the archive"),
+        ("/abs/evil", None, "absolute path ('/abs/evil')"),
+        (None, "store/x/evil", "holds a link ('store/x/evil')"),
+        ("evil.sh", None, "neither run-log.json nor a store entry"),
+    ],
+)
+def test_unsafe_members_are_refused(tmp_path, capsys, name, link, message):
+    files = {RUN_LOG: b"{}"} | ({name: b"boom"} if name else {})
+    (tmp_path / "a").mkdir()
+    archive = pack(tmp_path / "a" / "evil.tar.gz", files, link)
+    store = tmp_path / "a" / "store"
+    code, _, err = import_archive(capsys, archive, "--store", store)
+    assert code == 2
+    assert message in err and "nothing was imported" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "evil").exists() and not (tmp_path / "a" / "evil").exists()
+    assert not store.exists()
+
+
+def test_corrupt_archive_is_one_sentence(tmp_path, capsys):
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(b"\x1f\x8b not really gzip")
+    code, _, err = import_archive(capsys, bad, "--store", tmp_path / "store")
+    assert code == 2 and "bad.tar.gz is not a readable gzipped tar archive" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_stale_and_corrupt_entries(rehearsal, tmp_path, capsys):
+    tmp, _ = rehearsal
+    files = members(tmp / "out" / "measurements.tar.gz")
+    entry = next(n for n in files if n.endswith(".json") and n != RUN_LOG)
+    data = json.loads(files[entry])
+
+    # The same name and key, but parameters this code would key differently: other code.
+    data["requested"] = {"seq_len": 9}
+    stale = pack(tmp_path / "stale.tar.gz", files | {entry: json.dumps(data).encode()})
+    store = tmp_path / "store"
+    code, out, _ = import_archive(capsys, stale, "--store", store)
+    assert code == 1
+    assert "stale, not imported" in out and "measured with other code" in out
+    assert not list(store.glob("*/*.json"))
+    code, out, _ = import_archive(capsys, stale, "--store", store, "--allow-stale")
+    assert code == 0 and "1 entry imported" in out and "(stale)" in out
+    assert len(list(store.glob("*/*.json"))) == 1
+
+    # One unreadable entry: nothing is imported, and the sentence names it.
+    broken = files | {entry: b'{"schema_version": 2, "experiment": "_test_quick"}'}
+    fresh = tmp_path / "fresh"
+    code, _, err = import_archive(
+        capsys, pack(tmp_path / "broken.tar.gz", broken), "--store", fresh
+    )
+    assert code == 2 and f"{entry} is not a measurement this build can read" in err
+    assert len(err.strip().splitlines()) == 1 and not fresh.exists()
+
+    # An entry without the trace it names.
+    no_trace = {n: b for n, b in files.items() if not n.endswith(".gz")}
+    code, _, err = import_archive(capsys, pack(tmp_path / "nt.tar.gz", no_trace), "--store", fresh)
+    assert code == 2 and "which is missing" in err
+
+
+def test_archive_bytes_are_deterministic(tmp_path):
+    store = tmp_path / "store"
+    (store / "exp_a").mkdir(parents=True)
+    (store / "exp_a" / "0123abcd.cpu-x.json").write_text("{}")
+    (store / ".lock").write_text("")
+    first = write_archive(tmp_path / "1.tar.gz", store, {"b": 1, "a": 2}).read_bytes()
+    second = write_archive(tmp_path / "2.tar.gz", store, {"a": 2, "b": 1}).read_bytes()
+    assert first == second
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(first))) as tar:
+        assert tar.getnames() == [RUN_LOG, "store/exp_a/0123abcd.cpu-x.json"]

@@ -1,0 +1,345 @@
+"""Measure every request of the manifest on one device, in one call, into one archive.
+
+Usage (from the repository root; the lent GPU machine has no nox, so the source tree runs):
+
+    PYTHONPATH=src python3 tools/gpu_measure.py --out "$OUT" [--device cuda]
+        [--requests docs/measurements/requests.json] [--budget-s 480]
+    PYTHONPATH=src python3 tools/gpu_measure.py --plan [--device cuda]
+
+Each request runs in its own worker process (`python -m attention_docs _worker`, as a docs
+build runs it) and writes into a temporary store. The shared entries (`machine_ceilings`,
+`forward_times`, read by many pages) run first, then the rest, cheapest first by the
+durations the store at `--estimates` recorded for this device kind. A request is not started
+when the budget's remaining seconds are fewer than its estimate, and a started one is
+stopped when the budget runs out, so the archive is always written in time; what was skipped
+is listed. After every request the archive `OUT/measurements.tar.gz` is rewritten (the
+temporary store and a `run-log.json`: device, software, per-request seconds, status and the
+last lines of each failure), so a call killed at its limit still returns what it measured;
+the finished log is also written beside it as `OUT/run-log.json`.
+Import it with `python -m attention_docs import-archive OUT/measurements.tar.gz`.
+`--plan` runs nothing: it lists the requests in run order with the parameters they resolve
+to on the device. Exit code 0: every request ran; 1: some failed or were skipped; 2: bad
+input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"
+if str(SRC) not in sys.path:
+    sys.path.insert(0, str(SRC))
+# Workers are `python -m attention_docs`: they must find the same source tree.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    dict.fromkeys(filter(None, [str(SRC), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]))
+)
+
+ARCHIVE = "measurements.tar.gz"
+MAX_RETURNED_BYTES = 16 * 2**20  # the most the device tool brings back in one file from $OUT
+# Read by many pages: a budget overrun must not lose them.
+FIRST = ("machine_ceilings", "forward_times")
+PROCESS_S = 5.0  # a worker's start (Python, torch, CUDA context) on top of the experiment
+PROBE = """
+import json, platform, sys
+import torch
+from attention_docs.profiling.device import describe, device_id, resolve_device
+info = describe(resolve_device(sys.argv[1]))
+try:
+    import triton
+    triton_version = triton.__version__
+except Exception:
+    triton_version = None
+print(json.dumps({
+    "device": info.to_json(), "device_id": device_id(info), "device_label": info.label,
+    "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton_version,
+    "python": platform.python_version(), "platform": platform.platform(),
+}))
+"""
+
+
+def load_manifest(path: Path) -> list[dict[str, Any]]:
+    """The manifest's requests, duplicates dropped; raises ValueError with one sentence."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read the requests manifest {path}: {exc}") from None
+    if not isinstance(data, list):
+        raise ValueError(f"{path} must hold a JSON list of requests")
+    requests, seen = [], set()
+    for i, item in enumerate(data):
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("experiment"), str)
+            and isinstance(item.get("requested", {}), dict)
+        ):
+            raise ValueError(
+                f"{path}: item {i} is not {{'experiment': NAME, 'requested': {{...}}}}"
+            )
+        request = {"experiment": item["experiment"], "requested": item.get("requested", {})}
+        ident = json.dumps(request, sort_keys=True)
+        if ident not in seen:
+            seen.add(ident)
+            requests.append(request)
+    return requests
+
+
+def estimates(store: Path, device_kind: str) -> dict[str, float]:
+    """Seconds each request took when the store's entries for this device kind were measured.
+
+    Keyed by `experiment` and by `experiment + canonical requested JSON`; the longest wins.
+    """
+    found: dict[str, float] = {}
+    for path in sorted(store.glob("*/*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            provenance = data["provenance"]
+            if provenance["device"]["kind"] != device_kind:
+                continue
+            seconds = float(provenance["duration_s"]) + PROCESS_S
+            name = data["experiment"]
+            for ident in (name, _ident(name, data["requested"])):
+                found[ident] = max(found.get(ident, 0.0), seconds)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+def _ident(experiment: str, requested: dict) -> str:
+    return f"{experiment} {json.dumps(requested, sort_keys=True)}"
+
+
+def estimate(request: dict, known: dict[str, float], default: float) -> tuple[float, bool]:
+    """(seconds, whether it comes from a stored measurement)."""
+    for ident in (_ident(request["experiment"], request["requested"]), request["experiment"]):
+        if ident in known:
+            return known[ident], True
+    return default, False
+
+
+def run_order(requests: list[dict], known: dict[str, float], default: float) -> list[dict]:
+    """Shared entries first (in FIRST's order), then the rest cheapest first (stable)."""
+
+    def rank(request: dict) -> tuple:
+        name = request["experiment"]
+        first = FIRST.index(name) if name in FIRST else len(FIRST)
+        return (first, estimate(request, known, default)[0])
+
+    return sorted(requests, key=rank)
+
+
+def resolve(request: dict, device: str) -> tuple[dict | None, str | None]:
+    """(the parameters the request runs with on `device`, or the reason it is invalid)."""
+    from attention_docs.experiments.registry import get
+
+    try:
+        return get(request["experiment"]).resolve(request["requested"], device), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def probe(device: str, timeout_s: float) -> dict[str, Any]:
+    """The device and software the workers see, from a process like theirs."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", PROBE, device],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"the environment probe did not finish within {timeout_s:.0f} s"}
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+        return {"error": tail[0]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def print_plan(
+    order: list[dict], device: str, known: dict[str, float], default: float, budget: float
+) -> int:
+    total, bad = 0.0, 0
+    print(f"{len(order)} requests, in run order, with their parameters on {device}:")
+    for i, request in enumerate(order, 1):
+        params, error = resolve(request, device)
+        seconds, measured = estimate(request, known, default)
+        total += seconds
+        bad += error is not None
+        shown = (
+            json.dumps(params, separators=(",", ":")) if params is not None else f"INVALID: {error}"
+        )
+        over = " OVER BUDGET" if total > budget else ""
+        when = f"~{seconds:.0f} s{'' if measured else ' (default)'}, done by ~{total:.0f} s{over}"
+        print(f"{i:3}. {request['experiment']} {json.dumps(request['requested'])} [{when}]")
+        print(f"       {shown}")
+    print(
+        f"estimated total: ~{total:.0f} s against a budget of {budget:.0f} s (estimates: each "
+        "request's last run on this device kind in the store, else the default)"
+    )
+    return 2 if bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tools/gpu_measure.py", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--out", type=Path, help="folder for measurements.tar.gz (the tool's $OUT)")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--requests", type=Path, default=ROOT / "docs/measurements/requests.json")
+    parser.add_argument(
+        "--budget-s", type=float, default=480.0, help="seconds for everything (default: 480)"
+    )
+    parser.add_argument(
+        "--estimates",
+        type=Path,
+        help="store whose entries' durations estimate each request (default: the manifest's folder)",
+    )
+    parser.add_argument(
+        "--default-estimate-s",
+        type=float,
+        default=20.0,
+        help="estimate for a request the store has no entry for (default: 20)",
+    )
+    parser.add_argument(
+        "--plan", action="store_true", help="list what would run, with its parameters; run nothing"
+    )
+    args = parser.parse_args(argv)
+    try:
+        requests = load_manifest(args.requests)
+    except ValueError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    known = estimates(args.estimates or args.requests.parent, args.device)
+    order = run_order(requests, known, args.default_estimate_s)
+    if args.plan:
+        return print_plan(order, args.device, known, args.default_estimate_s, args.budget_s)
+    if args.out is None:
+        parser.error("--out is required unless --plan is given")
+    return measure_all(order, args, known)
+
+
+def run_request(
+    request: dict, device: str, store: Path, *, remaining: float, estimate_s: float, unusable: str
+) -> dict[str, Any]:
+    """Run one request in a worker process unless it cannot run; returns its log record."""
+    from attention_docs.book import MeasurementError, run_worker
+
+    name, requested = request["experiment"], request["requested"]
+    params, invalid = resolve(request, device)
+    record: dict[str, Any] = {"experiment": name, "requested": requested, "params": params}
+    before = {p.relative_to(store).as_posix() for p in store.glob("*/*")}
+    started = time.monotonic()
+    if unusable:
+        record |= {"status": "skipped", "reason": f"the device is unusable: {unusable}"}
+    elif invalid:
+        record |= {"status": "failed", "error": f"not a valid request: {invalid}"}
+    elif remaining < estimate_s:
+        left = max(remaining, 0)
+        record |= {
+            "status": "skipped",
+            "reason": f"over budget: ~{estimate_s:.0f} s estimated, {left:.0f} s left",
+        }
+    else:
+        try:  # stopped when the budget runs out, so that the archive is written in time
+            run_worker(name, requested, device, store, remaining, allow_busy=True)
+            record["status"] = "ok"
+        except MeasurementError as exc:
+            lines = str(exc).strip().splitlines()
+            record |= {"status": "failed", "error": "\n".join(lines[-15:])}
+    record["seconds"] = round(time.monotonic() - started, 2)
+    after = {p.relative_to(store).as_posix() for p in store.glob("*/*")}
+    record["entries"] = sorted(after - before)
+    return record
+
+
+def measure_all(order: list[dict], args: argparse.Namespace, known: dict[str, float]) -> int:
+    from attention_docs.archive import write_archive
+
+    started = time.monotonic()
+    archive = args.out / ARCHIVE
+    manifest = args.requests.resolve()
+    log: dict[str, Any] = {
+        "format": 1,
+        "device": args.device,
+        "manifest": (
+            manifest.relative_to(ROOT).as_posix()
+            if manifest.is_relative_to(ROOT)
+            else manifest.name
+        ),
+        "budget_s": args.budget_s,
+        "started": datetime.now(UTC).replace(microsecond=0).isoformat(),
+        "complete": False,
+        "requests": [],
+    }
+
+    def elapsed() -> float:
+        return time.monotonic() - started
+
+    with tempfile.TemporaryDirectory(prefix="gpu-measure-") as tmp:
+        store = Path(tmp) / "store"
+        store.mkdir()
+        env = probe(args.device, max(30.0, min(120.0, args.budget_s)))
+        log["environment"] = env
+        print(
+            f"environment: {env.get('device_label') or env.get('error')}; torch {env.get('torch')}, "
+            f"CUDA {env.get('cuda')}, Triton {env.get('triton')} ({elapsed():.0f} s)",
+            flush=True,
+        )
+        for i, request in enumerate(order, 1):
+            record = run_request(
+                request,
+                args.device,
+                store,
+                remaining=args.budget_s - elapsed(),
+                estimate_s=estimate(request, known, args.default_estimate_s)[0],
+                unusable=env.get("error"),
+            )
+            log["requests"].append(record)
+            last = (record.get("error") or record.get("reason") or "").strip().splitlines()
+            print(
+                f"[{i:2}/{len(order)}] {record['status']:7} {record['seconds']:7.1f} s  "
+                f"{record['experiment']} {json.dumps(record['requested'])}"
+                + (f" — {last[-1][:160]}" if last else "")
+                + f"  (t={elapsed():.0f} s)",
+                flush=True,
+            )
+            log["total_s"] = round(elapsed(), 2)
+            write_archive(archive, store, log)  # after every request: a killed call keeps it
+        log["complete"] = True
+        log["total_s"] = round(elapsed(), 2)
+        counts = {
+            s: sum(r["status"] == s for r in log["requests"]) for s in ("ok", "failed", "skipped")
+        }
+        log["counts"] = counts
+        write_archive(archive, store, log)
+    # The log again, outside the archive: it comes back even if the archive is too large to.
+    (args.out / "run-log.json").write_text(json.dumps(log, indent=1, sort_keys=True) + "\n")
+    print(
+        f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped in "
+        f"{log['total_s']:.0f} s (budget {args.budget_s:.0f} s); {archive} "
+        f"({archive.stat().st_size / 1024:.0f} KiB)",
+        flush=True,
+    )
+    if archive.stat().st_size > MAX_RETURNED_BYTES:
+        print(
+            f"WARNING: {archive.name} is over {MAX_RETURNED_BYTES // 2**20} MiB, more than the "
+            "device tool returns in one file; run fewer requests per call (--requests)"
+        )
+    for r in log["requests"]:
+        if r["status"] != "ok":
+            print(f"  {r['status']}: {r['experiment']} {json.dumps(r['requested'])}")
+    return 0 if counts["ok"] == len(order) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
