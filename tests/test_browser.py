@@ -193,6 +193,9 @@ def test_every_link_and_download_resolves_over_http(served, site):
     targets: set[str] = set()
     for path in ["", *reader_pages(site), "contributing/"]:
         page.goto(base + path, wait_until="networkidle")
+        if path.startswith("notebooks/"):
+            stem = path.strip("/").rsplit("/", 1)[-1]
+            assert page.locator(f'a[download][href$="{stem}.ipynb"]').count() == 1, path
         targets |= set(
             page.evaluate(
                 """() => [...document.querySelectorAll('a[href], link[href], script[src], img[src], [data-trace]')]

@@ -92,7 +92,8 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
     def on_page_content(self, html, page, config, files, **kwargs):
         from mkdocs.structure.pages import _RelativePathTreeprocessor
 
-        # markdown-exec converts a block's output without MkDocs' link rewriting.
+        # markdown-exec converts a block's output without MkDocs' link rewriting: apply it
+        # here (a private MkDocs class, stable across 1.x; mkdocs is pinned below 2).
         html = site_pages.rewrite_doc_links(
             html, _RelativePathTreeprocessor(page.file, files, config).path_to_url
         )
