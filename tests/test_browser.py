@@ -1,20 +1,32 @@
 # The built site as a reader's browser sees it: Debian's Chromium driven by Playwright against
 # the site served on 127.0.0.1. Run with `nox -s browser`; skipped where either is missing.
+# ATTENTION_DOCS_SITE=path/to/site checks an already built site (tools/preview.py builds one
+# of a few pages) instead of building the whole site here.
 from __future__ import annotations
 
 import functools
 import gzip
 import http.server
 import json
+import os
 import threading
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from site_links import broken_links, html_pages
 from test_docs_build import mkdocs_build
 
 pytestmark = pytest.mark.browser
 CHROMIUM = Path("/usr/bin/chromium")
+SITE_ENV = "ATTENTION_DOCS_SITE"
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # one line per request drowns the report
+        pass
+
+
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -25,6 +37,10 @@ ARGS = [
     "--disable-quic",
     "--disable-sync",
 ]
+# Two readers: a laptop (the content column is ~750 px beside both sidebars) and a phone.
+DESKTOP, PHONE = 1280, 390
+# Smallest figure text a reader can read without zooming, in CSS pixels.
+MIN_TEXT_PX = {DESKTOP: 11.0, PHONE: 9.0}
 
 # Stands in for ui.perfetto.dev (no network here): it speaks Perfetto's postMessage protocol,
 # answering PING with PONG, and keeps the trace it is sent.
@@ -39,17 +55,97 @@ window.addEventListener("message", (e) => {
 });
 </script>"""
 
+# What a reader would trip over on one page, measured in the browser's layout: tables wider
+# than their column, numbers broken across lines, figure text too small to read, a page that
+# scrolls sideways, figure labels drawn over each other, a shortened label with no tooltip.
+READING_PROBLEMS = """(minText) => {
+  const problems = [];
+  const column = document.querySelector(".md-content__inner");
+  const columnWidth = column.clientWidth
+    - parseFloat(getComputedStyle(column).paddingLeft)
+    - parseFloat(getComputedStyle(column).paddingRight);
+  const root = document.documentElement;
+  if (root.scrollWidth > window.innerWidth + 1) {
+    problems.push(`the page scrolls sideways: ${root.scrollWidth} px in a ${window.innerWidth} px window`);
+  }
+  // The box a table is seen through: the nearest ancestor that clips it (material wraps each
+  // table in a scroll wrapper, wider than the column by its padding), else the column.
+  const frame = (el) => {
+    for (let p = el.parentElement; p && p !== column; p = p.parentElement) {
+      const o = getComputedStyle(p).overflowX;
+      if (o !== "visible") return [p.clientWidth, o === "auto" || o === "scroll"];
+    }
+    return [columnWidth, false];
+  };
+  const lines = (node) => {
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const tops = new Set();
+    for (const r of range.getClientRects()) if (r.width > 0) tops.add(Math.round(r.bottom));
+    return tops.size;
+  };
+  document.querySelectorAll(".md-content table").forEach((table, i) => {
+    const width = table.getBoundingClientRect().width;
+    const head = [...table.querySelectorAll("th")].map((th) => th.textContent.trim()).join(" | ");
+    const [room, scrolls] = frame(table);
+    // On a laptop every table fits; on a phone a wide one may scroll inside its wrapper.
+    if (width > room + 1 && (window.innerWidth >= 960 || !scrolls)) {
+      problems.push(`table ${i} (${head.slice(0, 60)}) is ${Math.round(width)} px in a ${Math.round(room)} px column`);
+    }
+    table.querySelectorAll("td").forEach((td) => {
+      const text = td.textContent.trim();
+      if (getComputedStyle(td).textAlign === "right" && text && lines(td) > 1) {
+        problems.push(`table ${i}: the value "${text}" is broken across lines`);
+      }
+    });
+  });
+  document.querySelectorAll(".md-content figure svg").forEach((svg, f) => {
+    const boxes = [];
+    svg.querySelectorAll("text").forEach((t) => {
+      const label = t.textContent.trim();
+      if (!label) return;
+      const m = t.getScreenCTM();
+      const px = parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+      if (px < minText - 0.05) {
+        problems.push(`figure ${f}: "${label.slice(0, 40)}" is ${px.toFixed(1)} px tall`);
+      }
+      if (label.endsWith("…") && !t.closest("g:has(> title)")) {
+        problems.push(`figure ${f}: "${label}" is shortened with no tooltip giving the full name`);
+      }
+      const b = t.getBoundingClientRect();
+      if (b.width > 0 && b.height > 0) boxes.push([label, b]);
+    });
+    for (let a = 0; a < boxes.length; a++) {
+      for (let b = a + 1; b < boxes.length; b++) {
+        const [la, ra] = boxes[a], [lb, rb] = boxes[b];
+        const w = Math.min(ra.right, rb.right) - Math.max(ra.left, rb.left);
+        const h = Math.min(ra.bottom, rb.bottom) - Math.max(ra.top, rb.top);
+        if (w > 2 && h > 2 && w * h > 0.2 * Math.min(ra.width * ra.height, rb.width * rb.height)) {
+          problems.push(`figure ${f}: "${la.slice(0, 30)}" and "${lb.slice(0, 30)}" overlap`);
+        }
+      }
+    }
+  });
+  return problems;
+}"""
+
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def site(tmp_path_factory) -> Path:
+    if os.environ.get(SITE_ENV):
+        return Path(os.environ[SITE_ENV]).resolve()
+    out = tmp_path_factory.mktemp("site")
+    result = mkdocs_build(ROOT / "mkdocs.yml", out, ATTENTION_DOCS_MODE="frozen")
+    assert result.returncode == 0, result.stderr[-4000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def served(site):
     sync_api = pytest.importorskip("playwright.sync_api")
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    site = tmp_path_factory.mktemp("site")
-    result = mkdocs_build(ROOT / "mkdocs.yml", site, ATTENTION_DOCS_MODE="frozen")
-    assert result.returncode == 0, result.stderr[-4000:]
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-    handler.log_message = lambda *a: None
+    handler = functools.partial(QuietHandler, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
@@ -58,6 +154,62 @@ def served(tmp_path_factory):
         yield browser, base
         browser.close()
     server.shutdown()
+
+
+def reader_pages(site: Path) -> list[str]:
+    """Every chapter and notebook page of the built site, as paths under it."""
+    return [
+        p.parent.relative_to(site).as_posix() + "/"
+        for folder in ("chapters", "notebooks")
+        for p in sorted((site / folder).glob("*/index.html"))
+    ]
+
+
+@pytest.mark.parametrize("width", [DESKTOP, PHONE])
+def test_every_page_reads_at_this_width(served, site, width):
+    """Layout does not depend on the colour scheme: the dark theme only filters the figures."""
+    browser, base = served
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    problems = []
+    paths = reader_pages(site)
+    assert paths, f"no chapter or notebook pages under {site}"
+    for path in paths:
+        page.goto(base + path, wait_until="networkidle")
+        problems += [f"{path}: {p}" for p in page.evaluate(READING_PROBLEMS, MIN_TEXT_PX[width])]
+    page.close()
+    assert not problems, f"{len(problems)} problems at {width} px:\n" + "\n".join(problems[:60])
+
+
+def test_every_link_and_download_resolves_over_http(served, site):
+    """Every local link, asset and download on every page answers 200; nothing leaves the site."""
+    browser, base = served
+    context = browser.new_context()
+    foreign: list[str] = []
+    context.on(
+        "request",
+        lambda r: None if r.url.startswith((base, "data:", "blob:")) else foreign.append(r.url),
+    )
+    page = context.new_page()
+    targets: set[str] = set()
+    for path in ["", *reader_pages(site), "contributing/"]:
+        page.goto(base + path, wait_until="networkidle")
+        if path.startswith("notebooks/"):
+            stem = path.strip("/").rsplit("/", 1)[-1]
+            assert page.locator(f'a[download][href$="{stem}.ipynb"]').count() == 1, path
+        targets |= set(
+            page.evaluate(
+                """() => [...document.querySelectorAll('a[href], link[href], script[src], img[src], [data-trace]')]
+                    .map((e) => new URL(e.getAttribute('href') || e.getAttribute('src') || e.dataset.trace, document.baseURI))
+                    .filter((u) => u.origin === location.origin)
+                    .map((u) => u.origin + u.pathname)"""
+            )
+        )
+    failed = [url for url in sorted(targets) if not context.request.get(url).ok]
+    context.close()
+    assert not failed, "links that do not resolve:\n" + "\n".join(failed)
+    assert foreign == [], f"requests left the site: {foreign}"
+    assert broken_links(site) == []
+    assert len(html_pages(site)) > 1
 
 
 def test_pages_load_nothing_from_other_hosts_and_show_their_figures(served):

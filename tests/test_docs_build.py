@@ -196,6 +196,25 @@ def test_every_companion_notebook_is_published_as_ipynb(site):
         assert any(cell.cell_type == "code" for cell in notebook.cells)
 
 
+def test_no_link_or_asset_in_the_site_points_at_nothing(site):
+    """Every local href/src/data-trace names a file of the site, every #anchor an id there:
+    links printed by executed blocks included (they bypass MkDocs' own link check)."""
+    from site_links import broken_links
+
+    assert broken_links(site) == []
+
+
+def test_search_index_holds_prose_not_figure_internals(site):
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    text = " ".join(doc["text"] for doc in index["docs"])
+    labels = set()
+    for page in pages(site):
+        labels |= set(re.findall(r'<svg role="img" aria-label="([^"]{40,})"', page.read_text()))
+    assert labels, "no figure found"
+    assert not [label for label in labels if label in text], "figure alt text is indexed"
+    assert not re.findall(r"\d+\.\d{6,}", text), "raw floats in the search index"
+
+
 def test_index_summarises_the_build(site):
     text = (site / "index.html").read_text(encoding="utf-8")
     assert "attention-docs:build-summary" not in text

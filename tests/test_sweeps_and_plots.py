@@ -66,9 +66,16 @@ def test_line_figure_marks_missing_points_and_states_the_slope(tiny_measurement)
     html = render.line_figure(
         s, "sweep", x="seq_len", ys=["time_us"], what="Time.", logx=True, logy=True, fit_slope=True
     )
-    assert re.search(r'aria-label="Time\. time_us \(slope 2\.00\): 64→1, 128→4, 256→none"', html)
+    assert re.search(
+        r'aria-label="Time\. Against sequence length: Time \(slope 2\.00\): '
+        r'64 → 1 µs, 128 → 4 µs, 256 → not available"',
+        html,
+    )
     assert "<figcaption" in html
+    # Axes are labelled in words with units, never with the column's name.
+    assert ">Sequence length</text>" in html and ">Time (µs)</text>" in html
+    assert "time_us" not in html and "seq_len" not in html.split("<figcaption")[0]
     bars = render.bar_figure(s, "sweep", label="seq_len", value="time_us", what="Bars.")
-    assert "256: None" in bars
+    assert "256: not available" in bars and "None" not in bars.split("<figcaption")[0]
     shares = render.stacked_share_figure(s, "sweep", x="seq_len", parts=["time_us"], what="Shares.")
     assert "64: time_us 100%" in shares

@@ -1,13 +1,17 @@
 """Screenshots of built pages in headless Chromium, and the requests they make.
 
-Usage: python tools/screenshot.py SITE_DIR OUT_DIR PAGE [PAGE ...] [--dark]
+Usage: python tools/screenshot.py SITE_DIR OUT_DIR PAGE [PAGE ...]
+                                  [--dark] [--width 1280] [--element CSS_SELECTOR]
 Serves SITE_DIR on 127.0.0.1, opens each page (a path such as chapters/02-naive-attention/)
-and writes a full-page PNG to OUT_DIR. Prints every request that left 127.0.0.1: there
+in a window WIDTH pixels wide (390 for a phone) and writes a full-page PNG to OUT_DIR, or with
+--element one PNG per matching element (`figure.ad-figure`, `table`), which is easier to look
+at than a page ten thousand pixels tall. Prints every request that left 127.0.0.1: there
 should be none. Uses Debian's chromium (`apt-get install chromium`), never a downloaded one.
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import http.server
 import sys
@@ -15,6 +19,12 @@ import threading
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # one line per request drowns the report
+        pass
+
 
 ARGS = [
     "--headless",
@@ -29,18 +39,26 @@ ARGS = [
 
 
 def main(argv: list[str]) -> int:
-    dark = "--dark" in argv
-    site, out, *paths = [a for a in argv if a != "--dark"]
-    Path(out).mkdir(parents=True, exist_ok=True)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=site)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("site")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("paths", nargs="+", metavar="PAGE")
+    parser.add_argument("--dark", action="store_true", help="the dark colour scheme")
+    parser.add_argument("--width", type=int, default=1280, help="window width in CSS pixels")
+    parser.add_argument("--element", help="screenshot each element matching this selector")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    handler = functools.partial(QuietHandler, directory=args.site)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
     foreign: list[str] = []
+    suffix = ("-dark" if args.dark else "") + (f"-{args.width}" if args.width != 1280 else "")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
         page = browser.new_page(
-            viewport={"width": 1280, "height": 900}, color_scheme="dark" if dark else "light"
+            viewport={"width": args.width, "height": 900},
+            color_scheme="dark" if args.dark else "light",
         )
         page.on(
             "request",
@@ -50,13 +68,18 @@ def main(argv: list[str]) -> int:
                 else foreign.append(r.url)
             ),
         )
-        for path in paths:
+        for path in args.paths:
             page.goto(base + path, wait_until="networkidle")
-            name = (
-                (path.strip("/").replace("/", "_") or "index") + ("-dark" if dark else "") + ".png"
-            )
-            page.screenshot(path=str(Path(out) / name), full_page=True)
-            print("wrote", Path(out) / name)
+            stem = (path.strip("/").replace("/", "_") or "index") + suffix
+            if args.element:
+                for i, element in enumerate(page.locator(args.element).all()):
+                    target = args.out / f"{stem}-{i}.png"
+                    element.screenshot(path=str(target))
+                    print("wrote", target)
+            else:
+                target = args.out / f"{stem}.png"
+                page.screenshot(path=str(target), full_page=True)
+                print("wrote", target)
         browser.close()
     server.shutdown()
     print("requests to other hosts:", foreign or "none")

@@ -16,7 +16,7 @@
 # GPU the experiment uses it automatically.
 #
 # Unlike the site, this notebook does not read the committed store: every number below is
-# measured when you run it. Download it as [a Jupyter notebook](../02_naive_attention.ipynb).
+# measured when you run it.
 
 # %%
 import inspect

@@ -13,7 +13,7 @@
 #
 # Time every implementation the site teaches on your own hardware, over a grid of shapes you
 # choose. On a machine with a CUDA GPU the map includes SDPA's fused GPU backends and this
-# site's Triton kernel. Download it as [a Jupyter notebook](../12_which_attention_wins.ipynb).
+# site's Triton kernel.
 
 # %%
 import os

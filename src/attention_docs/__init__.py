@@ -8,9 +8,16 @@ Names load lazily so that `import attention_docs` stays cheap and the torch-free
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 __version__ = "0.1.0"
+
+# torch.profiler's Kineto backend prints "USDT: ... profiler_start" / "profiler_stop" on stderr
+# every time a profile starts and stops: it floods a notebook's output and the build log.
+# Kineto reads the level when the first profile starts; 6 is above its highest (USDT, 5), so it
+# also hides Kineto's ERROR lines (4). Set KINETO_LOG_LEVEL before importing to see them.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 _EXPORTS = {
     "naive_attention": "attention_docs.attention.naive",

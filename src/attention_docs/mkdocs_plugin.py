@@ -3,6 +3,8 @@
 # rewrites the `@measurements/` link placeholder into page-relative links, publishes
 # entries measured during the build, checks that every linked file exists, names the page
 # of any executed block that failed, and writes the build summary and requests manifest.
+# It also finishes pages for readers (site_pages.py): links to .md files in executed output
+# are rewritten like the page's own, and notebook pages are slimmed, titled and linked.
 from __future__ import annotations
 
 import json
@@ -18,7 +20,7 @@ from mkdocs.config.base import Config
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin, get_plugin_logger
 
-from attention_docs import book
+from attention_docs import book, site_pages
 
 log = get_plugin_logger("attention_docs")
 PLACEHOLDER = "@measurements/"
@@ -87,7 +89,18 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         self.handler.page = page.file.src_uri
         return wrap_blocks(markdown, page.file.src_uri)
 
-    def on_page_content(self, html, page, **kwargs):
+    def on_page_content(self, html, page, config, files, **kwargs):
+        from mkdocs.structure.pages import _RelativePathTreeprocessor
+
+        # markdown-exec converts a block's output without MkDocs' link rewriting: apply it
+        # here (a private MkDocs class, stable across 1.x; mkdocs is pinned below 2).
+        html = site_pages.rewrite_doc_links(
+            html, _RelativePathTreeprocessor(page.file, files, config).path_to_url
+        )
+        if site_pages.is_notebook(page.file.src_uri):
+            stem = posixpath.splitext(posixpath.basename(page.file.src_uri))[0]
+            page.title = site_pages.notebook_title(page.markdown or "", stem)
+            html = site_pages.notebook_page(html, stem, page.file.dest_uri)
         if PLACEHOLDER not in html:
             return html
         directory = posixpath.dirname(page.file.dest_uri)

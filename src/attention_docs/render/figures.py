@@ -1,10 +1,17 @@
 # Deterministic SVG from matplotlib, wrapped in a captioned <figure>. The same data gives the
 # same bytes: fixed hash salt, no date, no <metadata> (it leaks into the search index), text
 # kept as text (so it inherits the page's font and stays selectable).
+#
+# Readable on any screen: a figure is drawn in points and shown at the width of the content
+# column, so its text shrinks with it. `to_svg` raises every text to the size that reads as
+# TEXT_PX in the desktop column, gives the SVG a minimum width at which its smallest text still
+# reads as PHONE_TEXT_PX (narrower screens scroll the figure sideways), attaches tooltips, and
+# keeps the figure's internals out of the search index.
 from __future__ import annotations
 
 import html
 import io
+import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +41,10 @@ SERIES_COLORS = (
 INK = "#222222"
 MUTED = "#888888"
 
+COLUMN_PX = 748  # mkdocs-material's content column beside both sidebars, at 1280 px
+TEXT_PX = 12.0  # the smallest figure text in that column, in CSS pixels
+PHONE_TEXT_PX = 9.0  # the smallest figure text on a phone; below it the figure scrolls
+
 RC = {
     "svg.fonttype": "none",
     "svg.hashsalt": "attention-docs",
@@ -55,24 +66,174 @@ RC = {
 def new_figure(width: float, height: float) -> Iterator:
     """A matplotlib Figure (no pyplot state) under the deterministic settings."""
     import matplotlib as mpl
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     with mpl.rc_context(RC):
-        yield Figure(figsize=(width, height), layout="constrained")
+        fig = Figure(figsize=(width, height), layout="constrained")
+        FigureCanvasAgg(fig)  # a renderer to measure text with (labels placed in pixels)
+        yield fig
+
+
+def min_font_pt(width_in: float) -> float:
+    """The smallest font size (points) that reads as TEXT_PX in the desktop column."""
+    return round(TEXT_PX * width_in * 72 / COLUMN_PX, 2)
+
+
+def tooltip(artist, text: str) -> None:
+    """Show `text` when the reader hovers `artist` (an SVG <title>): the full name behind a
+    shortened label, a bar's exact duration."""
+    fig = artist.get_figure()
+    tips = fig.__dict__.setdefault("_ad_tooltips", {})
+    gid = f"ad-tip-{len(tips)}"
+    artist.set_gid(gid)
+    tips[gid] = text
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG contrast ratio of two colours (1 to 21); 4.5 is the minimum for small text."""
+    from matplotlib.colors import to_rgb
+
+    def luminance(color: str) -> float:
+        channels = [
+            c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(color)
+        ]
+        return 0.2126 * channels[0] + 0.7152 * channels[1] + 0.0722 * channels[2]
+
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def text_color_for(background: str) -> str:
+    """White or INK, whichever reads better on `background` (white on orange does not)."""
+    return "white" if contrast("white", background) > contrast(INK, background) else INK
+
+
+def compact_number(x: float, base: float = 10) -> str:
+    """A tick label without math text: 26112, 250 k, 2.5 M, 0.01; on a base-2 axis a power of
+    two reads 512, 32 k, 2 M."""
+    if x == 0:
+        return "0"
+    if base == 2 and x >= 1 and math.log2(x).is_integer():
+        for prefix, scale in (("M", 2**20), ("k", 2**10)):
+            if x >= scale:
+                return f"{x / scale:g} {prefix}"
+        return f"{x:g}"
+    if base == 2 and float(x).is_integer() and abs(x) < 1e5:
+        return f"{x:.0f}"
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}"
+    return f"{x:.3g}"
+
+
+def _plain_log_formatter(original):
+    """matplotlib's choice of which log ticks to label (sub-decades on a short axis), with
+    compact_number's text instead of math text."""
+    from matplotlib.ticker import LogFormatter
+
+    class PlainLogFormatter(LogFormatter):
+        def _num_to_string(self, x, vmin, vmax):
+            return compact_number(x, self._base)
+
+    return PlainLogFormatter(
+        base=original._base,
+        labelOnlyBase=original.labelOnlyBase,
+        minor_thresholds=original.minor_thresholds,
+    )
+
+
+def _readable(fig) -> float:
+    """Raise every text of `fig` to the desktop minimum; plain tick labels on log axes (math
+    text draws exponents at 70% size). Returns the smallest font size left, in points."""
+    from matplotlib.text import Text
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    floor = min_font_pt(fig.get_size_inches()[0])
+    for ax in fig.axes:
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            for formatter, use in (
+                (axis.get_major_formatter(), axis.set_major_formatter),
+                (axis.get_minor_formatter(), axis.set_minor_formatter),
+            ):
+                if isinstance(formatter, LogFormatterSciNotation):
+                    use(_plain_log_formatter(formatter))
+            ticks = axis.get_major_ticks() + axis.get_minor_ticks()
+            if min((t.label1.get_fontsize() for t in ticks), default=floor) < floor:
+                ax.tick_params(axis=name, which="both", labelsize=floor)
+    for ax in fig.axes:
+        _contrast_on_patches(ax)
+    sizes = []
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < floor:
+            text.set_fontsize(floor)
+        if text.get_text().strip():
+            sizes.append(text.get_fontsize())
+    return min(sizes, default=floor)
+
+
+def _contrast_on_patches(ax) -> None:
+    """Text written on a filled box (a heat-map cell, a bar) takes white or INK, whichever
+    reads better on the box's colour, unless its own colour already reads (4.5:1)."""
+    from matplotlib.colors import to_hex, to_rgba
+
+    boxes = [p for p in ax.patches if p.get_visible() and p.get_fill()]
+    for text in ax.texts:
+        at = text.get_transform().transform(text.get_position())
+        under = [p for p in boxes if p.contains_point(at)]
+        if not under:
+            continue
+        r, g, b, a = to_rgba(max(under, key=lambda p: p.get_zorder()).get_facecolor())
+        background = to_hex((r * a + 1 - a, g * a + 1 - a, b * a + 1 - a))
+        if contrast(to_hex(text.get_color()), background) < 4.5:
+            text.set_color(text_color_for(background))
+
+
+def settle(fig) -> None:
+    """Lay the figure out as `to_svg` will draw it (text at its final size), so that labels
+    can be measured and placed in pixels before saving."""
+    import matplotlib as mpl
+
+    with mpl.rc_context(RC):
+        _readable(fig)
+        fig.draw_without_rendering()
+
+
+def _tidy_alt(alt: str) -> str:
+    """Alt text as a reader hears it: no 2170.748374737741, no None."""
+
+    def rounded(match: re.Match) -> str:
+        value = float(match.group(0))
+        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+    alt = re.sub(r"(?<![\w.])-?\d+\.\d{4,}(?![\d])", rounded, alt)
+    return re.sub(r"\bNone\b", "not available", alt)
 
 
 def to_svg(fig, alt: str) -> str:
-    """The figure as inline SVG markup with role="img" and an aria-label."""
+    """The figure as inline SVG markup with role="img" and an aria-label, readable on any
+    screen (see the top of this module) and left out of the search index."""
     buf = io.StringIO()
     import matplotlib as mpl
 
     with mpl.rc_context(RC):
+        smallest = _readable(fig)
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     svg = buf.getvalue()
     svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
     svg = svg[svg.index("<svg") :]
-    label = html.escape(alt, quote=True)
-    svg = svg.replace("<svg ", f'<svg role="img" aria-label="{label}" ', 1)
+    for gid, text in fig.__dict__.get("_ad_tooltips", {}).items():
+        svg = svg.replace(
+            f'<g id="{gid}">', f'<g id="{gid}">\n  <title>{html.escape(text)}</title>', 1
+        )
+    label = html.escape(_tidy_alt(alt), quote=True)
+    width_px = math.ceil(fig.get_size_inches()[0] * 72 * PHONE_TEXT_PX / smallest)
+    svg = svg.replace(
+        "<svg ",
+        f'<svg role="img" aria-label="{label}" data-search-exclude '
+        f'style="min-width: {width_px}px" ',
+        1,
+    )
     return svg.replace("<defs>", f"<title>{label}</title>\n <defs>", 1)
 
 
@@ -80,6 +241,6 @@ def figure_html(svg: str, sourced: Sourced, what: str, extra: str = "") -> str:
     """<figure> with the SVG and a caption saying where it was measured."""
     cap = caption_html(sourced, what).removeprefix('<p class="ad-caption">').removesuffix("</p>")
     return (
-        f'<figure class="ad-figure">\n{svg}\n'
+        f'<figure class="ad-figure">\n<div class="ad-figure__plot">\n{svg}\n</div>\n'
         f'<figcaption class="ad-caption">{cap}{extra}</figcaption>\n</figure>'
     )

@@ -1,21 +1,167 @@
 # Generic figures over a measurement's tables: lines (sweeps, with a fitted log-log slope),
-# stacked shares, and horizontal bars. Chapter-specific figures (timeline, roofline, memory)
+# stacked shares, and horizontal bars; and the label placement every figure can use: a label
+# shortened to fit its box (full name in a tooltip), labels beside markers that collide with
+# neither the markers nor each other. Chapter-specific figures (timeline, roofline, memory)
 # live in their own modules but share figures.py's deterministic SVG settings.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from attention_docs.measurements.schema import Sourced, Table
+from attention_docs.render._format import figure_number, quantity_label
 from attention_docs.render.figures import (
     INK,
     MUTED,
     SERIES_COLORS,
     STEP_COLORS,
+    compact_number,
     figure_html,
+    min_font_pt,
     new_figure,
     to_svg,
+    tooltip,
 )
+
+ELLIPSIS = "…"
+
+
+def fit_label(text: str, room: float, width_of: Callable[[str], float]) -> str | None:
+    """`text` if it fits in `room`, else its longest start + "…" that does; None when not even
+    three characters fit. `width_of` measures a string in the same units as `room`."""
+    if width_of(text) <= room:
+        return text
+    for end in range(len(text) - 1, 2, -1):
+        short = text[:end].rstrip() + ELLIPSIS
+        if width_of(short) <= room:
+            return short
+    return None
+
+
+def text_width_px(fig, fontsize: float) -> Callable[[str], float]:
+    """Measures a string's drawn width in display pixels at `fontsize`, with the figure's font."""
+    from matplotlib.text import Text
+
+    renderer = fig.canvas.get_renderer()
+    probe = Text(0, 0, "", fontsize=fontsize, figure=fig)
+
+    def width_of(text: str) -> float:
+        probe.set_text(text)
+        return probe.get_window_extent(renderer).width
+
+    return width_of
+
+
+def label_in_box(ax, x0: float, x1: float, y: float, text: str, *, full: str = "", **kwargs):
+    """Write `text` centred in the data-space box [x0, x1] at height y, shortened to fit (the
+    full name, or `full`, as a tooltip). Returns the Text, or None when nothing fits.
+
+    Call it once the figure's layout is final (`figures.settle`): it measures in pixels."""
+    fig = ax.get_figure()
+    fontsize = kwargs.pop("fontsize", min_font_pt(fig.get_size_inches()[0]))
+    left = ax.transData.transform((x0, y))[0]
+    right = ax.transData.transform((x1, y))[0]
+    pad = 0.3 * fontsize * fig.dpi / 72
+    # Browsers without DejaVu Sans draw the text with a font up to ~10% wider.
+    short = fit_label(text, (right - left - 2 * pad) / 1.1, text_width_px(fig, fontsize))
+    if short is None:
+        return None
+    label = ax.text(
+        (x0 + x1) / 2,
+        y,
+        short,
+        ha="center",
+        va="center",
+        fontsize=fontsize,
+        clip_on=True,
+        in_layout=False,
+        **kwargs,
+    )
+    if short != text or full:
+        tooltip(label, full or text)
+    return label
+
+
+# Where a label may sit around its marker, in order of preference: (dx, dy, ha, va).
+_PLACES = (
+    (1, 0, "left", "center"),
+    (0, 1, "center", "bottom"),
+    (-1, 0, "right", "center"),
+    (0, -1, "center", "top"),
+    (1, 1, "left", "bottom"),
+    (1, -1, "left", "top"),
+    (-1, 1, "right", "bottom"),
+    (-1, -1, "right", "top"),
+)
+
+
+def label_points(
+    ax,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    texts: Sequence[str],
+    *,
+    marker_px: float = 8.0,
+    **kwargs,
+) -> list:
+    """Label each point (x, y) beside its marker, trying eight places around it and keeping the
+    first that stays inside the axes and overlaps no marker and no label placed before. When
+    none is free the least crowded place wins. Returns the Texts.
+
+    Call it once the figure's layout is final (`figures.settle`): it measures in pixels."""
+    fig = ax.get_figure()
+    renderer = fig.canvas.get_renderer()
+    fontsize = kwargs.pop("fontsize", min_font_pt(fig.get_size_inches()[0]))
+    color = kwargs.pop("color", INK)
+    frame = ax.get_window_extent(renderer)
+    centres = [ax.transData.transform((x, y)) for x, y in zip(xs, ys, strict=True)]
+    half = marker_px / 2
+    taken = [(cx - half, cy - half, cx + half, cy + half) for cx, cy in centres]
+    gap = half + 0.25 * fontsize * fig.dpi / 72
+    placed = []
+    for x, y, text in zip(xs, ys, texts, strict=True):
+        best = None
+        for dx, dy, ha, va in _PLACES:
+            label = ax.annotate(
+                text,
+                (x, y),
+                xytext=(dx * gap, dy * gap),
+                textcoords="offset pixels",
+                ha=ha,
+                va=va,
+                fontsize=fontsize,
+                color=color,
+                annotation_clip=False,
+                in_layout=False,
+                **kwargs,
+            )
+            box = label.get_window_extent(renderer)
+            edges = (box.x0, box.y0, box.x1, box.y1)
+            crowding = sum(_overlap(edges, other) for other in taken)
+            inside = (
+                box.x0 >= frame.x0
+                and box.x1 <= frame.x1
+                and box.y0 >= frame.y0
+                and box.y1 <= frame.y1
+            )
+            score = crowding + (0 if inside else box.width * box.height)
+            if best is None or score < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (score, label, edges)
+            else:
+                label.remove()
+            if score == 0:
+                break
+        taken.append(best[2])
+        placed.append(best[1])
+    return placed
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return w * h if w > 0 and h > 0 else 0.0
 
 
 def loglog_slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:
@@ -65,7 +211,9 @@ def line_figure(
         for i, column in enumerate(ys):
             values = _numbers(table, column)
             color = SERIES_COLORS[i % len(SERIES_COLORS)]
-            name = labels[i] if labels else column
+            # A column named for a quantity (time_us) reads as words; one named for an
+            # implementation (naive, sdpa-math) keeps its name.
+            name = labels[i] if labels else (quantity_label(column) if "_" in column else column)
             slope = loglog_slope(xs, values) if fit_slope else None
             if slope is not None:
                 name += f" (slope {slope:.2f})"
@@ -93,13 +241,17 @@ def line_figure(
             alt_parts.append(
                 f"{name}: "
                 + ", ".join(
-                    f"{a:g}→{b:.3g}" if b is not None else f"{a:g}→none"
+                    f"{a:g} → {figure_number(b, table.units.get(column))}"
                     for a, b in zip(xs, values, strict=True)
                     if a is not None
                 )
             )
         if logx:
             ax.set_xscale("log", base=2)
+            shown = _spaced(sorted({a for a in xs if a is not None and a > 0}))
+            if 1 < len(shown) <= 12:
+                ax.set_xticks(shown, [compact_number(a, 2) for a in shown])
+                ax.minorticks_off()
         if logy:
             ax.set_yscale("log")
         ax.set_xlabel(xlabel or _with_unit(table, x))
@@ -107,7 +259,7 @@ def line_figure(
         ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
         ax.spines[["top", "right"]].set_visible(False)
         ax.legend(frameon=False, fontsize=8)
-        svg = to_svg(fig, f"{what} {'; '.join(alt_parts)}")
+        svg = to_svg(fig, f"{what} Against {_with_unit(table, x).lower()}: {'; '.join(alt_parts)}")
     return figure_html(svg, sourced, what)
 
 
@@ -136,11 +288,11 @@ def stacked_share_figure(
             )
             bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
         ax.set_ylim(0, 100)
-        ax.set_ylabel("share of time (%)")
+        ax.set_ylabel("Share of time (%)")
         ax.set_xlabel(_with_unit(table, x))
         ax.spines[["top", "right"]].set_visible(False)
         fig.legend(loc="outside right center", frameon=False, fontsize=8)
-        alt = f"{what} Shares per {x}: " + "; ".join(
+        alt = f"{what} Shares per {quantity_label(x).lower()}: " + "; ".join(
             f"{xv}: " + ", ".join(f"{p} {((r[p] or 0) / t * 100 if t else 0):.0f}%" for p in parts)
             for xv, r, t in zip(xs, table.records(), totals, strict=True)
         )
@@ -163,17 +315,35 @@ def bar_figure(
         )
         for i, r in enumerate(rows):
             if not isinstance(r[value], int | float):
-                ax.text(0, i, f"  {r[value] or 'n/a'}", va="center", color=INK, fontsize=8)
+                ax.text(
+                    0, i, f"  {r[value] or 'not available'}", va="center", color=INK, fontsize=8
+                )
         if log:
             ax.set_xscale("log")
         ax.invert_yaxis()
         ax.set_xlabel(_with_unit(table, value))
         ax.spines[["top", "right"]].set_visible(False)
-        alt = f"{what} " + "; ".join(f"{r[label]}: {r[value]}" for r in rows)
+        unit = table.units.get(value)
+        alt = f"{what} {_with_unit(table, value)}: " + "; ".join(
+            f"{r[label]}: {figure_number(r[value], unit)}" for r in rows
+        )
         svg = to_svg(fig, alt)
     return figure_html(svg, sourced, what)
 
 
+def _spaced(values: list[float], slots: int = 10) -> list[float]:
+    """The values to mark on a log axis: each at least 1/slots of the axis from the last, so
+    that 26112 and 29056 do not print over each other."""
+    if len(values) < 2:
+        return values
+    step = math.log(values[-1] / values[0]) / slots
+    kept = [values[0]]
+    for v in values[1:]:
+        if math.log(v / kept[-1]) >= step:
+            kept.append(v)
+    return kept
+
+
 def _with_unit(table: Table, column: str) -> str:
-    unit = table.units.get(column)
-    return f"{column} ({unit})" if unit else column
+    """An axis label in words with its unit: `time_us` in µs -> "Time (µs)"."""
+    return quantity_label(column, table.units.get(column))

@@ -103,14 +103,16 @@ def records_table(sourced: Sourced, name: str, columns: Sequence[str] | None = N
     """A generic result table stored in `measurement.tables[name]`."""
     table: Table = sourced.measurement.tables[name]
     columns = list(columns or table.columns)
-    header = [f"{c} ({table.units[c]})" if c in table.units else c for c in columns]
+    header = [fmt.quantity_label(c, table.units.get(c)) for c in columns]
     rows = [[_cell(r[c]) for c in columns] for r in table.records()]
     return markdown_table(header, rows) + "\n\n" + caption_html(sourced)
 
 
 def _cell(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
+    """Compact: a float to 4 significant digits, with an SI prefix from 10 000 up (1.57 M);
+    integers (shapes, counts) exactly; — for missing."""
     if value is None:
         return "—"
+    if isinstance(value, float):
+        return fmt.count(value) if abs(value) >= 1e4 else f"{value:.4g}"
     return str(value)

@@ -9,7 +9,18 @@ from dataclasses import dataclass
 from attention_docs.measurements.schema import Sourced
 from attention_docs.profiling.trace import GPU_KINDS, Span, Trace, attribute
 from attention_docs.render import _format as fmt
-from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
+from attention_docs.render.figures import (
+    INK,
+    MUTED,
+    STEP_COLORS,
+    figure_html,
+    new_figure,
+    settle,
+    text_color_for,
+    to_svg,
+    tooltip,
+)
+from attention_docs.render.plots import label_in_box
 
 
 @dataclass(frozen=True)
@@ -19,12 +30,13 @@ class TimelineSettings:
     width_in: float = 10.0
     row_height_in: float = 0.34
     max_cpu_depth: int = 3  # rows below the step ranges on a CPU lane
-    label_min_fraction: float = 0.045  # a bar narrower than this share of the axis is not labelled
+    # A bar's name is written inside it, shortened to fit (the full name shows on hover);
+    # a bar too narrow for three characters shows it on hover only.
     show_flows: bool = True
     # Labelled ranges drawn in colour (label, colour); other ranges and ops stay grey.
     colors: tuple[tuple[str, str], ...] = tuple(STEP_COLORS.items())
     title: str = "Timeline of one forward."
-    xlabel: str = "time since the start of the forward (µs)"
+    xlabel: str = "Time since the start of the forward (µs)"
 
 
 DEFAULT_SETTINGS = TimelineSettings()
@@ -104,12 +116,13 @@ def describe(trace: Trace) -> str:
 
 def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) -> str:
     rows, bars, flows = layout(trace, settings)
-    height = 0.9 + settings.row_height_in * len(rows)
+    height = 1.0 + settings.row_height_in * len(rows)
     end = max((b.start_us + b.dur_us for b in bars), default=1.0)
     with new_figure(settings.width_in, height) as fig:
         ax = fig.add_subplot()
+        drawn_bars = []
         for b in bars:
-            ax.broken_barh(
+            drawn = ax.broken_barh(
                 [(b.start_us, max(b.dur_us, end * 1e-4))],
                 (b.row - 0.4, 0.8),
                 facecolors=b.color,
@@ -117,18 +130,8 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
                 edgecolor="white",
                 linewidth=0.3,
             )
-            if b.dur_us >= end * settings.label_min_fraction:
-                short = b.label if len(b.label) <= 22 else b.label[:21] + "…"
-                ax.text(
-                    b.start_us + b.dur_us / 2,
-                    b.row,
-                    short,
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                    color="white" if b.alpha == 1.0 else INK,
-                    clip_on=True,
-                )
+            tooltip(drawn, f"{b.span.name} · {fmt.time_us(b.dur_us)}")
+            drawn_bars.append(b)
         if settings.show_flows:
             for launch, kernel in flows:
                 ax.annotate(
@@ -152,6 +155,20 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
         if handles:
             fig.legend(
                 handles=handles, loc="outside lower center", ncols=5, frameon=False, fontsize=8
+            )
+        # Labels last, in the final layout: each is measured against its bar in pixels.
+        settle(fig)
+        for b in drawn_bars:
+            # A solid bar takes white or dark text, whichever contrasts more; a pale one, dark.
+            color = text_color_for(b.color) if b.alpha == 1.0 else INK
+            label_in_box(
+                ax,
+                b.start_us,
+                b.start_us + b.dur_us,
+                b.row,
+                b.label,
+                full=f"{b.span.name} · {fmt.time_us(b.dur_us)}",
+                color=color,
             )
         return to_svg(fig, describe(trace))
 
