@@ -166,6 +166,8 @@ def test_fault_verdict_prices_the_faults_of_a_warm_call(first_calls):
     assert "A fresh page costs 1.2 µs" in verdict
     assert "**120 µs**" in verdict and "60.0%" in verdict  # 100 × 1.2 µs of 200 µs
     assert "explains **most** of a warm call" in verdict
+    noisy = forward_times_for(m, (200.0, 20.0, 2000.0))
+    assert "the noise leaves open whether" in render.fault_verdict(m, noisy)
     tie = dict(cost, fresh=timing(9.0, 10.0, 11.0))
     untimed = render.fault_verdict(replace(m, facts={**m.facts, "fault_cost": tie}), times)
     assert "is not measured" in untimed and "A fresh page costs" not in untimed

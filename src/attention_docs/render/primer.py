@@ -215,6 +215,10 @@ def fault_verdict(m: Measurement, times: Sourced | Measurement) -> str:
         verdict = "allocation explains **most** of a warm call"
     elif share_high < 0.1:
         verdict = "allocation is a small part of a warm call"
+    elif share_low < 0.1:
+        verdict = (
+            "the noise leaves open whether allocation is a small part of a warm call or most of it"
+        )
     else:
         verdict = "allocation explains a measurable part of a warm call"
     return lead + (
