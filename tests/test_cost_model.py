@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -11,15 +12,32 @@ from dataclasses import replace
 
 import pytest
 import torch
+from conftest import DATA
+from fake_times import forward_times_for
 
 from attention_docs import render
-from attention_docs.attention.naive import naive_attention
+from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.cost import attention_flops, step_costs
+from attention_docs.experiments.cost_model import gpu_step_work
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import Measurement, Sourced
 from attention_docs.profiling.profile import Schedule, profile_callable
-from attention_docs.render.roofline import predictions, roofline_svg
+from attention_docs.profiling.trace import (
+    GPU_WORK,
+    Span,
+    Trace,
+    kernel_time_us,
+    launch_gaps,
+    trim_chrome,
+)
+from attention_docs.render.roofline import (
+    fixed_costs_us,
+    ops_per_step,
+    roof_of,
+    roofline_svg,
+    verdicts,
+)
 from attention_docs.roofline import OVERHEAD_FACTOR, Prediction, Roof, predict
 
 CEILINGS_TINY = {"matmul_size": 64, "copy_mb": 1}
@@ -112,7 +130,7 @@ def ceilings():
     return run_experiment("machine_ceilings", CEILINGS_TINY, device="cpu")
 
 
-def test_machine_ceilings_at_tiny_sizes_are_positive_and_sane(ceilings):
+def test_machine_ceilings_rates_are_their_work_over_their_time(ceilings):
     rows = ceilings.tables["ceilings"].records()
     matmuls = [r for r in rows if r["kind"] == "matmul"]
     copies = [r for r in rows if r["kind"] == "copy"]
@@ -120,46 +138,212 @@ def test_machine_ceilings_at_tiny_sizes_are_positive_and_sane(ceilings):
     assert [r["size"] for r in copies] == [2**20]  # copy_mb // 64 rounds up to the same 1 MiB
     for r in matmuls:
         assert r["flops"] == 2 * r["size"] ** 3
-        assert 1e6 < r["flop_per_s"] < 1e16  # between a calculator and a supercomputer
+        assert r["flop_per_s"] == pytest.approx(r["flops"] / r["time_us"] * 1e6, rel=1e-3)
+        assert r["low_us"] <= r["time_us"] <= r["high_us"]
     for r in copies:
         assert r["bytes"] == 2 * r["size"]
-        assert 1e7 < r["bytes_per_s"] < 1e14
+        assert r["bytes_per_s"] == pytest.approx(r["bytes"] / r["time_us"] * 1e6, rel=1e-3)
     facts = ceilings.facts
-    assert facts["peak_flops"] == max(r["flop_per_s"] for r in matmuls)
+    assert facts["peak_flops_float32"] == max(r["flop_per_s"] for r in matmuls)
+    assert facts["peak_flops_float32_low"] <= facts["peak_flops_float32"]
+    assert facts["peak_flops_float32"] <= facts["peak_flops_float32_high"]
     assert facts["bandwidth_bs"] == copies[-1]["bytes_per_s"]
+
+
+def test_ceilings_renderers_state_the_ceilings_as_facts(ceilings):
     table = render.ceilings_table(Sourced(ceilings, "now", "x.json"))
     assert "No spec sheet is used for this device" in table
-    assert "FLOP per byte" in render.ceilings_claim(ceilings)
+    fact = 'data-fact="ceiling&#124;' + ceilings.device_id + "&#124;peak_flops_float32"
+    assert table.count(fact) == 1  # the best matmul's row is the fact, marked once
+    assert table.count("\n| matmul (float32)") == 3
+    claim = render.ceilings_claim(ceilings)
+    assert "FLOP per byte" in claim
+    peak = render.compare.ceiling(ceilings, "peak_flops_float32", spread=True)
+    assert peak in claim  # the same helper, the same text: one fact, one number
+    ridge = ceilings.facts["peak_flops_float32"] / ceilings.facts["bandwidth_bs"]
+    assert f"**{ridge:.3g} FLOP per byte**" in claim
+    with pytest.raises(ValueError, match="--dtypes bfloat16"):
+        render.ceilings_claim(ceilings, "bfloat16")
 
 
 @pytest.fixture(scope="module")
 def roofline():
-    params = {"seq_len": 32, "num_heads": 2, "head_dim": 16, **CEILINGS_TINY}
-    return run_experiment("roofline_steps", params, device="cpu")
+    return run_experiment(
+        "roofline_steps", {"seq_len": 32, "num_heads": 2, "head_dim": 16}, device="cpu"
+    )
 
 
-def test_roofline_steps_holds_steps_ceilings_and_floor(roofline):
-    assert len(roofline.steps) == 5
-    assert roofline.facts["floor_us"] > 0
-    assert roofline.facts["peak_flops"] > 0 and roofline.facts["bandwidth_bs"] > 0
-    preds = predictions(roofline)
-    assert [p.label for p in preds] == [s.label for s in roofline.steps]
-    assert all(p.fixed_s is not None and p.fixed_s > 0 for p in preds)
-    table = render.roofline_table(Sourced(roofline, "now", "x.json"))
+def times_for(roof, step_us: float = 50.0, spread: float = 0.1):
+    """forward_times with every step at `step_us` (±spread), the forward at five times that."""
+    steps = {s.label: (step_us, step_us * (1 - spread), step_us * (1 + spread)) for s in roof.steps}
+    forward = 5 * step_us
+    return forward_times_for(roof, (forward, forward * 0.95, forward * 1.05), steps)
+
+
+def test_roofline_steps_keeps_structure_and_a_cpu_floor_but_no_times_or_ceilings(roofline):
+    assert [s.label for s in roofline.steps] == list(STEPS)
+    facts = roofline.facts
+    assert facts["floor_low_us"] <= facts["floor_us"] <= facts["floor_high_us"]
+    assert "gpu_steps" not in facts and "launch_gaps" not in facts  # a CPU trace: no kernels
+    assert not {"peak_flops", "bandwidth_bs"} & set(facts) and roofline.timing is None
+    assert "matmul_size" not in roofline.params
+    per_forward = roofline.tables["per_forward"]
+    for s in roofline.steps:
+        assert s.time_us == pytest.approx(sum(per_forward.column(s.label)) / len(per_forward.rows))
+    # Fixed cost on a CPU: top-level op calls × the CPU floor, per step.
+    calls = ops_per_step(roofline)
+    assert calls["attention.mask"] == 3  # ones, triu, masked_fill
+    assert fixed_costs_us(roofline) == {label: n * facts["floor_us"] for label, n in calls.items()}
+
+
+def test_verdicts_use_unprofiled_times_and_the_ceilings_entry(roofline, ceilings):
+    times = times_for(roofline)
+    roof = roof_of(ceilings, "float32")
+    found = {v.label: v for v in verdicts(roofline, ceilings, times)}
+    for s in roofline.steps:
+        p = found[s.label].prediction
+        assert p.measured_s == pytest.approx(50e-6)  # the unprofiled time, not the profiled one
+        assert p.compute_s == pytest.approx(s.flops / roof.peak_flops)
+        assert p.memory_s == pytest.approx(s.bytes / roof.bandwidth)
+        assert found[s.label].low.measured_s == pytest.approx(45e-6)
+        assert found[s.label].high.measured_s == pytest.approx(55e-6)
+    table = render.roofline_table(Sourced(roofline, "now", "x.json"), ceilings, times)
     assert table.count("`attention.") == 5
-    assert len(re.findall(r"\*\*(compute|memory|overhead|inefficient)\*\*", table)) == 5
-    assert "On this measurement" in render.roofline_claim(roofline)
-    assert "`attention.mask`" in render.cost_table(Sourced(roofline, "now", "x.json"))
+    assert len(re.findall(r"\*\*(compute|memory|overhead|inefficient)[^*]*\*\*", table)) == 5
+    assert "torch.utils.benchmark, the CPU wall clock" in table and "CPU floor" in table
+    assert 'data-fact="forward&#124;' in table  # the step times are forward_times' facts
+    claim = render.roofline_claim(roofline, ceilings, times)
+    assert claim.startswith("With each step timed alone without the profiler")
+    assert "over the rounds" in claim
+    assert "CPU floor" in render.fixed_cost_claim(roofline)
 
 
-def test_roofline_figure_is_byte_stable_across_processes(roofline, tmp_path):
-    path = tmp_path / "m.json"
-    path.write_text(roofline.dumps())
+def test_a_verdict_whose_rounds_straddle_a_threshold_is_within_noise(roofline, ceilings):
+    roof = roof_of(ceilings, "float32")
+    softmax = roofline.step("attention.softmax")
+    predicted = max(softmax.flops / roof.peak_flops, softmax.bytes / roof.bandwidth) * 1e6
+    # Median at 4.9× the roofline time, slowest round at 6×: memory-bound or beyond it.
+    steps = {"attention.softmax": (4.9 * predicted, 4.5 * predicted, 6.0 * predicted)}
+    times = forward_times_for(roofline, (1e3, 900.0, 1100.0), steps)
+    found = {v.label: v for v in verdicts(roofline, ceilings, times)}
+    assert found["attention.softmax"].prediction.bound == "memory"
+    assert found["attention.softmax"].bound.endswith("(within noise)")
+    assert found["attention.scores"].bound == "not timed"
+    table = render.roofline_table(Sourced(roofline, "now", "x.json"), ceilings, times)
+    assert "not timed alone" in table
+
+
+def test_steps_ceilings_and_times_must_come_from_one_device(roofline, ceilings):
+    other = replace(ceilings, provenance=replace(ceilings.provenance, device_id="cuda-h200"))
+    with pytest.raises(ValueError, match="from one device"):
+        verdicts(roofline, other, times_for(roofline))
+
+
+def test_profiled_sum_is_set_against_the_unprofiled_forward(roofline):
+    per_forward = roofline.tables["per_forward"]
+    sums = [sum(r[s.label] for s in roofline.steps) for r in per_forward.records()]
+    low = min(sums) / 3  # the unprofiled forward far below every profiled sum
+    times = forward_times_for(roofline, (low, low * 0.9, low * 1.1))
+    claim = render.profiled_vs_unprofiled(roofline, times)
+    assert f"**{render._format.time_us(sorted(sums)[1])}**" in claim  # the median forward
+    assert "profiler's own overhead" in claim and "within noise" not in claim
+    assert f"**{render._format.time_us(sorted(sums)[1] - low)}** per forward" in claim
+    tie = forward_times_for(roofline, (sorted(sums)[1], min(sums), max(sums)))
+    assert "within noise of each other" in render.profiled_vs_unprofiled(roofline, tie)
+
+
+def _kineto_trace() -> Trace:
+    chrome = json.loads((DATA / "cuda_trace_kineto.json").read_text())
+    return Trace.from_chrome(trim_chrome(chrome))
+
+
+def test_gpu_step_work_puts_each_gap_before_the_kernel_that_follows_it():
+    def span(name, kind, lane, start, dur, *, flow=None):
+        return Span(name, kind, lane, start, dur, 0, dur, flow, 1)
+
+    cpu, gpu = "CPU thread", "GPU stream 7"
+    spans = (
+        span("a", "range", cpu, 0.0, 10.0),
+        span("cudaLaunchKernel", "runtime", cpu, 1.0, 1.0, flow=1),
+        span("b", "range", cpu, 10.0, 10.0),
+        span("cudaLaunchKernel", "runtime", cpu, 11.0, 1.0, flow=2),
+        span("cudaLaunchKernel", "runtime", cpu, 13.0, 1.0, flow=3),
+        span("k1", "kernel", gpu, 5.0, 3.0, flow=1),
+        span("k2", "kernel", gpu, 12.0, 3.0, flow=2),
+        span("k3", "kernel", gpu, 20.0, 2.0, flow=3),
+    )
+    step = Span("ProfilerStep#1", "step", cpu, 0.0, 25.0, step=1)
+    trace = Trace(spans, (cpu, gpu), (step,))
+    work = gpu_step_work(trace, ["a", "b"])
+    assert work["a"] == {"kernels": 1.0, "busy_us": 3.0, "gap_us": 0.0}
+    # k2 waited 12 - 8 = 4 µs after k1, k3 waited 20 - 15 = 5 µs after k2: both are b's.
+    assert work["b"] == {"kernels": 2.0, "busy_us": 5.0, "gap_us": 9.0}
+    cpu_only = Trace(tuple(s for s in spans if s.kind != "kernel"), (cpu,), (step,))
+    assert gpu_step_work(cpu_only, ["a", "b"]) is None
+
+
+def test_gpu_step_work_on_a_kineto_trace_splits_its_gaps_and_kernels():
+    trace = _kineto_trace()
+    phases = ("attention.forward", "attention.backward")
+    work = gpu_step_work(trace, phases)
+    forwards = len(trace.steps)
+    gaps = launch_gaps(trace)
+    pieces = [s for s in trace.spans if s.kind in GPU_WORK and s.step is not None]
+    # Every piece of GPU work is the forward's or the backward's, so the two together hold
+    # every kernel, every busy microsecond and every gap, once.
+    assert sum(w["kernels"] for w in work.values()) == pytest.approx(len(pieces) / forwards)
+    assert sum(w["busy_us"] for w in work.values()) == pytest.approx(gaps.busy_us / forwards)
+    assert sum(w["gap_us"] for w in work.values()) == pytest.approx(
+        gaps.total_us / forwards, abs=1e-3
+    )
+    busy = kernel_time_us(trace, phases)
+    for phase in phases:
+        assert work[phase]["busy_us"] == pytest.approx(busy[phase] / forwards, abs=1e-3)
+
+
+def test_roofline_renderers_read_the_gpu_clock_when_the_trace_has_kernels(roofline, ceilings):
+    trace = _kineto_trace()
+    gpu = gpu_step_work(trace, STEPS)
+    gaps = launch_gaps(trace)
+    device = replace(roofline.provenance.device, kind="cuda", name="NVIDIA H200")
+    provenance = replace(roofline.provenance, device=device, device_id="cuda-h200")
+    facts = {k: v for k, v in roofline.facts.items() if not k.startswith("floor")}
+    facts["gpu_steps"] = gpu
+    facts["launch_gaps"] = {
+        "count": gaps.count,
+        "median_us": gaps.median_us,
+        "total_us": gaps.total_us / 2,
+        "busy_us": gaps.busy_us / 2,
+        "idle_share": gaps.idle_share,
+    }
+    gpu_roof = replace(roofline, provenance=provenance, facts=facts)
+    gpu_ceilings = replace(ceilings, provenance=replace(ceilings.provenance, device_id="cuda-h200"))
+    times = times_for(gpu_roof)
+    assert fixed_costs_us(gpu_roof) == {label: w["gap_us"] for label, w in gpu.items()}
+    table = render.roofline_table(Sourced(gpu_roof, "now", "x.json"), gpu_ceilings, times)
+    assert "CUDA events, the GPU clock" in table and "idle time" in table
+    assert "CPU floor" not in table
+    fixed = [row.split(" | ")[4] for row in table.splitlines() if row.startswith("| `")]
+    assert fixed[0] == render._format.time_us(gpu["attention.scores"]["gap_us"])
+    claim = render.fixed_cost_claim(gpu_roof)
+    assert render._format.percent(gaps.idle_share) in claim and "On this GPU" in claim
+    assert "GPU clock" in render.bound_rules(gpu_roof)
+
+
+def test_roofline_figure_is_byte_stable_across_processes(roofline, ceilings, tmp_path):
+    paths = {}
+    for name, m in (("roof", roofline), ("ceil", ceilings), ("times", times_for(roofline))):
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(m.dumps())
     code = (
         "import hashlib; from attention_docs import render; "
         "from attention_docs.measurements import Measurement, Sourced; "
-        f"m = Measurement.loads(open({str(path)!r}).read()); "
-        "print(hashlib.sha256(render.roofline_figure(Sourced(m, 'x', 'x.json')).encode()).hexdigest())"
+        + "; ".join(
+            f"{name} = Measurement.loads(open({str(path)!r}).read())"
+            for name, path in paths.items()
+        )
+        + "; print(hashlib.sha256(render.roofline_figure(Sourced(roof, 'x', 'x.json'), ceil, "
+        "times).encode()).hexdigest())"
     )
     digests = {
         subprocess.run(
@@ -167,16 +351,44 @@ def test_roofline_figure_is_byte_stable_across_processes(roofline, tmp_path):
         ).stdout.strip()
         for _ in range(2)
     }
-    again = Measurement.loads(path.read_text())
-    here = hashlib.sha256(render.roofline_figure(Sourced(again, "x", "x.json")).encode())
+    again = {name: Measurement.loads(path.read_text()) for name, path in paths.items()}
+    here = hashlib.sha256(
+        render.roofline_figure(
+            Sourced(again["roof"], "x", "x.json"), again["ceil"], again["times"]
+        ).encode()
+    )
     assert digests == {here.hexdigest()}
 
 
-def test_roofline_figure_places_steps_and_draws_the_spec_roof_when_known(roofline):
-    svg = roofline_svg(roofline)
+def test_roofline_figure_places_steps_and_draws_the_spec_roof_when_known(roofline, ceilings):
+    times = times_for(roofline)
+    svg = roofline_svg(roofline, ceilings, times)
     assert svg.startswith('<svg role="img"') and "ridge at" in svg
+    assert "Steps at their unprofiled time" in svg
     assert "attention.mask: 0 FLOPs" in svg  # the causal mask is listed, not plotted
     assert "spec-sheet roof" not in svg
-    device = replace(roofline.provenance.device, spec={"fp32_tflops": 10.0, "hbm_gbs": 100.0})
-    gpu_like = replace(roofline, provenance=replace(roofline.provenance, device=device))
-    assert "Spec sheet: 10 TFLOP/s, 100 GB/s." in roofline_svg(gpu_like)
+    device = replace(ceilings.provenance.device, spec={"fp32_tflops": 10.0, "hbm_gbs": 100.0})
+    gpu_like = replace(ceilings, provenance=replace(ceilings.provenance, device=device))
+    assert "Spec sheet: 10 TFLOP/s, 100 GB/s." in roofline_svg(roofline, gpu_like, times)
+
+
+def test_matmul_cap_claim_uses_the_ceilings_ridge(roofline, ceilings):
+    claim = render.matmul_cap_claim(roofline, ceilings)
+    assert "2 × 16 ÷ 4 = **8 FLOP/B**" in claim
+    ridge = ceilings.facts["peak_flops_float32"] / ceilings.facts["bandwidth_bs"]
+    assert f"ridge of {ridge:.3g} FLOP/B" in claim
+
+
+def test_a_step_faster_than_its_roof_is_explained_by_the_roof_it_beat(roofline, ceilings):
+    times = times_for(roofline, step_us=1e-4, spread=0.01)  # far faster than any roof
+    found = verdicts(roofline, ceilings, times)
+    claim = render.roofline_claim(roofline, ceilings, times)
+    names = r"((?:`[^`]+`, )*`[^`]+`)"
+    memory = re.search(names + " moved (?:its|their) bytes faster than the large copy", claim)
+    compute = re.search(names + " did more FLOP/s than the measured peak", claim)
+    for v in found:
+        if not v.prediction.predicted_s:
+            continue  # no work, no roof to beat
+        beaten = memory if v.prediction.memory_s > v.prediction.compute_s else compute
+        assert beaten is not None and f"`{v.label}`" in beaten.group(1), v.label
+    assert "in every round" in claim

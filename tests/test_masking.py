@@ -1,20 +1,23 @@
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 from reference import attention_reference, rel_err
 
+from attention_docs import render
 from attention_docs.attention.masking import (
     MASK_FUNCTIONS,
     MASK_VARIANTS,
     masked_attention,
     prepare_mask,
 )
-from attention_docs.attention.naive import naive_attention
+from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.experiments.naive_variants import parse_shapes
 from attention_docs.experiments.registry import ExperimentError
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv, resolve_dtype
+from attention_docs.measurements import Sourced, Table
 
 
 def reference(q, k, v, causal):
@@ -102,20 +105,151 @@ def test_mask_variants_experiment_counts_what_each_variant_allocates():
     # ones(N, N) and its triu: two bool masks, then the masked copy.
     assert rows["rebuild"]["mask_allocated_bytes"] == matrix + 2 * 32 * 32
     assert [rows[v]["prepared_bytes"] for v in MASK_VARIANTS] == [0, 32 * 32, 32 * 32, 32 * 32 * 4]
-    assert all(r["mask_us"] > 0 and r["forward_us"] > 0 for r in rows.values())
+    for r in rows.values():  # unprofiled, with each variant's rounds
+        assert r["mask_low_us"] <= r["mask_us"] <= r["mask_high_us"]
+        assert r["forward_low_us"] <= r["forward_us"] <= r["forward_high_us"]
+    assert "3 interleaved rounds" in m.facts["timing_method"]
 
 
-def test_dtypes_experiment_has_every_step_in_every_dtype():
+def test_dtypes_experiment_times_every_step_and_records_what_runs():
     m = run_experiment("naive_dtypes", TINY, device="cpu")
     table = m.tables["dtypes"]
-    assert table.columns == ("step", "float32_us", "bfloat16_us")
-    assert len(table.rows) == 6 and table.rows[-1][0] == "forward (unprofiled)"
-    assert all(t > 0 for row in table.rows for t in row[1:])
+    assert table.columns == ("step", "dtype", "median_us", "low_us", "high_us")
+    keys = [(r["step"], r["dtype"]) for r in table.records()]
+    assert keys == [(step, d) for d in ("float32", "bfloat16") for step in ("forward", *STEPS)]
+    assert all(r["low_us"] <= r["median_us"] <= r["high_us"] for r in table.records())
     assert m.facts["cpu_capability"]
+    ops = m.tables["step_ops"].records()
+    bmm = [r for r in ops if r["name"] == "aten::bmm" and r["step"] == "attention.scores"]
+    assert [(r["dtype"], r["calls"]) for r in bmm] == [("float32", 1), ("bfloat16", 1)]
+    softmax = {r["dtype"] for r in ops if r["name"] == "aten::_softmax"}
+    assert softmax == {"float32", "bfloat16"}
 
 
-def test_step_shares_experiment_profiles_each_shape():
+def test_step_shares_experiment_profiles_each_shape_with_its_spread():
     m = run_experiment("naive_step_shares", {"shapes": "16x8,48x32", "num_heads": 1}, device="cpu")
     rows = m.tables["shares"].records()
     assert [r["shape"] for r in rows] == ["16×8", "48×32"]
-    assert all(r["attention.softmax"] > 0 for r in rows)
+    for r in rows:
+        for label in STEPS:
+            # The mean over three profiled forwards lies inside their range.
+            assert r[f"{label} low"] <= r[label] + 1e-6 and r[label] <= r[f"{label} high"] + 1e-6
+
+
+def variants_measurement(m, timings):
+    """`m` with a hand-made variants table: variant -> (mask (median, low, high), forward)."""
+    rows = tuple((v, 1.0, 100.0, 0, *mask, *forward) for v, (mask, forward) in timings.items())
+    columns = (
+        "variant",
+        "mask_allocations",
+        "mask_allocated_bytes",
+        "prepared_bytes",
+        "mask_us",
+        "mask_low_us",
+        "mask_high_us",
+        "forward_us",
+        "forward_low_us",
+        "forward_high_us",
+    )
+    return replace(
+        m,
+        tables={"variants": Table(columns, rows)},
+        facts={"matrix_bytes": 100.0, "timing_method": "x, 3 interleaved rounds"},
+    )
+
+
+def test_mask_variant_renderers_call_overlapping_rounds_a_tie(tiny_measurement):
+    forward = (1000.0, 950.0, 1050.0)
+    m = variants_measurement(
+        tiny_measurement,
+        {
+            "rebuild": ((100.0, 90.0, 110.0), forward),
+            "masked_fill": ((50.0, 45.0, 55.0), (990.0, 940.0, 1040.0)),
+            "masked_fill_": ((20.0, 18.0, 22.0), (900.0, 880.0, 920.0)),
+            "additive": ((21.0, 19.0, 23.0), forward),
+        },
+    )
+    table = render.mask_variants_table(Sourced(m, "now", "x.json"))
+    assert "| `masked_fill` | 0.5× (0.409–0.611×) | within noise (0.99×) |" in table
+    claim = render.mask_variants_claim(m)
+    assert "the cheapest mask step is `masked_fill_`'s, within noise of `additive`'s" in claim
+    assert "`masked_fill_`'s forward takes 0.9× (0.838–0.968×) the time of `rebuild`'s" in claim
+    assert "`additive`'s forward is within noise of `rebuild`'s (1×)" in claim
+    svg = render.mask_variants_figure(Sourced(m, "now", "x.json"))
+    assert "masked_fill: 0.5× (0.409–0.611×)." in svg
+
+
+def dtypes_measurement(m, timings, ops=()):
+    rows = tuple((step, d, *t) for (step, d), t in timings.items())
+    return replace(
+        m,
+        tables={
+            "dtypes": Table(("step", "dtype", "median_us", "low_us", "high_us"), rows),
+            "step_ops": Table(("dtype", "step", "where", "name", "calls", "time_us"), tuple(ops)),
+        },
+        facts={"dtypes": "float32,bfloat16", "timing_method": "x, 3 interleaved rounds"},
+    )
+
+
+def test_dtype_renderers_state_only_differences_beyond_noise(tiny_measurement):
+    f32 = (100.0, 95.0, 105.0)
+    timings = {
+        ("forward", "float32"): f32,
+        ("forward", "bfloat16"): (300.0, 290.0, 310.0),
+        ("attention.scores", "float32"): f32,
+        ("attention.scores", "bfloat16"): (700.0, 680.0, 720.0),
+        ("attention.weighted_sum", "float32"): f32,
+        ("attention.weighted_sum", "bfloat16"): (2400.0, 2300.0, 2500.0),
+        ("attention.softmax", "float32"): f32,
+        ("attention.softmax", "bfloat16"): (102.0, 96.0, 108.0),
+    }
+    bmm = [
+        (d, step, "CPU", "aten::bmm", 1.0, 90.0)
+        for d in ("float32", "bfloat16")
+        for step in ("attention.scores", "attention.weighted_sum")
+    ]
+    selects = [
+        ("bfloat16", step, "CPU", "aten::select", 6.0, 5.0)
+        for step in ("attention.scores", "attention.weighted_sum")
+    ]
+    m = dtypes_measurement(tiny_measurement, timings, bmm + selects)
+    claim = render.dtype_claim(m)
+    assert "takes **3× (2.76–3.26×)** the time of float32's — slower" in claim
+    assert "beyond noise: `attention.weighted_sum` 24×" in claim
+    assert "Within noise of float32: `attention.softmax`." in claim
+    ops = render.dtype_ops_claim(m)
+    # 6 selects for batch_size × num_heads = 2 × 1... matrices: the per-matrix reading.
+    assert "6× `aten::select`" in ops and "per matrix of the batch" in ops
+    assert "the same path" in ops and "is not measured here" in ops
+    table = render.dtype_table(Sourced(m, "now", "x.json"))
+    assert (
+        "| `attention.scores` | 7× (6.48–7.58×) | `aten::bmm` | `aten::bmm` + 6× `aten::select` |"
+        in table
+    )
+    # Different extra work in the two matmuls is named as the measured difference.
+    copy = [("bfloat16", "attention.weighted_sum", "CPU", "aten::copy_", 1.0, 900.0)]
+    assert "the measured difference" in render.dtype_ops_claim(
+        dtypes_measurement(tiny_measurement, timings, bmm + selects + copy)
+    )
+
+
+def test_shape_shares_claim_names_ties_from_the_profiled_spread(tiny_measurement):
+    columns = ("shape", *STEPS, *(f"{s} {end}" for s in STEPS for end in ("low", "high")))
+
+    def row(shape, times, spread):
+        return (shape, *times, *(t * f for t in times for f in (1 - spread, 1 + spread)))
+
+    rows = (
+        row("64×64", (10.0, 5.0, 5.0, 9.5, 10.0), 0.1),
+        row("1024×64", (50.0, 5.0, 5.0, 20.0, 30.0), 0.1),
+    )
+    m = replace(tiny_measurement, tables={"shares": Table(columns, rows)})
+    claim = render.shape_shares_claim(m)
+    assert (
+        "shape 64×64: `attention.scores`, `attention.softmax`, `attention.weighted_sum` within noise"
+        in claim
+    )
+    assert (
+        "shape 1024×64: `attention.scores` (45.5%), beyond the noise of every other step" in claim
+    )
+    assert "take 50.6% of the five steps' profiled time at shape 64×64" in claim

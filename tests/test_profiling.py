@@ -11,7 +11,7 @@ from attention_docs.cost import step_costs
 from attention_docs.inputs import make_qkv
 from attention_docs.profiling.device import DeviceError, describe, resolve_device
 from attention_docs.profiling.profile import Schedule, profile_callable
-from attention_docs.profiling.timing import time_callable
+from attention_docs.profiling.timing import Timing, time_callable
 from attention_docs.profiling.trace import Trace, op_stats, step_span_times, trim_chrome
 
 
@@ -23,16 +23,17 @@ def naive_run():
     )
 
 
-def test_trace_holds_the_five_steps_in_order_with_positive_durations(naive_run):
+def test_trace_holds_the_five_steps_in_order_nested_in_their_profiler_step(naive_run):
     trace = naive_run.trace
     assert [s.step for s in trace.steps] == sorted(s.step for s in trace.steps)
     assert len(trace.steps) == 2  # only the active steps are recorded
     for step in trace.steps:
         ranges = [s for s in trace.spans if s.kind == "range" and s.step == step.step]
         assert [r.name for r in ranges] == list(STEPS)
-        assert all(r.dur_us > 0 for r in ranges)
         assert all(a.end_us <= b.start_us + 1e-3 for a, b in itertools.pairwise(ranges))
         assert all(step.start_us <= r.start_us and r.end_us <= step.end_us + 1e-3 for r in ranges)
+        # Disjoint ranges inside the step: together they cannot outlast it.
+        assert sum(r.dur_us for r in ranges) <= step.dur_us + 1e-3
 
 
 def test_ops_nest_under_the_step_that_ran_them(naive_run):
@@ -45,15 +46,43 @@ def test_ops_nest_under_the_step_that_ran_them(naive_run):
     ]
     assert "aten::softmax" in {s.name for s in inside}
     assert all(s.depth > softmax.depth for s in inside)
+    # Durations nest: an op ends inside its range, so it cannot outlast it.
+    assert all(s.end_us <= softmax.end_us + 1e-3 and s.dur_us <= softmax.dur_us for s in inside)
     assert all(0 <= s.self_us <= s.dur_us + 1e-6 for s in trace.spans)
+    # A span's self time is its duration minus its direct children's.
+    children = [s for s in inside if s.depth == softmax.depth + 1]
+    assert softmax.self_us == pytest.approx(
+        softmax.dur_us - sum(c.dur_us for c in children), abs=1e-3
+    )
 
 
-def test_step_times_and_op_stats(naive_run):
-    times = step_span_times(naive_run.trace, STEPS)
-    assert all(times[label]["calls"] == 2 for label in STEPS)
-    assert all(times[label]["device_us"] == times[label]["cpu_us"] > 0 for label in STEPS)
-    names = {row["name"] for row in op_stats(naive_run.trace)}
-    assert {"aten::bmm", "aten::softmax", "aten::masked_fill"} <= names
+def test_step_times_sum_the_ranges_and_op_stats_sum_the_spans(naive_run):
+    trace = naive_run.trace
+    times = step_span_times(trace, STEPS)
+    for label in STEPS:
+        ranges = [s for s in trace.spans if s.kind == "range" and s.name == label]
+        assert times[label]["calls"] == 2
+        assert times[label]["cpu_us"] == pytest.approx(sum(r.dur_us for r in ranges))
+        # No kernels on a CPU: the device time is the ranges' CPU time.
+        assert times[label]["device_us"] == times[label]["cpu_us"]
+    # The five steps together fit inside the two profiler steps.
+    assert sum(t["cpu_us"] for t in times.values()) <= sum(s.dur_us for s in trace.steps) + 1e-3
+    rows = {row["name"]: row for row in op_stats(trace)}
+    assert {"aten::bmm", "aten::softmax", "aten::masked_fill"} <= set(rows)
+    bmm = [s for s in trace.spans if s.kind == "op" and s.name == "aten::bmm"]
+    assert rows["aten::bmm"]["calls"] == len(bmm) == 4  # two matmuls, two steps
+    assert rows["aten::bmm"]["total_us"] == pytest.approx(sum(s.dur_us for s in bmm))
+    assert rows["aten::bmm"]["self_us"] <= rows["aten::bmm"]["total_us"] + 1e-6
+
+
+def test_per_forward_table_splits_the_steps_forward_by_forward(naive_run):
+    from attention_docs.experiments.naive import per_forward_table
+
+    table = per_forward_table(naive_run.chrome, STEPS)
+    assert table.column("forward") == [1, 2]
+    totals = step_span_times(naive_run.trace, STEPS)
+    for label in STEPS:
+        assert sum(table.column(label)) == pytest.approx(totals[label]["device_us"], abs=1e-2)
 
 
 def test_cost_model_matmul_flops_match_the_profiler(naive_run):
@@ -101,9 +130,28 @@ def test_trim_drops_what_lies_outside_the_steps():
 
 
 def test_timing_reports_median_and_spread():
-    q, k, v = make_qkv(1, 1, 16, 8)
-    t = time_callable(lambda: naive_attention(q, k, v), torch.device("cpu"), min_run_time=0.05)
-    assert t.median_us > 0 and t.iqr_us >= 0 and t.runs >= 1
+    import statistics
+    import time
+
+    t = time_callable(lambda: time.sleep(0.002), torch.device("cpu"), min_run_time=0.03, rounds=3)
+    # Three rounds, one median each; the reported value is their median, the spread their range.
+    assert len(t.rounds_us) == 3 and t.runs >= 3
+    assert t.median_us == statistics.median(t.rounds_us)
+    assert (t.low_us, t.high_us) == (min(t.rounds_us), max(t.rounds_us))
+    assert t.spread == pytest.approx((t.high_us - t.low_us) / t.median_us)
+    # Microseconds: a 2 ms sleep cannot take less, nor a whole second.
+    assert t.low_us >= 2000 and t.high_us < 1e6
+    # The record round-trips with its rounds.
+    assert Timing.from_json(json.loads(json.dumps(t.to_json()))) == t
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        time_callable(lambda: None, torch.device("cpu"), rounds=0)
+
+
+def test_a_timing_without_rounds_spreads_nothing():
+    t = Timing(median_us=10.0, iqr_us=1.0, runs=5, method="test")
+    assert (t.low_us, t.high_us, t.spread) == (10.0, 10.0, 0.0)
+    wide = Timing(median_us=10.0, iqr_us=0.0, runs=3, method="test", rounds_us=(8.0, 10.0, 13.0))
+    assert wide.spread == pytest.approx(0.5)
 
 
 def test_device_choice():

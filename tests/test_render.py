@@ -83,7 +83,8 @@ def test_claims_are_computed_from_the_measurement(tiny_measurement):
     m = tiny_measurement
     top = max(m.steps, key=lambda s: s.time_us)
     sentence = render.dominant_step(m)
-    assert sentence.startswith(f"`{top.label}` takes the largest share")
+    # The largest step comes first, alone or tied with the next (the forwards decide).
+    assert sentence.startswith(f"`{top.label}` ")
     assert fmt.percent(render.share(m, top.label)) in sentence
     note = render.device_note(m, cpu="on the cpu", cuda="on the gpu")
     assert "on the cpu" in note and "on the gpu" not in note and note.startswith("!!! info")
@@ -101,3 +102,88 @@ def test_rate_and_count_format():
     assert fmt.rate(2e9, 1000.0, "FLOP") == "2 TFLOP/s"
     assert fmt.rate(0, 10.0, "FLOP") == "—"
     assert fmt.nbytes(0) == "0 B"
+
+
+def test_a_pipe_in_a_cell_is_escaped_for_the_table_but_not_inside_a_tag():
+    fact = '<span class="ad-fact" data-fact="forward|cpu-x|naive">1 ms</span>'
+    table = render.markdown_table(["What", "Time"], [["a | b", fact]])
+    row = table.splitlines()[-1]
+    assert row == (
+        '| a \\| b | <span class="ad-fact" data-fact="forward&#124;cpu-x&#124;naive">1 ms</span> |'
+    )
+
+
+def with_per_forward(m, per_forward):
+    """`m` whose steps' profiled times are `per_forward` (label -> one value per forward)."""
+    from dataclasses import replace
+
+    from attention_docs.measurements import Table
+
+    labels = [s.label for s in m.steps]
+    n = len(per_forward[labels[0]])
+    rows = tuple((i + 1, *(per_forward[label][i] for label in labels)) for i in range(n))
+    steps = tuple(replace(s, time_us=sum(per_forward[s.label]) / n) for s in m.steps)
+    return replace(
+        m, steps=steps, tables={"per_forward": Table(("forward", *labels), rows)}, timing=None
+    )
+
+
+def test_dominant_step_is_a_tie_when_the_forwards_overlap(tiny_measurement):
+    base = {"attention.scale": [1.0] * 3, "attention.mask": [1.0] * 3}
+    apart = with_per_forward(
+        tiny_measurement,
+        {
+            **base,
+            "attention.scores": [10.0, 11.0, 12.0],
+            "attention.softmax": [5.0, 6.0, 7.0],
+            "attention.weighted_sum": [8.0, 8.5, 9.0],
+        },
+    )
+    sentence = render.dominant_step(apart)
+    assert sentence.startswith("`attention.scores` takes the largest share")
+    assert "in each of the 3 profiled forwards" in sentence
+    tied = with_per_forward(
+        tiny_measurement,
+        {
+            **base,
+            "attention.scores": [10.0, 11.0, 12.0],
+            "attention.softmax": [5.0, 6.0, 7.0],
+            "attention.weighted_sum": [9.0, 10.5, 11.5],
+        },
+    )
+    sentence = render.dominant_step(tied)
+    assert "`attention.scores` (" in sentence and "within noise of each other" in sentence
+    assert "ranged 10 µs–12 µs" in sentence and "9 µs–11.5 µs" in sentence
+
+
+def test_profiled_and_unprofiled_forward_are_set_side_by_side(tiny_measurement):
+    from fake_times import forward_times_for
+
+    m = with_per_forward(
+        tiny_measurement,
+        {s.label: [100.0, 110.0, 120.0] for s in tiny_measurement.steps},
+    )  # five steps: 500, 550 and 600 µs per forward
+    times = forward_times_for(m, (400.0, 390.0, 410.0))
+    claim = render.profiled_vs_unprofiled(m, times)
+    assert "sum to **550 µs** per forward (500 µs–600 µs over 3 profiled forwards)" in claim
+    assert "1.38× (1.22–1.54×) the unprofiled time" in claim
+    assert "**150 µs** per forward" in claim and "profiler's own overhead" in claim
+    shorter = render.profiled_vs_unprofiled(m, forward_times_for(m, (700.0, 690.0, 710.0)))
+    assert "*shorter*" in shorter
+
+
+def test_intensity_and_mask_step_claims_come_from_the_cost_model_and_the_times(tiny_measurement):
+    from fake_times import forward_times_for
+
+    claim = render.intensity_claim(tiny_measurement)  # seq_len 32, head_dim 16, float32
+    # 2·N·D / (e·(2·D + N)) = 2·32·16 / (4·64) = 4 FLOP/B, half the cap 2·16/4 = 8.
+    assert "`attention.scores` 4," in claim and "**8 FLOP/B**" in claim and "50.0%" in claim
+    steps = {
+        "attention.mask": (30.0, 28.0, 32.0),
+        "attention.scores": (10.0, 9.0, 11.0),
+        "attention.weighted_sum": (29.0, 27.0, 31.0),
+    }
+    times = forward_times_for(tiny_measurement, (100.0, 95.0, 105.0), steps)
+    text = render.mask_step_claim(tiny_measurement, times)
+    assert "3.00× (2.55–3.56×) the time of `attention.scores`" in text
+    assert "within noise of `attention.weighted_sum`" in text

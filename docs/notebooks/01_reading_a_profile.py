@@ -22,16 +22,26 @@
 
 # %%
 import os
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from attention_docs import make_qkv, naive_attention, render, run_experiment
+from attention_docs import book, make_qkv, measure, naive_attention, render, run_experiment
 from attention_docs.measurements import Sourced
+from attention_docs.measurements.forward import GRIDS
 
 # Small shapes keep this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
 TINY = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-shape = {"seq_len": 32, "num_heads": 1, "head_dim": 16} if TINY else {}
+kind = "cuda" if torch.cuda.is_available() else "cpu"
+# The shape must be one of the forward-time grid's (below): its first seq_len when tiny.
+shape = {"seq_len": GRIDS[kind].seq_lens[0], "head_dim": 64} if TINY else {}
+
+# Unprofiled forward times come from one experiment, `forward_times`, as on the site: it
+# runs once, in a worker process, and is kept in ./notebook-measurements for the other
+# notebooks (delete the folder to measure again).
+book.configure(book.Settings(store=Path("notebook-measurements"), prefer=("local",)))
+times = measure("forward_times", tiny=TINY)
 
 
 def here(m):
@@ -46,8 +56,9 @@ def here(m):
 
 # %%
 first = run_experiment("profile_first_calls", {**shape, "calls": 4 if TINY else 8})
-print(render.first_calls_table(here(first)))
-print(render.first_calls_claim(first))
+print(render.first_calls_table(here(first), times))
+print(render.first_calls_claim(first, times))
+print(render.fault_verdict(first, times))
 print(render.first_call_ops_table(here(first)))
 
 # %% [markdown]
@@ -91,7 +102,7 @@ print(render.size_sweep_claim(sweep))
 # %%
 overhead = run_experiment("profile_overhead", {**shape, "iterations": 3} if TINY else {})
 print(render.overhead_table(here(overhead)))
-print(render.overhead_claim(overhead))
+print(render.overhead_claim(overhead, times))
 
 # %% [markdown]
 # ## Try next

@@ -21,12 +21,25 @@
 # %%
 import inspect
 import os
+from pathlib import Path
 
-from attention_docs import naive_attention, render, run_experiment
+import torch
+
+from attention_docs import book, measure, naive_attention, render, run_experiment
 from attention_docs.measurements import Sourced
+from attention_docs.measurements.forward import GRIDS
 
 # A small shape keeps this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
-seq_len = 64 if os.environ.get("ATTENTION_DOCS_TINY") else 1024
+# Either is one of the forward-time grid's shapes, so that unprofiled times exist for it.
+TINY = bool(os.environ.get("ATTENTION_DOCS_TINY"))
+kind = "cuda" if torch.cuda.is_available() else "cpu"
+seq_len = GRIDS[kind].seq_lens[0] if TINY else 1024
+
+# Unprofiled forward times come from one experiment, `forward_times`, as on the site: it
+# runs once, in a worker process, and is kept in ./notebook-measurements for the other
+# notebooks (delete the folder to measure again).
+book.configure(book.Settings(store=Path("notebook-measurements"), prefer=("local",)))
+times = measure("forward_times", tiny=TINY)
 
 # %% [markdown]
 # ## The code under study
@@ -49,7 +62,9 @@ print(render.step_table(here))
 
 # %%
 print(render.dominant_step(m))
-print(render.forward_time(m))
+print(render.profiled_vs_unprofiled(m, times))
+print(render.intensity_claim(m))
+print(render.mask_step_claim(m, times))
 
 # %%
 print(render.op_table(here))
@@ -78,6 +93,7 @@ print(render.mask_variants_claim(variants))
 dtypes = run_experiment("naive_dtypes", {"seq_len": seq_len})
 print(render.dtype_table(Sourced(dtypes, "measured in this notebook", "-", base="")))
 print(render.dtype_claim(dtypes))
+print(render.dtype_ops_claim(dtypes))
 
 # %% [markdown]
 # ## Which step dominates at which shape
@@ -89,4 +105,4 @@ shapes = (
     else "64x64,256x64,1024x64,1024x16,1024x256"
 )
 shares = run_experiment("naive_step_shares", {"shapes": shapes})
-print(render.step_shares_claim(shares, "shares", "shape"))
+print(render.shape_shares_claim(shares, "shares", "shape"))

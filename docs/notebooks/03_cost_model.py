@@ -18,14 +18,26 @@
 
 # %%
 import os
+from pathlib import Path
 
-from attention_docs import render, run_experiment, step_costs
+import torch
+
+from attention_docs import book, measure, render, run_experiment, step_costs
 from attention_docs.measurements import Sourced
+from attention_docs.measurements.forward import GRIDS
 
 # Small sizes keep this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
 TINY = bool(os.environ.get("ATTENTION_DOCS_TINY"))
+kind = "cuda" if torch.cuda.is_available() else "cpu"
 ceiling_sizes = {"matmul_size": 128, "copy_mb": 4} if TINY else {}
-shape = {"seq_len": 64, "num_heads": 2, "head_dim": 16} if TINY else {}
+# The steps' shape must be one of the forward-time grid's: its first seq_len when tiny.
+shape = {"seq_len": GRIDS[kind].seq_lens[0]} if TINY else {}
+
+# Unprofiled step times come from one experiment, `forward_times`, as on the site: it runs
+# once, in a worker process, and is kept in ./notebook-measurements for the other notebooks
+# (delete the folder to measure again).
+book.configure(book.Settings(store=Path("notebook-measurements"), prefer=("local",)))
+times = measure("forward_times", tiny=TINY)
 
 
 def here(m):
@@ -56,14 +68,17 @@ print(render.ceilings_claim(ceilings))
 # ## The five steps on the roofline
 
 # %%
-roof = run_experiment("roofline_steps", {**shape, **ceiling_sizes})
+roof = run_experiment("roofline_steps", shape)
 print(render.cost_table(here(roof)))
-print(render.roofline_table(here(roof)))
-print(render.roofline_claim(roof))
-print(render.matmul_cap_claim(roof))
+print(render.profiled_vs_unprofiled(roof, times))
+print(render.fixed_cost_claim(roof))
+print(render.roofline_table(here(roof), ceilings, times))
+print(render.roofline_claim(roof, ceilings, times))
+print(render.matmul_cap_claim(roof, ceilings))
 
 # %% [markdown]
-# In Jupyter, display the figure with `IPython.display.HTML(render.roofline_figure(here(roof)))`.
+# In Jupyter, display the figure with
+# `IPython.display.HTML(render.roofline_figure(here(roof), ceilings, times))`.
 
 # %% [markdown]
 # ## Try next

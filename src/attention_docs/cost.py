@@ -33,6 +33,7 @@ def itemsize(dtype: str) -> int:
         ) from None
 
 
+# --8<-- [start:costs]
 def step_costs(
     batch_size: int,
     num_heads: int,
@@ -49,7 +50,6 @@ def step_costs(
     two matmuls' operands touches all B·H·N·M of them. Causal masking does not reduce the
     naive work: the masked entries are computed, then overwritten.
     """
-    # --8<-- [start:costs]
     m = seq_len if kv_seq_len is None else kv_seq_len
     e = itemsize(dtype)
     bh = batch_size * num_heads
@@ -66,7 +66,9 @@ def step_costs(
         StepCost("attention.softmax", float(SOFTMAX_FLOPS_PER_ELEMENT * nm), 2.0 * nm * e),
         StepCost("attention.weighted_sum", matmul_flops, (nm + kv_elems + q_elems) * e),
     )
-    # --8<-- [end:costs]
+
+
+# --8<-- [end:costs]
 
 
 def attention_flops(

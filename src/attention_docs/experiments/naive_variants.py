@@ -1,17 +1,34 @@
 # Experiments for "Naive attention, deeper": four ways to apply the causal mask, fp32 against
 # bf16 step by step, and which step dominates at which shape. All of them profile the same
 # five labelled steps, so their tables line up with the chapter's first table.
+#
+# Speed comparisons between variants and between dtypes are made here, without the profiler,
+# in interleaved rounds (profiling/timing.py), so that each ratio carries its noise. Only the
+# ratios are shown: the absolute time of the naive forward and of its steps is
+# `forward_times`' fact, and the float32 and `rebuild` timings here are only the baselines of
+# this experiment's own comparisons.
 from __future__ import annotations
 
-from attention_docs.attention.masking import MASK_VARIANTS, masked_attention, prepare_mask
-from attention_docs.attention.naive import STEPS, naive_attention
+import math
+from collections import defaultdict
+
+from attention_docs.attention.masking import (
+    MASK_FUNCTIONS,
+    MASK_VARIANTS,
+    masked_attention,
+    prepare_mask,
+)
+from attention_docs.attention.naive import STEPS, naive_attention, naive_steps_alone
 from attention_docs.cost import step_costs
 from attention_docs.experiments._observe import observe_forward
+from attention_docs.experiments.naive import with_per_forward
 from attention_docs.experiments.registry import ExperimentError, Observed, Param, experiment
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import step_allocations, timeline_from_chrome
 from attention_docs.profiling.profile import Schedule
+from attention_docs.profiling.timing import time_callables
+from attention_docs.profiling.trace import GPU_WORK, Trace, attribute
 
 SHAPE_PARAMS = {
     "batch_size": Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
@@ -21,61 +38,87 @@ SHAPE_PARAMS = {
 }
 SCHED = Schedule(wait=1, warmup=2, active=3)
 STEP_UNITS = dict.fromkeys(STEPS, "µs")
+TIMING_COLUMNS = ("median_us", "low_us", "high_us")
+
+
+def _cells(t) -> tuple[float, float, float]:
+    return round(t.median_us, 3), round(t.low_us, 3), round(t.high_us, 3)
 
 
 @experiment(
     "naive_mask_variants",
-    summary="Four ways to apply the causal mask: the mask step's time and allocations, and the forward's time.",
-    measures=("attention/masking.py", "attention/naive.py", "inputs.py", "profiling/memory.py"),
+    summary="Four ways to apply the causal mask: the mask step's allocations, and the mask "
+    "step and the forward timed without the profiler against rebuilding the mask.",
+    measures=(
+        "attention/masking.py",
+        "attention/naive.py",
+        "inputs.py",
+        "profiling/memory.py",
+        "profiling/timing.py",
+    ),
     **SHAPE_PARAMS,
     dtype=Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
 )
 def naive_mask_variants(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype) -> Observed:
+    # GPU (4×16×2048², bf16: 512 MiB per N×N matrix): 4 × 6 profiled forwards, then 8
+    # callables × 53 unprofiled calls of at most ~1 ms: about 2 s.
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
+    scaled = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
+    in_place = scaled.clone()  # masked_fill_ overwrites its input: never the shared one
+    prepared = {
+        variant: prepare_mask(variant, seq_len, dtype=resolve_dtype(dtype), device=ctx.device)
+        for variant in MASK_VARIANTS
+    }
+    allocations = {}
+    calls = {}
+    for variant in MASK_VARIANTS:
+
+        def forward(variant=variant):
+            return masked_attention(q, k, v, variant=variant, prepared=prepared[variant])
+
+        observed = observe_forward(forward, ctx, labels=STEPS, sched=SCHED)
+        timeline = timeline_from_chrome(observed.chrome, STEPS, ctx.device.type)
+        allocations[variant] = step_allocations(timeline, STEPS)["attention.mask"]
+        scores = in_place if variant == "masked_fill_" else scaled
+        calls[f"forward {variant}"] = forward
+        calls[f"mask {variant}"] = lambda f=MASK_FUNCTIONS[variant], s=scores, p=prepared[variant]: (
+            f(s, p)
+        )
+    timed = time_callables(calls, ctx.device, cuda_runs=50)
     rows = []
     for variant in MASK_VARIANTS:
-        prepared = prepare_mask(variant, seq_len, dtype=resolve_dtype(dtype), device=ctx.device)
-        observed = observe_forward(
-            lambda variant=variant, prepared=prepared: masked_attention(
-                q, k, v, variant=variant, prepared=prepared
-            ),
-            ctx,
-            labels=STEPS,
-            sched=SCHED,
-        )
-        timeline = timeline_from_chrome(observed.chrome, STEPS, ctx.device.type)
-        mask = step_allocations(timeline, STEPS)["attention.mask"]
-        step_time = {s.label: s.time_us for s in observed.steps}
+        kept = prepared[variant]
         rows.append(
             (
                 variant,
-                step_time["attention.mask"],
-                mask["allocations"] / SCHED.active,
-                mask["allocated"] / SCHED.active,
-                sum(step_time.values()),
-                observed.timing.median_us,
-                observed.timing.iqr_us,
-                0 if prepared is None else prepared.numel() * prepared.element_size(),
+                allocations[variant]["allocations"] / SCHED.active,
+                allocations[variant]["allocated"] / SCHED.active,
+                0 if kept is None else kept.numel() * kept.element_size(),
+                *_cells(timed[f"mask {variant}"]),
+                *_cells(timed[f"forward {variant}"]),
             )
         )
+    units = dict.fromkeys(
+        ("mask_us", "mask_low_us", "mask_high_us", "forward_us", "forward_low_us"), "µs"
+    )
     table = Table(
         columns=(
             "variant",
-            "mask_us",
             "mask_allocations",
             "mask_allocated_bytes",
-            "steps_us",
-            "forward_us",
-            "forward_iqr_us",
             "prepared_bytes",
+            "mask_us",
+            "mask_low_us",
+            "mask_high_us",
+            "forward_us",
+            "forward_low_us",
+            "forward_high_us",
         ),
         rows=tuple(rows),
         units={
-            "mask_us": "µs",
+            **units,
+            "forward_high_us": "µs",
             "mask_allocated_bytes": "B",
-            "steps_us": "µs",
-            "forward_us": "µs",
-            "forward_iqr_us": "µs",
             "prepared_bytes": "B",
         },
     )
@@ -84,47 +127,94 @@ def naive_mask_variants(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype)
         facts={
             "matrix_bytes": batch_size * num_heads * seq_len * seq_len * q.element_size(),
             "profiled_steps": SCHED.active,
+            "timing_method": timed["forward rebuild"].method,
         },
     )
 
 
+def step_ops(trace: Trace, labels, forwards: int) -> list[tuple[str, str, str, float, float]]:
+    """What ran inside each labelled range, per forward: (step, where, name, calls, µs).
+
+    CPU ops with their self time, GPU work (kernels, copies) with its duration; per name.
+    """
+    rows = []
+    for label, spans in attribute(trace, labels).items():
+        per_name: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for s in spans:
+            if s.kind == "op":
+                entry = per_name[("CPU", s.name)]
+                entry[1] += s.self_us
+            elif s.kind in GPU_WORK:
+                entry = per_name[("GPU", s.name)]
+                entry[1] += s.dur_us
+            else:
+                continue
+            entry[0] += 1
+        for (where, name), (calls, us) in sorted(per_name.items()):
+            rows.append((label, where, name, round(calls / forwards, 2), round(us / forwards, 3)))
+    return rows
+
+
 @experiment(
     "naive_dtypes",
-    summary="The five steps in float32 and in bfloat16 (and float16 on a GPU), side by side.",
-    measures=("attention/naive.py", "inputs.py", "cost.py"),
+    summary="The five steps in float32 and in bfloat16 (and float16 on a GPU): what runs in "
+    "each step, and each step's time without the profiler against float32's.",
+    measures=("attention/naive.py", "inputs.py", "cost.py", "profiling/timing.py"),
     **SHAPE_PARAMS,
     causal=Param(True, help="mask the future (decoder-style attention)"),
 )
 def naive_dtypes(ctx, *, batch_size, num_heads, seq_len, head_dim, causal) -> Observed:
+    # GPU (4×16×2048²; float32's N×N matrix is 1 GiB): 3 × 6 profiled forwards, then 18
+    # callables (forward and each step, per dtype) × 53 unprofiled calls: about 3 s.
     dtypes = (
         ("float32", "bfloat16", "float16") if ctx.device.type == "cuda" else ("float32", "bfloat16")
     )
-    per_dtype = {}
-    forward = {}
+    ops_rows = []
+    calls = {}
     for dtype in dtypes:
         q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
+
+        def forward(q=q, k=k, v=v):
+            return naive_attention(q, k, v, causal=causal)
+
         observed = observe_forward(
-            lambda q=q, k=k, v=v: naive_attention(q, k, v, causal=causal),
+            forward,
             ctx,
             labels=STEPS,
             costs=step_costs(batch_size, num_heads, seq_len, head_dim, dtype, causal=causal),
             sched=SCHED,
         )
-        per_dtype[dtype] = {s.label: s.time_us for s in observed.steps}
-        forward[dtype] = observed.timing.median_us
-    rows = [(label, *(per_dtype[d][label] for d in dtypes)) for label in STEPS]
-    rows.append(("forward (unprofiled)", *(forward[d] for d in dtypes)))
-    table = Table(
-        columns=("step", *(f"{d}_us" for d in dtypes)),
-        rows=tuple(rows),
-        units={f"{d}_us": "µs" for d in dtypes},
+        trace = Trace.from_chrome(observed.chrome or {})
+        ops_rows += [(dtype, *r) for r in step_ops(trace, STEPS, SCHED.active)]
+        calls[(dtype, "forward")] = forward
+        for label, call in naive_steps_alone(q, k, v, causal=causal).items():
+            calls[(dtype, label)] = call
+    timed = time_callables(
+        {f"{d}|{step}": fn for (d, step), fn in calls.items()}, ctx.device, cuda_runs=50
     )
-    facts = {"dtypes": ",".join(dtypes)}
+    rows = tuple((step, dtype, *_cells(timed[f"{dtype}|{step}"])) for (dtype, step) in calls)
+    facts = {
+        "dtypes": ",".join(dtypes),
+        "timing_method": next(iter(timed.values())).method,
+        "profiled_steps": SCHED.active,
+    }
     if ctx.device.type == "cpu":
         import torch
 
         facts["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-    return Observed(tables={"dtypes": table}, facts=facts)
+    return Observed(
+        tables={
+            "dtypes": Table(
+                ("step", "dtype", *TIMING_COLUMNS), rows, dict.fromkeys(TIMING_COLUMNS, "µs")
+            ),
+            "step_ops": Table(
+                ("dtype", "step", "where", "name", "calls", "time_us"),
+                tuple(ops_rows),
+                {"time_us": "µs"},
+            ),
+        },
+        facts=facts,
+    )
 
 
 def parse_shapes(text: str) -> list[tuple[int, int]]:
@@ -160,20 +250,30 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
     causal=Param(True, help="mask the future (decoder-style attention)"),
 )
 def naive_step_shares(ctx, *, batch_size, num_heads, shapes, dtype, causal) -> Observed:
+    # GPU: the largest shape (4096×256, 2 GiB per N×N matrix) runs a forward in ~5 ms;
+    # 5 shapes × 5 profiled forwards: about 2 s with the profiler's start-ups.
     rows = []
     for seq_len, head_dim in parse_shapes(shapes):
         q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
-        observed = observe_forward(
-            lambda q=q, k=k, v=v: naive_attention(q, k, v, causal=causal),
-            ctx,
-            labels=STEPS,
-            sched=Schedule(wait=1, warmup=1, active=2),
+        observed = with_per_forward(
+            observe_forward(
+                lambda q=q, k=k, v=v: naive_attention(q, k, v, causal=causal),
+                ctx,
+                labels=STEPS,
+                sched=Schedule(wait=1, warmup=1, active=3),
+            ),
+            STEPS,
         )
         times = {s.label: s.time_us for s in observed.steps}
-        rows.append((f"{seq_len}×{head_dim}", seq_len, head_dim, *(times[s] for s in STEPS)))
+        per_forward = observed.tables["per_forward"]
+        spread = [f(per_forward.column(label)) for label in STEPS for f in (min, max)]
+        rows.append(
+            (f"{seq_len}×{head_dim}", seq_len, head_dim, *(times[s] for s in STEPS), *spread)
+        )
+    spread_columns = tuple(f"{label} {end}" for label in STEPS for end in ("low", "high"))
     table = Table(
-        columns=("shape", "seq_len", "head_dim", *STEPS),
+        columns=("shape", "seq_len", "head_dim", *STEPS, *spread_columns),
         rows=tuple(rows),
-        units={"shape": "seq_len×head_dim", **STEP_UNITS},
+        units={"shape": "seq_len×head_dim", **STEP_UNITS, **dict.fromkeys(spread_columns, "µs")},
     )
     return Observed(tables={"shares": table})

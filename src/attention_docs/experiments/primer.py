@@ -27,7 +27,7 @@ from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
-from attention_docs.profiling.timing import time_callable
+from attention_docs.profiling.timing import ROUNDS, Timing, time_callable, time_callables
 from attention_docs.profiling.trace import Trace, trim_chrome
 
 try:  # page-fault counters: POSIX only; elsewhere the column stays empty
@@ -160,6 +160,56 @@ def first_call_extra(trace: Trace, limit: int = 12) -> Table:
     )
 
 
+def _minor_faults() -> int | None:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else None
+
+
+PAGE = 4096
+
+
+def fault_cost(device: torch.device, nbytes: int) -> dict | None:
+    """What a first touch of fresh memory costs here, on buffers of `nbytes`.
+
+    One byte per page written into a freshly mapped anonymous buffer (mapped, touched, then
+    unmapped: every page faults, whatever the C library's `malloc` would have reused)
+    against the same writes into a buffer mapped once and already touched. The difference,
+    divided by the faults the fresh buffer takes, is the cost of one fresh page: the fault,
+    plus its share of mapping and unmapping. Both are timed without the profiler in
+    interleaved rounds, so the result carries the rounds' range. None on a GPU (device
+    memory does not fault) or without the POSIX counters.
+    """
+    import mmap
+
+    if device.type != "cpu" or resource is None:
+        return None
+    size = max(nbytes // PAGE, 1) * PAGE
+    kept_pages = torch.frombuffer(mmap.mmap(-1, size), dtype=torch.uint8)[::PAGE]
+    kept_pages.fill_(1)
+
+    def fresh():
+        buffer = mmap.mmap(-1, size)
+        pages = torch.frombuffer(buffer, dtype=torch.uint8)[::PAGE]
+        pages.fill_(1)
+        del pages
+        buffer.close()
+
+    def mapped():
+        kept_pages.fill_(1)
+
+    fresh()
+    before, calls = _minor_faults(), 16
+    for _ in range(calls):
+        fresh()
+    faults = (_minor_faults() - before) / calls
+    t = time_callables({"fresh": fresh, "mapped": mapped}, device, min_run_time=0.3)
+    return {
+        "buffer_bytes": size,
+        "faults_per_buffer": faults,
+        "fresh": t["fresh"].to_json(),
+        "mapped": t["mapped"].to_json(),
+    }
+
+
 @experiment(
     "profile_first_calls",
     summary="Calls 1..N of a fresh forward under the profiler: the first is slow, and why.",
@@ -171,6 +221,8 @@ def first_call_extra(trace: Trace, limit: int = 12) -> Table:
 def profile_first_calls(
     ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, calls
 ) -> Observed:
+    # GPU (4×16×2048², bf16): ~1 ms per forward; 2 × 8 profiled calls and 6 more under the
+    # standard schedule, three profiler start-ups: about 3 s.
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
 
     def forward():
@@ -180,7 +232,8 @@ def profile_first_calls(
     cold, cold_calls = profile_every_call(forward, ctx.device, calls)
     # Session 2 repeats it with the forward warm: what remains on call 1 is the profiler's.
     _, again_calls = profile_every_call(forward, ctx.device, calls)
-    # The way the rest of the site profiles: wait/warmup/active, then an unprofiled timer.
+    # The way the rest of the site profiles: wait/warmup/active. The unprofiled forward
+    # time the chapter sets these calls against is `forward_times`'.
     standard = observe_forward(
         forward,
         ctx,
@@ -195,6 +248,7 @@ def profile_first_calls(
             "cold_step_us",
             "warm_session_wall_us",
             "minor_page_faults",
+            "warm_session_page_faults",
             "reserve_growth_bytes",
         ),
         rows=tuple(
@@ -204,6 +258,7 @@ def profile_first_calls(
                 round(cold_steps[i], 3) if i < len(cold_steps) else None,
                 round(again_calls.wall_us[i], 3),
                 cold_calls.page_faults[i],
+                again_calls.page_faults[i],
                 cold_calls.reserve_growth[i],
             )
             for i in range(calls)
@@ -219,10 +274,12 @@ def profile_first_calls(
     notes = ()
     if ctx.device.type != "cuda":
         notes = ("The CPU allocator keeps no reserve: reserve_growth_bytes applies to CUDA only.",)
+    # The forward's large allocations are N×N score matrices: price a fault on buffers of
+    # that size.
+    matrix_bytes = batch_size * num_heads * seq_len * seq_len * q.element_size()
     return Observed(
         steps=standard.steps,
         ops=standard.ops,
-        timing=standard.timing,
         timeline=standard.timeline,
         chrome=standard.chrome,
         tables={"per_call": per_call, "first_call_ops": first_call_extra(cold)},
@@ -230,6 +287,7 @@ def profile_first_calls(
             **standard.facts,
             "cold_ops_first": sum(1 for s in cold.spans if s.kind == "op" and s.step == first_id),
             "cold_ops_last": sum(1 for s in cold.spans if s.kind == "op" and s.step == last_id),
+            "fault_cost": fault_cost(ctx.device, matrix_bytes),
         },
         notes=notes,
     )
@@ -260,6 +318,19 @@ def _wall_per_call(fn: Callable[[], object], device: torch.device, iterations: i
     return times
 
 
+def _round_timing(per_round: list[list[float]], method: str) -> Timing:
+    """A Timing from per-call times grouped by round: median of the round medians, and
+    their range (the same reading as profiling/timing.py's)."""
+    medians = tuple(statistics.median(r) for r in per_round)
+    return Timing(
+        median_us=statistics.median(medians),
+        iqr_us=0.0,
+        runs=sum(len(r) for r in per_round),
+        method=method,
+        rounds_us=medians,
+    )
+
+
 @experiment(
     "profile_overhead",
     summary="The same forward with and without torch.profiler: the profiler's cost per recorded event.",
@@ -271,68 +342,79 @@ def _wall_per_call(fn: Callable[[], object], device: torch.device, iterations: i
 def profile_overhead(
     ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, iterations
 ) -> Observed:
+    # GPU (4×16×2048², bf16): ~1 ms per forward; 3 rounds × (10 + 4 × 13) forwards, the
+    # profiler started 12 times (with_stack is the slow one): about 3 s.
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
 
     def forward():
         return naive_attention(q, k, v, causal=causal)
 
-    warm, rounds = 3, 3
+    warm = 3
     _wall_per_call(forward, ctx.device, warm)
     # Rounds interleave the configurations, so that a slow drift of the machine (clock,
-    # other processes) spreads over all of them instead of landing on one.
-    baseline: list[float] = []
-    times: dict[str, list[float]] = {label: [] for label, _ in OVERHEAD_CONFIGS}
+    # other processes) spreads over all of them instead of landing on one. The loop without
+    # the profiler is the baseline each overhead is taken against, in the same rounds; the
+    # page states the forward's own time from `forward_times`, never from this loop.
+    baseline: list[list[float]] = []
+    times: dict[str, list[list[float]]] = {label: [] for label, _ in OVERHEAD_CONFIGS}
     events: dict[str, list[float]] = {label: [] for label, _ in OVERHEAD_CONFIGS}
-    for _ in range(rounds):
-        baseline += _wall_per_call(forward, ctx.device, iterations)
+    for _ in range(ROUNDS):
+        baseline.append(_wall_per_call(forward, ctx.device, iterations))
         for label, options in OVERHEAD_CONFIGS:
             with profile(activities=_activities(ctx.device), **options) as prof:
                 _wall_per_call(forward, ctx.device, warm)  # the profiler's own first calls
-                times[label] += _wall_per_call(forward, ctx.device, iterations)
+                times[label].append(_wall_per_call(forward, ctx.device, iterations))
             events[label].append(len(prof.events()) / (warm + iterations))
-    profiled = [
-        (label, statistics.median(times[label]), statistics.median(events[label]))
-        for label, _ in OVERHEAD_CONFIGS
-    ]
-    base_us = statistics.median(baseline)
-    rows = [("no profiler", round(base_us, 3), 0.0, 0.0, None)]
-    for label, median_us, per_forward in profiled:
-        extra = median_us - base_us
+    method = f"time.perf_counter around each forward, {ROUNDS} interleaved rounds"
+    base = _round_timing(baseline, method)
+    rows = [("no profiler", *_timing_cells(base), 0.0, 0.0, 0.0, 0.0, None)]
+    for label, _ in OVERHEAD_CONFIGS:
+        t = _round_timing(times[label], method)
+        per_forward = statistics.median(events[label])
+        extra = t.median_us - base.median_us
         rows.append(
             (
                 label,
-                round(median_us, 3),
-                round(extra, 3),
+                *_timing_cells(t),
                 round(per_forward, 2),
+                round(extra, 3),
+                round(t.low_us - base.high_us, 3),  # the least overhead the rounds allow
+                round(t.high_us - base.low_us, 3),
                 round(extra / per_forward, 4) if per_forward else None,
             )
         )
-    timing = time_callable(forward, ctx.device)
     return Observed(
-        timing=timing,
         tables={
             "overhead": Table(
                 columns=(
                     "configuration",
-                    "time_per_forward_us",
-                    "overhead_us",
+                    "median_us",
+                    "low_us",
+                    "high_us",
                     "events_per_forward",
+                    "overhead_us",
+                    "overhead_low_us",
+                    "overhead_high_us",
                     "overhead_per_event_us",
                 ),
                 rows=tuple(rows),
                 units={
-                    "time_per_forward_us": "µs",
+                    "median_us": "µs",
+                    "low_us": "µs",
+                    "high_us": "µs",
                     "overhead_us": "µs",
+                    "overhead_low_us": "µs",
+                    "overhead_high_us": "µs",
                     "overhead_per_event_us": "µs",
                 },
             )
         },
-        facts={
-            "iterations": iterations,
-            "rounds": rounds,
-            "timer": "time.perf_counter around each forward",
-        },
+        facts={"iterations": iterations, "rounds": ROUNDS, "timer": method},
     )
+
+
+def _timing_cells(t: Timing) -> tuple[float, float, float]:
+    return round(t.median_us, 3), round(t.low_us, 3), round(t.high_us, 3)
 
 
 @experiment(
@@ -348,6 +430,8 @@ def profile_overhead(
 def op_size_sweep(ctx, *, min_log2, max_log2, dtype) -> Observed:
     if max_log2 < min_log2:
         raise ValueError(f"max_log2={max_log2} is smaller than min_log2={min_log2}")
+    # GPU: 25 sizes up to 2^28 elements (3 GiB moved per call, ~1 ms at 4 TB/s), 53 calls
+    # each: about 2 s with the allocations.
     torch_dtype = resolve_dtype(dtype)
     moved_per_element = 3 * itemsize(dtype)  # read a, read b, write the result
 
@@ -359,6 +443,8 @@ def op_size_sweep(ctx, *, min_log2, max_log2, dtype) -> Observed:
         return {
             "bytes": n * moved_per_element,
             "time_us": round(t.median_us, 4),
+            "low_us": round(t.low_us, 4),
+            "high_us": round(t.high_us, 4),
             "bandwidth_gbs": round(n * moved_per_element / t.median_us * 1e-3, 4),
         }
 
@@ -366,8 +452,14 @@ def op_size_sweep(ctx, *, min_log2, max_log2, dtype) -> Observed:
     table, notes = sweep(
         points,
         measure,
-        columns=("elements", "bytes", "time_us", "bandwidth_gbs"),
-        units={"bytes": "B", "time_us": "µs", "bandwidth_gbs": "GB/s"},
+        columns=("elements", "bytes", "time_us", "low_us", "high_us", "bandwidth_gbs"),
+        units={
+            "bytes": "B",
+            "time_us": "µs",
+            "low_us": "µs",
+            "high_us": "µs",
+            "bandwidth_gbs": "GB/s",
+        },
     )
     return Observed(
         tables={"sizes": table},

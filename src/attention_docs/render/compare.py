@@ -18,7 +18,9 @@ from attention_docs.render import _format as fmt
 
 def fact(fact_id: str, text: str) -> str:
     """`text` marked as the site-wide fact `fact_id` (an inline HTML span)."""
-    return f'<span class="ad-fact" data-fact="{html.escape(fact_id)}">{text}</span>'
+    # `|` is escaped so that a fact inside a Markdown table cell does not split the row.
+    attribute = html.escape(fact_id).replace("|", "&#124;")
+    return f'<span class="ad-fact" data-fact="{attribute}">{text}</span>'
 
 
 def _m(source: Sourced | Measurement) -> Measurement:

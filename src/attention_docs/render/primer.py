@@ -6,29 +6,46 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 
+from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced, Table
 from attention_docs.profiling.kernels import is_bookkeeping
+from attention_docs.profiling.timing import Timing, compare
 from attention_docs.profiling.trace import GPU_KINDS, Span, Trace
 from attention_docs.render import _format as fmt
 from attention_docs.render.caption import caption_html
+from attention_docs.render.compare import forward_time, ratio_text
 from attention_docs.render.plots import line_figure, loglog_slope
 from attention_docs.render.tables import markdown_table
 
 # --- Why the first step lies -------------------------------------------------------------
 
 
-def _warm_us(m: Measurement) -> float:
-    """The unprofiled warm time of one forward (the benchmark timer's median)."""
-    if m.timing is None:
-        raise ValueError(f"{m.experiment} recorded no unprofiled timing")
-    return m.timing.median_us
+def _times(times: Sourced | Measurement) -> Measurement:
+    return times.measurement if isinstance(times, Sourced) else times
 
 
-def first_calls_table(sourced: Sourced) -> str:
+def _warm(m: Measurement, times: Sourced | Measurement) -> Timing:
+    """The unprofiled warm forward at the measurement's shape: `forward_times`' fact."""
+    t = fwd.timing(_times(times), fwd.NAIVE, fwd.Shape.of(m.params))
+    if t is None:
+        raise ValueError(f"forward_times has no naive forward at {m.experiment}'s shape")
+    return t
+
+
+def _times_warm(us: float, warm: Timing) -> str:
+    """A call's time as a multiple of the warm forward, or a tie with its rounds."""
+    if warm.low_us <= us <= warm.high_us:
+        return "within noise"
+    ratio = us / warm.median_us
+    return f"{ratio:.1f}×" if ratio >= 1 else f"{ratio:.2g}×"
+
+
+def first_calls_table(sourced: Sourced, times: Sourced | Measurement) -> str:
     """Calls 1..N of a fresh forward: wall time under the profiler, as a multiple of the
-    unprofiled warm time, in a first (cold) and a second (warm) profiling session."""
+    unprofiled warm forward (`forward_times`), in a first (cold) and a second (warm)
+    profiling session."""
     m = sourced.measurement
-    warm = _warm_us(m)
+    warm = _warm(m, times)
     cuda = m.device_kind == "cuda"
     header = [
         "Call",
@@ -45,13 +62,16 @@ def first_calls_table(sourced: Sourced) -> str:
             [
                 str(r["call"]),
                 fmt.time_us(r["cold_wall_us"]),
-                f"{r['cold_wall_us'] / warm:.1f}×",
+                _times_warm(r["cold_wall_us"], warm),
                 fmt.time_us(r["warm_session_wall_us"]),
-                f"{r['warm_session_wall_us'] / warm:.1f}×",
+                _times_warm(r["warm_session_wall_us"], warm),
                 extra,
             ]
         )
-    what = f"Per call, under the profiler; × warm is relative to {fmt.time_us(warm)} unprofiled."
+    what = (
+        "Per call, under the profiler; × warm is relative to the unprofiled warm forward "
+        "stated below (within noise: inside the range of its rounds)."
+    )
     return markdown_table(header, rows, "rrrrrr") + "\n\n" + caption_html(sourced, what)
 
 
@@ -59,42 +79,157 @@ def _int(value) -> str:
     return "—" if value is None else str(value)
 
 
-def first_calls_claim(m: Measurement) -> str:
-    """How much slower the first call is, and how much of that the profiler explains."""
+def _later(values: list[float]) -> list[float]:
+    """The second half of a session's calls: the settled ones."""
+    return values[len(values) // 2 :]
+
+
+def first_calls_claim(m: Measurement, times: Sourced | Measurement) -> str:
+    """How much slower the first call is — against the session's settled calls and the
+    unprofiled forward — and how much of that the profiler explains, each against the noise
+    between settled calls."""
     table = m.tables["per_call"]
     cold = table.column("cold_wall_us")
     again = table.column("warm_session_wall_us")
-    warm = _warm_us(m)
-    settled = statistics.median(cold[len(cold) // 2 :])
-    settled_again = statistics.median(again[len(again) // 2 :])
-    text = (
-        f"The first call took **{fmt.time_us(cold[0])}**, {cold[0] / settled:.1f}× the "
-        f"{fmt.time_us(settled)} that later calls of the same session settle at (median of "
-        f"the second half), and {cold[0] / warm:.1f}× the unprofiled warm forward "
-        f"({fmt.time_us(warm)})."
-    )
-    startup = again[0] - settled_again
-    if startup > 0:
+    warm = _warm(m, times)
+    settled, settled_again = _later(cold), _later(again)
+    mid, mid_again = statistics.median(settled), statistics.median(settled_again)
+    noise = max(max(settled) - min(settled), max(settled_again) - min(settled_again))
+    forward = forward_time(_times(times), fwd.NAIVE, fwd.Shape.of(m.params))
+    if cold[0] > max(settled):
+        text = (
+            f"The first call took **{fmt.time_us(cold[0])}**, {cold[0] / mid:.1f}× the "
+            f"{fmt.time_us(mid)} that later calls of the same session settle at (median of "
+            f"the second half, which ranged {fmt.time_us(min(settled))}–"
+            f"{fmt.time_us(max(settled))})"
+        )
+    else:
+        text = (
+            f"The first call took **{fmt.time_us(cold[0])}**, within the range of the "
+            f"session's later calls ({fmt.time_us(min(settled))}–{fmt.time_us(max(settled))})"
+        )
+    text += f"; the unprofiled warm forward takes {forward}"
+    if cold[0] > warm.high_us:
+        text += f": the first profiled call took {cold[0] / warm.median_us:.1f}× that"
+    text += "."
+    if again[0] > max(settled_again):
         text += (
             f" In a second profiling session, with the forward already warm, the first call "
-            f"took {fmt.time_us(again[0])}, {fmt.time_us(startup)} more than that session's "
-            f"later calls: that much is the profiler's own start-up."
+            f"took {fmt.time_us(again[0])}, {fmt.time_us(again[0] - mid_again)} more than "
+            f"that session's settled calls ({fmt.time_us(min(settled_again))}–"
+            f"{fmt.time_us(max(settled_again))}): that much is the profiler's own start-up."
         )
     else:
         text += (
             f" In a second profiling session, with the forward already warm, the first call "
-            f"took {fmt.time_us(again[0])}, no more than that session's later calls: the "
-            f"profiler's own start-up was lost in the noise."
+            f"took {fmt.time_us(again[0])}, within the range of that session's settled calls: "
+            f"the profiler's own start-up was lost in the noise."
         )
     cold_start = cold[0] - again[0]
-    if cold_start > 0:
+    if cold_start > noise:
         return text + (
-            f" The rest of the first call's excess, **{fmt.time_us(cold_start)}**, is what the "
-            f"forward itself paid for running first in this process."
+            f" The first call of the cold session took **{fmt.time_us(cold_start)}** more than "
+            f"that of the warm one — more than the {fmt.time_us(noise)} that settled calls "
+            f"vary by: that is what the forward itself paid for running first in this process."
         )
     return text + (
-        " The two first calls do not differ by more than the noise between calls: on this run "
-        "the forward's own cold start was too small to see."
+        f" The two first calls differ by {_signed(cold_start)}, no more than the "
+        f"{fmt.time_us(noise)} that settled calls vary by: on this run the forward's own cold "
+        f"start was within noise."
+    )
+
+
+def _warm_faults(m: Measurement) -> float | None:
+    """Page faults per warm call: the settled halves of both sessions."""
+    table = m.tables["per_call"]
+    values = [
+        v
+        for column in ("minor_page_faults", "warm_session_page_faults")
+        if column in table.columns
+        for v in _later(table.column(column))
+        if v is not None
+    ]
+    return statistics.median(values) if values else None
+
+
+def fault_verdict(m: Measurement, times: Sourced | Measurement) -> str:
+    """Whether allocation explains a warm call's time: page faults per warm call times the
+    measured cost of one fault, against the unprofiled forward (CPU); the allocator's
+    reserve on a GPU."""
+    table = m.tables["per_call"]
+    if m.device_kind == "cuda":
+        growth = [g for g in _later(table.column("reserve_growth_bytes")) if g is not None]
+        if growth and not any(growth):
+            return (
+                f"**Allocation verdict:** the caching allocator's reserve did not grow on any of "
+                f"the last {len(growth)} calls: warm calls are served from its pool, and no "
+                f"allocation cost is left in them."
+            )
+        return (
+            f"**Allocation verdict:** the caching allocator's reserve still grew by up to "
+            f"{fmt.nbytes(max(growth or [0]))} on the settled calls: warm calls still pay "
+            f"`cudaMalloc`."
+        )
+    faults = _warm_faults(m)
+    cost = m.facts.get("fault_cost")
+    if faults is None or cost is None:
+        return "**Allocation verdict:** this run recorded no page-fault counts."
+    if faults < 1:
+        most = max(
+            (
+                v
+                for c in ("minor_page_faults", "warm_session_page_faults")
+                if c in table.columns
+                for v in _later(table.column(c))
+                if v is not None
+            ),
+            default=0,
+        )
+        return (
+            f"**Allocation verdict:** the median settled call takes no page faults (at most "
+            f"{most:g} on any of them): the memory warm calls write is already mapped, and "
+            f"allocation is not where their time goes."
+        )
+    warm = _warm(m, times)
+    forward = forward_time(_times(times), fwd.NAIVE, fwd.Shape.of(m.params))
+    fresh, mapped = Timing.from_json(cost["fresh"]), Timing.from_json(cost["mapped"])
+    per_buffer = cost["faults_per_buffer"]
+    lead = (
+        f"**Allocation verdict:** every warm call still takes about **{faults:g} minor page "
+        f"faults** (median of the settled calls of both sessions): the memory the forward "
+        f"writes is fresh on every call, not only the first."
+    )
+    if per_buffer < 1 or compare(mapped, fresh).tie:
+        return lead + (
+            f" Pricing a fresh page failed here: touching the pages of a freshly mapped "
+            f"{fmt.nbytes(cost['buffer_bytes'])} buffer ({per_buffer:g} faults) was within "
+            f"noise of touching a mapped one, so how much of the forward's {forward} those "
+            f"faults cost is not measured."
+        )
+    each = (fresh.median_us - mapped.median_us) / per_buffer
+    each_low = max(fresh.low_us - mapped.high_us, 0.0) / per_buffer
+    each_high = (fresh.high_us - mapped.low_us) / per_buffer
+    spent, low, high = faults * each, faults * each_low, faults * each_high
+    share_low, share_high = low / warm.high_us, high / warm.low_us
+    if share_low >= 0.5:
+        verdict = "allocation explains **most** of a warm call"
+    elif share_high < 0.1:
+        verdict = "allocation is a small part of a warm call"
+    elif share_low < 0.1:
+        verdict = (
+            "the noise leaves open whether allocation is a small part of a warm call or most of it"
+        )
+    else:
+        verdict = "allocation explains a measurable part of a warm call"
+    return lead + (
+        f" A fresh page costs {fmt.time_us(each)} here ({fmt.time_us(each_low)}–"
+        f"{fmt.time_us(each_high)}; its fault and its share of mapping and unmapping): one "
+        f"byte written per page of a freshly mapped {fmt.nbytes(cost['buffer_bytes'])} buffer "
+        f"({per_buffer:g} faults) against the same writes to a mapped one, both timed without "
+        f"the profiler. {faults:g} faults × {fmt.time_us(each)} = **{fmt.time_us(spent)}** "
+        f"({fmt.time_us(low)}–{fmt.time_us(high)}), {fmt.percent(spent / warm.median_us)} "
+        f"({fmt.percent(share_low)}–{fmt.percent(share_high)}) of the unprofiled forward, "
+        f"{forward}: {verdict}."
     )
 
 
@@ -255,8 +390,8 @@ def self_vs_total_claim(m: Measurement, label: str = "attention.scores") -> str:
         if inner is None:
             return text + "."
         return text + (
-            f": at this size dispatching and reshaping cost more than the arithmetic, which "
-            f"`{inner.name}` does in {fmt.time_us(inner.self_us)} of self time."
+            f": in this one profiled forward, dispatching and reshaping took more self time "
+            f"than the arithmetic, which `{inner.name}` did in {fmt.time_us(inner.self_us)}."
         )
     text += (
         f", yet only {fmt.time_us(outer.self_us)} of that is its own: it dispatches. The work "
@@ -279,64 +414,89 @@ def _signed(us: float) -> str:
     return ("−" if us < 0 else "") + fmt.time_us(abs(us))
 
 
+def _overhead_cell(r: dict) -> str:
+    """The overhead per forward with its range over the rounds, or a tie."""
+    low, high = r.get("overhead_low_us"), r.get("overhead_high_us")
+    if low is None or high is None:
+        return _signed(r["overhead_us"])
+    if low <= 0 <= high:
+        return f"within noise ({_signed(r['overhead_us'])})"
+    return f"{_signed(r['overhead_us'])} ({_signed(low)} to {_signed(high)})"
+
+
+def _loop_timing(r: dict) -> Timing:
+    return Timing(r["median_us"], 0.0, 0, "", (r["low_us"], r["median_us"], r["high_us"]))
+
+
 def overhead_table(sourced: Sourced) -> str:
-    """Time per forward without the profiler and with each setting, and the cost per event."""
+    """Per profiler setting: the time it adds to a forward (against the same loop without
+    the profiler, in the same rounds), the events it records and the cost per event."""
     m = sourced.measurement
+    records = m.tables["overhead"].records()
+    base = _loop_timing(records[0])
     rows = []
-    for r in m.tables["overhead"].records():
+    for r in records[1:]:
         per_event = r["overhead_per_event_us"]
         rows.append(
             [
                 r["configuration"],
-                fmt.time_us(r["time_per_forward_us"]),
-                "—" if not r["events_per_forward"] else _signed(r["overhead_us"]),
-                f"{r['events_per_forward']:g}" if r["events_per_forward"] else "—",
+                _overhead_cell(r),
+                ratio_text(compare(base, _loop_timing(r))),
+                f"{r['events_per_forward']:g}",
                 "—" if per_event is None else _signed(per_event),
             ]
         )
-    header = ["Profiler", "Time / forward", "Overhead", "Events / forward", "Overhead / event"]
-    what = "Median wall time per forward, with and without torch.profiler."
+    header = [
+        "Profiler",
+        "Added per forward (rounds)",
+        "× without profiler",
+        "Events / forward",
+        "Added / event",
+    ]
+    what = (
+        f"What each profiler setting adds to a forward: median wall time per forward under it, "
+        f"minus the same loop without the profiler, in {m.facts.get('rounds', 3)} interleaved "
+        f"rounds (the range pairs each setting's fastest round with the loop's slowest, and "
+        f"the other way round)."
+    )
     return markdown_table(header, rows, "lrrrr") + "\n\n" + caption_html(sourced, what)
 
 
-def overhead_claim(m: Measurement) -> str:
-    """The profiler's cost per forward and per event, with the default and the full settings."""
-    rows = m.tables["overhead"].records()
-    base = rows[0]["time_per_forward_us"]
-    plain, full = rows[1], rows[-1]
-    if plain["overhead_us"] <= 0:
+def overhead_claim(m: Measurement, times: Sourced | Measurement | None = None) -> str:
+    """The profiler's cost per forward and per event, with the default and the full settings,
+    each against the noise of the rounds."""
+    records = m.tables["overhead"].records()
+    base = _loop_timing(records[0])
+    plain, full = records[1], records[-1]
+    if plain["overhead_low_us"] <= 0 <= plain["overhead_high_us"]:
         text = (
-            f"With activities only, the profiler's cost was lost in the noise of this run "
-            f"({_signed(plain['overhead_us'])} against a {fmt.time_us(base)} forward, "
-            f"{plain['events_per_forward']:g} events per forward)"
+            f"With activities only, the profiler's cost was within the noise of this run "
+            f"({_signed(plain['overhead_us'])} per forward, {plain['events_per_forward']:g} "
+            f"events)"
         )
     else:
         text = (
             f"Recording {plain['events_per_forward']:g} events per forward added "
-            f"**{fmt.time_us(plain['overhead_us'])}** to a {fmt.time_us(base)} forward "
-            f"({fmt.percent(plain['overhead_us'] / base)}), about "
-            f"{fmt.time_us(plain['overhead_per_event_us'])} per event"
+            f"**{fmt.time_us(plain['overhead_us'])}** to each forward "
+            f"({_signed(plain['overhead_low_us'])} to {_signed(plain['overhead_high_us'])} "
+            f"over the rounds), about {_signed(plain['overhead_per_event_us'])} per event"
         )
-    return (
-        text
-        + (
-            f"; with every option on ({full['configuration'].removeprefix('+ ')} and the rest) "
-            f"a forward took {fmt.time_us(full['time_per_forward_us'])}, "
-            f"{full['time_per_forward_us'] / base:.2f}× the unprofiled time. An op that takes "
-            f"less than the per-event cost is mostly profiler in a profile."
+    c = compare(base, _loop_timing(full))
+    everything = f"with every option on ({full['configuration'].removeprefix('+ ')} and the rest)"
+    if c.tie:
+        text += (
+            f"; {everything} a forward was within noise of the same loop without the profiler "
+            f"({c.ratio:.2f}×)."
         )
-        + _benchmark_text(m, base)
-    )
-
-
-def _benchmark_text(m: Measurement, base: float) -> str:
-    if m.timing is None:
-        return ""
-    return (
-        f" For comparison, `{m.timing.method}` timed the same forward at "
-        f"{fmt.time_us(m.timing.median_us)} (median of {m.timing.runs} runs; the loop above "
-        f"said {fmt.time_us(base)})."
-    )
+    else:
+        text += (
+            f"; {everything} a forward took {ratio_text(c)} the time of the same loop without "
+            f"the profiler."
+        )
+    if times is not None:
+        forward = forward_time(_times(times), fwd.NAIVE, fwd.Shape.of(m.params))
+        text += f" For scale, the unprofiled forward at this shape takes {forward}."
+    return text + " An op that takes less than the per-event cost is mostly profiler in a profile."
 
 
 # --- Overhead-bound or work-bound: the size sweep ------------------------------------------
@@ -423,22 +583,59 @@ def size_sweep_figure(sourced: Sourced) -> str:
     )
 
 
+def _bandwidth_range(r: dict) -> tuple[float, float]:
+    """A sweep point's achieved bytes/s over its rounds: (slowest, fastest)."""
+    high, low = r.get("high_us") or r["time_us"], r.get("low_us") or r["time_us"]
+    return r["bytes"] / high * 1e6, r["bytes"] / low * 1e6
+
+
 def size_sweep_claim(m: Measurement) -> str:
-    """The floor, the slopes of both regimes, and the crossover, from the sweep."""
-    fit = size_fit(m.tables["sizes"])
+    """The floor, the slopes of both regimes, and the crossover, from the sweep; whether the
+    smallest sizes are flat within noise, and whether any size beat the largest ones' rate
+    beyond noise (a cache)."""
+    table = m.tables["sizes"]
+    fit = size_fit(table)
+    ok = [r for r in table.records() if r["time_us"] is not None]
+    smallest = ok[:4]
+    flat = max(r.get("low_us") or r["time_us"] for r in smallest) <= min(
+        r.get("high_us") or r["time_us"] for r in smallest
+    )
     slopes = []
     if fit.small_slope is not None:
         slopes.append(f"a log-log slope of {fit.small_slope:.2f} below it")
     if fit.large_slope is not None:
         slopes.append(f"{fit.large_slope:.2f} well above it")
     slope_text = f" ({' and '.join(slopes)})" if slopes else ""
-    return (
+    floor_text = (
+        "whatever its size: the four smallest sizes are within noise of one another"
+        if flat
+        else (
+            f"(the median of the four smallest sizes, {fmt.time_us(smallest[0]['time_us'])} to "
+            f"{fmt.time_us(smallest[-1]['time_us'])}, which differ by more than their rounds' "
+            f"noise)"
+        )
+    )
+    text = (
         f"Below about **{fmt.count(fit.crossover_elements)} elements** "
         f"({fmt.nbytes(fit.crossover_bytes)} moved) a call costs its fixed floor of "
-        f"**{fmt.time_us(fit.floor_us)}** whatever its size; above it, time grows in "
-        f"proportion to the bytes, at {fmt.count(fit.bandwidth_bs)}B/s for the largest sizes"
-        f"{slope_text}. The crossover is where the two meet: floor × bandwidth. The best rate "
-        f"anywhere in the sweep was {fmt.count(fit.peak_bandwidth_bs)}B/s."
+        f"**{fmt.time_us(fit.floor_us)}** {floor_text}; above it, time grows in proportion "
+        f"to the bytes, at {fmt.count(fit.bandwidth_bs)}B/s for the largest sizes{slope_text}. "
+        f"The crossover is where the two meet: floor × bandwidth."
+    )
+    largest = ok[-3:]
+    large_fast = max(_bandwidth_range(r)[1] for r in largest)
+    best = max(ok, key=lambda r: r["bytes"] / r["time_us"])
+    best_slow, _ = _bandwidth_range(best)
+    if best not in largest and best_slow > large_fast:
+        return text + (
+            f" At {best['elements']:,} elements ({fmt.nbytes(best['bytes'])} moved) the rate "
+            f"peaked at {fmt.count(best['bytes'] / best['time_us'] * 1e6)}B/s, beyond the "
+            f"noise of the largest sizes (at most {fmt.count(large_fast)}B/s in their fastest "
+            f"rounds): data that small stays in a cache, which serves it faster than memory."
+        )
+    return text + (
+        " No smaller size moved bytes faster than the largest ones beyond the noise of their "
+        "rounds."
     )
 
 

@@ -1,6 +1,7 @@
 # Measurement -> Markdown tables (with their captions). Pure: no torch, no I/O.
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from attention_docs.measurements.schema import Measurement, Sourced, Table
@@ -14,9 +15,20 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: 
     rule = ["---:" if a == "r" else ":---" for a in align]
 
     def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(_cell_text(str(c)) for c in cells) + " |"
 
     return "\n".join([line(header), line(rule), *(line(r) for r in rows)])
+
+
+def _cell_text(text: str) -> str:
+    """A cell's text with its pipes escaped: `\\|` in text (the table syntax's escape), but
+    `&#124;` inside an HTML tag, where a backslash would stay in the attribute (a fact id
+    such as `forward|cpu-…|…` must reach the page unchanged)."""
+    parts = re.split(r"(<[^<>]*>)", text)
+    return "".join(
+        part.replace("|", "&#124;") if part.startswith("<") else part.replace("|", "\\|")
+        for part in parts
+    )
 
 
 def step_total_us(m: Measurement) -> float:
@@ -31,11 +43,18 @@ def step_table(sourced: Sourced, total_label: str = "all five") -> str:
     m = sourced.measurement
     total = step_total_us(m)
     time_head = "GPU time" if m.device_kind == "cuda" else "Time"
+    per_forward = m.tables.get("per_forward")
+    spread = {}
+    if per_forward is not None and per_forward.rows:
+        # Each profiled forward on its own: the range a reader must allow between steps.
+        for s in m.steps:
+            values = per_forward.column(s.label)
+            spread[s.label] = f" ({fmt.time_us(min(values))}–{fmt.time_us(max(values))})"
     rows = [
         [
             f"`{s.label}`",
             str(s.calls),
-            fmt.time_us(s.time_us),
+            fmt.time_us(s.time_us) + spread.get(s.label, ""),
             fmt.percent(s.time_us / total) if total else "—",
             fmt.count(s.flops),
             fmt.nbytes(s.bytes),
@@ -66,7 +85,12 @@ def step_table(sourced: Sourced, total_label: str = "all five") -> str:
         "Achieved FLOP/s",
         "Achieved B/s",
     ]
-    return markdown_table(header, rows, "lrrrrrrr") + "\n\n" + caption_html(sourced, "Per step.")
+    what = "Per step, profiled" + (
+        f"; time is the mean over {len(per_forward.rows)} profiled forwards, with their range."
+        if spread
+        else "."
+    )
+    return markdown_table(header, rows, "lrrrrrrr") + "\n\n" + caption_html(sourced, what)
 
 
 def op_table(sourced: Sourced, limit: int = 10) -> str:
