@@ -17,8 +17,13 @@ from attention_docs.render import _format as fmt
 
 
 def fact(fact_id: str, text: str) -> str:
-    """`text` marked as the site-wide fact `fact_id` (an inline HTML span)."""
-    return f'<span class="ad-fact" data-fact="{html.escape(fact_id)}">{text}</span>'
+    """`text` marked as the site-wide fact `fact_id` (an inline HTML span).
+
+    The id's `|` separators are written as `&#124;`: a literal `|` inside a Markdown table
+    cell would split the cell (forward_table puts facts in cells).
+    """
+    escaped = html.escape(fact_id).replace("|", "&#124;")
+    return f'<span class="ad-fact" data-fact="{escaped}">{text}</span>'
 
 
 def _m(source: Sourced | Measurement) -> Measurement:
