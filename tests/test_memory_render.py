@@ -87,6 +87,14 @@ def test_peak_table_figure_and_oom_claim(peak):
     assert "would fit but was not run" in claim
     last = peak.tables["peak"].records()[-1]
     assert f"**seq_len = {last['seq_len']:,}** was not tried" in claim
+    ran = [r for r in peak.tables["peak"].records() if r["measured_peak_bytes"] is not None]
+    slope = render.loglog_slope(
+        [r["seq_len"] for r in ran], [r["measured_peak_bytes"] for r in ran]
+    )
+    assert slope < 1.9  # at 16 to 64 tokens the output is a large part of the peak
+    text = render.peak_slope_claim(peak)
+    assert f"fitted slope of **{slope:.2f}** over the whole sweep, below 2" in text
+    assert "It is below 2 because not all of the peak is N×N" in text
     failed = replace(peak, facts={**peak.facts, "first_out_of_memory_seq_len": 64})
     assert "The first length that really ran out of memory was **64**." in render.oom_claim(failed)
 

@@ -58,6 +58,7 @@ from attention_docs.render.memory import (
     oom_claim,
     peak_claim,
     peak_figure,
+    peak_slope_claim,
     peak_table,
 )
 from attention_docs.render.plots import (
@@ -216,6 +217,7 @@ __all__ = [
     "overhead_table",
     "peak_claim",
     "peak_figure",
+    "peak_slope_claim",
     "peak_table",
     "phase_claim",
     "prefill_vs_decode_claim",

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from attention_docs.measurements.schema import Measurement, Sourced
-from attention_docs.memory_model import is_matrix_sized
+from attention_docs.memory_model import is_matrix_sized, naive_peak
 from attention_docs.render import _format as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
@@ -237,6 +237,37 @@ def oom_claim(m: Measurement) -> str:
             f"(max_measured = {m.params['max_measured']:,}): those rows are the prediction alone."
         )
     return text
+
+
+def peak_slope_claim(m: Measurement) -> str:
+    """The fitted slope of the measured peaks against seq_len, worded from the fit, and the
+    share of the peak that is N×N at the ends (the model's matrices and mask)."""
+    from attention_docs.render.wall import memory_slope_sentence
+
+    p = m.params
+    rows = []
+    for r in m.tables["peak"].records():
+        if r["measured_peak_bytes"] is None:
+            continue
+        model = naive_peak(
+            p["batch_size"],
+            p["num_heads"],
+            r["seq_len"],
+            p["head_dim"],
+            p["dtype"],
+            causal=p["causal"],
+        )
+        quadratic = model.matrices * model.matrix_bytes + model.mask_bytes
+        rows.append(
+            {
+                "seq_len": r["seq_len"],
+                "peak_bytes": r["measured_peak_bytes"],
+                "quadratic_bytes": quadratic,
+            }
+        )
+    if len(rows) < 3:
+        return "Too few lengths were measured to fit a slope."
+    return memory_slope_sentence(rows)
 
 
 def peak_figure(sourced: Sourced) -> str:

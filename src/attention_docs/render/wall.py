@@ -106,8 +106,10 @@ def _slope_text(s: Slope) -> str:
     return f"{s.slope:.2f} ({s.low:.2f}–{s.high:.2f})"
 
 
-def _memory_sentence(rows: list[dict]) -> str:
-    """The fitted memory slope in words computed from it, and why it is below 2 if it is."""
+def memory_slope_sentence(rows: list[dict]) -> str:
+    """The fitted slope of peak memory against seq_len, in words computed from it, and why
+    it is below 2 if it is. `rows` hold `seq_len`, `peak_bytes` (measured) and
+    `quadratic_bytes` (the model's N×N part: two score matrices and the mask)."""
     xs = [r["seq_len"] for r in rows]
     peaks = [r["peak_bytes"] for r in rows]
     whole = loglog_slope(xs, peaks)
@@ -252,7 +254,7 @@ def seq_len_claim(m: Measurement, table: str = "seq_len") -> str:
         text += _cache_sentence(m, rows, worst)
     else:
         text += " No doubling is steeper than N² outside the rounds' noise."
-    return text + "\n\n" + _memory_sentence(rows)
+    return text + "\n\n" + memory_slope_sentence(rows)
 
 
 def step_ranges(m: Measurement, table: str, x: str) -> dict[tuple, tuple[float, float, float]]:
@@ -419,7 +421,7 @@ def heads_claim(m: Measurement) -> str:
         f"of {few['num_heads']} of {few['head_dim']} leaves the matmul FLOPs unchanged "
         f"({fmt.count(few['flops'])}) but multiplies peak memory by "
         f"**{many['peak_bytes'] / few['peak_bytes']:.1f}×** — every head has its own N×N "
-        f"matrix — and {change(few, many)} ({_time_text(few)} against {_time_text(many)})."
+        f"matrix — and {change(few, many)}: from {_time_text(few)} to {_time_text(many)}."
     )
 
 
@@ -438,7 +440,7 @@ def head_dim_claim(m: Measurement) -> str:
     first, last = rows[0], rows[-1]
     return (
         f"From head_dim {first['head_dim']} to {last['head_dim']} the FLOPs grow "
-        f"{last['flops'] / first['flops']:.0f}×, while the wider heads {change(first, last)} "
+        f"{last['flops'] / first['flops']:.0f}×, while widening the heads {change(first, last)} "
         f"(fitted slope {slope:.2f}): the three element-wise "
         f"passes do not depend on head_dim at all. The matmuls' share of the five profiled "
         f"steps goes from {fmt.percent(matmul_share(first))} to "
