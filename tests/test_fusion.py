@@ -221,3 +221,4 @@ def test_fusion_speed_memory_shows_the_matrix_fusion_keeps():
     assert "SDPA" in fusion.speed_memory_claim(m)
     figure = fusion.speed_figure(Sourced(times, "measured now", "x.json"), m)
     assert "<svg" in figure and "SDPA flash: 4.4 ms (4.3 ms–4.7 ms)" in figure
+    assert figure.count("within noise of SDPA flash") == 1  # compiled; eager is clearly slower

@@ -5,10 +5,11 @@
 # experiment's time column there too.
 #
 # GPU size (batch 4, 16 heads, seq_len 4096, head_dim 64, bfloat16), estimated on an H200:
-# three compiles (naive + torch.compile and FlexAttention with Inductor's kernel profiling
-# on, so their cache keys differ from forward_times': ~5-15 s each; the Triton kernel ~2 s),
-# then per implementation one readiness call, one profiled forward and one under the memory
-# profiler, each ≤ ~20 ms (naive's N×N scores are 2 GiB in bfloat16). About 40 s.
+# naive + torch.compile and FlexAttention find forward_times' graphs in Inductor's cache (~2-3
+# s each: Dynamo still traces), the Triton kernel compiles (~2 s); then per implementation
+# one readiness call, one profiled forward and one under the memory profiler, each ≤ ~20 ms
+# (naive's N×N scores are 2 GiB in bfloat16; the Python tile loop is skipped above the
+# grid's limit, as in forward_times). About 20 s, the process start included.
 from __future__ import annotations
 
 import torch
@@ -56,9 +57,13 @@ def winners_summary(ctx, *, seq_len, head_dim, batch_size, num_heads, dtype, cau
     rows = []
     # Inductor's generated C++ kernels appear in a CPU profile only with kernel profiling on;
     # without it a compiled forward would count as no work at all. The option applies when a
-    # graph is compiled: forget graphs this process compiled without it.
-    torch._dynamo.reset()
-    with torch._inductor.config.patch(KERNEL_PROFILE_OPTIONS):
+    # graph is compiled: forget graphs this process compiled without it. (A GPU profile shows
+    # Triton kernels by name anyway; leaving the option off there keeps Inductor's cache keys
+    # those of forward_times' compiles, so they are cache hits.)
+    profiled = ctx.device.type == "cpu"
+    if profiled:
+        torch._dynamo.reset()
+    with torch._inductor.config.patch(KERNEL_PROFILE_OPTIONS if profiled else {}):
         impls, notes = forward.candidates(ctx.device)
         for cand in impls:
             fn = cand.build(causal)
@@ -66,7 +71,12 @@ def winners_summary(ctx, *, seq_len, head_dim, batch_size, num_heads, dtype, cau
             def call(fn=fn):
                 return fn(q, k, v)
 
-            status = _ready(call)
+            limit = fwd.GRIDS[ctx.device.type].tiled_max_seq_len
+            if cand.name == fwd.TILED and seq_len > limit:
+                # As in forward_times: thousands of small ops, seconds per forward.
+                status = f"not run above seq_len {limit}: the Python loop is too slow"
+            else:
+                status = _ready(call)
             if status != fwd.OK:
                 rows.append((cand.name, cand.trick, None, None, status))
                 continue

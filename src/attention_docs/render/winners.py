@@ -259,9 +259,9 @@ def winners_claim(times: Sourced | Measurement) -> str:
     if behind:
         low, high = min(behind, key=lambda x: x[0])[1], max(behind, key=lambda x: x[0])[1]
         text += (
-            f" Against naive attention, each cell's winner ranges from "
-            f"{cmp.speedup(m, low.winner, fwd.NAIVE, low.shape)} (at {_where(low.shape)}) to "
-            f"{cmp.speedup(m, high.winner, fwd.NAIVE, high.shape)} (at {_where(high.shape)})."
+            f" Against naive attention, a cell's winner leads least at {_where(low.shape)} "
+            f"({cmp.speedup(m, low.winner, fwd.NAIVE, low.shape)}) and most at "
+            f"{_where(high.shape)} ({cmp.speedup(m, high.winner, fwd.NAIVE, high.shape)})."
         )
     return text
 
@@ -279,6 +279,8 @@ def trend_claim(times: Sourced | Measurement) -> str:
     series: dict[tuple[bool, int], list[Cell]] = {}
     for c in found:
         series.setdefault((c.shape.causal, c.shape.head_dim), []).append(c)
+    if all(len(cs) < 2 for cs in series.values()):
+        return ""  # one seq_len per series: no trend to speak of
     changes, grows, flat, shrinks = [], 0, 0, 0
     for (causal, head_dim), unordered in series.items():
         ordered = sorted(unordered, key=lambda c: c.shape.seq_len)
@@ -532,10 +534,13 @@ def summary_size_note(summary: Sourced | Measurement) -> str:
     shape = fwd.Shape.of(m.params)
     records = m.tables["summary"].records()
     failed = [r["implementation"] for r in records if r["status"] != fwd.OK]
+    matrix = _matrix_bytes(shape)
+    below = [r["implementation"] for r in records if r["peak_bytes"] and r["peak_bytes"] < matrix]
     return (
         f"The table is measured at {shape.text()}, a shape of the forward-time grid, where one "
-        f"N×N score matrix is {fmt.nbytes(_matrix_bytes(shape))}: the memory naive attention "
-        "must hold and the fused kernels never allocate. "
+        f"N×N score matrix is {fmt.nbytes(matrix)}"
+        + (f"; {_names(below)} peak below that" if below else "")
+        + ". "
         + (
             f"{len(records) - len(failed)} of {len(records)} implementations ran there."
             if failed
