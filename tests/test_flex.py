@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from synthetic_forward import at
 from torch.nn.attention import flex_attention as flex_module
 from torch.nn.attention.flex_attention import flex_attention
 
@@ -12,6 +13,7 @@ from attention_docs.attention import flex
 from attention_docs.experiments.flex import unavailable
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv
+from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Sourced
 from attention_docs.render import flex as render_flex
 
@@ -126,15 +128,59 @@ def test_flex_masks_compiles_every_mod_and_matches_the_reference():
     for r in rows.values():
         assert r["status"] == "ok", r
         assert r["rel_err_vs_float64"] < 1e-5
-        assert r["compiled_us"] > 0 and r["eager_us"] > 0 and r["compile_s"] > 0
-        assert r["total_blocks"] == 4
+        assert r["compile_s"] > 0 and r["total_blocks"] == 4
+        for name in ("eager", "sdpa_dense"):
+            assert r[f"{name}_low_us"] <= r[f"{name}_us"] <= r[f"{name}_high_us"]
+    # Plain causal compiled FlexAttention is forward_times' row: not timed twice.
+    assert rows["causal"]["compiled_us"] is None
+    assert m.facts["compiled_timed_in_forward_times"] == ["causal"]
+    for kind in ("sliding_window", "alibi", "document"):
+        r = rows[kind]
+        assert r["compiled_low_us"] <= r["compiled_us"] <= r["compiled_high_us"]
     assert rows["sliding_window"]["skipped_fraction"] >= rows["causal"]["skipped_fraction"]
     assert "torch.compile" in m.facts["fallback_warning"]
     here = Sourced(m, "measured now", "x.json")
-    assert "`document`" in render_flex.mask_table(here)
+    times = at(m, render_flex.causal_shape(m), {fwd.FLEX: (123.0, 120.0, 126.0)})
+    table = render_flex.mask_table(here, times)
+    assert "`document`" in table and 'data-fact="forward' in table and "123 µs (120 µs" in table
     assert "Tiles (128×128)" in render_flex.block_table(here)
     assert render_flex.fallback_warning(m).startswith("!!! warning")
-    assert "float64" in render_flex.mask_claims(m)
+    claims = render_flex.mask_claims(m, times)
+    assert "float64" in claims and claims.count("- `") == 4
+
+
+def mask_row(mask, compiled, eager, dense):
+    """A flex_masks row with (median, low, high) per timing; None: not timed here."""
+    row = {"mask": mask, "status": "ok", "compile_s": 1.0, "rel_err_vs_float64": 1e-7}
+    for name, t in (("compiled", compiled), ("eager", eager), ("sdpa_dense", dense)):
+        med, low, high = t or (None, None, None)
+        row |= {f"{name}_us": med, f"{name}_low_us": low, f"{name}_high_us": high}
+    return row
+
+
+def test_mask_claims_say_faster_only_outside_the_noise(tiny_measurement):
+    from dataclasses import replace
+
+    from attention_docs.measurements.schema import Table
+
+    rows = [
+        mask_row("causal", None, (900.0, 880.0, 920.0), (150.0, 140.0, 160.0)),
+        mask_row("alibi", (100.0, 95.0, 105.0), (104.0, 98.0, 110.0), (50.0, 49.0, 51.0)),
+    ]
+    columns = tuple(rows[0])
+    m = replace(
+        tiny_measurement,
+        params={**tiny_measurement.params, "window": 64, "documents": 2},
+        tables={"masks": Table(columns, tuple(tuple(r[c] for c in columns) for r in rows))},
+        facts={"compiled_timed_in_forward_times": ["causal"]},
+    )
+    times = at(tiny_measurement, render_flex.causal_shape(m), {fwd.FLEX: (100.0, 98.0, 102.0)})
+    claims = render_flex.mask_claims(m, times)
+    # causal: 900/100 from forward_times' row; its range 880/102 – 920/98.
+    assert "9.00× (8.63–9.39×) faster than its unfused fallback" in claims
+    assert "1.50× (1.37–1.63×) faster than SDPA with the dense mask" in claims
+    assert "within noise of its unfused fallback (1.04×)" in claims
+    assert "2.00× (1.86–2.14×) slower than SDPA" in claims
 
 
 def test_flex_sparsity_sweep_computes_fewer_tiles_for_narrower_windows():
@@ -143,6 +189,8 @@ def test_flex_sparsity_sweep_computes_fewer_tiles_for_narrower_windows():
     )
     table = m.tables["sweep"]
     assert table.column("window") == [64, 128, 256, 512]
+    for r in table.records():
+        assert r["time_low_us"] <= r["time_us"] <= r["time_high_us"]
     computed = table.column("computed_fraction")
     assert computed == sorted(computed) and computed[0] < computed[-1]
     assert table.column("proportional_us")[-1] == pytest.approx(table.column("time_us")[-1])

@@ -5,11 +5,13 @@
 import pytest
 import torch
 from reference import attention_reference
+from synthetic_forward import at
 
 from attention_docs.attention.compiled import compiled_attention
 from attention_docs.attention.naive import STEPS
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv
+from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Sourced
 from attention_docs.profiling.kernels import (
     fused_ops,
@@ -18,6 +20,7 @@ from attention_docs.profiling.kernels import (
     steps_of,
     work_items,
 )
+from attention_docs.profiling.timing import Timing
 from attention_docs.profiling.trace import Span, Trace
 from attention_docs.render import fusion
 
@@ -77,6 +80,14 @@ def test_work_items_counts_outermost_ops_and_skips_bookkeeping():
     assert sum(i.calls for i in items.values()) == 7
 
 
+def test_work_items_at_every_depth_count_what_composite_ops_dispatched():
+    items = {i.name: i.calls for i in work_items(eager_trace(), every_depth=True)}
+    assert items["aten::matmul"] == 2 and items["aten::bmm"] == 2
+    assert items["aten::copy_"] == 1 and items["aten::_softmax"] == 1
+    assert "aten::view" not in items
+    assert sum(items.values()) == 11
+
+
 def test_fused_kernel_names_map_to_the_steps_whose_ops_they_absorbed():
     names = names_per_step(eager_trace(), STEPS)
     assert "aten::_softmax" in names["attention.softmax"]
@@ -126,13 +137,51 @@ def test_fusion_kernels_finds_one_fused_kernel_for_scale_mask_softmax(kernels):
     assert {"attention.scale", "attention.mask", "attention.softmax"} <= steps
     assert f["compiled_work_calls"] < f["eager_work_calls"]
     assert f["step_ranges_in_compiled_trace"] == 0
-    assert f["cold_compile_s"] > 0 and f["compile_graphs"] >= 1
+    assert kernels.timing is None  # forward times are forward_times' job
     text = fusion.fusion_summary(kernels) + fusion.ranges_note(kernels)
     assert fused[0]["name"] in text and "0 of the five" in text
     here = Sourced(kernels, "measured now", "x.json")
     assert "Steps it does" in fusion.compiled_work_table(here)
     assert "attention.mask" in fusion.eager_work_table(here)
-    assert "first call" in fusion.compile_cost(kernels)
+
+
+def test_the_cold_compile_misses_every_cache_and_the_warm_one_hits(kernels):
+    cold, warm = kernels.tables["compiles"].records()
+    assert (cold["compile"], warm["compile"]) == ("cold", "warm")
+    assert cold["cache_hits"] == 0 and cold["cache_misses"] >= 1
+    assert cold["aot_cache_hits"] == 0
+    assert warm["cache_misses"] == 0 and (warm["cache_hits"] >= 1 or warm["aot_cache_hits"] >= 1)
+    assert cold["seconds"] > warm["seconds"]
+
+
+def test_break_even_divides_the_compile_by_the_time_saved():
+    eager = Timing(10_000.0, 0.0, 9, "test", (9_000.0, 10_000.0, 11_000.0))
+    compiled = Timing(4_000.0, 0.0, 9, "test", (3_000.0, 4_000.0, 5_000.0))
+    mid, fewest, most = fusion.break_even(6.0, eager, compiled)
+    assert mid == pytest.approx(1_000)  # 6 s / 6 ms saved per forward
+    assert fewest == pytest.approx(6e6 / 8_000)  # eager's slowest round, compiled's fastest
+    assert most == pytest.approx(6e6 / 4_000)
+
+
+def test_compile_cost_reads_forward_times_and_says_never_on_a_tie(kernels):
+    shape = fusion.shape_of(kernels)
+    faster = at(
+        kernels,
+        shape,
+        {fwd.NAIVE: (10_000.0, 9_900.0, 10_100.0), fwd.COMPILED: (5_000.0, 4_900.0, 5_100.0)},
+    )
+    text = fusion.compile_cost(kernels, faster)
+    cold = kernels.tables["compiles"].records()[0]["seconds"]
+    assert f"{cold * 1e6 / 5_000:,.0f} forwards" in text
+    assert 'data-fact="forward|' in text and "2.00× (1.94–2.06×) faster" in text
+    tied = at(
+        kernels,
+        shape,
+        {fwd.NAIVE: (10_000.0, 9_000.0, 11_000.0), fwd.COMPILED: (9_500.0, 8_000.0, 10_500.0)},
+    )
+    assert "within noise" in fusion.compile_cost(kernels, tied)
+    table = fusion.compile_table(Sourced(kernels, "measured now", "x.json"), tied)
+    assert table.count("never, within noise") == 2
 
 
 def test_fusion_recompile_compiles_once_per_shape_and_records_the_guard():
@@ -150,8 +199,26 @@ def test_fusion_speed_memory_shows_the_matrix_fusion_keeps():
     torch._dynamo.reset()
     m = run_experiment("fusion_speed_memory", {**TINY, "seq_len": 256}, device="cpu")
     rows = {r["variant"]: r for r in m.tables["variants"].records()}
-    eager, comp, sdpa = rows["eager (naive)"], rows["torch.compile (naive)"], rows["SDPA"]
+    assert set(rows) == {fwd.NAIVE, fwd.COMPILED, fwd.SDPA_FLASH}  # forward_times' names
+    eager, comp, sdpa = rows[fwd.NAIVE], rows[fwd.COMPILED], rows[fwd.SDPA_FLASH]
     assert eager["peak_bytes"] > comp["peak_bytes"] > sdpa["peak_bytes"] > 0
     assert comp["peak_in_matrices"] >= 1.0  # the N×N scores are still materialised
-    assert eager["speedup_vs_eager"] == 1.0
-    assert "SDPA" in fusion.speed_memory_claim(m) and "×" in fusion.speed_claim(m)
+    assert m.timing is None and "time_us" not in m.tables["variants"].columns
+    times = at(
+        m,
+        fusion.shape_of(m),
+        {
+            fwd.NAIVE: (9_000.0, 8_800.0, 9_200.0),
+            fwd.COMPILED: (4_500.0, 4_400.0, 4_600.0),
+            fwd.SDPA_FLASH: (4_400.0, 4_300.0, 4_700.0),
+        },
+    )
+    table = fusion.speed_memory_table(Sourced(m, "measured now", "x.json"), times)
+    assert "9 ms (8.8 ms–9.2 ms over 3 rounds)" in table and "2.00× (1.91–2.09×)" in table
+    claim = fusion.speed_claim(m, times)
+    assert "naive + torch.compile is 2.00×" in claim
+    assert "SDPA flash and naive + torch.compile are within noise" in claim
+    assert "SDPA" in fusion.speed_memory_claim(m)
+    figure = fusion.speed_figure(Sourced(times, "measured now", "x.json"), m)
+    assert "<svg" in figure and "SDPA flash: 4.4 ms (4.3 ms–4.7 ms)" in figure
+    assert figure.count("within noise of SDPA flash") == 1  # compiled; eager is clearly slower

@@ -15,9 +15,9 @@
 # the package first (`pip install -e .` in a clone of the repository); on a machine with a
 # CUDA GPU the experiments use it automatically.
 #
-# Every experiment compiles in this process, so the first one pays the cold compile (seconds
-# to tens of seconds); the others find Inductor's caches warm. Every number below is measured
-# when you run it.
+# Every experiment compiles in this process (seconds to tens of seconds each); the
+# compile-cost experiment empties its own cache folders for the cold compile. Every number
+# below is measured when you run it.
 
 # %%
 import inspect
@@ -27,9 +27,15 @@ from attention_docs import render, run_experiment
 from attention_docs.attention.compiled import compiled_attention
 from attention_docs.measurements import Sourced
 
-# A small shape keeps this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
+# The test suite sets ATTENTION_DOCS_TINY: the forward-time table then times only the
+# smallest shapes of its grid (seq_len 128 on a CPU), and the experiments run at that size.
 tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-shape = {"seq_len": 32, "num_heads": 2, "head_dim": 16} if tiny else {"seq_len": 1024}
+shape = {"seq_len": 128} if tiny else {}
+
+
+def here(m):
+    return Sourced(m, "measured in this notebook", "-", base="")
+
 
 # %% [markdown]
 # ## The code under study
@@ -38,22 +44,31 @@ shape = {"seq_len": 32, "num_heads": 2, "head_dim": 16} if tiny else {"seq_len":
 print(inspect.getsource(compiled_attention))
 
 # %% [markdown]
-# ## What Inductor fused
+# ## The forward-time table
+#
+# Every forward time below comes from one experiment that times every implementation at
+# every shape of the device's grid, in interleaved rounds (minutes; seconds when tiny).
+
+# %%
+times = run_experiment("forward_times", {"tiny": tiny})
+
+# %% [markdown]
+# ## What Inductor fused, and what the compile costs cold and warm
 
 # %%
 m = run_experiment("fusion_kernels", shape)
-here = Sourced(m, "measured in this notebook", "-", base="")
-print(render.fusion.compiled_work_table(here))
+print(render.fusion.compiled_work_table(here(m)))
 print(render.fusion.fusion_summary(m))
 print(render.fusion.ranges_note(m))
-print(render.fusion.compile_cost(m))
+print(render.fusion.compile_table(here(m), times))
+print(render.fusion.compile_cost(m, times))
 
 # %% [markdown]
 # ## A new shape: guards and a recompile
 
 # %%
 m = run_experiment("fusion_recompile", shape)
-print(render.fusion.recompile_table(Sourced(m, "measured in this notebook", "-", base="")))
+print(render.fusion.recompile_table(here(m)))
 print(render.fusion.recompile_claim(m))
 
 # %% [markdown]
@@ -61,6 +76,6 @@ print(render.fusion.recompile_claim(m))
 
 # %%
 m = run_experiment("fusion_speed_memory", shape)
-print(render.fusion.speed_memory_table(Sourced(m, "measured in this notebook", "-", base="")))
-print(render.fusion.speed_claim(m))
+print(render.fusion.speed_memory_table(here(m), times))
+print(render.fusion.speed_claim(m, times))
 print(render.fusion.speed_memory_claim(m))

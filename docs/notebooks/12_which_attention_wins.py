@@ -11,9 +11,9 @@
 # %% [markdown]
 # # Which attention wins where — companion notebook
 #
-# Time every implementation the site teaches on your own hardware, over a grid of shapes you
-# choose. On a machine with a CUDA GPU the map includes SDPA's fused GPU backends and this
-# site's Triton kernel.
+# Time every implementation the site teaches on your own hardware, over the grid of shapes
+# the site uses for your kind of device. On a machine with a CUDA GPU the map includes SDPA's
+# fused GPU backends and this site's Triton kernel.
 
 # %%
 import os
@@ -21,19 +21,30 @@ import os
 from attention_docs import render, run_experiment
 from attention_docs.measurements import Sourced
 
-# The test suite sets ATTENTION_DOCS_TINY: a one-cell grid then keeps the run short.
+# The test suite sets ATTENTION_DOCS_TINY: the table then times only the smallest shapes of
+# the device's grid (seq_len 128 and head_dim 64 on a CPU), which keeps the run short.
 tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-grid = {"seq_lens": "64", "head_dims": "16"} if tiny else {"seq_lens": "256,1024,4096"}
+
+
+def here(m):
+    return Sourced(m, "measured in this notebook", "-", base="")
+
+
+# %% [markdown]
+# ## The forward-time table and its map
+#
+# Every implementation at every shape of your device's grid, timed without the profiler in
+# interleaved rounds (minutes on a CPU).
 
 # %%
-m = run_experiment("winners_map", grid)
-here = Sourced(m, "measured in this notebook", "-", base="")
-print(render.winners_claim(m))
-print(render.times_table(here))
+times = here(run_experiment("forward_times", {"tiny": tiny}))
+print(render.winners_claim(times))
+print(render.winners.trend_claim(times))
+print(render.winners.not_run(times))
 
 # %% [markdown]
 # ## What each trick removed
 
 # %%
-summary = run_experiment("winners_summary", {"seq_len": 64, "head_dim": 16} if tiny else {})
-print(render.summary_table(Sourced(summary, "measured in this notebook", "-", base="")))
+summary = run_experiment("winners_summary", {"seq_len": 128} if tiny else {})
+print(render.summary_table(here(summary), times))

@@ -34,6 +34,7 @@ _EXPORTS = {
     "Store": "attention_docs.measurements.store",
     "run_experiment": "attention_docs.experiments.runner",
     "measure": "attention_docs.book",
+    "measure_each_device": "attention_docs.book",
     "MeasurementError": "attention_docs.book",
     "ExperimentError": "attention_docs.experiments.registry",
     "tiled_attention": "attention_docs.attention.tiled",

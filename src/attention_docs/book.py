@@ -146,6 +146,24 @@ def measure(experiment: str, **requested: Any) -> Sourced:
         _log.problems.extend(str(p) for p in store.problems)
 
 
+def measure_each_device(experiment: str, **requested: Any) -> list[Sourced]:
+    """`measure`'s entry first, then every other device's stored entry for the same
+    parameters: what a page comparing devices may compare (it never measures those)."""
+    first = measure(experiment, **requested)
+    store = Store(_settings.store)
+    exp = get(experiment)
+    key = exp.key(exp.check(requested))
+    others = []
+    for device in store.devices(experiment, key):
+        if device == first.measurement.device_id:
+            continue
+        found = store.get(experiment, key, device)
+        if found is not None:
+            others.append(_record(found, requested, "from the store", store, 0.0))
+    _log.problems.extend(str(p) for p in store.problems)
+    return [first, *others]
+
+
 def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Sourced:
     s = _settings
     exp = get(experiment)

@@ -2,6 +2,16 @@
 # the unfused fallback and SDPA with a dense mask; how time follows block sparsity; what a
 # BlockMask costs to build. Every distinct mod is a distinct compiled kernel (seconds of
 # compile time each), so the sweeps vary tensors the mods close over, never the mods.
+# Compiled FlexAttention with the plain causal mask is one of `forward_times`' rows: it is
+# not timed here (one fact, one number); the chapter reads it there.
+#
+# GPU sizes, estimated on an H200 (bfloat16, batch 4, 16 heads, head_dim 64). flex_masks at
+# seq_len 4096: four flex_attention compiles (~5-15 s each) dominate; each forward is ~0.1-1
+# ms fused and a few ms for the fallback (its N×N scores are 2 GiB), timed in 3 rounds of
+# ~16 runs: ~50 s in all. flex_sparsity_sweep at seq_len 16384: one compile (~10 s) and 8
+# windows of ≤ 5 ms forwards (causal: ~2.2 TFLOP at several hundred TFLOP/s): ~15 s.
+# flex_block_mask_cost up to 32768: each build evaluates the mask on up to 1 G pairs (~1 GB
+# of booleans, a few ms): ~5 s. About 70 s in all, process starts included.
 from __future__ import annotations
 
 import math
@@ -32,10 +42,13 @@ from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
 from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
-from attention_docs.profiling.timing import time_callable
+from attention_docs.profiling.timing import time_callable, time_callables
 
 MEASURES = ("attention/flex.py", "inputs.py", "profiling/timing.py", "profiling/memory.py")
 MASKS = ("causal", "sliding_window", "alibi", "document")
+# The masks whose compiled FlexAttention forward_times already times (its FlexAttention row).
+TIMED_IN_FORWARD_TIMES = ("causal",)
+TIMED = ("compiled", "eager", "sdpa_dense")  # compiled flex, its unfused fallback, SDPA + mask
 SHAPE_PARAMS = {
     "batch_size": Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
     "num_heads": Param(4, gpu_default=16, minimum=1, help="attention heads"),
@@ -75,20 +88,6 @@ def reference(q, k, v, allowed: torch.Tensor, bias: torch.Tensor | None) -> torc
     return torch.softmax(scores.masked_fill(~allowed.to(q.device), -math.inf), dim=-1) @ v
 
 
-def _few_runs_us(fn, device, runs: int = 3) -> float:
-    """Median of a few calls after one warm-up, for paths too slow for `time_callable`'s
-    repeated blocks (the unfused fallback at long sequences)."""
-    fn()
-    times = []
-    for _ in range(runs):
-        synchronize(device)
-        started = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append((time.perf_counter() - started) * 1e6)
-    return sorted(times)[len(times) // 2]
-
-
 def _fx_cache() -> tuple[int, int]:
     from torch._dynamo.utils import counters
 
@@ -113,6 +112,7 @@ def flex_masks(
 ) -> Observed:
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
     flex = compiled_flex_attention()
+    min_run = 0.3 if ctx.device.type == "cpu" else 0.1
     rows = []
     fallback_warnings: list[str] = []
     notes = []
@@ -134,6 +134,7 @@ def flex_masks(
             "total_blocks": counts["total"],
         }
         status = "ok"
+        fns = {}
         try:
             run = lambda sm=score_mod, bm=block_mask: flex(q, k, v, score_mod=sm, block_mask=bm)  # noqa: E731
             hits, misses = _fx_cache()
@@ -143,30 +144,37 @@ def flex_masks(
             row["compile_s"] = time.perf_counter() - started
             new_hits, new_misses = _fx_cache()
             row["fx_cache"] = "hit" if new_hits > hits and new_misses == misses else "miss"
-            row["compiled_us"] = time_callable(run, ctx.device).median_us
             row["rel_err_vs_float64"] = _rel_err(out, reference(q, k, v, allowed, bias))
+            if kind not in TIMED_IN_FORWARD_TIMES:
+                fns["compiled"] = run
         except Exception as exc:  # a backend this device lacks becomes a row, not a crash
             if is_out_of_memory(exc):
                 raise
             status = unavailable(exc)
             notes.append(f"compiled flex_attention, mask {kind}: {status}")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
 
-            def fallback(score_mod=score_mod, block_mask=block_mask):
-                return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
+        def fallback(score_mod=score_mod, block_mask=block_mask):
+            return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
 
-            row["eager_us"] = _few_runs_us(fallback, ctx.device)
-        fallback_warnings.extend(str(w.message) for w in caught)
         dense = allowed.to(ctx.device)
         if bias is not None:
             dense = torch.zeros(bias.shape, dtype=q.dtype).masked_fill(~allowed, -math.inf)
             dense = (dense + bias.to(q.dtype)).to(ctx.device)
-        row["sdpa_dense_us"] = time_callable(
-            lambda dense=dense: scaled_dot_product_attention(q, k, v, attn_mask=dense),
-            ctx.device,
-            min_run_time=0.1,
-        ).median_us
+        fns["eager"] = fallback
+        fns["sdpa_dense"] = lambda dense=dense: scaled_dot_product_attention(
+            q, k, v, attn_mask=dense
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            # Interleaved rounds: a slow moment of the machine hurts all three alike.
+            timings = time_callables(fns, ctx.device, min_run_time=min_run, cuda_runs=48)
+        fallback_warnings.extend(
+            str(w.message) for w in caught if "without torch.compile" in str(w.message)
+        )
+        for name, t in timings.items():
+            row[f"{name}_us"] = t.median_us
+            row[f"{name}_low_us"] = t.low_us
+            row[f"{name}_high_us"] = t.high_us
         row["status"] = status
         rows.append(row)
     columns = (
@@ -174,9 +182,7 @@ def flex_masks(
         "score_mod",
         "compile_s",
         "fx_cache",
-        "compiled_us",
-        "eager_us",
-        "sdpa_dense_us",
+        *(f"{name}{part}_us" for name in TIMED for part in ("", "_low", "_high")),
         "block_mask_ms",
         "skipped_fraction",
         "partial_blocks",
@@ -190,10 +196,8 @@ def flex_masks(
         rows=tuple(tuple(r.get(c) for c in columns) for r in rows),
         units={
             "compile_s": "s",
-            "compiled_us": "µs",
-            "eager_us": "µs",
-            "sdpa_dense_us": "µs",
             "block_mask_ms": "ms",
+            **{c: "µs" for c in columns if c.endswith("_us")},
         },
     )
     return Observed(
@@ -204,6 +208,8 @@ def flex_masks(
             "block_size": list(block_mask.BLOCK_SIZE),
             "document_lengths": split_lengths(seq_len, documents),
             "dense_mask_bytes": seq_len * seq_len,
+            "compiled_timed_in_forward_times": list(TIMED_IN_FORWARD_TIMES),
+            "timing_method": next(iter(timings.values())).method,
         },
         notes=tuple(notes),
     )
@@ -247,12 +253,15 @@ def flex_sparsity_sweep(
             run()
             synchronize(ctx.device)
             compile_s = time.perf_counter() - started
+        t = time_callable(run, ctx.device)  # rounds: each width's spread is kept
         return {
             "computed_fraction": 1 - counts["skipped"] / counts["total"],
             "skipped_fraction": counts["skipped"] / counts["total"],
             "partial_blocks": counts["partial"],
             "full_blocks": counts["full"],
-            "time_us": time_callable(run, ctx.device).median_us,
+            "time_us": t.median_us,
+            "time_low_us": t.low_us,
+            "time_high_us": t.high_us,
         }
 
     table, notes = sweep(
@@ -265,8 +274,10 @@ def flex_sparsity_sweep(
             "partial_blocks",
             "full_blocks",
             "time_us",
+            "time_low_us",
+            "time_high_us",
         ),
-        units={"time_us": "µs"},
+        units={"time_us": "µs", "time_low_us": "µs", "time_high_us": "µs"},
     )
     # If time were proportional to tiles computed: the widest window's time, scaled down.
     records = table.records()

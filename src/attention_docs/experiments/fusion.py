@@ -1,24 +1,39 @@
 # Experiments on torch.compile (TorchDynamo + Inductor) applied to naive attention: which
-# kernels it fuses, what compiling and recompiling cost in a fresh process, how fast the
-# result runs next to eager and SDPA, and which memory fusion cannot save. Every distinct
-# compiled graph costs seconds of compile time, so each experiment compiles as few as it can.
+# kernels it fuses, what compiling costs with cold and with warm caches, what a new shape
+# costs, and which memory fusion cannot save. Forward times are not taken here: they are
+# `forward_times`' job (one fact, one number), and the chapter reads them there. Every
+# distinct compiled graph costs seconds of compile time, so each experiment compiles as few
+# as it can.
+#
+# GPU sizes (batch 4, 16 heads, seq_len 2048, bfloat16), estimated on an H200: the compiles
+# dominate, the forwards (~1 ms each: 2·4·16·2048²·64·2 ≈ 70 GFLOP of matmuls plus ~5
+# passes over a 512 MiB score matrix) do not. fusion_kernels compiles three times (cold
+# ~10-20 s with Triton's cache empty, warm ~2-5 s, then the static graph ~5 s) and profiles
+# ~10 forwards; fusion_recompile compiles two static graphs (~5-10 s each); fusion_speed_memory
+# finds the dynamic graph in Inductor's cache (~3 s) and runs 3 forwards under the memory
+# profiler. About 60 s in all, process starts included.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 from torch.nn.functional import scaled_dot_product_attention
 
 from attention_docs.attention.compiled import compiled_attention
 from attention_docs.attention.naive import STEPS, naive_attention
+from attention_docs.attention.sdpa import backend_of_op
 from attention_docs.cost import itemsize, step_costs
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments.naive import SHAPE_PARAMS
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
+from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
 from attention_docs.profiling.kernels import (
@@ -30,14 +45,13 @@ from attention_docs.profiling.kernels import (
 )
 from attention_docs.profiling.memory import peak_memory_bytes
 from attention_docs.profiling.profile import profile_callable
-from attention_docs.profiling.timing import time_callable
 
 MEASURES = (
     "attention/naive.py",
     "attention/compiled.py",
+    "attention/sdpa.py",
     "inputs.py",
     "profiling/kernels.py",
-    "profiling/timing.py",
     "profiling/memory.py",
 )
 COMPILE_PARAMS = {
@@ -75,7 +89,71 @@ def _inductor_counters() -> dict[str, int]:
         "graphs": int(counters["stats"]["unique_graphs"]),
         "cache_hits": int(counters["inductor"]["fxgraph_cache_hit"]),
         "cache_misses": int(counters["inductor"]["fxgraph_cache_miss"]),
+        "aot_cache_hits": int(counters["aot_autograd"]["autograd_cache_hit"]),
+        "aot_cache_misses": int(counters["aot_autograd"]["autograd_cache_miss"]),
     }
+
+
+@contextmanager
+def _cache_folders(folder: str) -> Iterator[None]:
+    """Point Inductor's and Triton's on-disk caches at `folder` for the duration."""
+    names = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(folder) / "inductor")
+    os.environ["TRITON_CACHE_DIR"] = str(Path(folder) / "triton")
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _forget_compiled_code() -> None:
+    """Reset Dynamo and Inductor's in-memory caches, as a new process would start: what is
+    left is what the cache folders on disk hold."""
+    from torch._inductor import utils
+
+    torch._dynamo.reset()
+    clear = getattr(utils, "clear_caches", None) or utils.clear_inductor_caches
+    clear()
+
+
+def _precompiled_headers_present() -> bool:
+    """Inductor keeps precompiled C++ headers in one global folder on purpose (not under
+    TORCHINDUCTOR_CACHE_DIR), so a cold compile on the CPU may still find them."""
+    from torch._inductor import codecache
+
+    folder = getattr(codecache, "_HEADER_DIR", None)
+    return bool(folder) and Path(folder).is_dir() and any(Path(folder).iterdir())
+
+
+def compile_cold_and_warm(build, call, device) -> list[dict]:
+    """Compile `build()` twice and time each first call `call(fn)`: cold (Inductor's and
+    Triton's cache folders new and empty, Dynamo reset) and warm (the same folders, Dynamo
+    and the in-memory caches reset again: a later process on the same machine). One row per
+    compile: seconds, graphs compiled, FX graph and AOTAutograd cache hits and misses. The
+    process is left with nothing compiled."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="attention-docs-compile-") as folder:
+        with _cache_folders(folder):
+            for label in ("cold", "warm"):
+                _forget_compiled_code()
+                fn = build()
+                before = _inductor_counters()
+                seconds, _ = _timed_call(lambda fn=fn: call(fn), device)
+                after = _inductor_counters()
+                rows.append(
+                    {
+                        "compile": label,
+                        "seconds": round(seconds, 3),
+                        **{k: after[k] - before[k] for k in after},
+                    }
+                )
+        _forget_compiled_code()  # nothing may point into the folder about to go
+    return rows
 
 
 def _timed_call(fn, device) -> tuple[float, object]:
@@ -88,7 +166,8 @@ def _timed_call(fn, device) -> tuple[float, object]:
 
 @experiment(
     "fusion_kernels",
-    summary="What Inductor fuses in naive attention: eager ops against compiled kernels, and compile cost.",
+    summary="What Inductor fuses in naive attention (eager ops against compiled kernels), and "
+    "what the compile costs with cold and with warm caches.",
     measures=MEASURES,
     **COMPILE_PARAMS,
 )
@@ -100,10 +179,21 @@ def fusion_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, caus
         labels=STEPS,
         costs=step_costs(batch_size, num_heads, seq_len, head_dim, dtype, causal=causal),
     )
-    compiled = compiled_attention()
+    headers_before = ctx.device.type == "cpu" and _precompiled_headers_present()
     with _captured_torch_logs() as logs:
-        compile_s, _ = _timed_call(lambda: compiled(q, k, v, causal=causal), ctx.device)
-    counters = _inductor_counters()
+        # The compile's cost is measured on the function forward_times times (symbolic
+        # sizes, dynamic=True), so that the cost and the forward time it buys belong to one
+        # compiled function.
+        compiles = compile_cold_and_warm(
+            lambda: compiled_attention(dynamic=True),
+            lambda fn: fn(q, k, v, causal=causal),
+            ctx.device,
+        )
+        # The kernels are read from the graph specialised to this shape (dynamic=False):
+        # with symbolic sizes Inductor leaves the division by √head_dim out of the fused
+        # kernel's name although the kernel does it, and names are all a trace shows.
+        compiled = compiled_attention()
+        compiled(q, k, v, causal=causal)
     observed = observe_forward(lambda: compiled(q, k, v, causal=causal), ctx)
 
     step_names = names_per_step(eager.timeline, STEPS)
@@ -131,10 +221,18 @@ def fusion_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, caus
         - {s.name for s in observed.timeline.spans if s.name.startswith("aten::")}
     )
     dropped = [m for m in logs if "record function" in m.lower() or "record_function" in m]
+    compile_columns = (
+        "compile",
+        "seconds",
+        "graphs",
+        "cache_hits",
+        "cache_misses",
+        "aot_cache_hits",
+        "aot_cache_misses",
+    )
     return Observed(
         steps=eager.steps,
         ops=observed.ops,
-        timing=observed.timing,
         timeline=observed.timeline,
         chrome=observed.chrome,
         tables={
@@ -148,12 +246,16 @@ def fusion_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, caus
                 rows=tuple(compiled_rows),
                 units={"time_us": "µs"},
             ),
+            "compiles": Table(
+                columns=compile_columns,
+                rows=tuple(tuple(r[c] for c in compile_columns) for r in compiles),
+                units={"seconds": "s"},
+            ),
         },
         facts={
-            "cold_compile_s": round(compile_s, 3),
-            **{f"compile_{k}": v for k, v in counters.items()},
-            "eager_time_us": eager.timing.median_us,
-            "compiled_time_us": observed.timing.median_us,
+            "compile_cost_of": "compiled_attention(dynamic=True)",
+            "kernels_of": "compiled_attention(dynamic=False)",
+            "precompiled_headers_before": headers_before,
             "eager_work_calls": sum(r[2] for r in eager_rows),
             "compiled_work_calls": sum(r[3] for r in compiled_rows),
             "fused_kernels": sum(r[3] for r in compiled_rows if r[1] == "fused kernel"),
@@ -173,7 +275,8 @@ def _sdpa_op_name(fn, device) -> str | None:
 
 @experiment(
     "fusion_speed_memory",
-    summary="Eager, compiled and SDPA attention side by side: time per forward and peak memory.",
+    summary="Eager, compiled and SDPA attention side by side: peak memory of one forward (their "
+    "times are forward_times' rows at the same shape).",
     measures=MEASURES,
     **COMPILE_PARAMS,
 )
@@ -181,45 +284,38 @@ def fusion_speed_memory(
     ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal
 ) -> Observed:
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
-    compiled = compiled_attention()
-    compile_s, _ = _timed_call(lambda: compiled(q, k, v, causal=causal), ctx.device)
+    compiled = compiled_attention(dynamic=True)  # the function forward_times times
+    compiled(q, k, v, causal=causal)  # compile outside the memory measurement
+
+    def sdpa():
+        return scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    sdpa_op = _sdpa_op_name(sdpa, ctx.device)
+    backend = backend_of_op(sdpa_op) if sdpa_op else None
+    # Each variant under the name forward_times gives it, so pages read its time there.
     variants = {
-        "eager (naive)": lambda: naive_attention(q, k, v, causal=causal),
-        "torch.compile (naive)": lambda: compiled(q, k, v, causal=causal),
-        "SDPA": lambda: scaled_dot_product_attention(q, k, v, is_causal=causal),
+        fwd.NAIVE: lambda: naive_attention(q, k, v, causal=causal),
+        fwd.COMPILED: lambda: compiled(q, k, v, causal=causal),
+        f"SDPA {backend}" if backend else "SDPA": sdpa,
     }
     matrix_bytes = batch_size * num_heads * seq_len * seq_len * itemsize(dtype)
-    timings = {name: time_callable(fn, ctx.device) for name, fn in variants.items()}
-    eager_us = timings["eager (naive)"].median_us
     rows = []
     for name, fn in variants.items():
         peak = peak_memory_bytes(fn, ctx.device)
-        t = timings[name]
-        rows.append(
-            (name, t.median_us, t.iqr_us, eager_us / t.median_us, peak, peak / matrix_bytes)
-        )
+        rows.append((name, peak, peak / matrix_bytes))
     return Observed(
-        timing=timings["torch.compile (naive)"],
         tables={
             "variants": Table(
-                columns=(
-                    "variant",
-                    "time_us",
-                    "iqr_us",
-                    "speedup_vs_eager",
-                    "peak_bytes",
-                    "peak_in_matrices",
-                ),
+                columns=("variant", "peak_bytes", "peak_in_matrices"),
                 rows=tuple(rows),
-                units={"time_us": "µs", "iqr_us": "µs", "peak_bytes": "B"},
+                units={"peak_bytes": "B"},
             )
         },
         facts={
-            "cold_compile_s": round(compile_s, 3),
-            **{f"compile_{k}": v for k, v in _inductor_counters().items()},
             "score_matrix_bytes": matrix_bytes,
             "output_bytes": batch_size * num_heads * seq_len * head_dim * itemsize(dtype),
-            "sdpa_op": _sdpa_op_name(variants["SDPA"], ctx.device),
+            "sdpa_op": sdpa_op,
+            "sdpa_backend": backend,
         },
     )
 
@@ -269,13 +365,11 @@ def fusion_recompile(
             )
         )
         before = after
-    q, k, v = inputs[seq_len]
     reasons = list(guard_failures.get(code, []))[seen:]
     limit = getattr(dynamo_config, "recompile_limit", None) or getattr(
         dynamo_config, "cache_size_limit", None
     )
     return Observed(
-        timing=time_callable(lambda: compiled(q, k, v, causal=causal), ctx.device),
         tables={
             "calls": Table(
                 columns=(
@@ -295,8 +389,5 @@ def fusion_recompile(
             "second_seq_len": other,
             "guard_failures": reasons,
             "recompile_limit": limit,
-            "eager_time_us": time_callable(
-                lambda: naive_attention(q, k, v, causal=causal), ctx.device
-            ).median_us,
         },
     )

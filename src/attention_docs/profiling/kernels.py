@@ -70,20 +70,24 @@ def fused_ops(name: str) -> str | None:
     return found.group("ops") if found else None
 
 
-def work_items(trace: Trace) -> list[WorkItem]:
+def work_items(trace: Trace, *, every_depth: bool = False) -> list[WorkItem]:
     """The work of a trace, in order of first appearance.
 
     On a GPU trace that is every kernel, memcpy and memset. On a CPU trace it is every
     outermost op, bookkeeping excluded: the ops the Python code (or the compiled graph)
     called, not the ops they call in turn (`aten::div` by a Python float calls `aten::copy_`
-    to make the divisor a tensor; the division is still one op). A compiled graph's fused
-    kernels appear here as ops when Inductor's kernel profiling is on.
+    to make the divisor a tensor; the division is still one op). With `every_depth`, the
+    ops they call count too: what one call into a library op (SDPA's math backend, for one)
+    really dispatched. A compiled graph's fused kernels appear here as ops when Inductor's
+    kernel profiling is on.
     """
     if trace.has_gpu:
         spans = [s for s in trace.spans if s.kind in GPU_KINDS and s.kind != "gpu_range"]
     else:
         ops = [s for s in trace.spans if s.kind == "op" and not is_bookkeeping(s.name)]
-        spans = [s for s in ops if not any(_inside(s, o) for o in ops if o is not s)]
+        if not every_depth:
+            ops = [s for s in ops if not any(_inside(s, o) for o in ops if o is not s)]
+        spans = ops
     items: dict[str, list[Span]] = {}
     for s in sorted(spans, key=lambda s: s.start_us):
         items.setdefault(s.name, []).append(s)

@@ -5,6 +5,7 @@ from attention_docs.render import (
     flash,
     flex,
     fusion,
+    winners,
 )
 from attention_docs.render.backward import (
     autograd_nodes_table,
@@ -142,7 +143,7 @@ from attention_docs.render.wall import (
     tokens_claim,
     turning_point,
 )
-from attention_docs.render.winners import summary_table, times_table, winners_claim, winners_figure
+from attention_docs.render.winners import summary_table, winners_claim, winners_figure
 
 __all__ = [
     "TimelineSettings",
@@ -253,7 +254,6 @@ __all__ = [
     "sweep_table",
     "timeline_figure",
     "timeline_svg",
-    "times_table",
     "tokens_claim",
     "turning_point",
     "unavailable_backends",
@@ -261,6 +261,7 @@ __all__ = [
     "why_claims",
     "why_matrix",
     "why_reasons",
+    "winners",
     "winners_claim",
     "winners_figure",
 ]

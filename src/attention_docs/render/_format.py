@@ -4,12 +4,11 @@ from __future__ import annotations
 
 
 def time_us(us: float) -> str:
-    """12.3 µs, 4.56 ms, 1.23 s."""
-    if us >= 1e6:
-        return f"{us / 1e6:.3g} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3g} ms"
-    return f"{us:.3g} µs"
+    """12.3 µs, 4.56 ms, 1.23 s (999.7 µs rounds up to 1 ms, not "1e+03 µs")."""
+    for scale, unit in ((1e6, "s"), (1e3, "ms")):
+        if float(f"{us:.3g}") >= scale:
+            return f"{float(f'{us / scale:.3g}'):g} {unit}"
+    return f"{float(f'{us:.3g}'):g} µs"
 
 
 def count(n: float | None) -> str:

@@ -1,13 +1,20 @@
 # Renderers for the fusion chapter (torch.compile on naive attention): the work before and
 # after fusion, compile and recompile costs, speed and memory next to eager and SDPA. Every
-# number in a sentence comes from the Measurement. Pure: no torch, no I/O.
+# number in a sentence comes from a Measurement; forward times and their ratios come from
+# the device's one `forward_times` entry (render.compare), never from the fusion
+# experiments. Pure: no torch, no I/O.
 from __future__ import annotations
 
 import html
 
+from attention_docs.cost import itemsize
+from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.profiling.timing import Timing, compare
 from attention_docs.render import _format as fmt
+from attention_docs.render import compare as cmp
 from attention_docs.render.caption import caption_html
+from attention_docs.render.figures import INK, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.tables import markdown_table
 
 
@@ -80,40 +87,118 @@ def fusion_summary(m: Measurement) -> str:
     return " ".join(parts)
 
 
-def _cache_text(hits: int, misses: int) -> str:
-    if misses and not hits:
-        return (
-            "a miss in Inductor's on-disk FX graph cache, so Inductor generated and compiled code"
-        )
-    if hits and not misses:
-        return (
-            "a hit in Inductor's on-disk FX graph cache (an earlier process compiled the "
-            "same graph), so Dynamo still traced but Inductor reused compiled code"
-        )
-    return f"{hits} FX graph cache hit(s) and {misses} miss(es)"
+def _m(source: Sourced | Measurement) -> Measurement:
+    return source.measurement if isinstance(source, Sourced) else source
 
 
-def compile_cost(m: Measurement) -> str:
-    """The first call's cost in a fresh process, and the cache state that explains it."""
-    f = m.facts
-    speedup = f["eager_time_us"] / f["compiled_time_us"] if f.get("compiled_time_us") else None
-    calls = f["cold_compile_s"] * 1e6 / f["compiled_time_us"] if speedup else None
-    text = (
-        f"The first call in this fresh worker process took **{f['cold_compile_s']:.1f} s**: "
-        f"{_cache_text(f['compile_cache_hits'], f['compile_cache_misses'])}. After that, one "
-        f"forward takes {fmt.time_us(f['compiled_time_us'])} against "
-        f"{fmt.time_us(f['eager_time_us'])} eager"
+def shape_of(m: Measurement) -> fwd.Shape:
+    """The shape a fusion experiment ran at: the forward_times row to read."""
+    return fwd.Shape.of(m.params)
+
+
+def _cache_text(r: dict) -> str:
+    hits, misses = r["cache_hits"], r["cache_misses"]
+    return f"{hits} hit{'s' if hits != 1 else ''} / {misses} miss{'es' if misses != 1 else ''}"
+
+
+def break_even(compile_s: float, eager: Timing, compiled: Timing) -> tuple[float, float, float]:
+    """Forwards the compiled function needs to repay `compile_s`: (median, fewest, most).
+
+    The fewest uses the largest saving the rounds allow (eager's slowest round against the
+    compiled function's fastest), the most the smallest. Only meaningful when the compiled
+    forward is faster outside the noise (eager.low_us > compiled.high_us)."""
+    saved = eager.median_us - compiled.median_us
+    most_saved = eager.high_us - compiled.low_us
+    least_saved = eager.low_us - compiled.high_us
+    per = compile_s * 1e6
+    return per / saved, per / most_saved, per / least_saved
+
+
+def _break_even_text(compile_s: float, times: Measurement, shape: fwd.Shape) -> str:
+    c = cmp.comparison(times, fwd.COMPILED, fwd.NAIVE, shape)
+    if c is None:
+        return "—"
+    if c.tie:
+        return "never, within noise"
+    if c.ratio < 1:
+        return "never: the compiled forward is slower"
+    eager, compiled = fwd.timing(times, fwd.NAIVE, shape), fwd.timing(times, fwd.COMPILED, shape)
+    mid, low, high = break_even(compile_s, eager, compiled)
+    return f"{mid:,.0f} forwards ({low:,.0f}–{high:,.0f})"
+
+
+def compile_table(sourced: Sourced, times: Sourced | Measurement) -> str:
+    """Cold and warm compile: first-call time, cache hits, and the forwards that repay it."""
+    m, t = sourced.measurement, _m(times)
+    shape = shape_of(m)
+    what = {
+        "cold": "cold: empty cache folders",
+        "warm": "warm: same folders, Dynamo reset",
+    }
+    rows = [
+        [
+            what.get(r["compile"], r["compile"]),
+            f"{r['seconds']:.1f} s",
+            _cache_text(r),
+            f"{r['aot_cache_hits']} / {r['aot_cache_misses']}",
+            _break_even_text(r["seconds"], t, shape),
+        ]
+        for r in m.tables["compiles"].records()
+    ]
+    header = [
+        "Compile",
+        "First call",
+        "FX graph cache",
+        "AOTAutograd cache hit / miss",
+        "Repaid after",
+    ]
+    return (
+        markdown_table(header, rows, "lrrrl")
+        + "\n\n"
+        + caption_html(sourced, "The first call of compiled_attention(dynamic=True), twice.")
     )
-    if speedup and speedup > 1:
-        saved = f["eager_time_us"] - f["compiled_time_us"]
-        text += (
-            f" ({speedup:.2f}× faster). The compile pays for itself after about "
-            f"**{f['cold_compile_s'] * 1e6 / saved:,.0f} forwards** "
-            f"(the compile alone is worth {calls:,.0f} compiled forwards)."
+
+
+def compile_cost(m: Measurement, times: Sourced | Measurement) -> str:
+    """What the two compiles cost, why the warm one is cheaper, and when each is repaid."""
+    t = _m(times)
+    shape = shape_of(m)
+    rows = {r["compile"]: r for r in m.tables["compiles"].records()}
+    cold, warm = rows["cold"], rows["warm"]
+    headers = (
+        " Inductor's precompiled C++ headers, which it keeps in one global folder on purpose, "
+        "were already there for the cold compile: on a machine that never compiled anything, "
+        "the first compile builds them too."
+        if m.facts.get("precompiled_headers_before")
+        else ""
+    )
+    text = (
+        f"With empty cache folders the first call took **{cold['seconds']:.1f} s** "
+        f"({_cache_text(cold)} in Inductor's FX graph cache: it generated and compiled the "
+        f"code); with the same folders after a reset, **{warm['seconds']:.1f} s** "
+        f"({_cache_text(warm)}: Dynamo traced again, Inductor loaded the code it had "
+        f"written), {cold['seconds'] / warm['seconds']:.0f}× less.{headers} "
+        f"One forward takes {cmp.forward_time(t, fwd.NAIVE, shape)} eager and "
+        f"{cmp.forward_time(t, fwd.COMPILED, shape)} compiled, so "
+    )
+    c = cmp.comparison(t, fwd.COMPILED, fwd.NAIVE, shape)
+    if c is None:
+        return text + "the break-even cannot be computed here."
+    if c.tie or c.ratio < 1:
+        why = "the two are within noise" if c.tie else "the compiled forward is the slower"
+        return text + (
+            f"{cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape)}: {why}, and neither compile "
+            "is ever repaid at this shape on this device — within noise, compiling buys nothing."
         )
-    else:
-        text += "."
-    return text
+    eager, compiled = fwd.timing(t, fwd.NAIVE, shape), fwd.timing(t, fwd.COMPILED, shape)
+    cold_n = break_even(cold["seconds"], eager, compiled)
+    warm_n = break_even(warm["seconds"], eager, compiled)
+    return text + (
+        f"{cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape)}. The cold compile is repaid after "
+        f"about **{cold_n[0]:,.0f} forwards** ({cold_n[1]:,.0f}–{cold_n[2]:,.0f} over the "
+        f"rounds' range), the warm one after about **{warm_n[0]:,.0f}** "
+        f"({warm_n[1]:,.0f}–{warm_n[2]:,.0f})."
+    )
 
 
 def ranges_note(m: Measurement) -> str:
@@ -185,31 +270,81 @@ def recompile_claim(m: Measurement) -> str:
     return text
 
 
-def speed_memory_table(sourced: Sourced) -> str:
-    """Eager, compiled and SDPA: time per forward, speed-up, peak memory in score matrices."""
-    m = sourced.measurement
-    rows = [
-        [
-            r["variant"],
-            fmt.time_us(r["time_us"]),
-            f"{r['speedup_vs_eager']:.2f}×",
-            fmt.nbytes(r["peak_bytes"]),
-            f"{r['peak_in_matrices']:.2f}",
-        ]
-        for r in m.tables["variants"].records()
-    ]
-    header = ["Variant", "Time / forward", "Speed-up vs eager", "Peak memory", "Peak ÷ one N×N"]
-    return (
-        markdown_table(header, rows, "lrrrr")
-        + "\n\n"
-        + caption_html(sourced, "Speed and peak memory.")
+def _sdpa(m: Measurement) -> str:
+    """The SDPA row of fusion_speed_memory: named after the backend SDPA chose here."""
+    return next(
+        r["variant"] for r in m.tables["variants"].records() if r["variant"].startswith("SDPA")
     )
 
 
+def speed_memory_table(sourced: Sourced, times: Sourced | Measurement) -> str:
+    """Eager, compiled and SDPA: forward time (forward_times), against eager, peak memory."""
+    m, t = sourced.measurement, _m(times)
+    shape = shape_of(m)
+    rows = []
+    for r in m.tables["variants"].records():
+        c = cmp.comparison(t, r["variant"], fwd.NAIVE, shape) if r["variant"] != fwd.NAIVE else None
+        rows.append(
+            [
+                r["variant"],
+                cmp.forward_time(t, r["variant"], shape),
+                "—" if r["variant"] == fwd.NAIVE else (cmp.ratio_text(c) if c else "—"),
+                fmt.nbytes(r["peak_bytes"]),
+                f"{r['peak_in_matrices']:.2f}",
+            ]
+        )
+    header = [
+        "Implementation",
+        "Forward time (median; slowest–fastest round)",
+        f"vs {fwd.NAIVE}",
+        "Peak memory",
+        "Peak ÷ one N×N",
+    ]
+    return (
+        markdown_table(header, rows, "lrrrr")
+        + "\n\n"
+        + caption_html(sourced, "Peak memory of one forward; times are forward_times' rows.")
+    )
+
+
+def speed_figure(times: Sourced, m: Measurement) -> str:
+    """Bars: each variant's median forward time, with its slowest–fastest round as a range."""
+    shape = shape_of(m)
+    names = [r["variant"] for r in m.tables["variants"].records()]
+    ran = [(n, fwd.timing(times.measurement, n, shape)) for n in names]
+    ran = [(n, tm) for n, tm in ran if tm is not None]
+    unit, scale = ("ms", 1e3) if max(tm.median_us for _, tm in ran) >= 1e3 else ("µs", 1.0)
+    with new_figure(7.0, 0.7 + 0.4 * len(ran)) as fig:
+        ax = fig.add_subplot()
+        fastest_name, fastest = min(ran, key=lambda x: x[1].median_us)
+        for i, (name, tm) in enumerate(ran):
+            ax.barh(i, tm.median_us / scale, color=SERIES_COLORS[i % len(SERIES_COLORS)])
+            ax.plot([tm.low_us / scale, tm.high_us / scale], [i, i], color=INK, linewidth=1.5)
+            if name != fastest_name and compare(fastest, tm).tie:
+                ax.text(
+                    tm.high_us / scale,
+                    i,
+                    f"  within noise of {fastest_name}",
+                    va="center",
+                    fontsize=8,
+                    color=INK,
+                )
+        ax.set_yticks(range(len(ran)), [n for n, _ in ran])
+        ax.invert_yaxis()
+        ax.set_xlabel(f"Forward time ({unit}); line: slowest–fastest round")
+        ax.spines[["top", "right"]].set_visible(False)
+        alt = "Forward time per implementation. " + "; ".join(
+            f"{n}: {fmt.time_us(tm.median_us)} ({fmt.time_us(tm.low_us)}–{fmt.time_us(tm.high_us)})"
+            for n, tm in ran
+        )
+        svg = to_svg(fig, alt)
+    return figure_html(svg, times, f"Forward time at {shape.text()} (forward_times).")
+
+
 def speed_memory_claim(m: Measurement) -> str:
-    """What fusion saved in time and memory, and what only SDPA's tiling removes."""
+    """What fusion saved in memory, and what only SDPA's tiling removes."""
     rows = {r["variant"]: r for r in m.tables["variants"].records()}
-    eager, comp, sdpa = rows["eager (naive)"], rows["torch.compile (naive)"], rows["SDPA"]
+    eager, comp, sdpa = rows[fwd.NAIVE], rows[fwd.COMPILED], rows[_sdpa(m)]
     matrix = fmt.nbytes(m.facts["score_matrix_bytes"])
     text = (
         f"One N×N score matrix is {matrix} here. Eager attention peaks at "
@@ -234,17 +369,32 @@ def speed_memory_claim(m: Measurement) -> str:
     return text
 
 
-def speed_claim(m: Measurement) -> str:
-    """Compiled and SDPA against eager, and against each other."""
-    rows = {r["variant"]: r for r in m.tables["variants"].records()}
-    comp, sdpa = rows["torch.compile (naive)"], rows["SDPA"]
-    ratio = comp["time_us"] / sdpa["time_us"]
-    versus = (
-        f"SDPA is still **{ratio:.2f}×** faster than the compiled graph"
-        if ratio > 1
-        else f"the compiled graph even beats SDPA, by {1 / ratio:.2f}×"
-    )
+def speed_claim(m: Measurement, times: Sourced | Measurement) -> str:
+    """Compiled and SDPA against eager, and against each other, from forward_times."""
+    t = _m(times)
+    shape = shape_of(m)
+    sdpa = _sdpa(m)
     return (
-        f"Compiled, naive attention runs **{comp['speedup_vs_eager']:.2f}×** as fast as eager; "
-        f"SDPA runs {sdpa['speedup_vs_eager']:.2f}× as fast — {versus}."
+        f"At this shape, {cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape)}; "
+        f"{cmp.speedup(t, sdpa, fwd.NAIVE, shape)}; and "
+        f"{cmp.speedup(t, sdpa, fwd.COMPILED, shape)}."
+    )
+
+
+def size_note(m: Measurement) -> str:
+    """The shape this chapter measured at, and what that size measures on this device."""
+    shape = shape_of(m)
+    matrix = shape.batch_size * shape.num_heads * shape.seq_len**2 * itemsize(shape.dtype)
+    text = (
+        f"This chapter's experiments run at {shape.text()}: one N×N score matrix is "
+        f"{fmt.nbytes(matrix)}."
+    )
+    if m.device_kind == "cuda":
+        return text + (
+            " On a GPU this is a prefill-sized attention layer: each element-wise pass that "
+            "fusion removes would read and write that matrix in the GPU's memory."
+        )
+    return text + (
+        " On a CPU the size is kept small so that the chapter (three compiles included) "
+        "builds in minutes; a GPU build runs a prefill-sized layer instead."
     )
