@@ -1,6 +1,7 @@
 # Measurement -> Markdown tables (with their captions). Pure: no torch, no I/O.
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from attention_docs.measurements.schema import Measurement, Sourced, Table
@@ -14,9 +15,19 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: 
     rule = ["---:" if a == "r" else ":---" for a in align]
 
     def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(_escape_pipes(str(c)) for c in cells) + " |"
 
     return "\n".join([line(header), line(rule), *(line(r) for r in rows)])
+
+
+def _escape_pipes(cell: str) -> str:
+    """Pipes in a cell's text become `\\|`; pipes inside an HTML tag (a `data-fact` id) become
+    `&#124;`, which the table parser leaves alone and the browser reads back as `|` — a
+    backslash there would stay in the attribute and change the fact's id."""
+    return "".join(
+        part.replace("|", "&#124;") if part.startswith("<") else part.replace("|", "\\|")
+        for part in re.split(r"(<[^<>]*>)", cell)
+    )
 
 
 def step_total_us(m: Measurement) -> float:
