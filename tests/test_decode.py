@@ -238,17 +238,30 @@ def test_variants_experiment_rows_match_the_cost_model(variants):
         "MQA · naive_repeat_kv",
         "MQA · sdpa",
     ]
-    assert all(r["status"] == "ok" and r["time_us"] > 0 for r in rows)
+    assert all(r["status"] == "ok" for r in rows)
     for r in rows:
         cost = decode_cost(1, 4, 48, 8, "float32", num_kv_heads=r["num_kv_heads"])
         assert r["cache_mb"] == pytest.approx(cost.cache_bytes / 1e6)
         assert r["intensity"] == pytest.approx(cost.intensity)
         assert r["gbs"] == pytest.approx(cost.bytes / r["time_us"] / 1e3)
-        assert r["pct_copy"] == pytest.approx(100 * r["gbs"] / variants.facts["copy_gbs"])
+        assert r["low_us"] <= r["time_us"] <= r["high_us"]  # the rounds' range around it
         # Enough layers to touch the working set, unless capped.
-        assert r["layers"] >= 1
-    assert variants.facts["copy_gbs"] > 0 and variants.facts["matmul_gflops"] > 0
+        assert r["layers"] == min(128, math.ceil(1e6 / (cost.cache_bytes * touched(r))))
     assert {r["num_kv_heads"] for r in rows} == {4, 2, 1}
+    # The ceilings are machine_ceilings': none is measured here.
+    assert not {"copy_gbs", "matmul_gflops"} & set(variants.facts)
+    assert "pct_copy" not in variants.tables["variants"].columns
+    # What SDPA ran, per variant: on the CPU its flash kernel takes grouped k/v as it is.
+    ops = variants.facts["sdpa_ops"]
+    assert set(ops) == {"MHA", "GQA", "MQA"}
+    for names in ops.values():
+        assert names == ["aten::_scaled_dot_product_flash_attention_for_cpu"]
+
+
+def touched(r):
+    """How many times its cache's bytes a step touches: repeat_kv writes and reads a copy
+    per query head."""
+    return 1 + 2 * (4 // r["num_kv_heads"]) if r["impl"] == "naive_repeat_kv" else 1
 
 
 def test_variants_experiment_rejects_a_group_that_does_not_divide():
@@ -263,8 +276,9 @@ def test_cache_sweep_doubles_the_cache_and_times_every_variant(cache_sweep):
     table = cache_sweep.tables["cache_sweep"]
     assert table.column("cache_len") == [16, 32, 64, 128]
     assert table.column("status") == ["ok"] * 4
-    for name in ("MHA", "GQA", "MQA"):
-        assert all(t > 0 for t in table.column(name))
+    for r in table.records():
+        for name in ("MHA", "GQA", "MQA"):
+            assert r[f"{name} low"] <= r[name] <= r[f"{name} high"]
     assert (
         cache_sweep.facts["MHA_kv_heads"],
         cache_sweep.facts["GQA_kv_heads"],
@@ -278,6 +292,7 @@ def test_batch_sweep_reports_per_token_time_and_bytes(batch_sweep):
     for r in rows:
         assert r["token_us"] == pytest.approx(r["step_us"] / r["batch_size"])
         assert r["tokens_per_s"] == pytest.approx(1e6 / r["token_us"])
+        assert r["step_low_us"] <= r["step_us"] <= r["step_high_us"]
     # Attention has no weights to share: bytes per step grow with the batch exactly.
     assert rows[2]["bytes_mb"] == pytest.approx(4 * rows[0]["bytes_mb"])
 
@@ -294,6 +309,10 @@ def test_prefill_vs_decode_counts_the_same_flops_and_more_bytes_for_decode(prefi
     assert "attention.softmax" in labels
     assert prefill_vs_decode.timeline is not None
     assert prefill_vs_decode.facts["profiled_cache_len"] == 24
+    f = prefill_vs_decode.facts
+    assert f["floor_low_us"] <= f["floor_us"] <= f["floor_high_us"]
+    for r in (pre, dec):
+        assert r["low_ms"] <= r["total_ms"] <= r["high_ms"]
 
 
 def sourced(m):
@@ -302,36 +321,199 @@ def sourced(m):
     return Sourced(m, "measured in this test", "-", base="")
 
 
+def ceilings_for(m, bandwidth=20e9, peak=100e9):
+    """A machine_ceilings entry on `m`'s device."""
+    from dataclasses import replace
+
+    key = f"peak_flops_{m.params.get('dtype', 'float32')}"
+    return replace(
+        m,
+        experiment="machine_ceilings",
+        params={},
+        tables={},
+        facts={
+            "bandwidth_bs": bandwidth,
+            "bandwidth_bs_low": bandwidth * 0.98,
+            "bandwidth_bs_high": bandwidth * 1.02,
+            key: peak,
+        },
+    )
+
+
+def on_gpu(m):
+    from dataclasses import replace
+
+    from attention_docs.profiling.device import DeviceInfo
+
+    gpu = DeviceInfo(kind="cuda", name="NVIDIA H100", capability="90")
+    return replace(m, provenance=replace(m.provenance, device=gpu, device_id=""))
+
+
 def test_decode_renderers_compute_their_numbers(
     variants, cache_sweep, batch_sweep, prefill_vs_decode
 ):
-    mha = next(r for r in variants.tables["variants"].records() if r["label"] == "MHA · sdpa")
     from attention_docs.render.decode import ridge_point
 
-    text = render.decode_bandwidth_claim(variants)
-    assert f"{mha['pct_copy']:.0f}% of what a plain copy" in text
-    assert f"{ridge_point(variants):.3g} FLOP per byte" in text
+    ceilings = ceilings_for(variants)
+    mha = next(r for r in variants.tables["variants"].records() if r["label"] == "MHA · sdpa")
+    text = render.decode_bandwidth_claim(variants, ceilings)
+    assert f"{100 * mha['gbs'] * 1e9 / 20e9:.0f}% of what a plain copy" in text
+    assert ridge_point(variants, ceilings) == pytest.approx(100e9 / 20e9)
+    assert "**5 FLOP per byte**" in text
+    assert 'data-fact="ceiling|' in text  # machine_ceilings' marked facts, as chapter 03's
     assert "2× smaller" in render.decode_variants_claim(variants)  # 4 heads against 2
     assert "GQA" in render.repeat_kv_claim(variants) and "MQA" in render.repeat_kv_claim(variants)
-    roof = render.decode_roofline_claim(variants)
+    roof = render.decode_roofline_claim(variants, ceilings)
     assert "Left of the ridge" in roof or "Right of it" in roof
-    table = render.decode_variants_table(sourced(variants))
+    table = render.decode_variants_table(sourced(variants), ceilings)
     assert table.count("\n| MHA") == 2 and "ad-caption" in table
-    assert render.decode_batch_table(sourced(batch_sweep)).count("\n| ") == 4  # rule + 3 rows
-    assert "| decode (one at a time) | 24 |" in render.prefill_vs_decode_table(
+    assert render.decode_batch_table(sourced(batch_sweep), ceilings).count("\n| ") == 4
+    assert "| decode (one at a time) |" in render.prefill_vs_decode_table(
         sourced(prefill_vs_decode)
     )
-    assert "log-log slopes are MHA" in render.cache_slope_claim(cache_sweep)
+    assert "log-log slopes are MHA" in render.cache_slope_claim(cache_sweep, ceilings)
     assert "From batch 1 to 4 the bytes per step grow 4×" in render.batch_claim(batch_sweep)
     assert "The same 24 tokens" in render.prefill_vs_decode_claim(prefill_vs_decode)
     assert "of the total" in render.decode_step_overhead(prefill_vs_decode)
     for svg in (
-        render.decode_roofline_figure(sourced(variants)),
+        render.decode_roofline_figure(sourced(variants), ceilings),
         render.decode_variants_figure(sourced(variants)),
         render.decode_cache_figure(sourced(cache_sweep)),
         render.decode_batch_figure(sourced(batch_sweep)),
     ):
         assert "<figure" in svg and 'aria-label="' in svg and "ad-caption" in svg
+    assert "cache_len swept 16–128 tokens" in render.decode_cache_figure(sourced(cache_sweep))
+    # Ceilings measured on another device place nothing under a roof.
+    elsewhere = ceilings_for(on_gpu(variants))
+    assert "has no copy-bandwidth" in render.decode_bandwidth_claim(variants, elsewhere)
+    assert "| — |" in render.decode_variants_table(sourced(variants), elsewhere)
+    assert "<svg" not in render.decode_roofline_figure(sourced(variants), elsewhere)
+
+
+def variants_with(variants, times):
+    """`variants` with its SDPA rows' time (and range) and GB/s replaced: {label: (us, gbs)}."""
+    from dataclasses import replace
+
+    from attention_docs.measurements import Table
+
+    table = variants.tables["variants"]
+    rows = []
+    for old in table.records():
+        r = old
+        if old["label"] in times:
+            us, gbs = times[old["label"]]
+            r = {**old, "time_us": us, "low_us": us * 0.98, "high_us": us * 1.02, "gbs": gbs}
+        rows.append(tuple(r[c] for c in table.columns))
+    return replace(variants, tables={"variants": Table(table.columns, tuple(rows), table.units)})
+
+
+def test_bandwidth_claim_names_the_best_row_once(variants):
+    ceilings = ceilings_for(variants)
+    best_is_mha = variants_with(variants, {"MHA · sdpa": (100.0, 12.0)})
+    text = render.decode_bandwidth_claim(best_is_mha, ceilings)
+    assert "**60% of what a plain copy achieves**" in text
+    assert "No other row reads faster." in text and "The fastest reader" not in text
+    other = variants_with(variants, {"MHA · sdpa": (100.0, 10.0), "GQA · sdpa": (50.0, 15.0)})
+    text = render.decode_bandwidth_claim(other, ceilings)
+    assert "The fastest reader, `GQA · sdpa`, reaches 75%." in text
+
+
+def test_variant_speedups_are_ties_inside_the_noise(variants):
+    tie = variants_with(variants, {"MHA · sdpa": (100.0, 1.0), "GQA · sdpa": (99.0, 1.0)})
+    assert "**within noise of each other (1.01×)**" in render.decode_variants_claim(tie)
+    assert "faster" not in render.decode_variants_claim(tie).split("Multi-query")[0]
+    apart = variants_with(variants, {"MHA · sdpa": (200.0, 1.0), "GQA · sdpa": (100.0, 1.0)})
+    assert "**2.00× (1.92–2.08×) faster**" in render.decode_variants_claim(apart)
+
+
+def test_sdpa_ops_note_says_what_ran_and_whether_kv_was_copied(variants):
+    from dataclasses import replace
+
+    flash = "aten::_scaled_dot_product_flash_attention"
+    math_ = "aten::_scaled_dot_product_attention_math"
+    native = replace(
+        variants,
+        facts={**variants.facts, "sdpa_ops": {v: [flash] for v in ("MHA", "GQA", "MQA")}},
+    )
+    text = render.sdpa_ops_note(native)
+    assert f"GQA: `{flash}`" in text and "No `aten::repeat_interleave` ran for GQA or MQA" in text
+    copies = {"MHA": [math_], "GQA": [math_, "aten::repeat_interleave"], "MQA": [math_, "aten::repeat_interleave"]}  # fmt: skip
+    text = render.sdpa_ops_note(replace(variants, facts={**variants.facts, "sdpa_ops": copies}))
+    assert "For GQA and MQA the profile also shows `aten::repeat_interleave`" in text
+    assert "`aten::repeat_interleave`" not in text.split(":", 1)[1].split(".")[0]  # not a kernel
+
+
+def test_prefill_vs_decode_splits_decode_into_bytes_and_per_step_cost(prefill_vs_decode):
+    from dataclasses import replace
+
+    token_us = prefill_vs_decode.tables["prefill_vs_decode"].records()[1]["token_us"]
+    floor = 0.25 * token_us  # a step with nothing to read: a quarter of an average one
+    m = replace(
+        prefill_vs_decode,
+        facts={**prefill_vs_decode.facts, "floor_us": floor, "floor_low_us": 0.2 * token_us,
+               "floor_high_us": 0.3 * token_us},
+    )  # fmt: skip
+    dec = m.tables["prefill_vs_decode"].records()[1]
+    bw = 20e9
+    text = render.prefill_vs_decode_claim(m, ceilings_for(m, bandwidth=bw))
+    total_us = dec["total_ms"] * 1e3
+    bytes_us = dec["bytes_mb"] * 1e6 / bw * 1e6
+    steps_us = 24 * floor
+    assert f"{100 * bytes_us / total_us:.1f}%" in text
+    assert f"{100 * steps_us / total_us:.1f}%" in text
+    assert f"{100 * (bytes_us + steps_us) / total_us:.1f}% of the measured time" in text
+    assert "because every step reads the whole cache again" not in text
+    # A "floor" slower than the average decode step beyond the noise is no floor: no split.
+    slow_floor = replace(m, facts={**m.facts, "floor_us": 1e9, "floor_low_us": 1e9})
+    text = render.prefill_vs_decode_claim(slow_floor, ceilings_for(m, bandwidth=bw))
+    assert "is not stated" in text and "% of the measured time" not in text
+    # Without a bandwidth of this device, no split is claimed.
+    assert "has not measured here" in render.prefill_vs_decode_claim(m, None)
+
+
+def test_batch_claim_says_where_batching_stops_paying_from_the_noise(batch_sweep):
+    from dataclasses import replace
+
+    from attention_docs.measurements import Table
+
+    table = batch_sweep.tables["batch_sweep"]
+
+    def with_steps(steps):
+        rows = []
+        for old, step in zip(table.records(), steps, strict=True):
+            b = old["batch_size"]
+            r = {**old, "step_us": step, "step_low_us": step * 0.97, "step_high_us": step * 1.03,
+                 "token_us": step / b, "tokens_per_s": 1e6 * b / step}  # fmt: skip
+            rows.append(tuple(r[c] for c in table.columns))
+        return replace(batch_sweep, tables={"batch_sweep": Table(table.columns, tuple(rows))})
+
+    flat = render.batch_claim(with_steps([100.0, 110.0, 220.0]))  # batch 2 on: same per token
+    assert "from batch 2 on no larger batch decodes a token faster beyond the noise" in flat
+    falling = render.batch_claim(with_steps([100.0, 110.0, 120.0]))
+    assert "still falls beyond the noise up to the largest batch measured (4)" in falling
+    assert "gains nothing more" not in falling
+
+
+def test_cache_claim_checks_a_slow_reader_against_both_ceilings(cache_sweep):
+    from dataclasses import replace
+
+    from attention_docs.measurements import Table
+
+    table = cache_sweep.tables["cache_sweep"]
+    rows = []
+    for old in table.records():
+        r = dict(old)
+        for name, gbs in (("MHA", 10.0), ("GQA", 5.0), ("MQA", 1.0)):
+            r[f"{name} GB/s"] = gbs
+        r["MQA"], r["MQA low"], r["MQA high"] = r["MHA"] / 2, r["MHA"] / 2.1, r["MHA"] / 1.9
+        r["MHA low"], r["MHA high"] = r["MHA"] * 0.98, r["MHA"] * 1.02
+        rows.append(tuple(r[c] for c in table.columns))
+    m = replace(cache_sweep, tables={"cache_sweep": Table(table.columns, tuple(rows))})
+    text = render.cache_slope_claim(m, ceilings_for(m))
+    assert "MQA reads far below the copy bandwidth and computes at" in text
+    mha, mqa = (decode_cost(1, 4, 128, 8, "float32", num_kv_heads=h) for h in (4, 1))
+    assert f"{mha.bytes / mqa.bytes:.3g}× fewer bytes and does the same FLOPs" in text
+    assert "follows neither alone" in text and "its time follows the FLOPs" not in text
 
 
 def test_tail_slope_reads_the_longer_half(cache_sweep):

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from dataclasses import replace
 
+import markdown
 import pytest
 import torch
 from conftest import ROOT
@@ -23,14 +24,18 @@ from torch.profiler import profile
 from attention_docs import render
 from attention_docs.attention.tiled import tiled_attention, tiled_attention_with_lse
 from attention_docs.attention.triton_flash import kernel_config, triton_available
-from attention_docs.cost import step_costs
+from attention_docs.cost import attention_flops, step_costs
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements import Sourced, Table
+from attention_docs.measurements import forward as fwd
 from attention_docs.tiling import (
     COMPUTED,
+    DEFAULT_BLOCK,
     DIAGONAL,
+    OUTSIDE_RANGES,
     SKIPPED,
+    TILED_STEPS,
     computed_fraction,
     fused_traffic,
     naive_traffic,
@@ -299,12 +304,25 @@ def test_gpu_comparison_code_runs_under_the_interpreter():
     proc = run_interpreted(code)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    table = Table.from_json(result["table"])
-    assert table.column("seq_len") == [16, 32]
-    assert all(t > 0 for t in table.column("triton_us"))
-    assert all(t > 0 for t in table.column("sdpa_flash_tflops"))
-    assert result["facts"]["triton_rel_error"] < 1e-5
-    assert result["facts"]["matmul_tflops"] > 0
+    rows = Table.from_json(result["table"]).records()
+    assert sorted({r["seq_len"] for r in rows}) == [16, 32]
+    by = {(r["seq_len"], r["implementation"]): r for r in rows}
+    for n in (16, 32):
+        tri = by[(n, fwd.TRITON)]
+        assert tri["status"] == "ok"
+        assert tri["low_us"] <= tri["median_us"] <= tri["high_us"]
+        assert tri["flops"] == attention_flops(1, 1, n, 16) / 2  # causal: half the FLOPs
+        assert by[(n, fwd.SDPA_FLASH)]["status"] == "ok"
+        # On the CPU the memory-efficient and cuDNN kernels do not exist: said, not crashed.
+        assert "not available" in by[(n, fwd.SDPA_EFFICIENT)]["status"]
+        assert by[(n, fwd.SDPA_EFFICIENT)]["median_us"] is None
+    facts = result["facts"]
+    assert facts["triton_rel_error"] < 1e-5
+    assert facts["input_precision"] == "ieee"  # float32 inputs: exact products by default
+    # torch's flash-implementation switch is recorded; FA3 cannot run on this machine.
+    assert facts["fa3_status"] != "ok"
+    assert any(n.startswith("FlashAttention-3 was not measured") for n in result["notes"])
+    assert not any(r["implementation"] == "SDPA flash, FA3" for r in rows)
 
 
 # The experiments, at tiny shapes.
@@ -318,24 +336,35 @@ def test_tiled_vs_naive_experiment_counts_tiles_and_compares_three_ways():
     )
     assert m.facts["tiles_computed"] == 6 and m.facts["tiles_skipped"] == 3
     assert m.facts["ops_per_forward"] > 6 * 8  # several ops per tile, and nested ones
-    assert "6 tiles" not in render.flash.profiler_overhead(m)
-    assert "ATen ops" in render.flash.profiler_overhead(m)
+    no_times = replace(m, experiment="forward_times", tables={"times": Table(fwd.COLUMNS, ())})
+    overhead = render.flash.profiler_overhead(m, no_times)
+    assert "6 tiles" not in overhead and "ATen ops" in overhead
+    assert "this shape is not in forward_times' grid" in overhead
     assert m.step("tiled.scores").calls == 6
     assert (
         m.step("tiled.scores").flops
         == tiled_step_costs(1, 2, 48, 16, causal=True, block_q=16, block_k=16)[0].flops
     )
     impl = m.tables["implementations"].records()
-    assert [r["implementation"] for r in impl] == [
-        "naive (five steps)",
-        "tiled (PyTorch loop)",
-        "SDPA, flash backend",
-    ]
+    # Named as forward_times names them, and not timed here: that entry holds the times.
+    assert [r["implementation"] for r in impl] == [fwd.NAIVE, fwd.TILED, fwd.SDPA_FLASH]
+    assert "peak_bytes" in m.tables["implementations"].columns
+    assert "time_us" not in m.tables["implementations"].columns and m.timing is None
     assert all(r["status"] == "ok" and r["rel_error"] < 1e-5 and r["peak_bytes"] > 0 for r in impl)
     memory = m.tables["memory_by_seq_len"]
     assert memory.column("seq_len") == [6, 12, 24, 48]
     naive = memory.column("naive_peak")
     assert naive == sorted(naive) and naive[-1] > naive[0]
+    # What is live at each peak, at the shortest length, adds up to that peak.
+    live = m.tables["live_at_peak"].records()
+    for name, column in ((fwd.NAIVE, "naive_peak"), (fwd.TILED, "tiled_peak")):
+        groups = [r for r in live if r["implementation"] == name]
+        assert {r["seq_len"] for r in groups} == {6}
+        assert sum(r["bytes"] for r in groups) == memory.records()[0][column], name
+    assert {r["phase"] for r in live if r["implementation"] == fwd.TILED} <= {
+        *TILED_STEPS,
+        OUTSIDE_RANGES,
+    }
     fused = m.tables["traffic"].column("bytes")[2]
     assert fused < m.tables["traffic"].column("bytes")[0]
     online = m.tables["online_softmax_row"].records()
@@ -350,10 +379,19 @@ def test_tiled_vs_naive_experiment_counts_tiles_and_compares_three_ways():
     assert "**6**" in render.flash.tile_summary(
         m
     ) and "as the tile count says" in render.flash.tile_summary(m)
-    assert "naive (five steps)" in render.flash.implementations_table(s)
+    assert "| naive (eager) | — (this shape is not in" in render.flash.implementations_table(
+        s, no_times
+    )
     assert "| 0–15 |" in render.flash.online_softmax_table(s)
     assert "slope" in render.flash.memory_claim(m)
-    assert "<svg" in render.flash.memory_figure(s) and "<svg" in render.flash.tile_grid_figure(s)
+    above = [r["seq_len"] for r in memory.records() if r["tiled_peak"] > r["naive_peak"]]
+    crossing = render.flash.peak_crossing_claim(m)
+    if above:  # explained from what was live, not left unmentioned
+        assert f"at seq_len {above[0]}" in crossing and "tensors" in crossing
+    else:
+        assert crossing == ""
+    assert "seq_len swept 6–48" in render.flash.memory_figure(s)
+    assert "<svg" in render.flash.tile_grid_figure(s)
 
 
 def test_block_sweep_experiment():
@@ -369,9 +407,15 @@ def test_block_sweep_experiment():
     fused = t.column("fused_bytes")
     assert fused == sorted(fused, reverse=True)
     assert t.column("tile_working_set") == sorted(t.column("tile_working_set"))
+    for r in t.records():  # interleaved rounds: a median inside its round range
+        assert r["low_us"] <= r["time_us"] <= r["high_us"]
+    assert m.facts["rounds"] == 3 and "interleaved" in m.facts["method"]
     text = render.flash.block_claim(m)
     assert "10 → 1 tiles" in text
-    assert "<svg" in render.flash.block_bytes_figure(Sourced(m, "now", "x.json"))
+    s = Sourced(m, "now", "x.json")
+    assert "block_q = block_k swept 16–64 at seq_len=64" in render.flash.block_time_figure(s)
+    assert "block_q = block_k swept 16–64" in render.flash.block_table(s)
+    assert "<svg" in render.flash.block_bytes_figure(s)
 
 
 def test_triton_experiment_on_cpu_says_why_and_checks_the_interpreter():
@@ -382,6 +426,8 @@ def test_triton_experiment_on_cpu_says_why_and_checks_the_interpreter():
         assert m.facts["interpreter_check"] == "ok"
         assert m.facts["interpreter_rel_error_float32"] < 1e-5
         assert m.facts["interpreter_rel_error_bfloat16"] < 1e-2
+        assert m.facts["interpreter_input_precision"] == "ieee"
+        assert "input precision `ieee`" in render.flash.triton_section(Sourced(m, "now", "x.json"))
     section = render.flash.triton_section(Sourced(m, "now", "x.json"))
     assert section.startswith('!!! info "Measured on CPU')
     assert "needs a CUDA GPU" in section
@@ -400,36 +446,237 @@ def test_tile_grid_svg_is_deterministic_and_described():
     assert "none skipped" in render.flash.tile_grid_svg(100, 32, 16, causal=False)
 
 
-def test_kernel_table_and_claim_from_a_gpu_measurement(tiny_measurement):
+def on_gpu(m, **changes):
+    """`m` as if measured on an H100 (its device id recomputed)."""
     from attention_docs.profiling.device import DeviceInfo
 
-    cols = (
-        "seq_len",
-        "flops",
-        "triton_us",
-        "sdpa_flash_us",
-        "triton_tflops",
-        "sdpa_flash_tflops",
-        "matmul_tflops",
-        "triton_pct_of_matmul",
-        "sdpa_flash_pct_of_matmul",
-        "status",
-    )
-    rows = ((1024, 1e12, 2000.0, 1000.0, 500.0, 1000.0, 800.0, 62.5, 125.0, "ok"),)
     gpu = DeviceInfo(kind="cuda", name="NVIDIA H100", capability="90")
-    m = replace(
+    return replace(m, provenance=replace(m.provenance, device=gpu, device_id=""), **changes)
+
+
+def kernel_row(n, name, median, spread=0.01, flops=1e12):
+    return (n, name, flops, median, median * (1 - spread), median * (1 + spread), "ok")
+
+
+def gpu_kernels(tiny_measurement, rows, dtype="bfloat16"):
+    from attention_docs.experiments.flash import KERNEL_COLUMNS
+
+    return on_gpu(
         tiny_measurement,
-        provenance=replace(tiny_measurement.provenance, device=gpu),
-        tables={"kernels": Table(cols, rows)},
-        facts={"triton_rel_error": 1e-3},
+        experiment="flash_triton_vs_sdpa",
+        params={**tiny_measurement.params, "dtype": dtype},
+        tables={"kernels": Table(KERNEL_COLUMNS, tuple(rows))},
+        facts={"triton_rel_error": 1e-3, "input_precision": None, "kernel_config": "128×64"},
+    )
+
+
+def ceilings_of(m, peak=800e12):
+    return replace(
+        m,
+        experiment="machine_ceilings",
+        tables={},
+        facts={
+            "peak_flops_bfloat16": peak,
+            "peak_flops_bfloat16_low": peak * 0.99,
+            "peak_flops_bfloat16_high": peak * 1.01,
+            "bandwidth_bs": 4e12,
+        },
+    )
+
+
+def test_a_flop_rate_above_the_measured_matmul_ceiling_is_refused(tiny_measurement):
+    # 1e12 FLOPs in 2 ms is 500 TFLOP/s; in 0.8 ms, 1250 TFLOP/s: 156% of an 800 TFLOP/s
+    # matmul. No attention kernel outruns the matmul it is built from: the page must say
+    # the measurement is suspect instead of printing a share above 100%.
+    m = gpu_kernels(
+        tiny_measurement,
+        [kernel_row(1024, fwd.TRITON, 2000.0), kernel_row(1024, fwd.SDPA_FLASH, 800.0)],
+    )
+    ceilings = ceilings_of(m)
+    s = Sourced(m, "from the store", "x.json")
+    rates = render.flash.kernel_rate_table(s, ceilings)
+    assert "500 TFLOP/s (62% of the matmul ceiling)" in rates
+    assert "suspect: 1250 TFLOP/s is above the measured matmul ceiling" in rates
+    assert "156%" not in rates
+    claim = render.flash.kernel_claim(m, ceilings)
+    assert "**Suspect measurement:** SDPA flash" in claim and "156%" not in claim
+    assert 'data-fact="ceiling|' in claim  # the ceiling is machine_ceilings' marked fact
+    section = render.flash.triton_section(s, ceilings)
+    assert "156%" not in section and "suspect" in section
+    assert "suspect" in render.flash.kernel_figure(s, ceilings)
+    # Inside the ceiling's own round range it is not above the ceiling.
+    assert "suspect" not in render.flash.flop_rate_text(805e12, (800e12, 808e12))
+    # A ceiling measured on another device is no ceiling for this one.
+    elsewhere = ceilings_of(tiny_measurement)
+    assert "% of the matmul ceiling" not in render.flash.kernel_rate_table(s, elsewhere)
+    assert "No matmul ceiling" in render.flash.kernel_claim(m, elsewhere)
+
+
+def test_triton_against_sdpa_flash_is_a_ratio_with_its_noise(tiny_measurement):
+    m = gpu_kernels(
+        tiny_measurement,
+        [
+            kernel_row(1024, fwd.TRITON, 2000.0),
+            kernel_row(1024, fwd.SDPA_FLASH, 1000.0),
+            kernel_row(2048, fwd.TRITON, 1000.0, spread=0.05),
+            kernel_row(2048, fwd.SDPA_FLASH, 1020.0, spread=0.05),
+            (2048, fwd.SDPA_CUDNN, 1e12, None, None, None, "not available on this device"),
+        ],
     )
     s = Sourced(m, "from the store", "x.json")
-    assert "| 1024 | 1 T | 2 ms | 1 ms | 500 | 1000 | 62% | 125% |" in render.flash.triton_section(
-        s
+    rates = render.flash.kernel_rate_table(s, ceilings_of(m))
+    assert "| 1024 |" in rates and "2.00× (1.96–2.04×)" in rates
+    assert "within noise (0.98×)" in rates  # 2 % apart inside a ±5 % spread: a tie
+    claim = render.flash.kernel_claim(m, ceilings_of(m))
+    assert "within noise of each other" in claim and "faster" not in claim
+    assert "tensor cores" in claim  # bfloat16: no fp32 input precision to state
+    times = render.flash.kernel_table(s)
+    assert "not available on this device" in times and "SDPA cudnn (ms)" in times
+    fp32 = gpu_kernels(tiny_measurement, [kernel_row(1024, fwd.TRITON, 2000.0)], dtype="float32")
+    fp32 = replace(fp32, facts={**fp32.facts, "input_precision": "ieee"})
+    assert 'input_precision="ieee"' in render.flash.kernel_claim(fp32, None)
+
+
+def test_block_claim_calls_a_difference_inside_the_noise_a_tie(tiny_measurement):
+    cols = ("block", "tiles_computed", "scores_computed", "time_us", "low_us", "high_us",
+            "peak_bytes", "loop_bytes", "fused_bytes", "tile_working_set", "status")  # fmt: skip
+
+    def sweep_of(last_time):
+        rows = (
+            (32, 36, 0.5625, 10750.0, 10600.0, 10900.0, 464896, 1.7e7, 2887680.0, 37120, "ok"),
+            (128, 3, 0.75, 3033.0, 2990.0, 3080.0, 1587200, 1.2e7, 1314816.0, 197632, "ok"),
+            (256, 1, 1.0, last_time, last_time - 40, last_time + 40, 3952640, 1.4e7, 1.0e6, 526336, "ok"),
+        )  # fmt: skip
+        return replace(
+            tiny_measurement,
+            params={**tiny_measurement.params, "causal": True},
+            tables={"blocks": Table(cols, rows)},
+        )
+
+    tie = render.flash.block_claim(sweep_of(3062.0))  # 1 % above the best, ranges overlap
+    assert "256×256 is within noise of that best time" in tie
+    assert "slower again" not in tie and "rises" not in tie and "because" not in tie
+    assert "falls from **10.8 ms** to **3.03 ms**" in tie
+    slower = render.flash.block_claim(sweep_of(4000.0))
+    assert "At 256×256 it is slower again: 4 ms" in slower and "within noise" not in slower
+
+
+def facts_in(page: str) -> list[str]:
+    """The `data-fact` ids of a rendered HTML page, as a browser reads them."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Facts(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.extend(value for name, value in attrs if name == "data-fact")
+
+    Facts().feed(page)
+    return found
+
+
+def test_forward_times_come_from_the_forward_times_entry(tiny_measurement):
+    shape = fwd.Shape(1, 4, 512, 64, "float32", True)
+
+    def row(name, median):
+        return (name, 1, 4, 512, 64, "float32", True, median, median * 0.98, median * 1.02, 9, "ok")
+
+    times = replace(
+        tiny_measurement,
+        experiment="forward_times",
+        tables={
+            "times": Table(
+                fwd.COLUMNS,
+                (row(fwd.NAIVE, 14000.0), row(fwd.TILED, 19500.0), row(fwd.SDPA_FLASH, 3200.0)),
+            )
+        },
+        facts={"method": "test", "rounds": 3},
     )
-    claim = render.flash.kernel_claim(m)
-    assert "**500 TFLOP/s**" in claim and "62% of the 800 TFLOP/s" in claim
-    assert "<svg" in render.flash.kernel_figure_or_note(s)
+    params = {**dict(zip(shape.__dataclass_fields__, vars(shape).values(), strict=True))}
+    flash = replace(
+        tiny_measurement,
+        experiment="flash_tiled_vs_naive",
+        params={**params, "block_q": 64, "block_k": 64},
+        tables={
+            "implementations": Table(
+                ("implementation", "peak_bytes", "rel_error", "status"),
+                ((fwd.NAIVE, 9e6, 1e-7, "ok"), (fwd.TILED, 1e6, 1e-7, "ok")),
+            )
+        },
+    )
+    fact_id = f"forward|{times.device_id}|{fwd.TILED}|{shape.text()}"
+    fid = f'data-fact="{fact_id}"'
+    claim = render.flash.time_claim(flash, times)
+    assert fid in claim and "19.5 ms" in claim
+    assert "naive (eager) is 1.39× (1.34–1.45×) faster than tiled (Python loop)" in claim
+    assert "SDPA flash is 4.38×" in claim
+    assert "default 64×64" not in claim
+    table = render.flash.implementations_table(Sourced(flash, "now", "x.json"), times)
+    assert "9.0×" in table
+    # Through Markdown's table parser the fact keeps its id: the one the prose states.
+    assert fact_id in facts_in(markdown.markdown(table, extensions=["tables"]))
+    assert fact_id in facts_in(markdown.markdown(claim))
+    # The profile at other tiles says which tiles forward_times used.
+    other = replace(flash, params={**flash.params, "block_q": 128})
+    assert "default 64×64 tiles; this page's profile used 128×64" in render.flash.time_claim(
+        other, times
+    )
+    # Another device's forward times are not this measurement's.
+    gpu = on_gpu(flash)
+    assert "no measurement on GPU: NVIDIA H100" in render.flash.time_claim(gpu, times)
+
+
+def test_live_at_peak_pairs_allocations_with_their_frees():
+    from attention_docs.experiments.flash import group_live_at_peak
+
+    def mem(ts, nbytes, addr):
+        return {"name": "[memory]", "ts": ts, "args": {"Bytes": nbytes, "Addr": addr}}
+
+    chrome = {
+        "traceEvents": [
+            {"ph": "X", "cat": "user_annotation", "name": "tiled.scores", "ts": 10, "dur": 10},
+            {"ph": "X", "cat": "user_annotation", "name": "tiled.accumulate", "ts": 30, "dur": 10},
+            mem(1, 100, 1),  # before the ranges: the output
+            mem(12, 50, 2),  # a score tile
+            mem(15, 50, 3),  # its masked copy...
+            mem(18, -50, 2),  # ...frees the first: peak 200 so far
+            mem(32, 80, 2),  # the same address reused in accumulate: peak 280
+            mem(35, -80, 2),
+            mem(36, -50, 3),
+        ]
+    }
+    assert group_live_at_peak(chrome, TILED_STEPS, "cpu") == [
+        ("tiled.scores", 1, 50),
+        ("tiled.accumulate", 1, 80),
+        (OUTSIDE_RANGES, 1, 100),
+    ]
+
+
+def test_experiment_shapes_sit_on_or_off_the_forward_grid_as_their_times_require():
+    """flash_tiled_vs_naive reads its times from forward_times, so its shape must be in the grid
+    with the tiled loop timed; the block sweep and the kernel comparison time their own runs,
+    so their shapes must not be, or the site would state one forward time twice."""
+    from attention_docs.experiments.registry import get
+
+    for kind in ("cpu", "cuda"):
+        grid = fwd.GRIDS[kind]
+        shapes = set(grid.shapes())
+        tiled = get("flash_tiled_vs_naive").resolve({}, kind)
+        assert fwd.Shape.of(tiled) in shapes and tiled["seq_len"] <= grid.tiled_max_seq_len
+        assert (tiled["block_q"], tiled["block_k"]) == (DEFAULT_BLOCK, DEFAULT_BLOCK)
+        blocks = get("flash_block_sweep").resolve({}, kind)
+        assert fwd.Shape.of(blocks) not in shapes, kind
+        kernels = get("flash_triton_vs_sdpa").resolve({}, kind)
+        n = kernels["seq_len"]
+        for s in sorted({max(16, n >> i) for i in range(5)}):
+            assert fwd.Shape.of({**kernels, "seq_len": s}) not in shapes, (kind, s)
+
+
+def test_the_default_block_is_tiled_attentions():
+    import inspect
+
+    params = inspect.signature(tiled_attention).parameters
+    assert params["block_q"].default == params["block_k"].default == DEFAULT_BLOCK
 
 
 def test_render_does_not_import_torch():

@@ -30,9 +30,11 @@ from attention_docs import make_qkv, naive_attention, render, run_experiment, ti
 from attention_docs.measurements import Sourced
 
 # Small shapes keep this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
+# The tiny shape is the smallest of forward_times' grid, so that its forward times apply.
 tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-shape = {"seq_len": 64, "num_heads": 2} if tiny else {}
-tiles = {"block_q": 16, "block_k": 16} if tiny else {}
+shape = {"seq_len": 128} if tiny else {}
+tiles = {"block_q": 32, "block_k": 32} if tiny else {}
+ceiling_sizes = {"matmul_size": 256, "copy_mb": 16} if tiny else {}
 
 # %% [markdown]
 # ## The code under study
@@ -64,14 +66,18 @@ display(HTML(render.flash.tile_grid_svg(300, 64, 32, causal=True, highlight_row=
 # %% [markdown]
 # ## Tiled vs naive vs SDPA
 #
-# Time, peak memory, the profile of the loop's phases and the bytes each approach moves.
+# Forward times come from `forward_times`, which times every implementation at a grid of
+# shapes in interleaved rounds (the full grid takes several minutes on a laptop CPU; the
+# tiny run, two shapes). The flash experiment adds peak memory, what is live at the peak,
+# the profile of the loop's phases and the bytes each approach moves.
 
 # %%
+times = run_experiment("forward_times", {"tiny": tiny})
 m = run_experiment("flash_tiled_vs_naive", {**shape, **tiles})
 here = Sourced(m, "measured in this notebook", "-", base="")
-print(render.flash.implementations_table(here))
+print(render.flash.implementations_table(here, times))
 print(render.flash.memory_claim(m))
-print(render.flash.time_claim(m))
+print(render.flash.time_claim(m, times))
 
 # %%
 print(render.step_table(here, total_label="all four phases"))
@@ -90,13 +96,19 @@ print(render.flash.block_claim(blocks))
 # %% [markdown]
 # ## The Triton kernel
 #
-# On a CUDA GPU with `triton` installed this compares the kernel with SDPA's flash backend;
-# elsewhere it says what is missing (and checks the kernel under Triton's interpreter).
+# On a CUDA GPU with `triton` installed this compares the kernel with SDPA's fused backends
+# under this machine's measured matmul ceiling; elsewhere it says what is missing (and checks
+# the kernel under Triton's interpreter).
 
 # %%
 if torch.cuda.is_available() or not tiny:
     tri = run_experiment("flash_triton_vs_sdpa")
-    print(render.flash.triton_section(Sourced(tri, "measured in this notebook", "-", base="")))
+    ceilings = run_experiment("machine_ceilings", ceiling_sizes)
+    print(
+        render.flash.triton_section(
+            Sourced(tri, "measured in this notebook", "-", base=""), ceilings
+        )
+    )
 
 # %% [markdown]
 # ## Try next

@@ -39,6 +39,10 @@ def here(m):
     return Sourced(m, "measured in this notebook", "-", base="")
 
 
+# This machine's copy bandwidth and matmul rate: the roofline the decode steps sit under.
+ceilings = run_experiment("machine_ceilings", {"matmul_size": 256, "copy_mb": 16} if TINY else {})
+
+
 # %% [markdown]
 # ## The code under study
 #
@@ -60,7 +64,8 @@ variants = run_experiment(
 )
 print(render.records_table(here(variants), "variants"))
 print(render.decode_variants_claim(variants))
-print(render.decode_bandwidth_claim(variants))
+print(render.decode_bandwidth_claim(variants, ceilings))
+print(render.sdpa_ops_note(variants))
 
 # %% [markdown]
 # ## As the cache grows
@@ -71,7 +76,7 @@ sweep = run_experiment(
     {**shape, "gqa_kv_heads": 2, "min_cache_len": 16, "max_cache_len": 64 if TINY else 32768},
 )
 print(render.records_table(here(sweep), "cache_sweep"))
-print(render.cache_slope_claim(sweep))
+print(render.cache_slope_claim(sweep, ceilings))
 
 # %% [markdown]
 # ## Batching
@@ -87,7 +92,7 @@ batch = run_experiment(
     },
 )
 print(render.records_table(here(batch), "batch_sweep"))
-print(render.batch_claim(batch))
+print(render.batch_claim(batch, ceilings))
 
 # %% [markdown]
 # ## Prefill against decode, and one decode step in the profiler
@@ -103,7 +108,7 @@ pvd = run_experiment(
     },
 )
 print(render.records_table(here(pvd), "prefill_vs_decode"))
-print(render.prefill_vs_decode_claim(pvd))
+print(render.prefill_vs_decode_claim(pvd, ceilings))
 print(render.step_table(here(pvd)))
 
 # %% [markdown]

@@ -6,14 +6,28 @@
 # from there instead of from DRAM/HBM. A model never sees that: between two visits to one
 # layer's cache it reads every other layer's. So each step is timed across a stack of
 # independent caches ("layers") whose total is at least `working_set_mb`, and reported per
-# layer. The roofline ceilings (copy bandwidth, matmul FLOP/s) are measured here too, so
-# that this chapter depends on no other chapter's experiment.
+# layer. The roofline ceilings (copy bandwidth, matmul FLOP/s) are `machine_ceilings`' (the
+# numbers chapter 03 states): the renderers take that entry beside these.
+#
+# GPU sizes (one H200: ~4 TB/s HBM, 50 MB of L2; one eager decode step is ~5 ops, ~30-50 us
+# of host time per layer, so a step that reads less than ~200 MB measures the launches):
+#   decode_mha_gqa_mqa (batch 16, 32 heads, GQA 8 / MQA 1 k/v heads, 32768 tokens, D 128,
+#     bf16): MHA reads 8.6 GB a layer (~2.2 ms), GQA 2.1 GB, MQA 268 MB (~70 us): every row
+#     reads for longer than its launches take, so the table measures bytes. 8 rows of ~53
+#     timed steps, the repeat_kv rows touching up to ~20 GB each: ~10 s.
+#   decode_cache_sweep (batch 8, 32/8/1 heads, D 128, 512..65536 tokens): the short caches are
+#     launch-bound on purpose (the page says so); up to 128 layers of ~40 us: 24 points of
+#     <= 0.4 s: ~10 s.
+#   decode_batch_sweep (32/8 heads, 8192 tokens, batch 1..64): 33.5 MB per sequence, 2.1 GB at
+#     64: from launch-bound to bandwidth-bound: ~3 s.
+#   decode_prefill_vs_decode (batch 8, 32/8 heads, 2048 tokens): 2048 decode steps (~80 ms of
+#     launches, ~17 ms of bytes) per run, 12 runs: ~2 s.
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 
-import torch
+from torch.profiler import profile
 
 from attention_docs.attention.decode import IMPLS, KVCache, decode_step, prefill
 from attention_docs.attention.naive import STEPS
@@ -23,7 +37,7 @@ from attention_docs.experiments._sweep import sweep
 from attention_docs.experiments.registry import ExperimentError, Observed, Param, experiment
 from attention_docs.inputs import dtype_name, make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
-from attention_docs.profiling.timing import time_callable
+from attention_docs.profiling.timing import ROUNDS, time_callable, time_callables
 
 MEASURES = ("attention/decode.py", "attention/naive.py", "decode_cost.py", "inputs.py")
 MAX_LAYERS = 128  # tiny caches would need thousands of layers; dispatch dominates them anyway
@@ -35,9 +49,10 @@ SHAPE = {
     "head_dim": Param(64, gpu_default=128, minimum=1, help="features per head (D)"),
     "dtype": Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
 }
+# 256 MB is five times an H200's L2 (and far more than a CPU's last-level cache).
 WORKING_SET = Param(
     64,
-    gpu_default=1024,
+    gpu_default=256,
     minimum=1,
     help="MB one timed step reads at least, across layers (defeats the last-level cache)",
 )
@@ -52,22 +67,6 @@ def _variants(num_heads: int, gqa_kv_heads: int) -> tuple[tuple[str, int], ...]:
             "between 1 (multi-query) and num_heads (multi-head)"
         )
     return (("MHA", num_heads), ("GQA", gqa_kv_heads), ("MQA", 1))
-
-
-def _ceilings(device: torch.device, dtype: torch.dtype, copy_mb: int) -> dict[str, float]:
-    """This device's copy bandwidth and matmul throughput, measured now."""
-    src = torch.ones(copy_mb * 2**20 // 4, device=device)  # float32 elements
-    dst = torch.empty_like(src)
-    copy = time_callable(lambda: dst.copy_(src), device)
-    n = 8192 if device.type == "cuda" else 1024
-    a = torch.randn(n, n, device=device).to(dtype)
-    mm = time_callable(lambda: a @ a, device)
-    return {
-        "copy_gbs": 2 * src.numel() * 4 / copy.median_us / 1e3,  # read + write, as STREAM counts
-        "copy_mb": src.numel() * 4 / 1e6,
-        "matmul_gflops": 2 * n**3 / mm.median_us / 1e3,
-        "matmul_n": n,
-    }
 
 
 def _filled_caches(
@@ -95,6 +94,24 @@ def _layers_for(touched_bytes: float, working_set_mb: int) -> int:
     return max(1, min(MAX_LAYERS, math.ceil(working_set_mb * 1e6 / touched_bytes)))
 
 
+TELLING_OPS = ("aten::_scaled_dot_product", "aten::_flash_attention", "aten::_efficient_attention")
+
+
+def sdpa_ops(fn) -> list[str]:
+    """The ATen ops one call of an SDPA path ran that say how it attended: the backend's own op
+    (`aten::_scaled_dot_product_flash_attention...`, `..._attention_math`...) and any copy of
+    k/v it made for grouped heads (`aten::repeat_interleave`), in the order first seen."""
+    with profile() as prof:
+        fn()
+    names = []
+    for event in prof.events():
+        name = event.name
+        telling = name.startswith(TELLING_OPS) or name == "aten::repeat_interleave"
+        if telling and name not in names:
+            names.append(name)
+    return names
+
+
 def _time_decode(
     ctx,
     *,
@@ -106,7 +123,8 @@ def _time_decode(
     dtype: str,
     impl: str,
     working_set_mb: int,
-) -> dict[str, float]:
+    record_ops: bool = False,
+) -> dict:
     """Time one decode step (append + attend) at `cache_len`, per layer, and what it moved."""
     cost = decode_cost(batch_size, num_heads, cache_len, head_dim, dtype, num_kv_heads=num_kv_heads)
     # repeat_kv writes and reads a copy of the cache per query head: memory touched too.
@@ -132,39 +150,50 @@ def _time_decode(
             cache.truncate(cache_len - 1)
             decode_step(q, k_new, v_new, cache, impl=impl)
 
-    per_layer_us = time_callable(step, ctx.device, min_run_time=0.1).median_us / layers
-    return {
+    t = time_callable(step, ctx.device, min_run_time=0.1)
+    result = {
         "layers": layers,
         "cache_mb": cost.cache_bytes / 1e6,
-        "time_us": per_layer_us,
-        "gbs": cost.bytes / per_layer_us / 1e3,
-        "gflops": cost.flops / per_layer_us / 1e3,
+        "time_us": t.median_us / layers,
+        "low_us": t.low_us / layers,
+        "high_us": t.high_us / layers,
+        "gbs": cost.bytes / (t.median_us / layers) / 1e3,
+        "gflops": cost.flops / (t.median_us / layers) / 1e3,
         "intensity": cost.intensity,
         "bytes": cost.bytes,
         "flops": cost.flops,
     }
+    if record_ops:
+        cache = caches[0]
+        cache.truncate(cache_len - 1)
+        result["ops"] = sdpa_ops(lambda: decode_step(q, k_new, v_new, cache, impl=impl))
+    return result
 
 
 @experiment(
     "decode_mha_gqa_mqa",
     summary="One decode step with multi-head, grouped-query and multi-query attention: cache "
-    "size, time per token, achieved bandwidth, and the roofline they sit on.",
+    "size, time per token with its spread, achieved bandwidth and FLOP rate, and the ops "
+    "SDPA ran. The ceilings they are placed under are machine_ceilings'.",
     measures=MEASURES,
-    **SHAPE,
+    **{
+        **SHAPE,
+        "batch_size": Param(1, gpu_default=16, minimum=1, help="sequences decoded together"),
+    },
     gqa_kv_heads=KV_HEADS,
-    cache_len=Param(2048, gpu_default=8192, minimum=1, help="tokens in the cache (M)"),
+    cache_len=Param(2048, gpu_default=32768, minimum=1, help="tokens in the cache (M)"),
     working_set_mb=WORKING_SET,
 )
 def decode_mha_gqa_mqa(
     ctx, *, batch_size, num_heads, head_dim, dtype, gqa_kv_heads, cache_len, working_set_mb
 ) -> Observed:
-    ceilings = _ceilings(ctx.device, resolve_dtype(dtype), working_set_mb)
     points = [
         {"variant": name, "impl": impl, "num_kv_heads": kv_heads}
         for name, kv_heads in _variants(num_heads, gqa_kv_heads)
         for impl in IMPLS
         if not (impl == "naive_repeat_kv" and kv_heads == num_heads)  # nothing to repeat
     ]
+    ops: dict[str, list[str]] = {}
 
     def measure(point):
         r = _time_decode(
@@ -177,12 +206,11 @@ def decode_mha_gqa_mqa(
             dtype=dtype,
             impl=point["impl"],
             working_set_mb=working_set_mb,
+            record_ops=point["impl"] == "sdpa",
         )
-        return {
-            **r,
-            "label": f"{point['variant']} · {point['impl']}",
-            "pct_copy": 100 * r["gbs"] / ceilings["copy_gbs"],
-        }
+        if "ops" in r:
+            ops[point["variant"]] = r.pop("ops")
+        return {**r, "label": f"{point['variant']} · {point['impl']}"}
 
     table, notes = sweep(
         points,
@@ -196,22 +224,24 @@ def decode_mha_gqa_mqa(
             "cache_mb",
             "intensity",
             "time_us",
+            "low_us",
+            "high_us",
             "gbs",
-            "pct_copy",
             "gflops",
         ),
         units={
             "cache_mb": "MB",
             "intensity": "FLOP/B",
             "time_us": "µs",
+            "low_us": "µs",
+            "high_us": "µs",
             "gbs": "GB/s",
-            "pct_copy": "% of copy",
             "gflops": "GFLOP/s",
         },
     )
     return Observed(
         tables={"variants": table},
-        facts={**ceilings, "dtype": dtype_name(resolve_dtype(dtype))},
+        facts={"dtype": dtype_name(resolve_dtype(dtype)), "sdpa_ops": ops, "rounds": ROUNDS},
         notes=tuple(notes),
     )
 
@@ -242,7 +272,6 @@ def decode_cache_sweep(
     working_set_mb,
 ) -> Observed:
     variants = _variants(num_heads, gqa_kv_heads)
-    ceilings = _ceilings(ctx.device, resolve_dtype(dtype), working_set_mb)
     lengths = []
     length = min_cache_len
     while length <= max_cache_len:
@@ -264,23 +293,35 @@ def decode_cache_sweep(
                 working_set_mb=working_set_mb,
             )
             row[name] = r["time_us"]
+            row[f"{name} low"] = r["low_us"]
+            row[f"{name} high"] = r["high_us"]
             row[f"{name} GB/s"] = r["gbs"]
+            row[f"{name} layers"] = r["layers"]
         return row
 
     names = [n for n, _ in variants]
     table, notes = sweep(
         [{"cache_len": n} for n in lengths],
         measure,
-        columns=("cache_len", *names, *(f"{n} GB/s" for n in names)),
-        units={"cache_len": "tokens", **dict.fromkeys(names, "µs")},
+        columns=(
+            "cache_len",
+            *names,
+            *(f"{n} {part}" for n in names for part in ("low", "high", "GB/s", "layers")),
+        ),
+        units={
+            "cache_len": "tokens",
+            **{f"{n}{part}": "µs" for n in names for part in ("", " low", " high")},
+            **{f"{n} GB/s": "GB/s" for n in names},
+        },
     )
-    facts = {**ceilings, **{f"{n}_kv_heads": h for n, h in variants}}
+    facts = {f"{n}_kv_heads": h for n, h in variants}
     return Observed(tables={"cache_sweep": table}, facts=facts, notes=tuple(notes))
 
 
 @experiment(
     "decode_batch_sweep",
-    summary="Decode steps for growing batches: time per step, per token, and tokens per second.",
+    summary="Decode steps for growing batches: time per step with its spread, per token, and "
+    "tokens per second.",
     measures=MEASURES,
     num_heads=SHAPE["num_heads"],
     num_kv_heads=KV_HEADS,
@@ -305,7 +346,6 @@ def decode_batch_sweep(
 ) -> Observed:
     if num_heads % num_kv_heads:
         raise ExperimentError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
-    ceilings = _ceilings(ctx.device, resolve_dtype(dtype), working_set_mb)
     sizes = [2**i for i in range(int(math.log2(max_batch_size)) + 1)]
 
     def measure(point):
@@ -323,11 +363,13 @@ def decode_batch_sweep(
         per_token = r["time_us"] / point["batch_size"]
         return {
             "step_us": r["time_us"],
+            "step_low_us": r["low_us"],
+            "step_high_us": r["high_us"],
             "token_us": per_token,
             "tokens_per_s": 1e6 / per_token,
             "bytes_mb": r["bytes"] / 1e6,
             "gbs": r["gbs"],
-            "pct_copy": 100 * r["gbs"] / ceilings["copy_gbs"],
+            "layers": r["layers"],
         }
 
     table, notes = sweep(
@@ -336,27 +378,31 @@ def decode_batch_sweep(
         columns=(
             "batch_size",
             "step_us",
+            "step_low_us",
+            "step_high_us",
             "token_us",
             "tokens_per_s",
             "bytes_mb",
             "gbs",
-            "pct_copy",
+            "layers",
         ),
         units={
             "step_us": "µs",
+            "step_low_us": "µs",
+            "step_high_us": "µs",
             "token_us": "µs",
             "tokens_per_s": "per layer",
             "bytes_mb": "MB",
             "gbs": "GB/s",
-            "pct_copy": "% of copy",
         },
     )
-    return Observed(tables={"batch_sweep": table}, facts=ceilings, notes=tuple(notes))
+    return Observed(tables={"batch_sweep": table}, facts={"rounds": ROUNDS}, notes=tuple(notes))
 
 
 @experiment(
     "decode_prefill_vs_decode",
-    summary="The same tokens processed all at once (prefill) and one at a time (decode), and "
+    summary="The same tokens processed all at once (prefill) and one at a time (decode), timed "
+    "in interleaved rounds with a decode step on a one-token cache (the per-step floor), and "
     "the profile of one decode step.",
     measures=MEASURES,
     **SHAPE,
@@ -379,9 +425,16 @@ def decode_prefill_vs_decode(
         dtype=dtype,
         device=ctx.device,
     )
-    cache = KVCache.empty(
-        batch_size, num_kv_heads, n, head_dim, dtype=resolve_dtype(dtype), device=ctx.device
-    )
+    target = resolve_dtype(dtype)
+
+    def empty_cache(length: int) -> KVCache:
+        return KVCache.empty(
+            batch_size, num_kv_heads, length, head_dim, dtype=target, device=ctx.device
+        )
+
+    cache, tiny, full = empty_cache(n), empty_cache(1), empty_cache(n)
+    prefill(q, k, v, full, impl=impl)
+    last = slice(n - 1, n)
 
     def all_at_once() -> None:
         cache.truncate(0)
@@ -393,31 +446,49 @@ def decode_prefill_vs_decode(
             s = slice(t, t + 1)
             decode_step(q[:, :, s], k[:, :, s], v[:, :, s], cache, impl=impl)
 
+    def floor_step() -> None:  # a decode step with (almost) nothing to read: one cached token
+        tiny.truncate(0)
+        decode_step(q[:, :, :1], k[:, :, :1], v[:, :, :1], tiny, impl=impl)
+
+    def profiled_step() -> None:  # the step profiled below, at the full cache, naive path
+        full.truncate(n - 1)
+        decode_step(q[:, :, last], k[:, :, last], v[:, :, last], full, impl="naive")
+
     # Causal attention does the same useful work either way: query t meets keys 0..t.
     useful_flops = 4.0 * batch_size * num_heads * head_dim * n * (n + 1) / 2
     e = decode_cost(1, 1, 1, 1, dtype).cache_bytes / 2  # bytes per element
     kv_token = 2.0 * batch_size * num_kv_heads * head_dim * e
     q_and_out = 2.0 * batch_size * num_heads * n * head_dim * e
-    moved = {
-        "prefill (all at once)": kv_token * n + q_and_out,  # the cache read once
-        "decode (one at a time)": kv_token * n * (n + 1) / 2 + q_and_out,  # re-read every step
+    modes = {
+        "prefill (all at once)": (all_at_once, kv_token * n + q_and_out),  # the cache read once
+        # ... and re-read at every step
+        "decode (one at a time)": (one_at_a_time, kv_token * n * (n + 1) / 2 + q_and_out),
     }
+    timings = time_callables(
+        {
+            **{mode: fn for mode, (fn, _) in modes.items()},
+            "floor": floor_step,
+            "profiled": profiled_step,
+        },
+        ctx.device,
+        min_run_time=0.6,
+        cuda_runs=9,  # the decode loop is thousands of launches on a GPU: 3 runs per round
+    )
     rows = []
-    for mode, fn in (
-        ("prefill (all at once)", all_at_once),
-        ("decode (one at a time)", one_at_a_time),
-    ):
-        total_us = time_callable(fn, ctx.device).median_us
+    for mode, (_, moved) in modes.items():
+        t = timings[mode]
         rows.append(
             (
                 mode,
                 n,
-                total_us / 1e3,
-                total_us / n,
-                useful_flops / total_us / 1e3,
-                moved[mode] / 1e6,
-                moved[mode] / total_us / 1e3,
-                useful_flops / moved[mode],
+                t.median_us / 1e3,
+                t.low_us / 1e3,
+                t.high_us / 1e3,
+                t.median_us / n,
+                useful_flops / t.median_us / 1e3,
+                moved / 1e6,
+                moved / t.median_us / 1e3,
+                useful_flops / moved,
             )
         )
     table = Table(
@@ -425,6 +496,8 @@ def decode_prefill_vs_decode(
             "mode",
             "tokens",
             "total_ms",
+            "low_ms",
+            "high_ms",
             "token_us",
             "gflops",
             "bytes_mb",
@@ -434,6 +507,8 @@ def decode_prefill_vs_decode(
         rows=tuple(rows),
         units={
             "total_ms": "ms",
+            "low_ms": "ms",
+            "high_ms": "ms",
             "token_us": "µs",
             "gflops": "GFLOP/s",
             "bytes_mb": "MB",
@@ -442,24 +517,28 @@ def decode_prefill_vs_decode(
         },
     )
     # One decode step at the full cache, through the five labelled steps, under the profiler.
-    last = slice(n - 1, n)
-
-    def one_step() -> None:
-        cache.truncate(n - 1)
-        decode_step(q[:, :, last], k[:, :, last], v[:, :, last], cache, impl="naive")
-
-    cache.truncate(0)
-    prefill(q, k, v, cache, impl=impl)
     observed = observe_forward(
-        one_step,
+        profiled_step,
         ctx,
         labels=("decode.append", *STEPS),
         costs=decode_step_costs(
             batch_size, num_heads, n, head_dim, dtype, num_kv_heads=num_kv_heads
         ),
     )
+    floor, step = timings["floor"], timings["profiled"]
     return replace(
         observed,
         tables={"prefill_vs_decode": table},
-        facts={**observed.facts, "profiled_impl": "naive", "profiled_cache_len": n},
+        facts={
+            **observed.facts,
+            "profiled_impl": "naive",
+            "profiled_cache_len": n,
+            "rounds": ROUNDS,
+            "floor_us": floor.median_us,
+            "floor_low_us": floor.low_us,
+            "floor_high_us": floor.high_us,
+            "profiled_step_us": step.median_us,
+            "profiled_step_low_us": step.low_us,
+            "profiled_step_high_us": step.high_us,
+        },
     )

@@ -1,37 +1,66 @@
 # Experiments of the FlashAttention chapter: the tiled algorithm against naive attention and
-# SDPA (time, peak memory, bytes by the traffic model), the effect of the block size, and the
-# Triton kernel against SDPA's flash backend on a GPU. The tiled loop runs as hundreds of small
-# eager ops, so the CPU defaults are small; GPU builds use larger shapes.
+# SDPA (profile, peak memory, numerics, bytes by the traffic model), the effect of the block
+# size, and the Triton kernel against SDPA's fused backends on a GPU.
+#
+# One fact, one number: the unprofiled forward times of naive, tiled and SDPA at the chapter's
+# shape are `forward_times`' (the page reads them there), and the machine's matmul ceiling is
+# `machine_ceilings`'. What is timed here nobody else states: the tiled loop at other block
+# sizes, and the fused kernels' kernel times (cold L2, do_bench) at shapes outside
+# forward_times' grid.
+#
+# GPU sizes (one H200; ~5–10 µs per eager kernel launch, ~700 TFLOP/s bf16):
+#   flash_tiled_vs_naive (4, 16, 2048, 64, bf16, 64×64 tiles): 32 query tiles, 528 computed
+#     tiles, ~13 eager ops each: ~7k launches, ~50 ms per forward; 3 profiled forwards, peak
+#     memory of 3 implementations at 4 lengths, one allocation profile: ~5 s.
+#   flash_block_sweep (1, 16, 2048, 64, bf16, blocks 32..512): block 32 computes 2080 tiles,
+#     ~27k launches, ~0.2 s per forward; 13 forwards (warm-up, 3 rounds of 3, peak memory):
+#     ~3 s; every larger block a quarter of the one before: ~5 s in all.
+#   flash_triton_vs_sdpa (2, 16, 1024..16384, 128, bf16, causal): one Triton compile (~20–40 s),
+#     then 5 lengths × ≤5 kernels × 3 rounds of ~50 ms do_bench: ~5 s; ~45 s in all.
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.nn.functional import scaled_dot_product_attention
+from torch.profiler import ProfilerActivity, profile
 
-from attention_docs.attention.naive import naive_attention
+from attention_docs.attention.naive import STEPS, naive_attention
+from attention_docs.attention.sdpa import sdpa_attention
 from attention_docs.attention.tiled import tiled_attention
-from attention_docs.attention.triton_flash import triton_available, triton_flash_attention
+from attention_docs.attention.triton_flash import (
+    INPUT_PRECISIONS,
+    prepare_triton_flash,
+    triton_available,
+)
 from attention_docs.cost import attention_flops
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments._sweep import sweep
+from attention_docs.experiments.forward import unavailable
 from attention_docs.experiments.registry import ExperimentError, Observed, Param, experiment
 from attention_docs.inputs import make_qkv
+from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
+from attention_docs.profiling.device import synchronize
 from attention_docs.profiling.memory import (
     is_out_of_memory,
     peak_memory_bytes,
     release_cached_memory,
 )
 from attention_docs.profiling.profile import Schedule
-from attention_docs.profiling.timing import time_callable
+from attention_docs.profiling.timing import ROUNDS, Timing, time_callables
 from attention_docs.tiling import (
+    OUTSIDE_RANGES,
     TILED_STEPS,
     computed_fraction,
     fused_traffic,
@@ -45,12 +74,15 @@ from attention_docs.tiling import (
 
 MEMORY_COLUMNS = ("naive_peak", "tiled_peak", "sdpa_flash_peak")
 NO_GPU_NOTE = "the Triton kernel needs a CUDA GPU (this build ran on CPU)"
+FA3 = "SDPA flash, FA3"  # SDPA's flash backend with torch's FlashAttention-3 switch on
 
 
-def _shape_params(seq_len: int, gpu_seq_len: int) -> dict[str, Param]:
+def _shape_params(
+    seq_len: int, gpu_seq_len: int, *, num_heads: int = 4, gpu_batch_size: int = 4
+) -> dict[str, Param]:
     return {
-        "batch_size": Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
-        "num_heads": Param(4, gpu_default=16, minimum=1, help="attention heads"),
+        "batch_size": Param(1, gpu_default=gpu_batch_size, minimum=1, help="sequences per batch"),
+        "num_heads": Param(num_heads, gpu_default=16, minimum=1, help="attention heads"),
         "seq_len": Param(seq_len, gpu_default=gpu_seq_len, minimum=1, help="tokens (N)"),
         "head_dim": Param(64, minimum=1, help="features per head (D)"),
         "dtype": Param(
@@ -61,27 +93,35 @@ def _shape_params(seq_len: int, gpu_seq_len: int) -> dict[str, Param]:
 
 
 def _sdpa_flash(q, k, v, causal):
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        return scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-
-def _unavailable(exc: Exception) -> str:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return f"not available on this device: {first[:160]}"
+    return sdpa_attention(q, k, v, causal=causal, backend="flash")
 
 
 def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.double() - ref).norm() / ref.norm())
 
 
+# The implementations of the chapter's comparison, named as forward_times names them, so that
+# a page can put each row's peak memory beside its forward time from that entry.
+def _implementations(q, k, v, *, causal, block_q, block_k) -> dict[str, Callable[[], object]]:
+    return {
+        fwd.NAIVE: lambda: naive_attention(q, k, v, causal=causal),
+        fwd.TILED: lambda: tiled_attention(
+            q, k, v, causal=causal, block_q=block_q, block_k=block_k
+        ),
+        fwd.SDPA_FLASH: lambda: _sdpa_flash(q, k, v, causal),
+    }
+
+
 @experiment(
     "flash_tiled_vs_naive",
     summary="FlashAttention's tiled loop in PyTorch against naive attention and SDPA's flash "
-    "backend: profile of the tiles, time, peak memory, modelled bytes, memory vs seq_len.",
+    "backend: profile of the tiles, peak memory and what is live at it, numerics, modelled "
+    "bytes, memory vs seq_len. Forward times are forward_times'.",
     measures=("attention/tiled.py", "attention/naive.py", "tiling.py", "cost.py", "inputs.py"),
-    **_shape_params(512, 4096),
-    block_q=Param(64, gpu_default=128, minimum=1, help="queries per tile"),
-    block_k=Param(64, gpu_default=128, minimum=1, help="keys per tile"),
+    # A shape of forward_times' grid (tiled loop included) on both kinds of device.
+    **_shape_params(512, 2048),
+    block_q=Param(64, minimum=1, help="queries per tile (forward_times times 64)"),
+    block_k=Param(64, minimum=1, help="keys per tile (forward_times times 64)"),
 )
 def flash_tiled_vs_naive(
     ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, block_q, block_k
@@ -102,30 +142,24 @@ def flash_tiled_vs_naive(
         costs=tiled_step_costs(*shape, dtype, causal=causal, block_q=block_q, block_k=block_k),
         sched=Schedule(wait=1, warmup=1, active=1),  # one forward is hundreds of ops already
     )
-    impls = {
-        "naive (five steps)": lambda: naive_attention(q, k, v, causal=causal),
-        "tiled (PyTorch loop)": tiled,
-        "SDPA, flash backend": lambda: _sdpa_flash(q, k, v, causal),
-    }
     rows, notes, peaks = [], [], {}
+    impls = _implementations(q, k, v, causal=causal, block_q=block_q, block_k=block_k)
     for (name, fn), peak_column in zip(impls.items(), MEMORY_COLUMNS, strict=True):
         try:
             err = _rel_err(fn()[:1, :1], ref)
-            # The tiled loop launches hundreds of kernels per forward: fewer CUDA-event runs.
-            timing = time_callable(fn, dev, cuda_runs=10 if fn is tiled else 50)
             peaks[peak_column] = peak_memory_bytes(fn, dev)
         except RuntimeError as exc:
-            status = "out of memory" if is_out_of_memory(exc) else _unavailable(exc)
+            status = unavailable(exc)
             release_cached_memory()
-            rows.append((name, None, None, None, status))
+            rows.append((name, None, None, status))
             notes.append(f"{name}: {status}")
             peaks[peak_column] = None
             continue
-        rows.append((name, timing.median_us, peaks[peak_column], err, "ok"))
+        rows.append((name, peaks[peak_column], err, "ok"))
     impl_table = Table(
-        columns=("implementation", "time_us", "peak_bytes", "rel_error", "status"),
+        columns=("implementation", "peak_bytes", "rel_error", "status"),
         rows=tuple(rows),
-        units={"time_us": "µs", "peak_bytes": "B"},
+        units={"peak_bytes": "B"},
     )
     model = {"causal": causal, "block_q": block_q, "block_k": block_k}
     traffic = Table(
@@ -137,29 +171,28 @@ def flash_tiled_vs_naive(
         ),
         units={"bytes": "B"},
     )
-    memory, oom_notes = _memory_by_seq_len(
-        ctx,
-        known=peaks,
-        batch_size=batch_size,
-        num_heads=num_heads,
-        seq_len=seq_len,
-        head_dim=head_dim,
-        dtype=dtype,
-        causal=causal,
-        block_q=block_q,
-        block_k=block_k,
-    )
+    shape_kw = {
+        "batch_size": batch_size,
+        "num_heads": num_heads,
+        "head_dim": head_dim,
+        "dtype": dtype,
+        "causal": causal,
+        "block_q": block_q,
+        "block_k": block_k,
+    }
+    memory, oom_notes = _memory_by_seq_len(ctx, known=peaks, seq_len=seq_len, **shape_kw)
+    live = _peak_composition(ctx, seq_len=memory.column("seq_len")[0], **shape_kw)
     counts = tile_counts(tile_grid(seq_len, block_q, block_k, causal=causal))
     online, online_facts = _online_softmax_row(q, k, block_k)
     return Observed(
         steps=observed.steps,
         ops=observed.ops,
-        timing=observed.timing,
         chrome=observed.chrome,
         tables={
             "implementations": impl_table,
             "traffic": traffic,
             "memory_by_seq_len": memory,
+            "live_at_peak": live,
             "online_softmax_row": online,
         },
         facts={
@@ -220,19 +253,15 @@ def _memory_by_seq_len(
         q, k, v = make_qkv(
             batch_size, num_heads, point["seq_len"], head_dim, dtype=dtype, device=dev
         )
-        result = {
-            "naive_peak": peak_memory_bytes(lambda: naive_attention(q, k, v, causal=causal), dev),
-            "tiled_peak": peak_memory_bytes(
-                lambda: tiled_attention(q, k, v, causal=causal, block_q=block_q, block_k=block_k),
-                dev,
-            ),
-        }
-        try:
-            result["sdpa_flash_peak"] = peak_memory_bytes(lambda: _sdpa_flash(q, k, v, causal), dev)
-        except RuntimeError as exc:
-            if "out of memory" in str(exc):
-                raise
-            result["sdpa_flash_peak"] = None
+        result = {}
+        impls = _implementations(q, k, v, causal=causal, block_q=block_q, block_k=block_k)
+        for (name, fn), column in zip(impls.items(), MEMORY_COLUMNS, strict=True):
+            try:
+                result[column] = peak_memory_bytes(fn, dev)
+            except RuntimeError as exc:
+                if is_out_of_memory(exc) or name != fwd.SDPA_FLASH:
+                    raise
+                result[column] = None  # the flash backend does not take these inputs here
         return result
 
     return sweep(
@@ -243,12 +272,101 @@ def _memory_by_seq_len(
     )
 
 
+def _peak_composition(
+    ctx, *, seq_len, batch_size, num_heads, head_dim, dtype, causal, block_q, block_k
+) -> Table:
+    """What is live at naive's and the tiled loop's peaks, by the labelled range that
+    allocated it: the memory figure's shortest length, where the two are closest."""
+    q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
+    impls = _implementations(q, k, v, causal=causal, block_q=block_q, block_k=block_k)
+    rows = []
+    for name, labels in ((fwd.NAIVE, STEPS), (fwd.TILED, TILED_STEPS)):
+        for phase, tensors, nbytes in live_at_peak(impls[name], ctx.device, labels):
+            rows.append((seq_len, name, phase, tensors, nbytes))
+    return Table(
+        columns=("seq_len", "implementation", "phase", "tensors", "bytes"),
+        rows=tuple(rows),
+        units={"bytes": "B"},
+    )
+
+
+def live_at_peak(
+    fn: Callable[[], object], device: torch.device, labels: tuple[str, ...]
+) -> list[tuple[str, int, int]]:
+    """The allocations of one call of `fn` still live at its peak, grouped by the labelled
+    range (`record_function`) they were allocated in: `(range, tensors, bytes)` per range,
+    in the order of `labels`, then those allocated outside every range.
+
+    Allocations and frees are paired by address in the profiler's memory events; the output
+    is part of the call (it is live until the call's caller lets it go).
+    """
+    fn()  # a first call's one-off allocations (caches, workspaces) are not the call's own
+    synchronize(device)
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities, profile_memory=True) as prof:
+        result = fn()
+        synchronize(device)
+    del result
+    with tempfile.TemporaryDirectory(prefix="attention-docs-live-") as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        chrome = json.loads(path.read_text(encoding="utf-8"))
+    return group_live_at_peak(chrome, labels, device.type)
+
+
+def group_live_at_peak(
+    chrome: Mapping, labels: tuple[str, ...], device_type: str
+) -> list[tuple[str, int, int]]:
+    """`live_at_peak` on a Chrome trace already recorded (see there)."""
+    wanted = 1 if device_type == "cuda" else 0  # the profiler's "Device Type": 0 CPU, 1 CUDA
+    events = chrome.get("traceEvents", [])
+    ranges = [
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"])
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e.get("name") in labels
+    ]
+    memory = sorted(
+        (
+            e
+            for e in events
+            if e.get("name") == "[memory]"
+            and int(e.get("args", {}).get("Device Type", 0)) == wanted
+        ),
+        key=lambda e: float(e["ts"]),
+    )
+    live: dict[int, tuple[int, str]] = {}
+    total, peak, at_peak = 0, 0, {}
+    for e in memory:
+        args = e["args"]
+        delta, addr = int(args["Bytes"]), int(args["Addr"])
+        total += delta
+        if delta > 0:
+            t = float(e["ts"])
+            phase = next((name for a, b, name in ranges if a <= t <= b), OUTSIDE_RANGES)
+            live[addr] = (delta, phase)
+        else:
+            live.pop(addr, None)
+        if total > peak:
+            peak, at_peak = total, dict(live)
+    groups = {}
+    for nbytes, phase in at_peak.values():
+        count, size = groups.get(phase, (0, 0))
+        groups[phase] = (count + 1, size + nbytes)
+    order = [*labels, OUTSIDE_RANGES]
+    return [(p, *groups[p]) for p in sorted(groups, key=order.index)]
+
+
 @experiment(
     "flash_block_sweep",
-    summary="The tiled loop at several square block sizes: time, peak memory, tiles computed, "
-    "and the modelled bytes of the loop and of a fused kernel.",
+    summary="The tiled loop at several square block sizes, timed in interleaved rounds: time "
+    "with its spread, peak memory, tiles computed, and the modelled bytes of the loop and of a "
+    "fused kernel.",
     measures=("attention/tiled.py", "tiling.py", "cost.py", "inputs.py"),
-    **_shape_params(256, 4096),
+    # Off forward_times' grid on purpose (2 heads on the CPU, batch 1 on a GPU): the 64×64 row
+    # would otherwise be a second, differently timed value of the tiled loop's forward time.
+    **_shape_params(256, 2048, num_heads=2, gpu_batch_size=1),
     blocks=Param(
         "32,64,128,256", gpu_default="32,64,128,256,512", help="block sizes, comma-separated"
     ),
@@ -267,20 +385,28 @@ def flash_block_sweep(
         ) from None
     if not sizes or min(sizes) < 1:
         raise ExperimentError(f"blocks={blocks!r}: give at least one block size of 1 or more")
+    sizes = sorted(set(sizes))
+
+    def loop(b: int) -> Callable[[], torch.Tensor]:
+        return lambda: tiled_attention(q, k, v, causal=causal, block_q=b, block_k=b)
+
+    # Every block size in the same rounds: a slow moment of the machine hurts all of them.
+    timings = time_callables(
+        {str(b): loop(b) for b in sizes}, dev, min_run_time=0.3 * len(sizes), cuda_runs=9
+    )
 
     def measure(point):
         b = point["block"]
-
-        def fn():
-            return tiled_attention(q, k, v, causal=causal, block_q=b, block_k=b)
-
         model = {"causal": causal, "block_q": b, "block_k": b}
         grid = tile_grid(seq_len, b, b, causal=causal)
+        t = timings[str(b)]
         return {
             "tiles_computed": tile_counts(grid)["computed"],
             "scores_computed": computed_fraction(grid),
-            "time_us": time_callable(fn, dev, cuda_runs=10).median_us,
-            "peak_bytes": peak_memory_bytes(fn, dev),
+            "time_us": t.median_us,
+            "low_us": t.low_us,
+            "high_us": t.high_us,
+            "peak_bytes": peak_memory_bytes(loop(b), dev),
             "loop_bytes": tiled_loop_traffic(*shape, dtype, **model),
             "fused_bytes": fused_traffic(*shape, dtype, **model),
             "tile_working_set": working_set_bytes(b, b, head_dim, dtype),
@@ -291,6 +417,8 @@ def flash_block_sweep(
         "tiles_computed",
         "scores_computed",
         "time_us",
+        "low_us",
+        "high_us",
         "peak_bytes",
         "loop_bytes",
         "fused_bytes",
@@ -302,29 +430,42 @@ def flash_block_sweep(
         columns=columns,
         units={
             "time_us": "µs",
+            "low_us": "µs",
+            "high_us": "µs",
             "peak_bytes": "B",
             "loop_bytes": "B",
             "fused_bytes": "B",
             "tile_working_set": "B",
         },
     )
-    return Observed(tables={"blocks": table}, notes=tuple(notes))
+    method = next(iter(timings.values())).method
+    return Observed(
+        tables={"blocks": table}, facts={"method": method, "rounds": ROUNDS}, notes=tuple(notes)
+    )
 
 
 @experiment(
     "flash_triton_vs_sdpa",
-    summary="The Triton FlashAttention kernel beside SDPA's flash backend on a GPU: time, "
-    "TFLOP/s and share of a measured bf16 matmul ceiling.",
+    summary="The Triton FlashAttention kernel beside SDPA's flash, memory-efficient and cuDNN "
+    "backends (and FlashAttention-3 where torch offers it) on a GPU: kernel times in "
+    "interleaved rounds (do_bench, cold L2) and the Triton/SDPA-flash ratio with its noise.",
     measures=("attention/triton_flash.py", "attention/_flash_kernel.py", "cost.py", "inputs.py"),
-    batch_size=Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
+    # Batch 2 keeps every length off forward_times' GPU grid (batch 4): these are kernel
+    # times with a cold L2, not the forward times that entry states.
+    batch_size=Param(1, gpu_default=2, minimum=1, help="sequences per batch"),
     num_heads=Param(2, gpu_default=16, minimum=1, help="attention heads"),
     seq_len=Param(64, gpu_default=16384, minimum=16, help="longest sequence of the sweep"),
     head_dim=Param(32, gpu_default=128, minimum=1, help="features per head (D)"),
     dtype=Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
     causal=Param(True, help="mask the future (halves the useful FLOPs)"),
+    input_precision=Param(
+        "ieee",
+        choices=INPUT_PRECISIONS,
+        help="what tl.dot does with float32 inputs (ieee: exact float32 products)",
+    ),
 )
 def flash_triton_vs_sdpa(
-    ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal
+    ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, input_precision
 ) -> Observed:
     ok, why = triton_available()
     if ctx.device.type != "cuda":
@@ -340,11 +481,164 @@ def flash_triton_vs_sdpa(
         head_dim=head_dim,
         dtype=dtype,
         causal=causal,
+        input_precision=input_precision,
     )
 
 
-def compare_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal) -> Observed:
-    """Triton kernel and SDPA's flash backend over seq_len = seq_len/16 .. seq_len.
+def flash_impls() -> tuple[list[str], str]:
+    """The flash implementations torch's switch offers (`list_flash_attention_impls`), and
+    a note when this torch has no such switch."""
+    try:
+        from torch.nn.attention import list_flash_attention_impls
+    except ImportError:
+        return [], "this torch has no flash-implementation switch (list_flash_attention_impls)"
+    return list(list_flash_attention_impls()), ""
+
+
+@contextlib.contextmanager
+def _fa3_active():
+    """SDPA's flash backend routed to FlashAttention-3 for the duration of the block."""
+    from torch.nn.attention import activate_flash_attention_impl, restore_flash_attention_impl
+
+    activate_flash_attention_impl("FA3")
+    try:
+        yield
+    finally:
+        restore_flash_attention_impl()
+
+
+def _fa3_status(q, k, v, causal) -> str:
+    """ "ok" when FA3 can be switched on and its kernel is what then runs, else why not."""
+    offered, why = flash_impls()
+    if "FA3" not in offered:
+        return why or f"not offered by this torch (it offers: {', '.join(offered) or 'none'})"
+    try:
+        with _fa3_active(), profile(activities=[ProfilerActivity.CPU]) as prof:
+            _sdpa_flash(q, k, v, causal)
+    except Exception as exc:  # a missing flash_attn_interface module, an unsupported GPU...
+        return unavailable(exc)
+    names = {e.key for e in prof.key_averages()}
+    if not any("flash_attn_3" in n for n in names):
+        return "switched on, but no flash_attn_3 op ran"
+    return fwd.OK
+
+
+def _kernel_timings(
+    fns: Mapping[str, tuple[Callable[[], object], Callable]],
+    device: torch.device,
+    *,
+    failed: dict[str, str],
+    rep_ms: float = 40.0,
+) -> dict[str, Timing]:
+    """Each callable's kernel time in ROUNDS interleaved rounds, entering its context first.
+
+    On CUDA each round is `time_kernel_us` (Triton's do_bench: an L2 flush before every call,
+    CUDA events around it); on the CPU (the interpreter, in tests) plain interleaved rounds.
+    A callable that fails in a later round is left out and its reason put in `failed`.
+    """
+    if device.type != "cuda":
+
+        def wrapped(fn, context):
+            def call():
+                with context():
+                    return fn()
+
+            return call
+
+        return time_callables(
+            {n: wrapped(fn, c) for n, (fn, c) in fns.items()}, device, min_run_time=0.03
+        )
+    from attention_docs.profiling.gpu_timing import time_kernel_us
+
+    medians: dict[str, list[float]] = {n: [] for n in fns}
+    pooled: dict[str, list[float]] = {n: [] for n in fns}
+    live = dict(fns)
+    for _ in range(ROUNDS):
+        for name, (fn, context) in list(live.items()):
+            try:
+                with context():
+                    times = time_kernel_us(fn, warmup_ms=10, rep_ms=rep_ms)
+            except Exception as exc:
+                # A switch that cannot be turned on twice, a kernel that fails on a later
+                # call: that candidate leaves the rounds, the others go on. Out of memory ends
+                # the whole length (the caller says so).
+                if is_out_of_memory(exc):
+                    raise
+                failed[name] = unavailable(exc)
+                del live[name]
+                continue
+            medians[name].append(statistics.median(times))
+            pooled[name].extend(times)
+    result = {}
+    for name in live:
+        runs = sorted(pooled[name])
+        q1, _, q3 = statistics.quantiles(runs, n=4) if len(runs) >= 2 else (runs[0],) * 3
+        result[name] = Timing(
+            median_us=statistics.median(medians[name]),
+            iqr_us=q3 - q1,
+            runs=len(runs),
+            method=f"triton.testing.do_bench (L2 flushed before each call), {ROUNDS} "
+            "interleaved rounds",
+            rounds_us=tuple(medians[name]),
+        )
+    return result
+
+
+def _kernel_candidates(
+    q, k, v, *, causal: bool, input_precision: str, fa3: bool
+) -> dict[str, tuple[Callable[[], object], Callable]]:
+    """The kernels compared at one length, each with the context it runs in."""
+    plain = contextlib.nullcontext
+    candidates = {
+        fwd.TRITON: (
+            prepare_triton_flash(q, k, v, causal=causal, input_precision=input_precision),
+            plain,
+        ),
+        **{
+            f"SDPA {b}": (
+                functools.partial(sdpa_attention, q, k, v, causal=causal, backend=b),
+                plain,
+            )
+            for b in ("flash", "efficient", "cudnn")
+        },
+    }
+    if fa3:
+        candidates[FA3] = (functools.partial(_sdpa_flash, q, k, v, causal), _fa3_active)
+    return candidates
+
+
+def _time_ready(
+    candidates: Mapping[str, tuple[Callable[[], object], Callable]], device: torch.device
+) -> tuple[dict[str, str], dict[str, Timing]]:
+    """Run each candidate once ("ok" or why not), then time those that ran, interleaved."""
+    statuses, ready = {}, {}
+    for name, (fn, context) in candidates.items():
+        try:
+            with context():
+                fn()
+        except Exception as exc:  # "No available kernel", an unsupported GPU, out of memory
+            statuses[name] = unavailable(exc)
+            continue
+        statuses[name] = fwd.OK
+        ready[name] = (fn, context)
+    failed: dict[str, str] = {}
+    try:
+        timings = _kernel_timings(ready, device, failed=failed)
+        return {**statuses, **failed}, timings
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+    release_cached_memory()
+    return {name: ("out of memory" if s == fwd.OK else s) for name, s in statuses.items()}, {}
+
+
+KERNEL_COLUMNS = ("seq_len", "implementation", "flops", "median_us", "low_us", "high_us", "status")
+
+
+def compare_kernels(
+    ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, input_precision="ieee"
+) -> Observed:
+    """The Triton kernel, SDPA's fused backends and FA3 over seq_len = seq_len/16 .. seq_len.
 
     Runs on any device the kernel runs on (a CUDA GPU, or the CPU under the interpreter, which
     is how the tests exercise this code without a GPU).
@@ -352,65 +646,60 @@ def compare_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, cau
     dev = ctx.device
     lengths = sorted({max(16, seq_len >> s) for s in (4, 3, 2, 1, 0)})
     q, k, v = make_qkv(batch_size, num_heads, lengths[0], head_dim, dtype=dtype, device=dev)
-    notes = []
     try:
-        triton_out = triton_flash_attention(q, k, v, causal=causal)
+        launch = prepare_triton_flash(q, k, v, causal=causal, input_precision=input_precision)
+        triton_out = launch()
     except Exception as exc:  # a compile failure on an untested GPU must not end the build
         return Observed(
             notes=(f"the Triton kernel failed on this device: {type(exc).__name__}: {exc}"[:400],),
             facts={"triton": triton_available()[1]},
         )
+    reference = naive_attention(*(t[:1, :2].double() for t in (q, k, v)), causal=causal)
+    offered, switch_note = flash_impls()
+    fa3 = _fa3_status(q, k, v, causal)
+    cfg = launch.config
     facts = {
         "triton": triton_available()[1],
-        "triton_rel_error": _rel_err(
-            triton_out, naive_attention(q.double(), k.double(), v.double(), causal=causal)
-        ),
+        "triton_rel_error": _rel_err(triton_out[:1, :2], reference),
+        # What tl.dot did with the inputs: "ieee"/"tf32"/"tf32x3" for float32, None for 16-bit.
+        "input_precision": launch.input_precision,
+        "kernel_config": f"{cfg.block_m}×{cfg.block_n} tiles, {cfg.num_warps} warps, "
+        f"{cfg.num_stages} stages",
+        "flash_impls_offered": offered,
+        "flash_impl_switch": switch_note or "torch.nn.attention.activate_flash_attention_impl",
+        "fa3_status": fa3,
     }
-    ceiling = _matmul_ceiling(dev, dtype)
-    facts["matmul_tflops"] = ceiling
-
-    def measure(point):
-        n = point["seq_len"]
-        q, k, v = make_qkv(batch_size, num_heads, n, head_dim, dtype=dtype, device=dev)
+    notes: list[str] = []
+    if fa3 != fwd.OK:
+        notes.append(f"FlashAttention-3 was not measured: {fa3}")
+    rows: list[tuple] = []
+    stopped = False
+    for n in lengths:
         flops = attention_flops(batch_size, num_heads, n, head_dim) * (0.5 if causal else 1.0)
-        t_triton = time_callable(
-            lambda: triton_flash_attention(q, k, v, causal=causal), dev
-        ).median_us
-        try:
-            t_sdpa = time_callable(lambda: _sdpa_flash(q, k, v, causal), dev).median_us
-        except RuntimeError as exc:
-            if "out of memory" in str(exc):
-                raise
-            t_sdpa = None
-            notes.append(f"SDPA flash at seq_len={n}: {_unavailable(exc)}")
-
-        def tflops(us):
-            return flops / (us * 1e-6) / 1e12 if us else None
-
-        return {
-            "flops": flops,
-            "triton_us": t_triton,
-            "sdpa_flash_us": t_sdpa,
-            "triton_tflops": tflops(t_triton),
-            "sdpa_flash_tflops": tflops(t_sdpa),
-            "matmul_tflops": ceiling,
-            "triton_pct_of_matmul": 100 * tflops(t_triton) / ceiling,
-            "sdpa_flash_pct_of_matmul": 100 * tflops(t_sdpa) / ceiling if t_sdpa else None,
-        }
-
-    table, oom_notes = sweep(
-        [{"seq_len": n} for n in lengths],
-        measure,
-        columns=(
-            "seq_len", "flops", "triton_us", "sdpa_flash_us", "triton_tflops",
-            "sdpa_flash_tflops", "matmul_tflops", "triton_pct_of_matmul", "sdpa_flash_pct_of_matmul",
-        ),
-        units={"triton_us": "µs", "sdpa_flash_us": "µs", "triton_tflops": "TFLOP/s", "sdpa_flash_tflops": "TFLOP/s", "matmul_tflops": "TFLOP/s", "triton_pct_of_matmul": "%", "sdpa_flash_pct_of_matmul": "%"},
-    )  # fmt: skip
+        if stopped:
+            rows.append((n, fwd.TRITON, flops, None, None, None, "skipped after an out-of-memory"))
+            continue
+        q, k, v = make_qkv(batch_size, num_heads, n, head_dim, dtype=dtype, device=dev)
+        candidates = _kernel_candidates(
+            q, k, v, causal=causal, input_precision=input_precision, fa3=fa3 == fwd.OK
+        )
+        statuses, timings = _time_ready(candidates, dev)
+        stopped = "out of memory" in statuses.values()
+        for name, status in statuses.items():
+            t = timings.get(name)
+            values = (t.median_us, t.low_us, t.high_us) if t else (None, None, None)
+            rows.append((n, name, flops, *values, status))
+        del candidates, q, k, v
+    table = Table(
+        columns=KERNEL_COLUMNS,
+        rows=tuple(rows),
+        units={"flops": "FLOP", "median_us": "µs", "low_us": "µs", "high_us": "µs"},
+    )
     n = lengths[len(lengths) // 2]  # profile both kernels once, at a middle length
     q, k, v = make_qkv(batch_size, num_heads, n, head_dim, dtype=dtype, device=dev)
+    middle = prepare_triton_flash(q, k, v, causal=causal, input_precision=input_precision)
     observed = observe_forward(
-        lambda: (triton_flash_attention(q, k, v, causal=causal), _sdpa_flash(q, k, v, causal)),
+        lambda: (middle(), _sdpa_flash(q, k, v, causal)),
         ctx,
         sched=Schedule(wait=1, warmup=1, active=1),
     )
@@ -418,17 +707,9 @@ def compare_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, cau
         ops=observed.ops,
         chrome=observed.chrome,
         tables={"kernels": table},
-        facts=facts,
-        notes=tuple(notes + oom_notes),
+        facts={**facts, "profiled_seq_len": n},
+        notes=tuple(notes),
     )
-
-
-def _matmul_ceiling(dev: torch.device, dtype: str) -> float:
-    """TFLOP/s of one large square matmul in `dtype`: the ceiling attention's matmuls aim at."""
-    n = 8192 if dev.type == "cuda" else 256
-    a, b, _ = make_qkv(1, 1, n, n, dtype=dtype, device=dev)
-    timing = time_callable(lambda: a @ b, dev)
-    return 2.0 * n**3 / (timing.median_us * 1e-6) / 1e12
 
 
 _CHECK = """
@@ -451,7 +732,8 @@ print(json.dumps(errors))
 def interpreter_check(batch_size, num_heads, seq_len, head_dim, causal) -> dict:
     """Run the kernel under Triton's interpreter in a fresh process; its errors vs float64.
 
-    A fresh process because TRITON_INTERPRET must be set before the kernel is defined.
+    A fresh process because TRITON_INTERPRET must be set before the kernel is defined. The
+    float32 run uses the kernel's default input precision, "ieee" (exact float32 products).
     """
     if importlib.util.find_spec("triton") is None:
         return {"interpreter_check": "not run: triton is not installed"}
@@ -471,5 +753,6 @@ def interpreter_check(batch_size, num_heads, seq_len, head_dim, causal) -> dict:
     return {
         "interpreter_check": "ok",
         "interpreter_shape": f"{batch_size}×{num_heads}×{seq_len}×{head_dim}",
+        "interpreter_input_precision": "ieee",
         **{f"interpreter_rel_error_{k}": v for k, v in errors.items()},
     }

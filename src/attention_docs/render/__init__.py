@@ -49,6 +49,7 @@ from attention_docs.render.decode import (
     prefill_vs_decode_claim,
     prefill_vs_decode_table,
     repeat_kv_claim,
+    sdpa_ops_note,
 )
 from attention_docs.render.memory import (
     allocation_claim,
@@ -234,6 +235,7 @@ __all__ = [
     "saved_claims",
     "saved_detail_table",
     "saved_figure",
+    "sdpa_ops_note",
     "sdpa_timeline",
     "self_vs_total_claim",
     "seq_len_claim",

@@ -1,17 +1,35 @@
 # Renderers for the KV-cache decoding chapter: the roofline that decode steps sit on, the
 # cache-length sweep with the slope of its memory-bound tail, and sentences whose numbers
-# are computed from the measurements. Pure: no torch, no I/O.
+# are computed from the measurements. The ceilings (copy bandwidth, matmul FLOP/s) are the
+# `machine_ceilings` entry's — the numbers chapter 03 states — and are used only when that
+# entry was measured on the same device as the decode measurement. Timings carry their
+# rounds' range; a difference inside it is called a tie. Pure: no torch, no I/O.
 from __future__ import annotations
 
+from attention_docs.decode_cost import decode_cost
 from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.profiling.timing import Timing, compare
 from attention_docs.render import _format as fmt
 from attention_docs.render.caption import caption_html
+from attention_docs.render.compare import ceiling, ratio_text
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.plots import line_figure, loglog_slope
 from attention_docs.render.tables import markdown_table
 
 VARIANT_COLORS = {"MHA": SERIES_COLORS[0], "GQA": SERIES_COLORS[1], "MQA": SERIES_COLORS[2]}
-IMPL_MARKERS = {"naive": "o", "naive_repeat_kv": "x", "sdpa": "s"}
+# Distinct shapes and sizes, so that two paths at the same point stay visible: a large hollow
+# circle (naive), a cross (repeat_kv) and a small filled square (sdpa) drawn on top.
+IMPL_MARKERS = {
+    "naive": {"marker": "o", "markersize": 11, "markerfacecolor": "none", "zorder": 3},
+    "naive_repeat_kv": {"marker": "x", "markersize": 8, "zorder": 4},
+    "sdpa": {"marker": "s", "markersize": 5, "zorder": 5},
+}
+BANDWIDTH = "bandwidth_bs"
+NO_CEILING = "—"
+
+
+def _m(source: Sourced | Measurement) -> Measurement:
+    return source.measurement if isinstance(source, Sourced) else source
 
 
 def _ok(m: Measurement, table: str) -> list[dict]:
@@ -25,65 +43,127 @@ def _row(m: Measurement, variant: str, impl: str) -> dict | None:
     return None
 
 
-def decode_variants_table(sourced: Sourced) -> str:
-    """One row per variant and implementation: cache, intensity, time, bandwidth."""
-    m = sourced.measurement
-    rows = [
-        [
-            f"{r['variant']} · {r['impl']}",
-            str(r["num_kv_heads"]),
-            fmt.nbytes(r["cache_mb"] * 1e6) if r["cache_mb"] is not None else "—",
-            f"{r['intensity']:.2g}" if r["intensity"] is not None else "—",
-            fmt.time_us(r["time_us"]) if r["time_us"] is not None else r["status"],
-            f"{r['gbs']:.3g}" if r["gbs"] is not None else "—",
-            f"{r['pct_copy']:.0f}%" if r["pct_copy"] is not None else "—",
-        ]
-        for r in m.tables["variants"].records()
-    ]
-    header = [
-        "Variant · path",
-        "k/v heads",
-        "Cache / layer",
-        "FLOP/B",
-        "Time / token",
-        "GB/s",
-        "% of copy",
-    ]
+def _timing(median: float, low: float, high: float) -> Timing:
+    return Timing(median_us=median, iqr_us=0.0, runs=0, method="", rounds_us=(low, median, high))
+
+
+def _row_timing(r: dict) -> Timing:
+    return _timing(r["time_us"], r["low_us"], r["high_us"])
+
+
+def _time_range(median: float, low: float, high: float) -> str:
+    """`1.72 ms (1.70–1.75 ms)`: the median of the rounds and their range."""
+    return f"{fmt.time_us(median)} ({fmt.time_us(low)}–{fmt.time_us(high)})"
+
+
+# --- the ceilings, from machine_ceilings on the same device ---
+
+
+def _ceilings(m: Measurement, ceilings: Sourced | Measurement | None) -> Measurement | None:
+    c = _m(ceilings) if ceilings is not None else None
+    return c if c is not None and c.device_id == m.device_id else None
+
+
+def bandwidth(m: Measurement, ceilings: Sourced | Measurement | None) -> float | None:
+    """The copy bandwidth (B/s) machine_ceilings measured on `m`'s device, or None."""
+    c = _ceilings(m, ceilings)
+    return c.facts.get(BANDWIDTH) if c else None
+
+
+def matmul_key(m: Measurement) -> str:
+    return f"peak_flops_{m.params['dtype']}"
+
+
+def matmul_rate(m: Measurement, ceilings: Sourced | Measurement | None) -> float | None:
+    """The matmul FLOP/s of `m`'s dtype machine_ceilings measured on `m`'s device, or None."""
+    c = _ceilings(m, ceilings)
+    return c.facts.get(matmul_key(m)) if c else None
+
+
+def _pct_copy(gbs: float | None, bw: float | None) -> str:
+    return f"{100 * gbs * 1e9 / bw:.0f}%" if gbs is not None and bw else NO_CEILING
+
+
+def _no_ceilings(m: Measurement) -> str:
     return (
-        markdown_table(header, rows, "lrrrrrr")
-        + "\n\n"
-        + caption_html(sourced, "One decode step, per layer.")
+        f"`machine_ceilings` has no copy-bandwidth or {m.params['dtype']} matmul measurement on "
+        f"{m.provenance.device.label}, so nothing is placed under a roof here."
     )
 
 
-def decode_batch_table(sourced: Sourced) -> str:
-    """Per batch size: time per step and per token, tokens/s, bytes, bandwidth."""
+def ridge_point(m: Measurement, ceilings: Sourced | Measurement | None) -> float | None:
+    """FLOP per byte where the measured matmul ceiling meets the measured copy bandwidth."""
+    bw, peak = bandwidth(m, ceilings), matmul_rate(m, ceilings)
+    return peak / bw if bw and peak else None
+
+
+# --- tables ---
+
+
+def decode_variants_table(sourced: Sourced, ceilings: Sourced | None = None) -> str:
+    """One row per variant and implementation: cache, intensity, time, bandwidth."""
     m = sourced.measurement
-    rows = [
-        [str(r["batch_size"]), r["status"]] + ["—"] * 5
-        if r["step_us"] is None
-        else [
-            str(r["batch_size"]),
-            fmt.time_us(r["step_us"]),
-            fmt.time_us(r["token_us"]),
-            f"{r['tokens_per_s']:.3g}",
-            fmt.nbytes(r["bytes_mb"] * 1e6),
-            f"{r['gbs']:.3g}",
-            f"{r['pct_copy']:.0f}%",
-        ]
-        for r in m.tables["batch_sweep"].records()
-    ]
+    bw = bandwidth(m, ceilings)
+    rows = []
+    for r in m.tables["variants"].records():
+        name = f"{r['variant']} · {r['impl']} ({r['num_kv_heads']} k/v)"
+        if r["time_us"] is None:
+            rows.append([name, "—", "—", r["status"], "—", "—"])
+            continue
+        rows.append(
+            [
+                name,
+                fmt.nbytes(r["cache_mb"] * 1e6),
+                f"{r['intensity']:.2g}",
+                _time_range(r["time_us"], r["low_us"], r["high_us"]),
+                f"{r['gbs']:.3g}",
+                _pct_copy(r["gbs"], bw),
+            ]
+        )
     header = [
-        "Batch",
-        "Time / step",
-        "Time / token",
-        "Tokens/s",
-        "Bytes / step",
-        "GB/s",
-        "% of copy",
+        "Variant · path (k/v heads)",
+        "Cache / layer",
+        "FLOP/B",
+        "Time / step / layer (median; round range)",
+        "Achieved GB/s",
+        "% of copy bandwidth",
     ]
     return (
-        markdown_table(header, rows, "rrrrrrr")
+        markdown_table(header, rows, "lrrrrr")
+        + "\n\n"
+        + caption_html(sourced, "One decode step, per layer; % of machine_ceilings' copy.")
+    )
+
+
+def decode_batch_table(sourced: Sourced, ceilings: Sourced | None = None) -> str:
+    """Per batch size: time per step and per token, tokens/s, bandwidth."""
+    m = sourced.measurement
+    bw = bandwidth(m, ceilings)
+    rows = []
+    for r in m.tables["batch_sweep"].records():
+        if r["step_us"] is None:
+            rows.append([str(r["batch_size"]), r["status"], "—", "—", "—", "—"])
+            continue
+        rows.append(
+            [
+                str(r["batch_size"]),
+                _time_range(r["step_us"], r["step_low_us"], r["step_high_us"]),
+                fmt.time_us(r["token_us"]),
+                f"{r['tokens_per_s']:.3g}",
+                f"{r['gbs']:.3g}",
+                _pct_copy(r["gbs"], bw),
+            ]
+        )
+    header = [
+        "Batch",
+        "Time / step (median; round range)",
+        "Time / token",
+        "Tokens/s per layer",
+        "Achieved GB/s",
+        "% of copy bandwidth",
+    ]
+    return (
+        markdown_table(header, rows, "rrrrrr")
         + "\n\n"
         + caption_html(sourced, "Decode steps per layer, by batch size.")
     )
@@ -95,8 +175,7 @@ def prefill_vs_decode_table(sourced: Sourced) -> str:
     rows = [
         [
             r["mode"],
-            str(r["tokens"]),
-            fmt.time_us(r["total_ms"] * 1e3),
+            _time_range(r["total_ms"] * 1e3, r["low_ms"] * 1e3, r["high_ms"] * 1e3),
             fmt.time_us(r["token_us"]),
             f"{r['gflops']:.3g}",
             fmt.nbytes(r["bytes_mb"] * 1e6),
@@ -104,62 +183,80 @@ def prefill_vs_decode_table(sourced: Sourced) -> str:
         ]
         for r in m.tables["prefill_vs_decode"].records()
     ]
-    header = ["Mode", "Tokens", "Total", "Per token", "GFLOP/s", "Bytes (min)", "FLOP/B"]
+    header = [
+        "Mode",
+        "Total (median; round range)",
+        "Per token",
+        "GFLOP/s",
+        "Bytes (min)",
+        "FLOP/B",
+    ]
+    n = m.params["prompt_len"]
     return (
-        markdown_table(header, rows, "lrrrrrr")
+        markdown_table(header, rows, "lrrrrr")
         + "\n\n"
-        + caption_html(sourced, "Prefill against decode, one layer.")
+        + caption_html(sourced, f"Prefill against decode of the same {n} tokens, one layer.")
     )
 
 
-def ridge_point(m: Measurement) -> float:
-    """FLOP per byte where the measured matmul ceiling meets the measured copy bandwidth."""
-    return m.facts["matmul_gflops"] / m.facts["copy_gbs"]
+# --- figures ---
 
 
-def decode_roofline_figure(sourced: Sourced) -> str:
+def decode_roofline_figure(sourced: Sourced, ceilings: Sourced | None = None) -> str:
     """Each decode variant at (FLOP per byte, achieved FLOP/s) under this device's roofline."""
     m = sourced.measurement
-    bw, peak = m.facts["copy_gbs"], m.facts["matmul_gflops"]
+    bw, peak = bandwidth(m, ceilings), matmul_rate(m, ceilings)
+    if not (bw and peak):
+        return f'<p class="ad-caption">{_no_ceilings(m)}</p>'
+    bw_g, peak_g = bw / 1e9, peak / 1e9
     rows = _ok(m, "variants")
-    ridge = ridge_point(m)
+    ridge = peak_g / bw_g
     lo = min(min(r["intensity"] for r in rows) / 4, 0.1)
     hi = max(ridge, *(r["intensity"] for r in rows)) * 8
     with new_figure(7.0, 3.8) as fig:
         ax = fig.add_subplot()
         xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-        ax.plot(xs, [min(peak, bw * x) for x in xs], color=INK, linewidth=1.4)
+        ax.plot(xs, [min(peak_g, bw_g * x) for x in xs], color=INK, linewidth=1.4)
         ax.axvline(ridge, color=MUTED, linestyle=":", linewidth=1)
+        ax.text(ridge * 1.1, peak_g * 0.55, f"ridge {ridge:.3g} FLOP/B", color=MUTED, fontsize=8)
+        # Just under the start of the sloped roof: the roof rises to the right, so a label that
+        # starts under it and runs right never meets it.
         ax.text(
-            ridge * 1.1,
-            peak * 0.55,
-            f"ridge {ridge:.3g} FLOP/B",
-            color=MUTED,
+            lo * 1.3,
+            bw_g * lo * 1.3 / 1.6,
+            f"copy {bw_g:.3g} GB/s",
+            color=INK,
             fontsize=8,
+            ha="left",
+            va="top",
         )
-        ax.text(lo * 1.3, bw * lo * 1.6, f"copy {bw:.3g} GB/s", color=INK, fontsize=8, rotation=0)
         ax.text(
-            hi / 1.3, peak * 1.12, f"matmul {peak:.3g} GFLOP/s", color=INK, fontsize=8, ha="right"
+            hi / 1.3,
+            peak_g * 1.12,
+            f"matmul {peak_g:.3g} GFLOP/s",
+            color=INK,
+            fontsize=8,
+            ha="right",
         )
         for r in rows:
             ax.plot(
                 r["intensity"],
                 r["gflops"],
-                IMPL_MARKERS.get(r["impl"], "o"),
+                linestyle="none",
                 color=VARIANT_COLORS.get(r["variant"], INK),
-                markersize=7,
                 label=r["label"],
-                markerfacecolor="none" if r["impl"] == "naive" else None,
+                **IMPL_MARKERS.get(r["impl"], {"marker": "o"}),
             )
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_ylim(top=peak_g * 2)
         ax.set_xlabel("arithmetic intensity (FLOP per byte of K/V cache, q and output)")
         ax.set_ylabel("achieved GFLOP/s")
         ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
         ax.spines[["top", "right"]].set_visible(False)
         fig.legend(loc="outside right center", frameon=False, fontsize=8)
         alt = (
-            f"Roofline: copy bandwidth {bw:.3g} GB/s, matmul {peak:.3g} GFLOP/s, ridge at "
+            f"Roofline: copy bandwidth {bw_g:.3g} GB/s, matmul {peak_g:.3g} GFLOP/s, ridge at "
             f"{ridge:.3g} FLOP/B. "
             + "; ".join(
                 f"{r['label']}: {r['intensity']:.3g} FLOP/B, {r['gflops']:.3g} GFLOP/s"
@@ -167,7 +264,8 @@ def decode_roofline_figure(sourced: Sourced) -> str:
             )
         )
         svg = to_svg(fig, alt)
-    return figure_html(svg, sourced, "Decode steps on the measured roofline.")
+    what = "Decode steps under the roofline of machine_ceilings (copy bandwidth, matmul rate)."
+    return figure_html(svg, sourced, what)
 
 
 def decode_variants_figure(sourced: Sourced, impl: str = "sdpa") -> str:
@@ -180,7 +278,7 @@ def decode_variants_figure(sourced: Sourced, impl: str = "sdpa") -> str:
         left, right = fig.subplots(1, 2, sharey=True)
         for ax, key, label, text in (
             (left, "cache_mb", "K/V cache per layer (MB)", lambda v: fmt.nbytes(v * 1e6)),
-            (right, "time_us", f"time per token per layer (µs), {impl}", fmt.time_us),
+            (right, "time_us", f"time per step per layer (µs), {impl}", fmt.time_us),
         ):
             ax.barh(names, [r[key] for r in rows], color=colors)
             for i, r in enumerate(rows):
@@ -188,8 +286,20 @@ def decode_variants_figure(sourced: Sourced, impl: str = "sdpa") -> str:
             ax.set_xlabel(label)
             ax.margins(x=0.25)
             ax.spines[["top", "right"]].set_visible(False)
+        right.errorbar(
+            [r["time_us"] for r in rows],
+            range(len(rows)),
+            xerr=[
+                [r["time_us"] - r["low_us"] for r in rows],
+                [r["high_us"] - r["time_us"] for r in rows],
+            ],
+            fmt="none",
+            ecolor=INK,
+            capsize=3,
+            linewidth=1,
+        )
         left.invert_yaxis()
-        alt = "Cache size and time per token: " + "; ".join(
+        alt = "Cache size and time per step per layer (bars: round range): " + "; ".join(
             f"{n}: {r['cache_mb']:.3g} MB, {r['time_us']:.3g} µs"
             for n, r in zip(names, rows, strict=True)
         )
@@ -204,22 +314,28 @@ def tail_slope(m: Measurement, column: str, table: str = "cache_sweep") -> float
     return loglog_slope([r["cache_len"] for r in tail], [r[column] for r in tail])
 
 
+def _variants_of(m: Measurement) -> list[str]:
+    return [c for c in ("MHA", "GQA", "MQA") if c in m.tables["cache_sweep"].columns]
+
+
 def decode_cache_figure(sourced: Sourced) -> str:
     """Time per decode step against cache length, log-log, each line with its tail slope."""
     m = sourced.measurement
-    names = [c for c in ("MHA", "GQA", "MQA") if c in m.tables["cache_sweep"].columns]
+    names = _variants_of(m)
     labels = []
     for n in names:
         slope = tail_slope(m, n)
         tail = "" if slope is None else f" (slope {slope:.2f} over the longer half)"
         labels.append(f"{n}, {m.facts[f'{n}_kv_heads']} k/v heads{tail}")
+    lengths = m.tables["cache_sweep"].column("cache_len")
     return line_figure(
         sourced,
         "cache_sweep",
         x="cache_len",
         ys=names,
         labels=labels,
-        what="Time of one decode step per layer as the cache grows.",
+        what=f"Time of one decode step per layer as the cache grows (cache_len swept "
+        f"{lengths[0]}–{lengths[-1]} tokens).",
         ylabel="time per step per layer (µs)",
         logx=True,
         logy=True,
@@ -228,17 +344,32 @@ def decode_cache_figure(sourced: Sourced) -> str:
 
 def decode_batch_figure(sourced: Sourced) -> str:
     """Time per token and per step against batch size, log-log."""
+    sizes = sourced.measurement.tables["batch_sweep"].column("batch_size")
     return line_figure(
         sourced,
         "batch_sweep",
         x="batch_size",
         ys=["token_us", "step_us"],
         labels=["per token", "per step"],
-        what="Decode time per token and per step, per layer, as the batch grows.",
+        what=f"Decode time per token and per step, per layer, as the batch grows (batch_size "
+        f"swept {sizes[0]}–{sizes[-1]}).",
         ylabel="time per layer (µs)",
         logx=True,
         logy=True,
     )
+
+
+# --- claims ---
+
+
+def _versus(fast: dict, slow: dict) -> str:
+    """`fast`'s time against `slow`'s: `1.9× (1.7–2.1×) faster`, `within noise (1.02×)`."""
+    c = compare(_row_timing(fast), _row_timing(slow))
+    if c.tie:
+        return f"within noise of each other ({c.ratio:.2f}×)"
+    if c.ratio < 1:
+        return f"{ratio_text(compare(_row_timing(slow), _row_timing(fast)))} slower"
+    return f"{ratio_text(c)} faster"
 
 
 def decode_variants_claim(m: Measurement) -> str:
@@ -250,34 +381,73 @@ def decode_variants_claim(m: Measurement) -> str:
         f"With {gqa['num_kv_heads']} k/v heads, grouped-query attention keeps a cache "
         f"**{mha['cache_mb'] / gqa['cache_mb']:.3g}× smaller** than multi-head attention's "
         f"({fmt.nbytes(gqa['cache_mb'] * 1e6)} against {fmt.nbytes(mha['cache_mb'] * 1e6)} per "
-        f"layer) and decodes a token **{mha['time_us'] / gqa['time_us']:.3g}× faster** "
-        f"({fmt.time_us(gqa['time_us'])} against {fmt.time_us(mha['time_us'])}); multi-query "
-        f"attention, with one k/v head, is {mha['time_us'] / mqa['time_us']:.3g}× faster than "
-        f"multi-head with a {mha['cache_mb'] / mqa['cache_mb']:.3g}× smaller cache."
+        f"layer); it decodes a token in {fmt.time_us(gqa['time_us'])} against "
+        f"{fmt.time_us(mha['time_us'])}: **{_versus(gqa, mha)}**. Multi-query attention, with "
+        f"one k/v head and a {mha['cache_mb'] / mqa['cache_mb']:.3g}× smaller cache, takes "
+        f"{fmt.time_us(mqa['time_us'])}: {_versus(mqa, mha)} against multi-head."
     )
 
 
-def decode_bandwidth_claim(m: Measurement) -> str:
+def sdpa_ops_note(m: Measurement) -> str:
+    """What SDPA ran for each variant, from the profile of one step, and whether it copied k/v
+    for the grouped variants (`aten::repeat_interleave`)."""
+    ops: dict[str, list[str]] = m.facts.get("sdpa_ops") or {}
+    if not ops:
+        return ""
+    parts = []
+    for variant, names in ops.items():
+        kernel = [n for n in names if n != "aten::repeat_interleave"]
+        shown = ", ".join(f"`{n}`" for n in kernel) or "no attention op"
+        parts.append(f"{variant}: {shown}")
+    grouped = [v for v in ops if v != "MHA"]
+    copied = [v for v in grouped if "aten::repeat_interleave" in ops[v]]
+    text = (
+        f"What `scaled_dot_product_attention` ran here, from the profile of one step per "
+        f"variant ({m.params['dtype']} on {m.provenance.device.label}): " + "; ".join(parts) + "."
+    )
+    if copied:
+        return text + (
+            f" For {' and '.join(copied)} the profile also shows `aten::repeat_interleave`: "
+            "with this backend `enable_gqa=True` copies each k/v head once per query head "
+            "before attending — the copy the naive path's grouping avoids."
+        )
+    if grouped:
+        return text + (
+            f" No `aten::repeat_interleave` ran for {' or '.join(grouped)}: this backend reads "
+            "each k/v head once for its whole group."
+        )
+    return text
+
+
+def decode_bandwidth_claim(m: Measurement, ceilings: Sourced | Measurement | None) -> str:
     """Where multi-head decode sits: intensity against the ridge point, bandwidth against copy."""
     mha = _row(m, "MHA", "sdpa")
+    ridge, bw = ridge_point(m, ceilings), bandwidth(m, ceilings)
     if mha is None:
         return ""
-    ridge = ridge_point(m)
-    best = max(_ok(m, "variants"), key=lambda r: r["pct_copy"])
-    return (
+    if ridge is None:
+        return _no_ceilings(m)
+    mha_pct = 100 * mha["gbs"] * 1e9 / bw
+    text = (
         f"A multi-head decode step does {mha['intensity']:.2g} FLOP per byte it must read; this "
-        f"device needs **{ridge:.3g} FLOP per byte** (its measured matmul rate, "
-        f"{m.facts['matmul_gflops']:.3g} GFLOP/s, over its measured copy bandwidth, "
-        f"{m.facts['copy_gbs']:.3g} GB/s) before arithmetic could become the limit. So the step "
-        f"is bound by memory, {ridge / mha['intensity']:.3g}× below the ridge: it reads its "
-        f"cache at {mha['gbs']:.3g} GB/s, **{mha['pct_copy']:.0f}% of what a plain copy "
-        f"achieves**. The best row, `{best['label']}`, reaches {best['pct_copy']:.0f}%."
+        f"device needs **{ridge:.3g} FLOP per byte** (its measured {m.params['dtype']} matmul "
+        f"rate, {ceiling(ceilings, matmul_key(m))}, over its measured copy bandwidth, "
+        f"{ceiling(ceilings, BANDWIDTH)}, both from `machine_ceilings`) before arithmetic could "
+        f"become the limit. So the step is bound by memory, {ridge / mha['intensity']:.3g}× "
+        f"below the ridge: it reads its cache at {mha['gbs']:.3g} GB/s, "
+        f"**{mha_pct:.0f}% of what a plain copy achieves**."
     )
+    best = max(_ok(m, "variants"), key=lambda r: r["gbs"])
+    if best["label"] == mha["label"]:
+        return text + " No other row reads faster."
+    return text + f" The fastest reader, `{best['label']}`, reaches {_pct_copy(best['gbs'], bw)}."
 
 
-def decode_roofline_claim(m: Measurement) -> str:
+def decode_roofline_claim(m: Measurement, ceilings: Sourced | Measurement | None) -> str:
     """Which SDPA rows sit left of the ridge (bytes bound them) and which right (arithmetic)."""
-    ridge, bw, peak = ridge_point(m), m.facts["copy_gbs"], m.facts["matmul_gflops"]
+    ridge, bw, peak = ridge_point(m, ceilings), bandwidth(m, ceilings), matmul_rate(m, ceilings)
+    if ridge is None:
+        return _no_ceilings(m)
     rows = [r for r in _ok(m, "variants") if r["impl"] == "sdpa"]
     left = [r for r in rows if r["intensity"] < ridge]
     right = [r for r in rows if r["intensity"] >= ridge]
@@ -286,7 +456,7 @@ def decode_roofline_claim(m: Measurement) -> str:
         parts.append(
             "Left of the ridge, where bytes set the limit: "
             + ", ".join(
-                f"{r['variant']} ({r['intensity']:.2g} FLOP/B, {100 * r['gbs'] / bw:.0f}% of the "
+                f"{r['variant']} ({r['intensity']:.2g} FLOP/B, {_pct_copy(r['gbs'], bw)} of the "
                 "copy bandwidth)"
                 for r in left
             )
@@ -296,8 +466,8 @@ def decode_roofline_claim(m: Measurement) -> str:
         parts.append(
             "Right of it, where the roofline says arithmetic is the limit: "
             + ", ".join(
-                f"{r['variant']} ({r['intensity']:.2g} FLOP/B, {100 * r['gflops'] / peak:.0f}% "
-                "of the matmul rate)"
+                f"{r['variant']} ({r['intensity']:.2g} FLOP/B, "
+                f"{100 * r['gflops'] * 1e9 / peak:.2g}% of the matmul rate)"
                 for r in right
             )
             + ". A decode step's arithmetic is a one-row product per head — a matrix-vector "
@@ -313,73 +483,188 @@ def repeat_kv_claim(m: Measurement) -> str:
     for variant in ("GQA", "MQA"):
         grouped, repeated = _row(m, variant, "naive"), _row(m, variant, "naive_repeat_kv")
         if grouped and repeated:
+            c = compare(_row_timing(grouped), _row_timing(repeated))
+            verdict = f"within noise ({c.ratio:.2f}×)" if c.tie else f"{ratio_text(c)} the time"
             parts.append(
-                f"{variant} {repeated['time_us'] / grouped['time_us']:.3g}× "
-                f"({fmt.time_us(repeated['time_us'])} against {fmt.time_us(grouped['time_us'])})"
+                f"{variant}: {fmt.time_us(repeated['time_us'])} repeating against "
+                f"{fmt.time_us(grouped['time_us'])} folding, {verdict}"
             )
     if not parts:
         return ""
     return (
-        "Materialising the repeated heads with `repeat_interleave` makes the step slower by "
-        + " and ".join(parts)
-        + ": it writes and reads again a copy of the cache per query head, giving back the "
-        "bytes grouped-query attention saved."
+        "Materialising the repeated heads with `repeat_interleave` writes and reads again a "
+        "copy of the cache per query head — the bytes grouped-query attention saved. "
+        + "; ".join(parts)
+        + "."
     )
 
 
-def cache_slope_claim(m: Measurement) -> str:
-    """The tail slopes, and what each variant reads per second at the longest cache."""
+def cache_slope_claim(m: Measurement, ceilings: Sourced | Measurement | None = None) -> str:
+    """The tail slopes, what each variant reads per second at the longest cache, and — checked
+    against both ceilings — whether bytes or FLOPs explain a variant that reads slowly."""
     rows = _ok(m, "cache_sweep")
     if len(rows) < 3:
         return "Too few cache lengths ran on this device to fit a slope."
-    last, bw = rows[-1], m.facts["copy_gbs"]
-    names = [n for n in ("MHA", "GQA", "MQA") if n in m.tables["cache_sweep"].columns]
+    last = rows[-1]
+    names = _variants_of(m)
     slopes = ", ".join(f"{n} {s:.2f}" for n in names if (s := tail_slope(m, n)) is not None)
-    pct = {n: 100 * last[f"{n} GB/s"] / bw for n in names}
-    text = (
-        f"Over the longer half of the caches the log-log slopes are {slopes}. At "
-        f"{last['cache_len']} tokens the three read their caches at "
-        + ", ".join(f"{n} {last[f'{n} GB/s']:.3g} GB/s ({pct[n]:.0f}%)" for n in names)
+    text = f"Over the longer half of the caches the log-log slopes are {slopes}."
+    bw, peak = bandwidth(m, ceilings), matmul_rate(m, ceilings)
+    reads = ", ".join(f"{n} {last[f'{n} GB/s']:.3g} GB/s" for n in names)
+    if not bw:
+        return text + f" At {last['cache_len']} tokens they read their caches at {reads}."
+    pct = {n: 100 * last[f"{n} GB/s"] * 1e9 / bw for n in names}
+    text += (
+        f" At {last['cache_len']} tokens they read their caches at {reads} — "
+        + ", ".join(f"{n} {pct[n]:.0f}%" for n in names)
         + " of the measured copy bandwidth."
     )
     slow = min(pct, key=pct.get)
-    slow_slope = tail_slope(m, slow)
-    if max(pct.values()) > 2 * pct[slow] and slow_slope is not None and slow_slope > 0.8:
-        text += (
-            f" A slope near 1 says time grows with M, not why: {slow} reads far below the "
-            "copy bandwidth, so bytes are not what limits it — its time follows the FLOPs, "
-            "which grow with M and with the query heads, not the k/v heads."
+    if slow == "MHA" or "MHA" not in pct or max(pct.values()) <= 2 * pct[slow]:
+        return text
+    p = m.params
+    cost = {
+        n: decode_cost(
+            p["batch_size"],
+            p["num_heads"],
+            last["cache_len"],
+            p["head_dim"],
+            p["dtype"],
+            num_kv_heads=m.facts[f"{n}_kv_heads"],
         )
-    return text
+        for n in ("MHA", slow)
+    }
+    flop_pct = (
+        f" and computes at {100 * cost[slow].flops / (last[slow] * 1e-6) / peak:.2g}% of the "
+        "matmul rate"
+        if peak
+        else ""
+    )
+    t_mha = _timing(last["MHA"], last["MHA low"], last["MHA high"])
+    t_slow = _timing(last[slow], last[f"{slow} low"], last[f"{slow} high"])
+    c = compare(t_slow, t_mha)
+    text += (
+        f" {slow} reads far below the copy bandwidth{flop_pct}: neither roof binds it. Against "
+        f"MHA at that length its step reads {cost['MHA'].bytes / cost[slow].bytes:.3g}× fewer "
+        "bytes and does the same FLOPs"
+    )
+    if c.tie:
+        return text + (
+            f", and takes the same time within noise ({c.ratio:.2f}×): a cost that does not "
+            "depend on the k/v heads fills the step. This sweep does not measure what it is; "
+            "the profile of one step below shows where a step's time goes."
+        )
+    return text + (
+        f", and takes {ratio_text(c)} less time — less than the bytes fell, more than the "
+        "FLOPs did: its time follows neither alone. This sweep does not measure what fills "
+        "the rest; the profile of one step below shows where a step's time goes."
+    )
 
 
-def batch_claim(m: Measurement) -> str:
-    """What batching does to time per step, time per token and tokens per second."""
+def _token_timing(r: dict) -> Timing:
+    b = r["batch_size"]
+    return _timing(r["step_us"] / b, r["step_low_us"] / b, r["step_high_us"] / b)
+
+
+def batch_claim(m: Measurement, ceilings: Sourced | Measurement | None = None) -> str:
+    """What batching does to time per step and per token; from which batch on it gains
+    nothing more on this device (consecutive per-token times within noise)."""
     rows = _ok(m, "batch_sweep")
     if len(rows) < 2:
         return "Too few batch sizes ran on this device to compare."
     first, last = rows[0], rows[-1]
-    return (
+    gain = compare(_token_timing(last), _token_timing(first))
+    text = (
         f"From batch {first['batch_size']} to {last['batch_size']} the bytes per step grow "
         f"{last['bytes_mb'] / first['bytes_mb']:.3g}× and the time per step "
         f"{last['step_us'] / first['step_us']:.3g}×, so the time per token goes from "
-        f"{fmt.time_us(first['token_us'])} to {fmt.time_us(last['token_us'])} "
-        f"(**{first['token_us'] / last['token_us']:.3g}×** the throughput, "
-        f"{last['tokens_per_s']:.3g} against {first['tokens_per_s']:.3g} tokens/s per layer)."
+        f"{fmt.time_us(first['token_us'])} to {fmt.time_us(last['token_us'])}: "
+        + (
+            f"within noise ({gain.ratio:.2f}×)."
+            if gain.tie
+            else f"**{ratio_text(gain)}** the throughput per layer."
+        )
+    )
+    # The first batch from which no larger one is faster per token beyond the noise.
+    flat = next(
+        (
+            r
+            for i, r in enumerate(rows)
+            if all(
+                compare(_token_timing(later), _token_timing(r)).tie
+                or compare(_token_timing(later), _token_timing(r)).ratio < 1
+                for later in rows[i + 1 :]
+            )
+        ),
+        rows[-1],
+    )
+    bw = bandwidth(m, ceilings)
+    where = f" device ({m.provenance.device.label})"
+    if flat is rows[-1]:
+        return text + (
+            f" On this{where} the time per token still falls beyond the noise up to the largest "
+            f"batch measured ({last['batch_size']}): batching has not run out of gains here."
+        )
+    reads = (
+        f", where a step reads at {_pct_copy(flat['gbs'], bw)} of the copy bandwidth" if bw else ""
+    )
+    return text + (
+        f" On this{where}, from batch {flat['batch_size']} on no larger batch decodes a token "
+        f"faster beyond the noise{reads}: batching gains nothing more here."
     )
 
 
-def prefill_vs_decode_claim(m: Measurement) -> str:
-    """Time per token and achieved rates of prefill against token-by-token decode."""
+def prefill_vs_decode_claim(m: Measurement, ceilings: Sourced | Measurement | None = None) -> str:
+    """Time per token of prefill against token-by-token decode, and decode's time split into
+    what its bytes need at the copy bandwidth and what n steps cost with nothing to read."""
     pre, dec = m.tables["prefill_vs_decode"].records()
-    return (
-        f"The same {pre['tokens']} tokens cost **{fmt.time_us(pre['token_us'])} each in "
-        f"prefill** and **{fmt.time_us(dec['token_us'])} each decoded one at a time** — "
-        f"{dec['token_us'] / pre['token_us']:.3g}× more, for the same useful FLOPs. Prefill "
-        f"runs them at {pre['gflops']:.3g} GFLOP/s with {pre['intensity']:.3g} FLOP per byte; "
-        f"decode at {dec['gflops']:.3g} GFLOP/s with {dec['intensity']:.2g} FLOP per byte, "
-        f"because every step reads the whole cache again for one query."
+    t_pre = _timing(pre["total_ms"], pre["low_ms"], pre["high_ms"])
+    t_dec = _timing(dec["total_ms"], dec["low_ms"], dec["high_ms"])
+    c = compare(t_pre, t_dec)
+    n = dec["tokens"]
+    text = (
+        f"The same {n} tokens cost **{fmt.time_us(pre['token_us'])} each in prefill** and "
+        f"**{fmt.time_us(dec['token_us'])} each decoded one at a time** — "
+        f"{ratio_text(c)} the time, for the same useful FLOPs. Prefill runs them at "
+        f"{pre['gflops']:.3g} GFLOP/s with {pre['intensity']:.3g} FLOP per byte; decode at "
+        f"{dec['gflops']:.3g} GFLOP/s with {dec['intensity']:.2g} FLOP per byte: it moves "
+        f"{dec['bytes_mb'] / pre['bytes_mb']:.3g}× prefill's bytes, the cache re-read at every "
+        "step."
     )
+    bw = bandwidth(m, ceilings)
+    floor = m.facts.get("floor_us")
+    total_us = dec["total_ms"] * 1e3
+    if not bw or floor is None:
+        return text + (
+            " How much of decode's time those bytes explain needs the copy bandwidth of this "
+            "device, which `machine_ceilings` has not measured here."
+        )
+    bytes_us = dec["bytes_mb"] * 1e6 / bw * 1e6
+    steps_us = n * floor
+    if bytes_us + m.facts["floor_low_us"] * n > dec["high_ms"] * 1e3:
+        return text + (
+            f" How much of that time is bytes and how much per-step cost is not stated: on this "
+            f"run the bytes at the copy bandwidth plus {n} steps on a one-token cache (each "
+            f"{fmt.time_us(floor)}, against {fmt.time_us(dec['token_us'])} for an average step "
+            "of the whole decode) add up to more than decoding took, beyond the noise, so the "
+            "one-token step is no floor here; the machine's load (in the raw data) is the suspect."
+        )
+    text += (
+        f" Is that why decode is slow? At the measured copy bandwidth "
+        f"({ceiling(ceilings, BANDWIDTH)}) its {fmt.nbytes(dec['bytes_mb'] * 1e6)} take "
+        f"**{fmt.time_us(bytes_us)}, {fmt.percent(bytes_us / total_us)}** of the "
+        f"{fmt.time_us(total_us)} decoding took. A decode step on a one-token cache, with "
+        f"nothing to read, takes {_time_range(floor, m.facts['floor_low_us'], m.facts['floor_high_us'])}; "
+        f"{n} of them are **{fmt.time_us(steps_us)}, {fmt.percent(steps_us / total_us)}**: "
+        f"per-step overhead. Together the two parts account for "
+        f"{fmt.percent((bytes_us + steps_us) / total_us)} of the measured time"
+    )
+    if steps_us > bytes_us:
+        return text + (
+            ": here decode is slow mostly because it takes a step per token, not because of "
+            "what each step reads."
+        )
+    return text + ": here the bytes, re-read at every step, are most of decode's time."
 
 
 def decode_step_overhead(m: Measurement) -> str:
@@ -389,17 +674,23 @@ def decode_step_overhead(m: Measurement) -> str:
     matmuls = sum(
         s.time_us for s in m.steps if s.label in ("attention.scores", "attention.weighted_sum")
     )
-    unprofiled = fmt.time_us(m.timing.median_us) if m.timing else "—"
+    f = m.facts
+    unprofiled = (
+        _time_range(f["profiled_step_us"], f["profiled_step_low_us"], f["profiled_step_high_us"])
+        if "profiled_step_us" in f
+        else "—"
+    )
     return (
-        f"Unprofiled, one decode step at a cache of {m.facts['profiled_cache_len']} tokens takes "
-        f"{unprofiled}. Under the profiler its six labelled ranges add up to "
-        f"{fmt.time_us(total)}; `{busiest.label}` is the largest at "
-        f"{fmt.time_us(busiest.time_us)}, and the two matmuls that read the cache take "
-        f"{fmt.percent(matmuls / total) if total else '—'} of the total."
+        f"Unprofiled, one decode step at a cache of {f['profiled_cache_len']} tokens on the "
+        f"naive path takes {unprofiled} (timed in the same rounds as the table). Under the "
+        f"profiler its six labelled ranges add up to {fmt.time_us(total)}; `{busiest.label}` is "
+        f"the largest at {fmt.time_us(busiest.time_us)}, and the two matmuls that read the "
+        f"cache take {fmt.percent(matmuls / total) if total else '—'} of the total."
     )
 
 
 __all__ = [
+    "bandwidth",
     "batch_claim",
     "cache_slope_claim",
     "decode_bandwidth_claim",
@@ -412,9 +703,11 @@ __all__ = [
     "decode_variants_claim",
     "decode_variants_figure",
     "decode_variants_table",
+    "matmul_rate",
     "prefill_vs_decode_claim",
     "prefill_vs_decode_table",
     "repeat_kv_claim",
     "ridge_point",
+    "sdpa_ops_note",
     "tail_slope",
 ]

@@ -5,15 +5,27 @@
 from __future__ import annotations
 
 from attention_docs.cost import itemsize
+from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.profiling.timing import Timing, compare
 from attention_docs.render import _format as fmt
+from attention_docs.render import compare as compare_render
 from attention_docs.render.caption import caption_html
 from attention_docs.render.claims import device_note
+from attention_docs.render.compare import ratio_text
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.plots import line_figure, loglog_slope
 from attention_docs.render.tables import markdown_table
-from attention_docs.tiling import DIAGONAL, SKIPPED, tile_counts, tile_grid
+from attention_docs.tiling import (
+    DEFAULT_BLOCK,
+    DIAGONAL,
+    OUTSIDE_RANGES,
+    SKIPPED,
+    tile_counts,
+    tile_grid,
+)
 
+FA3_NAME = "SDPA flash, FA3"  # as experiments/flash.py names it
 TILE_COLORS = {"computed": "#0072B2", DIAGONAL: "#E69F00", SKIPPED: "none"}
 
 
@@ -193,35 +205,75 @@ def _impl(m: Measurement) -> dict[str, dict]:
     return {r["implementation"]: r for r in m.tables["implementations"].records()}
 
 
-def implementations_table(sourced: Sourced) -> str:
-    """Time, peak memory and error of naive, tiled and SDPA flash at the measured shape."""
+def _m(source: Sourced | Measurement) -> Measurement:
+    return source.measurement if isinstance(source, Sourced) else source
+
+
+def _forward_cell(times: Sourced | Measurement, m: Measurement, implementation: str) -> str:
+    """`implementation`'s forward time at `m`'s shape, from the forward_times entry."""
+    t = _m(times)
+    if t.device_id != m.device_id:
+        return f"— (forward_times was not measured on {m.provenance.device.label})"
+    try:
+        return compare_render.forward_time(t, implementation, fwd.Shape.of(m.params))
+    except fwd.NotMeasuredError:
+        return "— (this shape is not in forward_times' grid)"
+
+
+def _row_timing(r: dict, median: str = "time_us") -> Timing:
+    """A table row's median and round range as a Timing (for `compare`)."""
+    return Timing(
+        median_us=r[median],
+        iqr_us=0.0,
+        runs=0,
+        method="",
+        rounds_us=(r["low_us"], r[median], r["high_us"]),
+    )
+
+
+def _ms(us: float) -> str:
+    """Microseconds as milliseconds, three significant digits, never in e-notation."""
+    ms = us / 1e3
+    return f"{ms:.0f}" if ms >= 1000 else f"{ms:.3g}"
+
+
+def _ms_range(median: float, low: float, high: float) -> str:
+    """`9.62 (9.50–9.81)`, in ms: the median and the slowest–fastest round."""
+    return f"{_ms(median)} ({_ms(low)}–{_ms(high)})"
+
+
+def implementations_table(sourced: Sourced, times: Sourced) -> str:
+    """Forward time (from forward_times), peak memory and error of naive, tiled and SDPA flash."""
     m = sourced.measurement
     rows = []
-    naive = next(iter(_impl(m).values()))
+    naive = _impl(m).get(fwd.NAIVE)
     for r in m.tables["implementations"].records():
         if r["status"] != "ok":
-            rows.append([r["implementation"], "—", "—", "—", "—", r["status"]])
+            rows.append([r["implementation"], r["status"], "—", "—", "—"])
             continue
+        less = (
+            f"{naive['peak_bytes'] / r['peak_bytes']:.1f}×"
+            if naive and naive["peak_bytes"] and r["peak_bytes"]
+            else "—"
+        )
         rows.append(
             [
                 r["implementation"],
-                fmt.time_us(r["time_us"]),
+                _forward_cell(times, m, r["implementation"]),
                 fmt.nbytes(r["peak_bytes"]),
-                f"{naive['peak_bytes'] / r['peak_bytes']:.1f}×" if r["peak_bytes"] else "—",
+                less,
                 f"{r['rel_error']:.1e}",
-                "ok",
             ]
         )
     header = [
         "Implementation",
-        "Time / forward",
+        "Forward time (forward_times: median; slowest–fastest round)",
         "Peak memory",
         "Less memory than naive",
         "Error vs float64",
-        "Status",
     ]
-    what = "Three ways to compute the same attention."
-    return markdown_table(header, rows, "lrrrrl") + "\n\n" + caption_html(sourced, what)
+    what = "Three ways to compute the same attention; times from the forward_times entry."
+    return markdown_table(header, rows, "llrrr") + "\n\n" + caption_html(sourced, what)
 
 
 def traffic_table(sourced: Sourced) -> str:
@@ -239,9 +291,12 @@ def traffic_table(sourced: Sourced) -> str:
 
 
 def memory_claim(m: Measurement) -> str:
-    """Peak memory of naive vs tiled vs SDPA, and how each grows with seq_len."""
-    impl = list(_impl(m).values())
-    naive, tiled = impl[0], impl[1]
+    """Peak memory of naive vs tiled vs SDPA, how each grows with seq_len, and what is live
+    at the peaks where the tiled loop needs more than naive."""
+    impl = _impl(m)
+    naive, tiled, sdpa = (impl.get(n) for n in (fwd.NAIVE, fwd.TILED, fwd.SDPA_FLASH))
+    if not (naive and tiled and naive["peak_bytes"] and tiled["peak_bytes"]):
+        return "Naive or tiled attention did not run here; see the notes under the table."
     p = m.params
     score_matrix = p["batch_size"] * p["num_heads"] * p["seq_len"] ** 2 * itemsize(p["dtype"])
     text = (
@@ -252,7 +307,6 @@ def memory_claim(m: Measurement) -> str:
         f"**{fmt.nbytes(tiled['peak_bytes'])}** "
         f"({naive['peak_bytes'] / tiled['peak_bytes']:.1f}× less)"
     )
-    sdpa = impl[2] if len(impl) > 2 else None
     if sdpa and sdpa["status"] == "ok":
         text += f", and SDPA's flash backend at {fmt.nbytes(sdpa['peak_bytes'])}."
     else:
@@ -267,8 +321,73 @@ def memory_claim(m: Measurement) -> str:
         text += (
             f" Over seq_len {xs[0]}–{xs[-1]}, naive's peak grows with slope "
             f"**{slopes['naive']:.2f}** on a log-log plot (quadratic is 2), the tiled loop's with "
-            f"**{slopes['tiled']:.2f}**: its extra memory is a few tiles plus the output, linear "
-            "in seq_len at most."
+            f"**{slopes['tiled']:.2f}**."
+        )
+    crossing = peak_crossing_claim(m)
+    return text + (" " + crossing if crossing else "")
+
+
+def _live_groups(m: Measurement, implementation: str, seq_len: int) -> list[dict]:
+    if "live_at_peak" not in m.tables:
+        return []
+    return [
+        r
+        for r in m.tables["live_at_peak"].records()
+        if r["implementation"] == implementation and r["seq_len"] == seq_len
+    ]
+
+
+def _live_text(groups: list[dict]) -> str:
+    tensors = sum(g["tensors"] for g in groups)
+    nbytes = sum(g["bytes"] for g in groups)
+    parts = ", ".join(
+        f"{g['tensors']} from {'`' + g['phase'] + '`' if g['phase'] != OUTSIDE_RANGES else g['phase']}"
+        for g in groups
+    )
+    return f"{tensors} tensors, {fmt.nbytes(nbytes)} ({parts})"
+
+
+def peak_crossing_claim(m: Measurement) -> str:
+    """Where the tiled loop's peak is above naive's, and what the allocation events show is
+    live at both peaks there. Empty when the loop is below naive at every length."""
+    rows = m.tables["memory_by_seq_len"].records()
+    above = [
+        r for r in rows if r["naive_peak"] and r["tiled_peak"] and r["tiled_peak"] > r["naive_peak"]
+    ]
+    if not above:
+        return ""
+    lengths = " and ".join(str(r["seq_len"]) for r in above)
+    text = f"At the short end it goes the other way: at seq_len {lengths} the tiled loop's peak is above naive's."
+    first = above[0]
+    n = first["seq_len"]
+    naive_live, tiled_live = _live_groups(m, fwd.NAIVE, n), _live_groups(m, fwd.TILED, n)
+    if not (naive_live and tiled_live):
+        return text
+    text += (
+        f" At seq_len {n}, the profiler's allocation events, allocations paired with their frees, "
+        f"show what is live at each peak: naive attention holds {_live_text(naive_live)}; the "
+        f"tiled loop {_live_text(tiled_live)}."
+    )
+    outside = next((g for g in tiled_live if g["phase"] == OUTSIDE_RANGES), None)
+    p = m.params
+    if outside:
+        upcast = ", and the float32 copies of q, k and v" if p["dtype"] != "float32" else ""
+        text += (
+            f" The {fmt.nbytes(outside['bytes'])} from outside the four phases is what the loop "
+            f"allocates around them — the output and its log-sum-exp, and per query tile the "
+            f"scaled query tile and its running statistics{upcast}."
+        )
+    if p["block_q"] >= n and p["block_k"] >= n:
+        text += (
+            f" With {p['block_q']}×{p['block_k']} tiles, one tile is the whole {n}×{n} score "
+            "matrix: at this length tiling has nothing to save, and the loop's extra tensors "
+            "are pure cost."
+        )
+    else:
+        share = min(p["block_q"], n) * min(p["block_k"], n) / (n * n)
+        text += (
+            f" A {p['block_q']}×{p['block_k']} tile is {fmt.percent(share)} of the {n}×{n} "
+            "score matrix here: the loop's fixed tensors weigh more than what the tiles save."
         )
     return text
 
@@ -278,52 +397,61 @@ def traffic_claim(m: Measurement) -> str:
     naive, loop, fused = (r["bytes"] for r in m.tables["traffic"].records())
     return (
         f"Run as one eager op per line, the tiled loop moves **{loop / naive:.2f}×** the bytes of "
-        f"naive attention: every score tile is still written to memory and read back by the next "
-        f"op. The same tiles in one fused kernel move **{fused / naive:.2f}×**: only q, k, v, the "
-        "output and the log-sum-exp travel, and k and v once per query tile."
+        f"naive attention by the cost model: every score tile is still written to memory and "
+        f"read back by the next op. The same tiles in one fused kernel move "
+        f"**{fused / naive:.2f}×**: only q, k, v, the output and the log-sum-exp travel, and k "
+        "and v once per query tile."
     )
 
 
-def time_claim(m: Measurement) -> str:
-    """The tiled loop's time against naive and SDPA."""
-    impl = list(_impl(m).values())
-    naive, tiled = impl[0], impl[1]
-    if naive["status"] != "ok" or tiled["status"] != "ok":
-        return ""
-    ratio = tiled["time_us"] / naive["time_us"]
-    speed = f"{ratio:.1f}× slower than" if ratio >= 1 else f"{1 / ratio:.1f}× faster than"
-    text = (
-        f"The tiled loop takes **{fmt.time_us(tiled['time_us'])}** per forward, {speed} naive "
-        f"attention ({fmt.time_us(naive['time_us'])})"
-    )
-    sdpa = impl[2] if len(impl) > 2 else None
-    if sdpa and sdpa["status"] == "ok":
-        text += (
-            f"; SDPA's flash backend, the same algorithm compiled into one kernel, takes "
-            f"**{fmt.time_us(sdpa['time_us'])}** ({naive['time_us'] / sdpa['time_us']:.1f}× "
-            "faster than naive)."
+def time_claim(m: Measurement, times: Sourced | Measurement) -> str:
+    """The tiled loop's forward time against naive and SDPA, from the forward_times entry."""
+    t = _m(times)
+    shape = fwd.Shape.of(m.params)
+    if t.device_id != m.device_id:
+        return (
+            f"The forward times of this shape come from the `forward_times` entry, which has "
+            f"no measurement on {m.provenance.device.label}."
         )
-    else:
-        text += "."
+    try:
+        fwd.status(t, fwd.TILED, shape)
+    except fwd.NotMeasuredError:
+        return f"`forward_times` does not time this shape ({shape.text()})."
+    text = (
+        f"Without the profiler (the site's one forward-time entry, `forward_times`, "
+        f"{t.facts.get('rounds', 3)} interleaved rounds), the tiled loop takes "
+        f"**{compare_render.forward_time(t, fwd.TILED, shape)}** per forward and naive attention "
+        f"{compare_render.forward_time(t, fwd.NAIVE, shape)}: "
+        f"{compare_render.speedup(t, fwd.NAIVE, fwd.TILED, shape)}. SDPA's flash backend, the same "
+        f"algorithm compiled into one kernel, takes {compare_render.forward_time(t, fwd.SDPA_FLASH, shape)}: "
+        f"{compare_render.speedup(t, fwd.SDPA_FLASH, fwd.NAIVE, shape)}."
+    )
+    p = m.params
+    if (p["block_q"], p["block_k"]) != (DEFAULT_BLOCK, DEFAULT_BLOCK):
+        text += (
+            f" (`forward_times` runs the loop with its default {DEFAULT_BLOCK}×{DEFAULT_BLOCK} "
+            f"tiles; this page's profile used {p['block_q']}×{p['block_k']}.)"
+        )
     return text
 
 
-def profiler_overhead(m: Measurement) -> str:
+def profiler_overhead(m: Measurement, times: Sourced | Measurement) -> str:
     """The profiled time of the phases against the unprofiled forward, and why they differ."""
     total = sum(s.time_us for s in m.steps)
-    if m.timing is None or not total:
+    if not total:
         return ""
     ops = m.facts.get("ops_per_forward")
     kernels = m.facts.get("kernels_per_forward")
     text = (
         f"Under the profiler the four phases add up to **{fmt.time_us(total)}** per forward; "
-        f"without it, the whole forward takes **{fmt.time_us(m.timing.median_us)}**. "
+        f"without it, the whole forward takes {_forward_cell(times, m, fwd.TILED)} "
+        "(`forward_times`). "
     )
     if m.device_kind == "cuda":
         return text + (
             f"The table's time is GPU time, summed over the **{kernels}** kernels one forward "
-            f"launched ({ops} ATen ops recorded on the CPU side): the GPU is busy for a fraction "
-            "of the forward and waits for launches the rest of it."
+            f"launched ({ops} ATen ops recorded on the CPU side): the GPU is busy for that "
+            "much of the forward, and the rest is time between kernels."
         )
     return text + (
         f"The profiler records every op with its input shapes and allocations, and one forward "
@@ -332,15 +460,21 @@ def profiler_overhead(m: Measurement) -> str:
     )
 
 
+def _swept(values: list, name: str) -> str:
+    return f"{name} swept {values[0]}–{values[-1]}" if len(values) > 1 else f"{name}={values[0]}"
+
+
 def memory_figure(sourced: Sourced) -> str:
     """Peak memory against seq_len for the three implementations, log-log with fitted slopes."""
+    xs = sourced.measurement.tables["memory_by_seq_len"].column("seq_len")
     return line_figure(
         sourced,
         "memory_by_seq_len",
         x="seq_len",
         ys=("naive_peak", "tiled_peak", "sdpa_flash_peak"),
         labels=("naive", "tiled loop", "SDPA flash"),
-        what="Peak memory against sequence length.",
+        what=f"Peak memory against sequence length ({_swept(xs, 'seq_len')}; the other "
+        "parameters as listed).",
         ylabel="peak memory (bytes)",
         logx=True,
         logy=True,
@@ -348,55 +482,84 @@ def memory_figure(sourced: Sourced) -> str:
     )
 
 
+def _blocks(m: Measurement) -> list[dict]:
+    return [r for r in m.tables["blocks"].records() if r["status"] == "ok"]
+
+
+def _blocks_what(m: Measurement, what: str) -> str:
+    blocks = m.tables["blocks"].column("block")
+    return f"{what} ({_swept(blocks, 'block_q = block_k')} at seq_len={m.params['seq_len']})."
+
+
 def block_table(sourced: Sourced) -> str:
-    """The block sweep: tiles, time, peak memory, modelled bytes and on-chip working set."""
+    """The block sweep: tiles, time with its spread, peak memory, modelled bytes, working set."""
     m = sourced.measurement
-    rows = [
-        [
-            f"{r['block']}×{r['block']}",
-            str(r["tiles_computed"]) if r["tiles_computed"] is not None else "—",
-            fmt.percent(r["scores_computed"]) if r["scores_computed"] is not None else "—",
-            fmt.time_us(r["time_us"]) if r["time_us"] is not None else r["status"],
-            fmt.nbytes(r["peak_bytes"]),
-            fmt.nbytes(r["loop_bytes"]),
-            fmt.nbytes(r["fused_bytes"]),
-            fmt.nbytes(r["tile_working_set"]),
-        ]
-        for r in m.tables["blocks"].records()
-    ]
+    rows = []
+    for r in m.tables["blocks"].records():
+        if r["status"] != "ok":
+            rows.append([f"{r['block']}×{r['block']}", r["status"], "—", "—", "—", "—"])
+            continue
+        rows.append(
+            [
+                f"{r['block']}×{r['block']}",
+                f"{r['tiles_computed']} ({fmt.percent(r['scores_computed'])})",
+                _ms_range(r["time_us"], r["low_us"], r["high_us"]),
+                fmt.nbytes(r["peak_bytes"]),
+                fmt.nbytes(r["fused_bytes"]),
+                fmt.nbytes(r["tile_working_set"]),
+            ]
+        )
     header = [
         "Tile",
-        "Tiles computed",
-        "Scores computed",
-        "Time / forward",
+        "Tiles computed (share of scores)",
+        "Time / forward (ms: median; slowest–fastest round)",
         "Peak memory",
-        "Bytes: eager loop (model)",
-        "Bytes: fused kernel (model)",
+        "Fused kernel's bytes (model)",
         "On-chip tile set (model)",
     ]
-    return (
-        markdown_table(header, rows)
-        + "\n\n"
-        + caption_html(sourced, "The tiled loop at each block size.")
-    )
+    what = _blocks_what(m, "The tiled loop at each block size, timed in interleaved rounds")
+    return markdown_table(header, rows, "lrrrrr") + "\n\n" + caption_html(sourced, what)
 
 
 def block_time_figure(sourced: Sourced) -> str:
-    return line_figure(
-        sourced,
-        "blocks",
-        x="block",
-        ys=("time_us",),
-        labels=("tiled loop, time per forward",),
-        what="Time of the tiled loop against the block size.",
-        xlabel="block_q = block_k",
-        ylabel="time per forward (µs)",
-        logx=True,
-        logy=True,
-    )
+    """Time per forward against the block size, each point with its slowest–fastest round."""
+    m = sourced.measurement
+    rows = _blocks(m)
+    what = _blocks_what(m, "Time of the tiled loop against the block size; bars: round range")
+    with new_figure(7.0, 3.4) as fig:
+        ax = fig.add_subplot()
+        xs = [r["block"] for r in rows]
+        ys = [r["time_us"] / 1e3 for r in rows]
+        lows = [(r["time_us"] - r["low_us"]) / 1e3 for r in rows]
+        highs = [(r["high_us"] - r["time_us"]) / 1e3 for r in rows]
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=[lows, highs],
+            marker="o",
+            markersize=4,
+            capsize=3,
+            color=SERIES_COLORS[0],
+            linewidth=1.4,
+            label="tiled loop, time per forward (median of rounds)",
+        )
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.set_xlabel("block_q = block_k")
+        ax.set_ylabel("time per forward (ms)")
+        ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
+        ax.spines[["top", "right"]].set_visible(False)
+        ax.legend(frameon=False, fontsize=8)
+        alt = f"{what} " + "; ".join(
+            f"{r['block']}: {_ms_range(r['time_us'], r['low_us'], r['high_us'])} ms" for r in rows
+        )
+        svg = to_svg(fig, alt)
+    return figure_html(svg, sourced, what)
 
 
 def block_bytes_figure(sourced: Sourced) -> str:
+    m = sourced.measurement
     return line_figure(
         sourced,
         "blocks",
@@ -407,7 +570,7 @@ def block_bytes_figure(sourced: Sourced) -> str:
             "fused kernel's traffic (model)",
             "on-chip bytes per program (model)",
         ),
-        what="What a larger block buys and costs.",
+        what=_blocks_what(m, "What a larger block buys and costs"),
         xlabel="block_q = block_k",
         ylabel="bytes",
         logx=True,
@@ -416,29 +579,64 @@ def block_bytes_figure(sourced: Sourced) -> str:
 
 
 def block_claim(m: Measurement) -> str:
-    """How time, work, peak memory and the fused traffic change with the block size."""
-    rows = [r for r in m.tables["blocks"].records() if r["status"] == "ok"]
+    """How time, work, peak memory and the fused traffic change with the block size; a
+    difference inside the rounds' range is called a tie."""
+    rows = _blocks(m)
     if len(rows) < 2:
         return ""
     a, b = rows[0], rows[-1]
     best = min(rows, key=lambda r: r["time_us"])
+    ta, tbest, tb = _row_timing(a), _row_timing(best), _row_timing(b)
     text = (
-        f"From {a['block']}×{a['block']} to {b['block']}×{b['block']} tiles, the loop runs "
-        f"{a['tiles_computed']} → {b['tiles_computed']} tiles, and its time falls from "
-        f"**{fmt.time_us(a['time_us'])}** to **{fmt.time_us(best['time_us'])}** at "
-        f"{best['block']}×{best['block']}: fewer tiles, fewer ops, less per-op overhead."
+        f"From {a['block']}×{a['block']} to {b['block']}×{b['block']} tiles, the loop computes "
+        f"{a['tiles_computed']} → {b['tiles_computed']} tiles. "
     )
-    if best is not b:
-        text += f" It rises again to {fmt.time_us(b['time_us'])} at {b['block']}×{b['block']}"
-        if m.params["causal"] and b["scores_computed"] > a["scores_computed"]:
+    if best is a:
+        c = compare(ta, tb)
+        text += (
+            f"Its time is lowest with the smallest tiles, {fmt.time_us(a['time_us'])}; at "
+            f"{b['block']}×{b['block']} it is {ratio_text(c)} that."
+        )
+    else:
+        fall = compare(tbest, ta)
+        if fall.tie:
             text += (
-                f", in part because large tiles skip less of the masked triangle: they compute "
-                f"{fmt.percent(b['scores_computed'])} of the scores, against "
-                f"{fmt.percent(a['scores_computed'])} with {a['block']}×{a['block']} tiles"
+                f"Its time does not change beyond the noise: {fmt.time_us(a['time_us'])} at "
+                f"{a['block']}×{a['block']}, {fmt.time_us(best['time_us'])} at "
+                f"{best['block']}×{best['block']} ({ratio_text(fall)})."
             )
-        text += "."
+        else:
+            text += (
+                f"Its time falls from **{fmt.time_us(a['time_us'])}** to "
+                f"**{fmt.time_us(best['time_us'])}** at {best['block']}×{best['block']}, "
+                f"{ratio_text(fall)} less, while the tile count falls "
+                f"{a['tiles_computed'] / best['tiles_computed']:.3g}×."
+            )
+        after = [r for r in rows if r["block"] > best["block"]]
+        ties = [r for r in after if compare(tbest, _row_timing(r)).tie]
+        slower = [r for r in after if not compare(tbest, _row_timing(r)).tie]
+        if ties:
+            text += (
+                " "
+                + ", ".join(f"{r['block']}×{r['block']}" for r in ties)
+                + f" {'is' if len(ties) == 1 else 'are'} within noise of that best time "
+                "(their round ranges overlap)."
+            )
+        if slower:
+            last = slower[-1]
+            text += (
+                f" At {last['block']}×{last['block']} it is slower again: "
+                f"{fmt.time_us(last['time_us'])}, {ratio_text(compare(tbest, _row_timing(last)))} "
+                "the best."
+            )
+    if m.params["causal"] and b["scores_computed"] > a["scores_computed"]:
+        text += (
+            f" Larger tiles skip less of the masked triangle: {b['block']}×{b['block']} tiles "
+            f"compute {fmt.percent(b['scores_computed'])} of the scores, "
+            f"{a['block']}×{a['block']} tiles {fmt.percent(a['scores_computed'])}."
+        )
     return text + (
-        f" Peak memory rises from {fmt.nbytes(a['peak_bytes'])} to "
+        f" Peak memory goes from {fmt.nbytes(a['peak_bytes'])} to "
         f"{fmt.nbytes(b['peak_bytes'])}. For a fused kernel the same step cuts the modelled "
         f"traffic {a['fused_bytes'] / b['fused_bytes']:.1f}× (k and v are re-read once per "
         f"query tile) but grows each program's on-chip set from "
@@ -447,8 +645,198 @@ def block_claim(m: Measurement) -> str:
     )
 
 
-def triton_section(sourced: Sourced) -> str:
-    """On a GPU measurement: the kernel table and a claim. On a CPU one: what is missing, and
+# The Triton comparison. Kernel times are the experiment's; the matmul ceiling is
+# machine_ceilings' (the number chapter 03 states), and only from the same device.
+
+
+def _kernel_rows(m: Measurement) -> list[dict]:
+    return m.tables["kernels"].records()
+
+
+def _kernel_names(m: Measurement) -> list[str]:
+    names = []
+    for r in _kernel_rows(m):
+        if r["implementation"] not in names:
+            names.append(r["implementation"])
+    return names
+
+
+def _kernel(m: Measurement, n: int, name: str) -> dict | None:
+    return next(
+        (r for r in _kernel_rows(m) if r["seq_len"] == n and r["implementation"] == name), None
+    )
+
+
+def _ok_timing(r: dict | None) -> Timing | None:
+    if r is None or r["status"] != "ok" or r["median_us"] is None:
+        return None
+    return _row_timing(r, "median_us")
+
+
+def matmul_ceiling_key(m: Measurement) -> str:
+    return f"peak_flops_{m.params['dtype']}"
+
+
+def _ceiling(m: Measurement, ceilings: Sourced | Measurement | None) -> tuple[float, float] | None:
+    """The measured matmul ceiling of `m`'s dtype on `m`'s device: (median, fastest round)."""
+    if ceilings is None:
+        return None
+    c = _m(ceilings)
+    key = matmul_ceiling_key(m)
+    if c.device_id != m.device_id or key not in c.facts:
+        return None
+    return c.facts[key], c.facts.get(f"{key}_high", c.facts[key])
+
+
+def _tflops(rate: float) -> str:
+    """FLOP/s in TFLOP/s: `512`, `47.3`."""
+    v = rate / 1e12
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def flop_rate_text(rate: float, ceiling: tuple[float, float] | None) -> str:
+    """`512 TFLOP/s (73% of the matmul ceiling)`, or a refusal when the rate is above the
+    ceiling's fastest round: such a measurement is suspect (a wrong FLOP count, a kernel that
+    skipped work, a timer that missed it), not a kernel beating the ceiling."""
+    text = f"{_tflops(rate)} TFLOP/s"
+    if ceiling is None:
+        return text
+    median, fastest = ceiling
+    if rate > fastest:
+        return f"suspect: {text} is above the measured matmul ceiling"
+    return f"{text} ({100 * rate / median:.0f}% of the matmul ceiling)"
+
+
+def _rate(r: dict) -> float:
+    return r["flops"] / (r["median_us"] * 1e-6)
+
+
+def kernel_table(sourced: Sourced) -> str:
+    """Kernel time of each implementation per seq_len, with the rounds' range."""
+    m = sourced.measurement
+    names = _kernel_names(m)[:5]
+    lengths = sorted({r["seq_len"] for r in _kernel_rows(m)})
+    rows = []
+    for n in lengths:
+        cells = [str(n)]
+        for name in names:
+            r = _kernel(m, n, name)
+            if r is None:
+                cells.append("—")
+            elif _ok_timing(r) is None:
+                cells.append(r["status"])
+            else:
+                cells.append(_ms_range(r["median_us"], r["low_us"], r["high_us"]))
+        rows.append(cells)
+    header = ["seq_len", *(f"{n} (ms)" for n in names)]
+    what = "Kernel time: median over rounds (slowest–fastest round), L2 flushed before each call."
+    return markdown_table(header, rows, "r" * len(header)) + "\n\n" + caption_html(sourced, what)
+
+
+def kernel_rate_table(sourced: Sourced, ceilings: Sourced | None) -> str:
+    """Achieved FLOP rates of Triton and SDPA flash against the matmul ceiling, and their
+    time ratio with its range (a tie when the rounds overlap)."""
+    m = sourced.measurement
+    ceiling = _ceiling(m, ceilings)
+    rows = []
+    for n in sorted({r["seq_len"] for r in _kernel_rows(m)}):
+        tri, sdpa = _kernel(m, n, fwd.TRITON), _kernel(m, n, fwd.SDPA_FLASH)
+        cells = [str(n)]
+        for r in (tri, sdpa):
+            cells.append(flop_rate_text(_rate(r), ceiling) if _ok_timing(r) else "—")
+        t_tri, t_sdpa = _ok_timing(tri), _ok_timing(sdpa)
+        cells.append(ratio_text(compare(t_sdpa, t_tri)) if t_tri and t_sdpa else "—")
+        rows.append(cells)
+    header = ["seq_len", "Triton", "SDPA flash", "Triton time ÷ SDPA flash time"]
+    what = "Achieved FLOP rate (median time) against the matmul ceiling of machine_ceilings."
+    return markdown_table(header, rows, "rrrr") + "\n\n" + caption_html(sourced, what)
+
+
+def _precision_text(m: Measurement) -> str:
+    precision = m.facts.get("input_precision")
+    if precision is None:
+        return (
+            f"{m.params['dtype']} inputs go to the tensor cores as they are, with float32 "
+            "accumulation"
+        )
+    return f'float32 inputs with `input_precision="{precision}"`' + (
+        " (exact float32 products, no tensor cores)" if precision == "ieee" else ""
+    )
+
+
+def kernel_claim(m: Measurement, ceilings: Sourced | Measurement | None) -> str:
+    """Triton against SDPA flash at the longest length: rates, the ceiling, the ratio."""
+    ceiling = _ceiling(m, ceilings)
+    lengths = sorted({r["seq_len"] for r in _kernel_rows(m) if _ok_timing(r)})
+    usable = [n for n in lengths if _ok_timing(_kernel(m, n, fwd.TRITON))]
+    if not usable:
+        return "The Triton kernel did not run at any length; see the notes."
+    n = usable[-1]
+    tri, sdpa = _kernel(m, n, fwd.TRITON), _kernel(m, n, fwd.SDPA_FLASH)
+    suspect = [
+        r["implementation"]
+        for r in _kernel_rows(m)
+        if _ok_timing(r) and ceiling and _rate(r) > ceiling[1]
+    ]
+    text = (
+        f"The kernel ran with {_precision_text(m)} ({m.facts.get('kernel_config', '')}). "
+        f"At seq_len={n} it reaches {flop_rate_text(_rate(tri), ceiling)}"
+    )
+    if _ok_timing(sdpa):
+        text += f"; SDPA's flash backend {flop_rate_text(_rate(sdpa), ceiling)}"
+        c = compare(_ok_timing(sdpa), _ok_timing(tri))
+        if c.tie:
+            text += ", and the two kernel times are within noise of each other"
+        elif c.ratio > 1:
+            text += f". Triton takes {ratio_text(c)} SDPA flash's time"
+        else:
+            inverse = compare(_ok_timing(tri), _ok_timing(sdpa))
+            text += f". SDPA flash takes {ratio_text(inverse)} Triton's time"
+    text += "."
+    if ceiling is None:
+        text += (
+            " No matmul ceiling of this dtype was measured on this device (`machine_ceilings`), "
+            "so no share of it is stated."
+        )
+    else:
+        text += (
+            f" The ceiling is the {m.params['dtype']} matmul rate `machine_ceilings` measured, "
+            f"{compare_render.ceiling(ceilings, matmul_ceiling_key(m))}, the number "
+            "chapter 03 states."
+        )
+    if suspect:
+        text += (
+            f" **Suspect measurement:** {', '.join(sorted(set(suspect)))} reached a rate above "
+            "that ceiling at some length. No kernel outruns the matmul it is built from: the "
+            "FLOP count, the timer or the kernel's work is wrong there, and no share of the "
+            "ceiling is claimed for it."
+        )
+    err = m.facts.get("triton_rel_error")
+    if err is not None:
+        text += (
+            f" The kernel's output differs from a float64 reference by {err:.1e} (relative norm)."
+        )
+    return text
+
+
+def fa3_note(m: Measurement) -> str:
+    """What torch's flash-implementation switch offered, and whether FA3 was measured."""
+    offered = m.facts.get("flash_impls_offered")
+    status = m.facts.get("fa3_status")
+    if status is None:
+        return ""
+    listed = ", ".join(offered) if offered else "none"
+    if status == fwd.OK:
+        return (
+            f"torch's flash-implementation switch offered {listed}; the `{FA3_NAME}` column is "
+            "SDPA's flash backend with FlashAttention-3 switched on "
+            '(`activate_flash_attention_impl("FA3")`).'
+        )
+    return f"torch's flash-implementation switch offered {listed}; FlashAttention-3 was not measured: {status}."
+
+
+def triton_section(sourced: Sourced, ceilings: Sourced | None = None) -> str:
+    """On a GPU measurement: the kernel tables and a claim. On a CPU one: what is missing, and
     what the interpreter check found."""
     m = sourced.measurement
     f = m.facts
@@ -460,87 +848,92 @@ def triton_section(sourced: Sourced) -> str:
                 f"(`TRITON_INTERPRET=1`, which runs the kernel's tile programs on the CPU with "
                 f"NumPy) at shape {f['interpreter_shape']} (batch_size×num_heads×seq_len×"
                 f"head_dim), its output differs from a float64 reference by "
-                f"**{f['interpreter_rel_error_float32']:.1e}** in float32 and "
+                f"**{f['interpreter_rel_error_float32']:.1e}** in float32 (input precision "
+                f"`{f.get('interpreter_input_precision', 'ieee')}`: exact float32 products) and "
                 f"**{f['interpreter_rel_error_bfloat16']:.1e}** in bfloat16 (relative norm)."
             )
         elif "interpreter_check" in f:
             lines.append(f"The interpreter check was {f['interpreter_check']}.")
         return device_note(m, cpu="\n\n".join(lines), cuda="\n\n".join(lines))
-    return kernel_table(sourced) + "\n\n" + kernel_claim(m)
-
-
-def kernel_table(sourced: Sourced) -> str:
-    m = sourced.measurement
-    rows = []
-    for r in m.tables["kernels"].records():
-        rows.append(
-            [
-                str(r["seq_len"]),
-                fmt.count(r["flops"]),
-                fmt.time_us(r["triton_us"]) if r["triton_us"] else r["status"],
-                fmt.time_us(r["sdpa_flash_us"]) if r["sdpa_flash_us"] else "—",
-                f"{r['triton_tflops']:.0f}" if r["triton_tflops"] else "—",
-                f"{r['sdpa_flash_tflops']:.0f}" if r["sdpa_flash_tflops"] else "—",
-                f"{r['triton_pct_of_matmul']:.0f}%" if r["triton_pct_of_matmul"] else "—",
-                f"{r['sdpa_flash_pct_of_matmul']:.0f}%" if r["sdpa_flash_pct_of_matmul"] else "—",
-            ]
-        )
-    header = [
-        "seq_len",
-        "FLOPs",
-        "Triton",
-        "SDPA flash",
-        "Triton TFLOP/s",
-        "SDPA TFLOP/s",
-        "Triton, % of matmul",
-        "SDPA, % of matmul",
+    parts = [
+        kernel_table(sourced),
+        kernel_rate_table(sourced, ceilings),
+        kernel_claim(m, ceilings),
     ]
-    return markdown_table(header, rows) + "\n\n" + caption_html(sourced, "Triton vs SDPA flash.")
+    note = fa3_note(m)
+    if note:
+        parts.append(note)
+    return "\n\n".join(parts)
 
 
-def kernel_figure(sourced: Sourced) -> str:
-    return line_figure(
-        sourced,
-        "kernels",
-        x="seq_len",
-        ys=("triton_tflops", "sdpa_flash_tflops", "matmul_tflops"),
-        labels=("Triton kernel", "SDPA flash backend", "bf16 matmul (ceiling)"),
-        what="Achieved TFLOP/s against sequence length.",
-        ylabel="TFLOP/s",
-        logx=True,
-    )
+def kernel_figure(sourced: Sourced, ceilings: Sourced | None = None) -> str:
+    """Achieved TFLOP/s per implementation against seq_len, with the measured matmul ceiling;
+    a rate above the ceiling is drawn as a cross and called suspect."""
+    m = sourced.measurement
+    ceiling = _ceiling(m, ceilings)
+    what = "Achieved TFLOP/s against sequence length (median kernel time)."
+    alt_parts = []
+    with new_figure(7.0, 3.6) as fig:
+        ax = fig.add_subplot()
+        for i, name in enumerate(_kernel_names(m)):
+            color = SERIES_COLORS[i % len(SERIES_COLORS)]
+            rows = [r for r in _kernel_rows(m) if r["implementation"] == name and _ok_timing(r)]
+            good = [r for r in rows if not (ceiling and _rate(r) > ceiling[1])]
+            bad = [r for r in rows if ceiling and _rate(r) > ceiling[1]]
+            if good:
+                ax.plot(
+                    [r["seq_len"] for r in good],
+                    [_rate(r) / 1e12 for r in good],
+                    marker="o",
+                    markersize=3.5,
+                    linewidth=1.4,
+                    color=color,
+                    label=name,
+                )
+            if bad:
+                ax.plot(
+                    [r["seq_len"] for r in bad],
+                    [_rate(r) / 1e12 for r in bad],
+                    "x",
+                    markersize=8,
+                    color=color,
+                    label=f"{name}: suspect (above the ceiling)",
+                )
+            alt_parts.append(
+                f"{name}: "
+                + ", ".join(f"{r['seq_len']}→{_rate(r) / 1e12:.3g}" for r in rows)
+                + (" (suspect points above the ceiling)" if bad else "")
+            )
+        if ceiling:
+            ax.axhline(ceiling[0] / 1e12, color=INK, linestyle="--", linewidth=1)
+            ax.text(
+                0.01,
+                ceiling[0] / 1e12,
+                f"{m.params['dtype']} matmul ceiling (machine_ceilings)",
+                transform=ax.get_yaxis_transform(),
+                va="bottom",
+                fontsize=8,
+                color=INK,
+            )
+            alt_parts.append(f"matmul ceiling {ceiling[0] / 1e12:.3g} TFLOP/s")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("seq_len")
+        ax.set_ylabel("achieved TFLOP/s")
+        ax.set_ylim(bottom=0)
+        ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
+        ax.spines[["top", "right"]].set_visible(False)
+        ax.legend(frameon=False, fontsize=8)
+        svg = to_svg(fig, f"{what} {'; '.join(alt_parts)}")
+    return figure_html(svg, sourced, what)
 
 
-def kernel_claim(m: Measurement) -> str:
-    rows = [r for r in m.tables["kernels"].records() if r["triton_tflops"]]
-    if not rows:
-        return ""
-    r = rows[-1]
-    text = (
-        f"At seq_len={r['seq_len']} the Triton kernel reaches **{r['triton_tflops']:.0f} TFLOP/s**, "
-        f"{r['triton_pct_of_matmul']:.0f}% of the {r['matmul_tflops']:.0f} TFLOP/s a large bf16 "
-        f"matmul reached on the same GPU"
-    )
-    if r["sdpa_flash_tflops"]:
-        text += (
-            f"; SDPA's flash backend reaches **{r['sdpa_flash_tflops']:.0f} TFLOP/s** "
-            f"({r['sdpa_flash_pct_of_matmul']:.0f}%)."
-        )
-    else:
-        text += "."
-    err = m.facts.get("triton_rel_error")
-    if err is not None:
-        text += f" Its output differs from a float64 reference by {err:.1e} (relative norm)."
-    return text
-
-
-def kernel_figure_or_note(sourced: Sourced) -> str:
+def kernel_figure_or_note(sourced: Sourced, ceilings: Sourced | None = None) -> str:
     """The TFLOP/s figure of a GPU measurement; on a CPU one, a line saying where it would be."""
     m = sourced.measurement
     if "kernels" in m.tables and m.tables["kernels"].rows:
-        return kernel_figure(sourced)
+        return kernel_figure(sourced, ceilings)
     return (
-        '<p class="ad-caption">The TFLOP/s figure (Triton kernel, SDPA flash backend and the '
-        "measured bf16 matmul ceiling against seq_len) appears here when the store holds a GPU "
-        "measurement of <code>flash_triton_vs_sdpa</code>; this build has none.</p>"
+        '<p class="ad-caption">The TFLOP/s figure (the Triton kernel and SDPA\'s fused backends '
+        "against seq_len, under the measured matmul ceiling) appears here when the store holds "
+        "a GPU measurement of <code>flash_triton_vs_sdpa</code>; this build has none.</p>"
     )
