@@ -153,7 +153,7 @@ def test_machine_ceilings_rates_are_their_work_over_their_time(ceilings):
 def test_ceilings_renderers_state_the_ceilings_as_facts(ceilings):
     table = render.ceilings_table(Sourced(ceilings, "now", "x.json"))
     assert "No spec sheet is used for this device" in table
-    fact = 'data-fact="ceiling&#124;' + ceilings.device_id + "&#124;peak_flops_float32"
+    fact = 'data-fact="ceiling;' + ceilings.device_id + ";peak_flops_float32"
     assert table.count(fact) == 1  # the best matmul's row is the fact, marked once
     assert table.count("\n| matmul (float32)") == 3
     claim = render.ceilings_claim(ceilings)
@@ -211,7 +211,7 @@ def test_verdicts_use_unprofiled_times_and_the_ceilings_entry(roofline, ceilings
     assert table.count("`attention.") == 5
     assert len(re.findall(r"\*\*(compute|memory|overhead|inefficient)[^*]*\*\*", table)) == 5
     assert "torch.utils.benchmark, the CPU wall clock" in table and "CPU floor" in table
-    assert 'data-fact="forward&#124;' in table  # the step times are forward_times' facts
+    assert 'data-fact="forward;' in table  # the step times are forward_times' facts
     claim = render.roofline_claim(roofline, ceilings, times)
     assert claim.startswith("With each step timed alone without the profiler")
     assert "over the rounds" in claim
@@ -226,7 +226,11 @@ def test_a_verdict_whose_rounds_straddle_a_threshold_is_within_noise(roofline, c
     steps = {"attention.softmax": (4.9 * predicted, 4.5 * predicted, 6.0 * predicted)}
     times = forward_times_for(roofline, (1e3, 900.0, 1100.0), steps)
     found = {v.label: v for v in verdicts(roofline, ceilings, times)}
-    assert found["attention.softmax"].prediction.bound == "memory"
+    # Which roof is lower depends on this machine's measured ceilings at a tiny size.
+    lower = (
+        "memory" if softmax.bytes / roof.bandwidth >= softmax.flops / roof.peak_flops else "compute"
+    )
+    assert found["attention.softmax"].prediction.bound == lower
     assert found["attention.softmax"].bound.endswith("(within noise)")
     assert found["attention.scores"].bound == "not timed"
     table = render.roofline_table(Sourced(roofline, "now", "x.json"), ceilings, times)

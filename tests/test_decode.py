@@ -360,7 +360,7 @@ def test_decode_renderers_compute_their_numbers(
     assert f"{100 * mha['gbs'] * 1e9 / 20e9:.0f}% of what a plain copy" in text
     assert ridge_point(variants, ceilings) == pytest.approx(100e9 / 20e9)
     assert "**5 FLOP per byte**" in text
-    assert 'data-fact="ceiling|' in text  # machine_ceilings' marked facts, as chapter 03's
+    assert 'data-fact="ceiling;' in text  # machine_ceilings' marked facts, as chapter 03's
     assert "2× smaller" in render.decode_variants_claim(variants)  # 4 heads against 2
     assert "GQA" in render.repeat_kv_claim(variants) and "MQA" in render.repeat_kv_claim(variants)
     roof = render.decode_roofline_claim(variants, ceilings)

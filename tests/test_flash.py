@@ -500,7 +500,7 @@ def test_a_flop_rate_above_the_measured_matmul_ceiling_is_refused(tiny_measureme
     assert "156%" not in rates
     claim = render.flash.kernel_claim(m, ceilings)
     assert "**Suspect measurement:** SDPA flash" in claim and "156%" not in claim
-    assert 'data-fact="ceiling|' in claim  # the ceiling is machine_ceilings' marked fact
+    assert 'data-fact="ceiling;' in claim  # the ceiling is machine_ceilings' marked fact
     section = render.flash.triton_section(s, ceilings)
     assert "156%" not in section and "suspect" in section
     assert "suspect" in render.flash.kernel_figure(s, ceilings)
@@ -604,7 +604,7 @@ def test_forward_times_come_from_the_forward_times_entry(tiny_measurement):
             )
         },
     )
-    fact_id = f"forward|{times.device_id}|{fwd.TILED}|{shape.text()}"
+    fact_id = render.compare.forward_fact_id(times, fwd.TILED, shape)
     fid = f'data-fact="{fact_id}"'
     claim = render.flash.time_claim(flash, times)
     assert fid in claim and "19.5 ms" in claim

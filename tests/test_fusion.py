@@ -173,7 +173,7 @@ def test_compile_cost_reads_forward_times_and_says_never_on_a_tie(kernels):
     text = fusion.compile_cost(kernels, faster)
     cold = kernels.tables["compiles"].records()[0]["seconds"]
     assert f"{cold * 1e6 / 5_000:,.0f} forwards" in text
-    assert 'data-fact="forward|' in text and "2.00× (1.94–2.06×) faster" in text
+    assert 'data-fact="forward;' in text and "2.00× (1.94–2.06×) faster" in text
     tied = at(
         kernels,
         shape,

@@ -127,7 +127,7 @@ def test_first_call_renderers_set_calls_against_the_unprofiled_forward(first_cal
     assert "ad-caption" in table
     claim = render.first_calls_claim(m, times)
     assert "**900 µs**" in claim and "4.4× the 202 µs" in claim
-    assert 'data-fact="forward|' in claim and "took 9.0× that" in claim
+    assert 'data-fact="forward;' in claim and "took 9.0× that" in claim
     assert "202 µs more than that session's settled calls" in claim  # 400 - median(200, 195)
     assert "**500 µs** more than that of the warm one" in claim
     # A first call inside the later calls' range is said to be within it, not N× slower.
@@ -259,7 +259,7 @@ def test_overhead_renderers_say_within_noise_when_the_rounds_overlap(first_calls
     claim = render.overhead_claim(m, forward_times_for(m, (100.0, 95.0, 105.0)))
     assert "added **50 µs** to each forward (35 µs to 65 µs over the rounds)" in claim
     assert "a forward was within noise of the same loop without the profiler (1.04×)" in claim
-    assert 'data-fact="forward|' in claim
+    assert 'data-fact="forward;' in claim
     quiet = overhead_measurement(first_calls, [base, noisy, noisy])
     assert "within the noise of this run (4 µs per forward" in render.overhead_claim(quiet)
 

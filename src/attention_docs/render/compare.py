@@ -28,7 +28,7 @@ def _m(source: Sourced | Measurement) -> Measurement:
 
 
 def forward_fact_id(m: Measurement, implementation: str, shape: fwd.Shape) -> str:
-    return f"forward|{m.device_id}|{implementation}|{shape.text()}"
+    return f"forward;{m.device_id};{implementation};{shape.text()}"
 
 
 def spread_text(t: Timing) -> str:
@@ -76,7 +76,7 @@ def speedup(times: Sourced | Measurement, fast: str, slow: str, shape: fwd.Shape
     if c is None:
         missing = fast if fwd.timing(m, fast, shape) is None else slow
         return f"{missing} did not run here ({fwd.status(m, missing, shape)})"
-    fid = f"ratio|{m.device_id}|{fast}|{slow}|{shape.text()}"
+    fid = f"ratio;{m.device_id};{fast};{slow};{shape.text()}"
     if c.tie:
         return fact(fid, f"{fast} and {slow} are within noise of each other ({c.ratio:.2f}× apart)")
     if c.ratio < 1:
@@ -119,4 +119,4 @@ def ceiling(ceilings: Sourced | Measurement, key: str, *, spread: bool = False) 
     if spread and f"{key}_low" in m.facts:
         low, high = m.facts[f"{key}_low"], m.facts[f"{key}_high"]
         text += f" ({fmt.count(low)}–{fmt.count(high)}{per_s}/s over the rounds)"
-    return fact(f"ceiling|{m.device_id}|{key}", text)
+    return fact(f"ceiling;{m.device_id};{key}", text)
