@@ -262,3 +262,18 @@ def test_the_memory_estimate_refuses_only_what_cannot_fit():
     problem = naive.memory_problem(fits, need - 1, "this cpu")
     assert problem.startswith("naive_steps with seq_len=1024 needs at least 16.0 MiB")
     assert "this cpu has 16.0 MiB free" in problem
+
+
+def test_prune_unrequested_deletes_what_no_page_asks_for(tmp_path):
+    for seq_len in ("4", "8"):
+        args = ("run", "_test_quick", "--seq-len", seq_len, "--device", "cpu", "--allow-busy")
+        assert cli(*args, "--store", str(tmp_path)).returncode == 0
+    (tmp_path / "requests.json").write_text(
+        json.dumps([{"experiment": "_test_quick", "requested": {"seq_len": 8}}])
+    )
+    assert "0 stale entries found" in cli("prune", "--store", str(tmp_path), "--dry-run").stdout
+    out = cli("prune", "--store", str(tmp_path), "--unrequested")
+    assert out.returncode == 0 and "1 stale entry removed" in out.stdout
+    assert "no page requests it" in out.stdout
+    (kept,) = tmp_path.glob("_test_quick/*.json")
+    assert json.loads(kept.read_text())["requested"] == {"seq_len": 8}

@@ -103,6 +103,8 @@ class BuildLog:
     # Source files whose change changes what the page being rendered shows (the code its
     # measurements are keyed by); the MkDocs plugin empties it per page. See build_cache.
     used_files: set[Path] = field(default_factory=set)
+    # Every experiment's declaration, read once per build (see declaration()).
+    declared: dict[str, Experiment] | None = None
 
 
 _settings = Settings()
@@ -146,7 +148,9 @@ def _describe_device(device: str) -> str:
 
 def declaration(experiment: str) -> Experiment:
     """The experiment's declaration (params, key), without importing torch when it can."""
-    found = declarations.experiments(_settings.cache_dir).get(experiment)
+    if _log.declared is None:
+        _log.declared = declarations.experiments(_settings.cache_dir)
+    found = _log.declared.get(experiment)
     return found if found is not None else get(experiment)
 
 

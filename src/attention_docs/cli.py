@@ -408,7 +408,9 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
             stale.append(
                 (path, "its key was computed the old way (older method or default parameters)")
             )
-        elif wanted is not None and not _requested(exp, m, wanted):
+        elif wanted is not None and (
+            (m.experiment, json.dumps(exp.canonical(m.requested), sort_keys=True)) not in wanted
+        ):
             stale.append((path, "no page requests it (requests.json)"))
     for path, why in stale:
         if not args.dry_run:
@@ -418,16 +420,6 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
         f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} {'found' if args.dry_run else 'removed'}"
     )
     return 0
-
-
-def _requested(exp, m, wanted: set[tuple[str, str]]) -> bool:
-    """Whether a manifest request asks for entry `m` (on its own device's defaults, too)."""
-    kind = m.provenance.device.kind
-    forms = {
-        json.dumps(exp.canonical(m.requested), sort_keys=True),
-        json.dumps(exp.canonical(m.params, kind), sort_keys=True),
-    }
-    return any((m.experiment, f) in wanted for f in forms)
 
 
 def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:

@@ -253,7 +253,8 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         return stable_cell_ids(output)
 
     def on_build_error(self, error):
-        logging.getLogger("mkdocs.plugins.markdown_exec").removeHandler(self.failures)
+        if hasattr(self, "failures"):
+            logging.getLogger("mkdocs.plugins.markdown_exec").removeHandler(self.failures)
 
     def on_post_build(self, config):
         logging.getLogger("mkdocs.plugins.markdown_exec").removeHandler(self.failures)
