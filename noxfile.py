@@ -2,12 +2,16 @@
 
 This file is the only place that knows how to install things. Every session installs the
 project with torch pinned by `constraints.txt` (2.13.0, a small CPU build on PyPI) and keeps
-compile caches and temporary files inside `.cache/` in the project.
+compile caches and temporary files inside `.cache/` in the project. `docs`, `serve` and
+`bench` share one environment (.nox/docs), installed once and again only when
+pyproject.toml or constraints.txt change.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import sys
 from pathlib import Path
 
 import nox
@@ -38,10 +42,45 @@ def _env() -> dict[str, str]:
     }
 
 
-def _install(session: nox.Session, *groups: str) -> None:
-    session.install("--upgrade", "pip")
+DOCS_ENV = ROOT / ".nox" / "docs"
+BIN = "Scripts" if sys.platform == "win32" else "bin"
+
+
+def _stamp(*groups: str) -> str:
+    """What an environment's installed packages depend on: the project's pins and groups."""
+    digest = hashlib.sha256(" ".join(groups).encode())
+    for name in ("pyproject.toml", "constraints.txt"):
+        digest.update((ROOT / name).read_bytes())
+    return digest.hexdigest()
+
+
+def _install(session: nox.Session, *groups: str, env: Path | None = None) -> None:
+    """Install the project and `groups` into this session's environment (or `env`), unless
+    the environment already holds exactly that: a reused environment starts in seconds."""
+    location = env or Path(session.virtualenv.location)
+    stamp_file = location / ".attention-docs-installed"
+    stamp = _stamp(*groups)
+    if stamp_file.is_file() and stamp_file.read_text() == stamp:
+        return
     packages = [p for g in groups for p in nox.project.dependency_groups(PYPROJECT, g)]
-    session.install("-c", "constraints.txt", "-e", ".", *packages)
+    if env is None:
+        session.install("--upgrade", "pip")
+        session.install("-c", "constraints.txt", "-e", ".", *packages)
+    else:
+        python = str(env / BIN / "python")
+        session.run(python, "-m", "pip", "install", "-q", "--upgrade", "pip", external=True)
+        pins = ("-c", "constraints.txt", "-e", ".", *packages)
+        session.run(python, "-m", "pip", "install", *pins, external=True)
+    stamp_file.write_text(stamp)
+
+
+def _docs_env(session: nox.Session) -> Path:
+    """The `docs` session's environment, created if missing: serve and bench run in it too,
+    so that the first `nox -s serve` does not install a second copy of torch and MkDocs."""
+    if not (DOCS_ENV / BIN / "python").exists():
+        session.run(sys.executable, "-m", "venv", str(DOCS_ENV), external=True)
+    _install(session, "docs", env=DOCS_ENV)
+    return DOCS_ENV / BIN
 
 
 def _store_args(session: nox.Session) -> dict[str, str]:
@@ -72,12 +111,26 @@ def docs(session: nox.Session) -> None:
     session.run("mkdocs", "build", "--strict", "--site-dir", "site", env=env)
 
 
-@nox.session
+@nox.session(python=False)
 def serve(session: nox.Session) -> None:
-    """Live preview on http://127.0.0.1:8000 (pass --refresh/--frozen/--device like docs)."""
-    _install(session, "docs")
+    """Live preview on http://127.0.0.1:8000 (pass --refresh/--frozen/--device like docs).
+
+    `--dirty` rebuilds only what an edit touches: a prose edit its page; an edit under
+    src/ (watched by the plugin) the pages whose renderers, measured code or snippets use
+    the file, with the changed modules reloaded — no restart. Renderer outputs are reused
+    from .cache/, so a reload redraws only what changed.
+    """
+    bin_dir = _docs_env(session)
     env = {**_env(), **_store_args(session)}
-    session.run("mkdocs", "serve", "--dev-addr", "127.0.0.1:8000", env=env)
+    session.run(
+        str(bin_dir / "mkdocs"),
+        "serve",
+        "--dirty",
+        "--dev-addr",
+        "127.0.0.1:8000",
+        env=env,
+        external=True,
+    )
 
 
 @nox.session
@@ -88,11 +141,21 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *args, env=_env())
 
 
-@nox.session
+@nox.session(python=False)
 def bench(session: nox.Session) -> None:
-    """Benchmarks with targets: cold vs warm docs build (a warm build under 15% of cold)."""
-    _install(session, "docs")
-    session.run("python", "benchmarks/bench_build.py", *session.posargs, env=_env())
+    """The contributor's loop timed on a copy of the docs, with targets: builds and reloads.
+
+    Cold build, warm build, and the reload after a prose edit and after a renderer edit
+    under `mkdocs serve --dirty`; see benchmarks/bench_build.py for the targets.
+    """
+    bin_dir = _docs_env(session)
+    session.run(
+        str(bin_dir / "python"),
+        "benchmarks/bench_build.py",
+        *session.posargs,
+        env=_env(),
+        external=True,
+    )
 
 
 @nox.session

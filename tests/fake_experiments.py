@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.cost import step_costs
@@ -40,3 +41,9 @@ def raises(ctx, *, value) -> Observed:
 def killed(ctx) -> Observed:
     os.kill(os.getpid(), signal.SIGKILL)
     return Observed()
+
+
+@experiment("_test_sleeps", summary="takes as long as it is told", seconds=Param(0.1, minimum=0.0))
+def sleeps(ctx, *, seconds) -> Observed:
+    time.sleep(seconds)
+    return Observed(notes=(f"slept {seconds} s",))

@@ -19,14 +19,28 @@ from conftest import ROOT
 pytestmark = pytest.mark.docs
 
 
-def mkdocs_build(config: Path, site: Path, **env: str) -> subprocess.CompletedProcess:
+def mkdocs_build(
+    config: Path, site: Path, *args: str, umask: int | None = None, **env: str
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(config),
+            "-d",
+            str(site),
+            *args,
+        ],
         capture_output=True,
         text=True,
         cwd=config.parent,
         check=False,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1", **env},
+        preexec_fn=None if umask is None else lambda: os.umask(umask),
     )
 
 
@@ -381,7 +395,7 @@ def test_stored_gpu_entries_win_in_the_configured_order(tmp_path):
 def test_corrupt_entry_is_named_and_measured_again(tmp_path):
     config = minimal_site(tmp_path, QUICK_PAGE)
     assert mkdocs_build(config, tmp_path / "site").returncode == 0
-    entry = next((tmp_path / "docs" / "measurements").rglob("*.cpu.json"))
+    entry = next((tmp_path / "docs" / "measurements").rglob("*.cpu-*.json"))
     entry.write_text('{"schema_version": 999}')
     again = mkdocs_build(config, tmp_path / "site")
     assert again.returncode == 0, again.stderr
@@ -444,3 +458,185 @@ def test_companion_notebooks_run_as_scripts(tmp_path):
         )
         assert result.returncode == 0, f"{nb.name} failed:\n{result.stderr[-3000:]}"
         assert result.stdout.strip(), f"{nb.name} printed nothing"
+
+
+def manifest(root: Path) -> list[dict]:
+    return json.loads((root / "docs" / "measurements" / "requests.json").read_text())
+
+
+def test_only_a_full_build_writes_the_manifest_and_the_site_publishes_it_current(tmp_path):
+    config = minimal_site(tmp_path, QUICK_PAGE)
+    (tmp_path / "docs" / "other.md").write_text(
+        QUICK_PAGE.replace("seq_len=8", "seq_len=4").replace('"quick-table"', '"other-table"')
+    )
+    full = mkdocs_build(config, tmp_path / "site")
+    assert full.returncode == 0, full.stderr
+    written = (tmp_path / "docs" / "measurements" / "requests.json").read_bytes()
+    assert [r["requested"] for r in manifest(tmp_path)] == [{"seq_len": 4}, {"seq_len": 8}]
+    # The published copy is this build's, not the previous build's.
+    assert (tmp_path / "site" / "measurements" / "requests.json").read_bytes() == written
+    # A subset of the pages, a dirty build, a build with a failing block: none rewrites it.
+    subset = tmp_path / "subset.yml"
+    subset.write_text(MINIMAL_CONFIG + "exclude_docs: |\n  /other.md\n")
+    assert mkdocs_build(subset, tmp_path / "site").returncode == 0
+    dirty = mkdocs_build(config, tmp_path / "site", "--dirty")  # strict fails on its warning
+    # ... but the plugin ran to the end, having seen only the pages it rebuilt.
+    assert "1 measurements: 1 from the store" in dirty.stderr
+    (tmp_path / "docs" / "broken.md").write_text(
+        '```python exec="on" id="broken"\nraise RuntimeError("no")\n```\n'
+    )
+    assert mkdocs_build(config, tmp_path / "site").returncode != 0
+    assert (tmp_path / "docs" / "measurements" / "requests.json").read_bytes() == written
+
+
+NOTEBOOK_CONFIG = """
+site_name: t
+docs_dir: docs
+theme: {name: material, font: false}
+markdown_extensions: [md_in_html, tables, pymdownx.superfences]
+plugins:
+  - search
+  - markdown-exec
+  - mkdocs-jupyter:
+      include: ["notebooks/*.py"]
+      ignore: ["*.md"]
+      execute: false
+      allow_errors: false
+      include_source: true
+      cache: false
+  - attention-docs:
+      store: docs/measurements
+      cache_dir: CACHE
+"""
+
+FIGURE_PAGE = QUICK_PAGE.replace(
+    "<!-- attention-docs:build-summary -->",
+    """```python exec="on" id="quick-figure" session="q" html="1"
+print(render.timeline_figure(measure("_test_quick", seq_len=8)))
+```
+
+<!-- attention-docs:build-summary -->""",
+)
+
+NOTEBOOK = """# %% [markdown]
+# # A notebook
+#
+# Its cells get random ids from jupytext.
+
+# %%
+print(1 + 1)
+
+# %%
+print(2 + 2)
+"""
+
+
+def site_files(site: Path) -> dict[str, bytes]:
+    return {p.relative_to(site).as_posix(): p.read_bytes() for p in site.rglob("*") if p.is_file()}
+
+
+def test_two_builds_from_one_store_are_byte_identical_and_world_readable(tmp_path):
+    import nbformat
+
+    (tmp_path / "docs" / "notebooks").mkdir(parents=True)
+    (tmp_path / "docs" / "index.md").write_text(textwrap.dedent(FIGURE_PAGE))
+    (tmp_path / "docs" / "notebooks" / "nb.py").write_text(NOTEBOOK)
+    cached = tmp_path / "mkdocs.yml"
+    cached.write_text(NOTEBOOK_CONFIG.replace("CACHE", ".cache"))
+    uncached = tmp_path / "uncached.yml"
+    uncached.write_text(NOTEBOOK_CONFIG.replace("CACHE", '""'))
+    assert mkdocs_build(cached, tmp_path / "first").returncode == 0  # measures
+    # Fills the caches (a caption says "from the store" now, not "measured during this build").
+    assert mkdocs_build(cached, tmp_path / "second", ATTENTION_DOCS_MODE="frozen").returncode == 0
+    # A build that draws everything and one that reads it all from the cache, under a umask
+    # that would make every new file private.
+    fresh = mkdocs_build(uncached, tmp_path / "a", umask=0o077, ATTENTION_DOCS_MODE="frozen")
+    assert fresh.returncode == 0, fresh.stderr
+    warm = mkdocs_build(cached, tmp_path / "b", umask=0o077, ATTENTION_DOCS_MODE="frozen")
+    assert warm.returncode == 0, warm.stderr
+    assert re.search(r"renderers: [1-9]\d* from the cache", warm.stderr)
+    a, b = site_files(tmp_path / "a"), site_files(tmp_path / "b")
+    assert a.keys() == b.keys()
+    assert [name for name in a if a[name] != b[name]] == []
+    assert "measurements/requests.json" in b and "notebooks/nb.ipynb" in b
+    for path in (tmp_path / "b").rglob("*"):
+        assert path.stat().st_mode & 0o777 == (0o755 if path.is_dir() else 0o644), path
+    notebook = nbformat.reads(b["notebooks/nb.ipynb"].decode(), as_version=4)
+    nbformat.validate(notebook)
+    assert [c["id"] for c in notebook.cells] == ["cell-0", "cell-1", "cell-2"]
+    assert 'id="cell-id=cell-1"' in b["notebooks/nb/index.html"].decode()
+
+
+def _move_to_an_older_key(entry: Path, *, fingerprint: str | None = None) -> Path:
+    """The entry as if stored under another key (code changed, or the method)."""
+    data = json.loads(entry.read_text())
+    data["key"] = "0123456789abcdef"
+    if fingerprint:
+        data["fingerprint"] = fingerprint
+    data["trace_file"] = None
+    older = entry.with_name("0123456789abcdef." + entry.name.split(".", 1)[1])
+    older.write_text(json.dumps(data))
+    entry.unlink()
+    return older
+
+
+def test_frozen_messages_say_missing_unreadable_or_changed_and_how_to_fix_it(tmp_path):
+    config = minimal_site(tmp_path, QUICK_PAGE)
+    missing = mkdocs_build(config, tmp_path / "site", ATTENTION_DOCS_MODE="frozen")
+    assert "_test_quick(seq_len=8) is not in the store" in missing.stderr
+    assert "python -m attention_docs run _test_quick --seq-len 8 --store" in missing.stderr
+    assert mkdocs_build(config, tmp_path / "site").returncode == 0
+    entry = next((tmp_path / "docs" / "measurements").rglob("*.cpu-*.json"))
+    good = entry.read_text()
+    entry.write_text(good[: len(good) // 2])
+    unreadable = mkdocs_build(config, tmp_path / "site", ATTENTION_DOCS_MODE="frozen")
+    assert unreadable.returncode != 0
+    assert f"its stored file {entry.name} cannot be read" in unreadable.stderr
+    assert "measured again" not in unreadable.stderr and "not in the store" not in unreadable.stderr
+    entry.write_text(good)
+    _move_to_an_older_key(entry, fingerprint="feedfacefeedface")
+    changed = mkdocs_build(config, tmp_path / "site", ATTENTION_DOCS_MODE="frozen")
+    assert "_test_quick(seq_len=8) is stale in the store" in changed.stderr
+    assert "its code changed since it was measured" in changed.stderr
+    assert "attention/naive.py" in changed.stderr and "prune" in changed.stderr
+
+
+CASCADE_PAGE = """
+# Page
+
+```python exec="on" id="first" session="s"
+quick = measur("_test_quick")
+```
+
+```python exec="on" id="second" session="s"
+print(quick)
+```
+
+```python exec="on" id="third" session="s"
+print(quick.measurement)
+```
+
+```python exec="on" id="alone" session="t"
+raise ZeroDivisionError("a failure of its own")
+```
+"""
+
+
+def test_one_failure_in_a_session_is_reported_as_one_root_cause(tmp_path):
+    result = mkdocs_build(minimal_site(tmp_path, CASCADE_PAGE), tmp_path / "site")
+    assert result.returncode != 0
+    err = result.stderr
+    assert err.count("Traceback (most recent call last)") == 2  # first and alone, not the rest
+    assert (
+        "executed block 'second' in index.md failed with NameError: name 'quick' is not "
+        "defined: a consequence of block 'first' failing earlier in session 's'"
+    ) in err
+    summary = (
+        "executed block 'first' in index.md failed: NameError: name 'measur' is not defined; "
+        "2 later block(s) of session 's' failed only because of it (second, third) "
+        "(its traceback is above)"
+    )
+    assert summary in err
+    assert "executed block 'alone' in index.md failed: ZeroDivisionError" in err
+    # "above" is true: the summary comes after the traceback it points to.
+    assert err.index("Traceback (most recent call last)") < err.index(summary)

@@ -278,6 +278,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also import entries measured with other code (their key is no longer current)",
     )
+    parser.set_defaults(handler=lambda args, extra: cmd_import_archive(args))
 
 
 def cmd_import_archive(args: argparse.Namespace, prog: str = "python -m attention_docs") -> int:

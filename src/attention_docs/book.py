@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import os
@@ -16,7 +17,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from attention_docs.experiments.registry import get
+from attention_docs import declarations
+from attention_docs.experiments.registry import Experiment, get
+from attention_docs.measurements.keys import PACKAGE_ROOT
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.measurements.store import Store
 from attention_docs.render._format import params_text
@@ -33,7 +36,22 @@ DEFAULT_PREFER = ("local-gpu", "cuda-h200", "any-gpu", "local")
 
 
 class MeasurementError(RuntimeError):
-    """A measurement a page needs could not be had; the message names the experiment."""
+    """A measurement a page needs could not be had; the message names the experiment.
+
+    `message` is one sentence (cause and fix); `details` (a worker's last lines of output)
+    follow it in the build log, and the command line leaves them out. `kind` says what went
+    wrong: "missing" (frozen store), "too-large", "timeout", "killed", "refused" (the
+    worker rejected the request) or "failed" (the experiment raised).
+    """
+
+    def __init__(
+        self, message: str, details: str = "", kind: str = "failed", output: str = ""
+    ) -> None:
+        super().__init__(message + (f"\n{details}" if details else ""))
+        self.message = message
+        self.details = details
+        self.kind = kind
+        self.output = output or details  # all of the worker's output, for --traceback
 
 
 @dataclass(frozen=True)
@@ -46,6 +64,9 @@ class Settings:
     device: str = "auto"
     timeout_s: float = 1800.0
     allow_busy: bool = True  # store entries measured while other work competed (flagged)
+    # Where declarations.py remembers experiment declarations and this machine's device id,
+    # so that a build with nothing to measure never imports torch; None: always compute.
+    cache_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -79,6 +100,11 @@ class BuildLog:
     fetches: list[Fetch] = field(default_factory=list)
     refreshed: set[tuple[str, str]] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)  # stored files found unusable
+    # Source files whose change changes what the page being rendered shows (the code its
+    # measurements are keyed by); the MkDocs plugin empties it per page. See build_cache.
+    used_files: set[Path] = field(default_factory=set)
+    # Every experiment's declaration, read once per build (see declaration()).
+    declared: dict[str, Experiment] | None = None
 
 
 _settings = Settings()
@@ -111,9 +137,21 @@ def local_device_kind(device: str) -> str:
 @functools.cache
 def local_device_id(device: str) -> str:
     """This machine's device id for `device` (auto, cpu or cuda), e.g. `cpu-amd-epyc`."""
+    return declarations.device_id(device, _settings.cache_dir, _describe_device)
+
+
+def _describe_device(device: str) -> str:
     from attention_docs.profiling.device import describe, device_id, resolve_device
 
     return device_id(describe(resolve_device(local_device_kind(device))))
+
+
+def declaration(experiment: str) -> Experiment:
+    """The experiment's declaration (params, key), without importing torch when it can."""
+    if _log.declared is None:
+        _log.declared = declarations.experiments(_settings.cache_dir)
+    found = _log.declared.get(experiment)
+    return found if found is not None else get(experiment)
 
 
 def choose_device(available: list[str], prefer: tuple[str, ...], local: str) -> str | None:
@@ -139,7 +177,7 @@ def choose_device(available: list[str], prefer: tuple[str, ...], local: str) -> 
 
 def measure(experiment: str, **requested: Any) -> Sourced:
     """The measurement of `experiment` with `requested` parameters, stored or fresh."""
-    store = Store(_settings.store)
+    store = Store(_settings.store, warn=_settings.mode != "frozen")
     try:
         return _measure(store, experiment, requested)
     finally:
@@ -166,8 +204,10 @@ def measure_each_device(experiment: str, **requested: Any) -> list[Sourced]:
 
 def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Sourced:
     s = _settings
-    exp = get(experiment)
-    requested = exp.check(requested)
+    exp = declaration(experiment)
+    _log.used_files.update(PACKAGE_ROOT / f for f in exp.source_files)
+    _log.used_files.add(Path(inspect.getfile(exp.func)).resolve())
+    requested = exp.canonical(requested)
     key = exp.key(requested)
     local = local_device_id(s.device)
     what = f"{experiment}({params_text(requested)})"
@@ -180,11 +220,15 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
             return _record(found, requested, origin, store, 0.0)
         if s.mode == "frozen":
             raise MeasurementError(
-                f"{what} is not in the store {s.store} (key {key}; devices tried in order: "
-                f"{', '.join(s.prefer)}; this machine is {local}) and the store is frozen. "
-                f"Build without --frozen to measure it, then commit the new files under "
-                f"{s.store}."
+                frozen_message(store, exp, requested, key, local), kind="missing"
             )
+    exp = get(experiment)  # the registered experiment: the declaration cannot estimate
+    kind = local_device_kind(s.device)
+    problem = exp.memory_problem(
+        exp.resolve(requested, kind), free_memory(kind), f"this machine's {kind}"
+    )
+    if problem:
+        raise MeasurementError(problem, kind="too-large")
     started = time.perf_counter()
     run_worker(
         experiment,
@@ -211,9 +255,83 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     return _record(found, requested, "measured during this build", store, elapsed)
 
 
+def free_memory(kind: str) -> int | None:
+    """Bytes a new allocation on this machine's `kind` device (cpu, cuda) can still get."""
+    from attention_docs.profiling.device import resolve_device
+    from attention_docs.profiling.headroom import free_memory_bytes
+
+    return free_memory_bytes(resolve_device(kind))
+
+
+def command_line(experiment: str, requested: dict[str, Any], store: Path) -> str:
+    """The `python -m attention_docs run ...` that measures this request into `store`."""
+    args = "".join(
+        f" --{name.replace('_', '-')} {str(value).lower() if isinstance(value, bool) else value}"
+        for name, value in requested.items()
+    )
+    return f"python -m attention_docs run {experiment}{args} --store {store}"
+
+
+def frozen_message(store: Store, exp: Experiment, requested: dict, key: str, local: str) -> str:
+    """Why a frozen build cannot show this request — missing, unreadable or stale — and the
+    command that mends it."""
+    s = _settings
+    what = f"{exp.name}({params_text(requested)})"
+    fix = (
+        f"Measure it with `nox -s docs` (without --frozen) or `{command_line(exp.name, requested, s.store)}`, "
+        f"then commit the new files under {s.store}"
+    )
+    unreadable = [p for p in store.problems if p.path.name.startswith(f"{key}.")]
+    if unreadable:
+        return (
+            f"{what}: its stored file {unreadable[0].path.name} cannot be read "
+            f"({unreadable[0].reason}) and the store is frozen. {fix}."
+        )
+    available = store.devices(exp.name, key)
+    if available:
+        return (
+            f"{what} is in the store {s.store} only from {', '.join(available)}, which "
+            f"`prefer` ({', '.join(s.prefer)}) does not choose on this machine ({local}), and "
+            f"the store is frozen. {fix}, or add one of those device ids to `prefer`."
+        )
+    older = older_entry(store, exp, requested)
+    if older is not None:
+        if older.fingerprint != exp.fingerprint():
+            files = ", ".join(exp.source_files)
+            cause = (
+                f"its code changed since it was measured on {older.provenance.date[:10]} "
+                f"(key {older.key}; it measures {files})"
+            )
+        else:
+            cause = f"it was stored under an older key ({older.key}: an older measuring method)"
+        return (
+            f"{what} is stale in the store {s.store}: {cause}, and the store is frozen. {fix}, "
+            "and delete the old entry with `python -m attention_docs prune`."
+        )
+    return (
+        f"{what} is not in the store {s.store} (key {key}; devices tried in order: "
+        f"{', '.join(s.prefer)}; this machine is {local}) and the store is frozen. {fix}."
+    )
+
+
+def older_entry(store: Store, exp: Experiment, requested: dict) -> Measurement | None:
+    """The newest readable entry of `exp` for the same request under another key, if any."""
+    newest = None
+    for path in sorted((store.root / exp.name).glob("*.json")):
+        try:
+            m = Measurement.loads(path.read_text(encoding="utf-8"))
+            same = exp.canonical(m.requested) == requested
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue  # unreadable, or parameters the experiment no longer has
+        if same and (newest is None or m.provenance.date > newest.provenance.date):
+            newest = m
+    return newest
+
+
 def _record(m: Measurement, requested: dict, origin: str, store: Store, seconds: float) -> Sourced:
     p = m.provenance
     busy = p.load.describe() if p.busy and p.load else None
+    _log.used_files.add(store.path(m.experiment, m.key, m.device_id).resolve())
     _log.fetches.append(
         Fetch(m.experiment, dict(requested), origin, p.device.label, seconds, p.device_id, busy)
     )
@@ -257,18 +375,31 @@ def run_worker(
         )
     except subprocess.TimeoutExpired:
         raise MeasurementError(
-            f"{what} did not finish within {timeout_s:.0f} s and was stopped"
+            f"{what} did not finish within {timeout_s:.0f} s and was stopped; its parameters "
+            "are probably too large for this machine: choose smaller ones",
+            kind="timeout",
         ) from None
     if proc.returncode == 0:
         return
-    tail = "\n".join(line for line in proc.stderr.strip().splitlines()[-15:] if "USDT" not in line)
+    lines = [line for line in proc.stderr.strip().splitlines() if "USDT" not in line]
+    tail = "\n".join(lines[-15:])
     if proc.returncode < 0:
         name = signal.Signals(-proc.returncode).name
         hint = " (SIGKILL usually means the system ran out of memory)" if name == "SIGKILL" else ""
-        reason = f"was killed by {name}{hint}"
-    else:
-        reason = f"failed (exit code {proc.returncode})"
-    raise MeasurementError(f"experiment {what} {reason} in its worker process:\n{tail}")
+        raise MeasurementError(
+            f"experiment {what} was killed by {name}{hint}", tail, "killed", "\n".join(lines)
+        )
+    last = lines[-1] if lines else ""
+    prefix = "python -m attention_docs: error: "
+    if proc.returncode == 2 and last.startswith(prefix):  # refused by the command line
+        raise MeasurementError(
+            f"experiment {what} was refused: {last.removeprefix(prefix)}", kind="refused"
+        )
+    raise MeasurementError(
+        f"experiment {what} failed (exit code {proc.returncode}) in its worker process: {last}",
+        tail,
+        output="\n".join(lines),
+    )
 
 
 def with_base(sourced: Sourced, base: str) -> Sourced:

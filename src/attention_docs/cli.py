@@ -1,43 +1,69 @@
-# `python -m attention_docs list | run | show | prune`: the experiments outside the docs.
-# Every bad input ends in one line saying what was wrong and what is valid, exit code 2.
+# `python -m attention_docs list | run | show | prune | migrate | new-chapter`: the
+# experiments outside the docs. Every bad input ends in one sentence saying what was wrong
+# and what to do, exit code 2 — never a traceback.
+#
+# Adding a command from another module: give it a `register(sub)` that calls
+# `sub.add_parser(...)` and `set_defaults(handler=fn)` (fn(args, extra) -> exit code; raise
+# UsageError for bad input), and call it from `_parser` below.
 from __future__ import annotations
 
 import argparse
 import json
 import re
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-DEFAULT_STORE = Path("docs/measurements")
+COMMITTED_STORE = Path("docs/measurements")
+# Where `run` writes unless told otherwise: the committed store changes only on purpose.
+SCRATCH_STORE = Path(".cache/scratch-store")
+PROG = "python -m attention_docs"
 
 
 class UsageError(Exception):
     """Bad command-line input: printed as one line, exit code 2."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m attention_docs",
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        # argparse's own one-line error, without the usage block above it.
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+PRUNE_HELP = """\
+Delete stale entries from the store. An entry is stale when it can no longer be shown:
+its file cannot be read; its experiment no longer exists; the code it measured has changed
+since (its fingerprint differs from the code's now); or its key was computed the old way
+(an older measuring method, METHOD_VERSION, or parameters given at their default, which now
+share the default's key). Current entries are kept, including ones no page asks for unless
+--unrequested is given."""
+
+
+def _parser(*, hidden: bool = False) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
         description="Run the experiments behind 'Attention, Profiled' and read the measurement store.",
     )
-    sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{list,run,show,prune,migrate,import-archive}"
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub.add_parser("list", help="list experiments and their parameters").set_defaults(
+        handler=cmd_list
     )
-    sub.add_parser("list", help="list experiments and their parameters")
 
     run = sub.add_parser(
         "run",
         help="run an experiment and print its tables",
-        description="Run NAME with --PARAM VALUE pairs (see `list`) and print the tables a chapter shows.",
+        description="Run NAME with --PARAM VALUE pairs (see `list`) in a worker process and "
+        f"print the tables a chapter shows. It is stored in {SCRATCH_STORE} unless --store "
+        f"says otherwise: give --store {COMMITTED_STORE} to add it to the committed store.",
     )
     run.add_argument("name", nargs="?", help="experiment name")
     run.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
     run.add_argument(
-        "--store", type=Path, default=DEFAULT_STORE, help="store folder (default: %(default)s)"
+        "--store", type=Path, default=SCRATCH_STORE, help="store folder (default: %(default)s)"
     )
-    run.add_argument("--no-store", action="store_true", help="do not write the result to the store")
+    run.add_argument("--no-store", action="store_true", help="do not keep the result")
     run.add_argument(
         "--requests", type=Path, help="run every request listed in this manifest instead of NAME"
     )
@@ -47,36 +73,66 @@ def _parser() -> argparse.ArgumentParser:
         help="store the result even if other work competed for the machine while it ran "
         "(it is flagged as busy); without it such a result is refused",
     )
+    run.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        help="stop the experiment after this many seconds (default: %(default)s)",
+    )
+    run.add_argument(
+        "--traceback", action="store_true", help="on failure, print the worker's last output"
+    )
+    run.set_defaults(handler=cmd_run, takes_params=True)
 
     show = sub.add_parser("show", help="print a stored measurement")
     show.add_argument("name", help="experiment name, or the path of a stored .json file")
-    show.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    show.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help=f"store folder (default: {COMMITTED_STORE}, then {SCRATCH_STORE})",
+    )
     show.add_argument(
         "--device",
         default=None,
         help="device id of the entry to show, e.g. cuda-h200 (default: GPU entries first)",
     )
+    show.set_defaults(handler=cmd_show, takes_params=True)
 
-    prune = sub.add_parser("prune", help="delete stale or unreadable entries from the store")
-    prune.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    prune = sub.add_parser(
+        "prune", help="delete stale entries from the store", description=PRUNE_HELP
+    )
+    prune.add_argument("--store", type=Path, default=COMMITTED_STORE)
     prune.add_argument("--dry-run", action="store_true", help="only say what would be deleted")
+    prune.add_argument(
+        "--unrequested",
+        action="store_true",
+        help="also delete current entries that no request of the store's requests.json asks "
+        "for (what a full build of the site renders)",
+    )
+    prune.set_defaults(handler=cmd_prune)
 
     migrate = sub.add_parser(
         "migrate",
         help="rename entries named by device kind (KEY.cpu.json) to their device id",
     )
-    migrate.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    migrate.add_argument("--store", type=Path, default=COMMITTED_STORE)
+    migrate.set_defaults(handler=cmd_migrate)
 
-    from attention_docs import archive
+    from attention_docs import archive, scaffold
 
     archive.add_parser(sub)
+    scaffold.register(sub)
 
-    worker = sub.add_parser("_worker", help=argparse.SUPPRESS)
-    worker.add_argument("name")
-    worker.add_argument("--params", default="{}")
-    worker.add_argument("--device", default="auto")
-    worker.add_argument("--store", type=Path, required=True)
-    worker.add_argument("--allow-busy", action="store_true")
+    if hidden:  # only when asked for by name: never listed in help or errors
+        worker = sub.add_parser("_worker")
+        worker.add_argument("name")
+        worker.add_argument("--params", default="{}")
+        worker.add_argument("--device", default="auto")
+        worker.add_argument("--store", type=Path, required=True)
+        worker.add_argument("--allow-busy", action="store_true")
+        worker.set_defaults(handler=cmd_worker)
+    sub.metavar = "{" + ",".join(c for c in sub.choices if not c.startswith("_")) + "}"
     return parser
 
 
@@ -125,7 +181,7 @@ def print_measurement(sourced) -> None:
         )
 
 
-def cmd_list() -> int:
+def cmd_list(args: argparse.Namespace, extra: list[str]) -> int:
     from attention_docs.experiments import load_all
     from attention_docs.experiments.registry import REGISTRY
 
@@ -145,28 +201,65 @@ def cmd_list() -> int:
     return 0
 
 
-def _run_one(
-    name: str,
-    params: dict[str, Any],
-    device: str,
-    store_root: Path | None,
-    *,
-    quiet: bool = False,
-    allow_busy: bool = False,
-):
+def _check_request(name: str, params: dict[str, Any], device: str) -> tuple[Any, dict, str]:
+    """(experiment, canonical request, device kind), refusing parameters that cannot fit."""
+    from attention_docs.experiments.registry import get
+    from attention_docs.profiling.device import resolve_device
+    from attention_docs.profiling.headroom import free_memory_bytes
+
+    exp = get(name)
+    target = resolve_device(device)
+    # A parameter given at this device's default lands on the key the chapters use.
+    requested = exp.canonical(params, target.type)
+    problem = exp.memory_problem(
+        exp.resolve(requested, target.type), free_memory_bytes(target), f"this {target.type}"
+    )
+    if problem:
+        raise UsageError(problem)
+    return exp, requested, target.type
+
+
+def _read_manifest(path: Path) -> list[dict[str, Any]]:
+    shape = 'a JSON list of {"experiment": NAME, "requested": {PARAM: VALUE}} objects'
+    try:
+        requests = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read requests manifest {path}: {exc}") from None
+    if not isinstance(requests, list):
+        kind = {dict: "object", str: "string", int: "number", float: "number"}.get(
+            type(requests), type(requests).__name__
+        )
+        raise UsageError(f"requests manifest {path} holds a JSON {kind}; it must be {shape}")
+    for i, r in enumerate(requests):
+        if not (
+            isinstance(r, dict)
+            and isinstance(r.get("experiment"), str)
+            and isinstance(r.get("requested", {}), dict)
+        ):
+            raise UsageError(f"request {i} of {path} is {json.dumps(r)[:80]}; it must be {shape}")
+    return requests
+
+
+def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
+    """Every request of a manifest, in this process (one torch import for them all)."""
     from attention_docs.experiments.runner import run_experiment
-    from attention_docs.measurements.schema import Sourced
     from attention_docs.measurements.store import Store
 
-    store = Store(store_root) if store_root else None
-    m = run_experiment(name, params, device=device, store=store, allow_busy=allow_busy)
-    if store is None:
-        return Sourced(m, "measured now (not stored)", "-", base="")
-    rel = store.relative(m.experiment, m.key, m.device_id)
-    sourced = Sourced(m, "measured now", rel, base=f"{store.root}/")
-    if not quiet:
-        print_measurement(sourced)
-    return sourced
+    requests = _read_manifest(args.requests)
+    target = Store(store) if store else None
+    failures = 0
+    for request in requests:
+        name, requested = request["experiment"], request.get("requested", {})
+        try:
+            run_experiment(
+                name, requested, device=args.device, store=target, allow_busy=args.allow_busy
+            )
+            print(f"ok      {name} {requested}")
+        except Exception as exc:  # one failed request must not stop the others
+            failures += 1
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            print(f"FAILED  {name} {requested}: {type(exc).__name__}: {first}")
+    return 1 if failures else 0
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -176,102 +269,150 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         raise UsageError(
             f"unknown device {args.device!r}; choose one of: {', '.join(DEVICE_CHOICES)}"
         )
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     store = None if args.no_store else args.store
     if args.requests:
         if args.name or extra:
             raise UsageError(
                 "give either --requests FILE or an experiment name with parameters, not both"
             )
-        try:
-            requests = json.loads(args.requests.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UsageError(f"cannot read requests manifest {args.requests}: {exc}") from None
-        failures = 0
-        for request in requests:
-            try:
-                _run_one(
-                    request["experiment"],
-                    request["requested"],
-                    args.device,
-                    store,
-                    quiet=True,
-                    allow_busy=args.allow_busy,
-                )
-                print(f"ok      {request['experiment']} {request['requested']}")
-            except Exception as exc:
-                failures += 1
-                print(
-                    f"FAILED  {request['experiment']} {request['requested']}: {type(exc).__name__}: {exc}"
-                )
-        return 1 if failures else 0
+        return _run_requests(args, store)
     if not args.name:
-        raise UsageError("run needs an experiment name (see `python -m attention_docs list`)")
-    result = _run_one(
-        args.name, parse_params(extra), args.device, store, allow_busy=args.allow_busy
-    )
+        raise UsageError(f"run needs an experiment name (see `{PROG} list`)")
+    exp, requested, kind = _check_request(args.name, parse_params(extra), args.device)
     if store is None:
-        print_measurement(result)
+        with tempfile.TemporaryDirectory(prefix="attention-docs-run-") as tmp:
+            return _run_in_worker(args, exp, requested, kind, Path(tmp), keep=False)
+    return _run_in_worker(args, exp, requested, kind, store, keep=True)
+
+
+def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: bool) -> int:
+    from attention_docs.book import MeasurementError, local_device_id, run_worker
+    from attention_docs.measurements.schema import Sourced
+    from attention_docs.measurements.store import Store
+
+    try:
+        run_worker(exp.name, requested, kind, store, args.timeout, allow_busy=args.allow_busy)
+    except MeasurementError as exc:
+        message = exc.message
+        if exc.kind == "timeout":
+            message += f", or allow more time with --timeout (it had {args.timeout:.0f} s)"
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        if args.traceback and exc.output:
+            print(exc.output, file=sys.stderr)
+        elif exc.details:
+            print(f"{PROG}: the worker's last output: add --traceback", file=sys.stderr)
+        return 1 if exc.kind == "failed" else 2
+    found = Store(store).get(exp.name, exp.key(requested), local_device_id(kind))
+    if found is None:
+        raise UsageError(f"the worker finished but left no readable entry of {exp.name} in {store}")
+    rel = Store(store).relative(found.experiment, found.key, found.device_id)
+    if keep:
+        print_measurement(Sourced(found, "measured now", rel, base=f"{store}/"))
+    else:
+        print_measurement(Sourced(found, "measured now (not stored)", "-", base=""))
     return 0
+
+
+def _read_entry(path: Path):
+    from attention_docs.measurements.schema import Measurement, SchemaError
+
+    try:
+        return Measurement.loads(path.read_text(encoding="utf-8"))
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a folder; give a stored .json file") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(
+            f"cannot read {path}: it is a binary file, not a stored measurement (.json)"
+        ) from None
+    except (SchemaError, KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"cannot read {path} as a stored measurement: {exc}") from None
 
 
 def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
     from attention_docs.experiments.registry import get
-    from attention_docs.measurements.schema import Measurement, SchemaError, Sourced
+    from attention_docs.measurements.schema import Sourced
     from attention_docs.measurements.store import Store
 
     path = Path(args.name)
-    if path.suffix == ".json":
-        try:
-            m = Measurement.loads(path.read_text(encoding="utf-8"))
-        except (OSError, SchemaError) as exc:
-            raise UsageError(f"cannot read {path}: {exc}") from None
+    if path.suffix in (".json", ".gz") or path.is_file() or "/" in args.name:
+        m = _read_entry(path)
         print_measurement(Sourced(m, "from the store", path.name, base=f"{path.parent}/"))
         return 0
     exp = get(args.name)
-    requested = exp.check(parse_params(extra))
-    key = exp.key(requested)
-    store = Store(args.store)
-    available = store.devices(args.name, key)
-    devices = (
-        [args.device]
-        if args.device
-        else sorted(available, key=lambda d: (not d.startswith("cuda-"), d))
-    )
-    for device in devices:
-        m = store.get(args.name, key, device)
-        if m is not None:
-            print_measurement(
-                Sourced(
-                    m,
-                    "from the store",
-                    store.relative(m.experiment, key, device),
-                    base=f"{store.root}/",
-                )
-            )
-            return 0
+    params = parse_params(extra)
+    requested = exp.canonical(params)
+    stores = [args.store] if args.store else [COMMITTED_STORE, SCRATCH_STORE]
+    for root in stores:
+        store = Store(root)
+        # Under the key every device shares, then under the key a run on the command line
+        # gives when a parameter equals that device's default.
+        keys = [(exp.key(requested), None)] + [
+            (exp.key(exp.canonical(params, kind)), kind) for kind in ("cuda", "cpu")
+        ]
+        found = []
+        for key, kind in dict.fromkeys(keys):
+            for device in store.devices(args.name, key):
+                if kind is None or device.startswith(f"{kind}-"):
+                    found.append((key, device))
+        if args.device:
+            found = [(k, d) for k, d in found if d == args.device]
+        found.sort(key=lambda kd: (not kd[1].startswith("cuda-"), kd[1]))
+        for key, device in found:
+            m = store.get(args.name, key, device)
+            if m is not None:
+                rel = store.relative(m.experiment, key, device)
+                print_measurement(Sourced(m, "from the store", rel, base=f"{store.root}/"))
+                return 0
+    where = " or ".join(str(s) for s in stores)
     raise UsageError(
-        f"no stored measurement of {args.name} with {requested or 'default parameters'} in {args.store} "
-        f"(key {key}); run it with: python -m attention_docs run {args.name} ..."
+        f"no stored measurement of {args.name} with {requested or 'default parameters'} in "
+        f"{where} (key {exp.key(requested)}); run it with: {PROG} run {args.name} ..."
     )
 
 
-def cmd_prune(args: argparse.Namespace) -> int:
+def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
     from attention_docs.experiments import load_all
     from attention_docs.experiments.registry import REGISTRY
     from attention_docs.measurements.store import Store
 
     load_all()
     store = Store(args.store)
+    wanted = None
+    if args.unrequested:
+        manifest = args.store / "requests.json"
+        if not manifest.is_file():
+            raise UsageError(
+                f"--unrequested needs {manifest}, which a full build (`nox -s docs`) writes"
+            )
+        wanted = {
+            (
+                r["experiment"],
+                json.dumps(REGISTRY[r["experiment"]].canonical(r["requested"]), sort_keys=True),
+            )
+            for r in _read_manifest(manifest)
+            if r["experiment"] in REGISTRY
+        }
     stale = []
     for path, m, problem in store.entries():
+        exp = REGISTRY.get(m.experiment) if m else None
         if m is None:
             stale.append((path, f"unreadable: {problem}"))
-        elif m.experiment not in REGISTRY:
+        elif exp is None:
             stale.append((path, f"experiment {m.experiment} no longer exists"))
-        elif m.fingerprint != REGISTRY[m.experiment].fingerprint():
+        elif m.fingerprint != exp.fingerprint():
             stale.append((path, "the code it measured has changed"))
-        elif m.key != REGISTRY[m.experiment].key(m.requested):
-            stale.append((path, "it was measured with an older measuring method"))
+        elif m.key != exp.key(m.requested):
+            stale.append(
+                (path, "its key was computed the old way (older method or default parameters)")
+            )
+        elif wanted is not None and (
+            (m.experiment, json.dumps(exp.canonical(m.requested), sort_keys=True)) not in wanted
+        ):
+            stale.append((path, "no page requests it (requests.json)"))
     for path, why in stale:
         if not args.dry_run:
             store.remove(path)
@@ -282,7 +423,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_migrate(args: argparse.Namespace) -> int:
+def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:
     from attention_docs.measurements.store import Store
 
     moved = Store(args.store).migrate()
@@ -292,7 +433,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
+def cmd_worker(args: argparse.Namespace, extra: list[str]) -> int:
     from attention_docs.experiments.runner import run_experiment
     from attention_docs.measurements.store import Store
 
@@ -307,26 +448,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser(hidden=argv[:1] == ["_worker"])
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command not in ("run", "show"):
+    if extra and not getattr(args, "takes_params", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    from attention_docs import archive
     from attention_docs.experiments.registry import ExperimentError
     from attention_docs.experiments.runner import BusyMachineError
     from attention_docs.profiling.device import DeviceError
 
-    commands = {
-        "list": cmd_list,
-        "run": lambda: cmd_run(args, extra),
-        "show": lambda: cmd_show(args, extra),
-        "prune": lambda: cmd_prune(args),
-        "migrate": lambda: cmd_migrate(args),
-        "import-archive": lambda: archive.cmd_import_archive(args, parser.prog),
-        "_worker": lambda: cmd_worker(args),
-    }
     try:
-        return commands[args.command]()
+        return args.handler(args, extra)
     except (UsageError, ExperimentError, DeviceError, BusyMachineError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2

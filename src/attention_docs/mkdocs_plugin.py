@@ -1,18 +1,32 @@
 # The MkDocs side of the measurement store. It configures `book.measure()` from mkdocs.yml
 # (and ATTENTION_DOCS_* variables set by `nox -s docs -- --refresh|--frozen|--device`),
-# rewrites the `@measurements/` link placeholder into page-relative links, publishes
-# entries measured during the build, checks that every linked file exists, names the page
-# of any executed block that failed, and writes the build summary and requests manifest.
+# rewrites the `@measurements/` link placeholder into page-relative links, publishes the
+# store (world-readable, byte-identical from one build to the next, notebooks included),
+# checks that every linked file exists, reports failed executed blocks by page with one root
+# cause per session, and writes the build summary. Only a full build — every page, not
+# `serve`, not `--dirty`, not a subset config, no failed block — rewrites the committed
+# requests manifest: a partial build would shrink it to the pages it saw.
+#
+# Speed: renderers are answered from a cache (build_cache.py), and under `mkdocs serve
+# --dirty` (what `nox -s serve` runs) an edit rebuilds only the pages it touches: a prose
+# edit its page; a library edit (src/ is watched) reloads the changed modules and rebuilds
+# the pages whose renderers, measured code or snippets include the file.
+#
 # It also finishes pages for readers (site_pages.py): links to .md files in executed output
 # are rewritten like the page's own, and notebook pages are slimmed, titled and linked.
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import logging
 import os
 import posixpath
 import re
 import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from mkdocs.config import config_options as c
@@ -20,11 +34,13 @@ from mkdocs.config.base import Config
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin, get_plugin_logger
 
-from attention_docs import book, site_pages
+from attention_docs import book, build_cache, site_pages
+from attention_docs.measurements.keys import PACKAGE_ROOT
 
 log = get_plugin_logger("attention_docs")
 PLACEHOLDER = "@measurements/"
 SUMMARY_MARKER = "<!-- attention-docs:build-summary -->"
+SNIPPET = re.compile(r"""--8<--\s+["']([^"'\n]+)["']""")
 
 
 class AttentionDocsConfig(Config):
@@ -38,34 +54,133 @@ class AttentionDocsConfig(Config):
     device = c.Choice(("auto", "cpu", "cuda"), default="auto")
     timeout = c.Type(int, default=1800)
     requests = c.Type(str, default="docs/measurements/requests.json")
+    # What builds reuse (relative to mkdocs.yml): renderer outputs, published notebooks,
+    # experiment declarations and this machine's device id; "" turns it off.
+    cache_dir = c.Type(str, default=".cache")
 
 
-class _FailedBlocks(logging.Handler):
-    """Remembers markdown-exec's failure warnings together with the page being rendered."""
+@dataclass(frozen=True)
+class BlockFailure:
+    page: str
+    block: str
+    session: str | None
+    error: str  # the exception's first line, e.g. "NameError: name 'wall' is not defined"
+    cause: str | None = None  # the earlier block of the same session this one failed because of
+
+
+def exception_line(message: str) -> str:
+    """The first line of the exception a markdown-exec failure message ends with."""
+    output = message.split("Output is:", 1)[-1]
+    lines = [line[2:] if line.startswith("  ") else line for line in output.splitlines()]
+    lines = [line for line in lines if line.strip() and not line.startswith("```")]
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    start = frames[-1] + 1 if frames else 0
+    for line in lines[start:]:
+        if not line.startswith(" ") and not line.startswith("Traceback"):
+            return line.strip()
+    return lines[-1].strip() if lines else "unknown error"
+
+
+class BlockFailures(logging.Handler):
+    """Watches markdown-exec's failure warnings: names the page in each, and turns a
+    `NameError` after an earlier failure in the same session into one line naming that
+    block — the usual cascade of one typo in a session's first block.
+
+    It is a handler on markdown-exec's parent logger, so it sees each record before MkDocs'
+    own handler (on the `mkdocs` logger, further up) prints it, and rewrites it in place.
+    """
 
     def __init__(self) -> None:
         super().__init__(level=logging.WARNING)
         self.page: str | None = None
-        self.failures: list[str] = []
+        self.sessions: dict[str, str] = {}  # block id -> session, on the current page
+        self.failures: list[BlockFailure] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         match = re.search(r"code block (?:'([^']*)' )?exited with", message)
-        if match:
-            block = match.group(1) or "(a block without id)"
-            self.failures.append(f"block '{block}' in {self.page}")
-            log.warning(
-                "executed block '%s' in %s failed (its traceback is above)", block, self.page
+        if not match:
+            return
+        block = match.group(1) or "(a block without id)"
+        session = self.sessions.get(block)
+        error = exception_line(message)
+        root = next(
+            (
+                f
+                for f in self.failures
+                if session and f.page == self.page and f.session == session and f.cause is None
+            ),
+            None,
+        )
+        if root is not None and error.startswith("NameError"):
+            self.failures.append(BlockFailure(self.page, block, session, error, root.block))
+            record.msg = (
+                f"executed block '{block}' in {self.page} failed with {error}: a consequence of "
+                f"block '{root.block}' failing earlier in session '{session}' (see above)"
             )
+        else:
+            self.failures.append(BlockFailure(self.page, block, session, error))
+            record.msg = message.replace(
+                match.group(0), f"code block '{block}' in {self.page} exited with", 1
+            )
+        record.args = ()
+
+    def summary(self) -> list[str]:
+        """One line per root failure, with the blocks that failed because of it."""
+        lines = []
+        for root in (f for f in self.failures if f.cause is None):
+            followers = [
+                f.block for f in self.failures if f.cause == root.block and f.page == root.page
+            ]
+            after = (
+                f"; {len(followers)} later block(s) of session '{root.session}' failed only "
+                f"because of it ({', '.join(followers)})"
+                if followers
+                else ""
+            )
+            lines.append(
+                f"executed block '{root.block}' in {root.page} failed: {root.error}{after} "
+                "(its traceback is above)"
+            )
+        return lines
+
+
+def file_digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
+    def __init__(self) -> None:
+        self.command = "build"
+        self.dirty = False
+        self.reloader = None
+        self.graph = build_cache.SourceGraph()
+        # Per page (src_uri): the files it depended on when last rendered, and their digests.
+        self.page_files: dict[str, dict[Path, str]] = {}
+
+    def on_startup(self, *, command, dirty):
+        # Defining this keeps one plugin object for every rebuild of `mkdocs serve`.
+        self.command = command
+        self.dirty = dirty
+        if command == "serve":
+            from attention_docs.live_reload import ModuleReloader
+
+            self.reloader = ModuleReloader(graph=self.graph)
+            self.reloader.snapshot()
+
     def on_config(self, config):
+        if self.reloader is not None:
+            self.reloader.reload_changed()
         root = Path(config.config_file_path).parent
+        self.root = root
         self.store = root / self.config.store
         self.requests_path = root / self.config.requests
         mode = os.environ.get("ATTENTION_DOCS_MODE") or self.config.mode
         device = os.environ.get("ATTENTION_DOCS_DEVICE") or self.config.device
+        self.cache_dir = root / self.config.cache_dir if self.config.cache_dir else None
         try:
             book.configure(
                 book.Settings(
@@ -75,22 +190,62 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
                     allow_busy=self.config.allow_busy,
                     device=device,
                     timeout_s=float(self.config.timeout),
+                    cache_dir=self.cache_dir,
                 )
             )
         except ValueError as exc:
             raise PluginError(f"attention-docs: {exc}") from None
+        self.graph.refresh()
+        self.cache = build_cache.RenderCache(
+            self.cache_dir / "render" if self.cache_dir else None, self.graph
+        )
+        build_cache.install(self.cache)
         self.links: list[tuple[str, str]] = []
-        self.handler = _FailedBlocks()
-        logging.getLogger("mkdocs.plugins.markdown_exec").addHandler(self.handler)
+        self.failures = BlockFailures()
+        logging.getLogger("mkdocs.plugins.markdown_exec").addHandler(self.failures)
+        self.full = self.command in ("build", "gh-deploy") and not self.dirty
         _show_library_warnings()
         return config
 
-    def on_page_markdown(self, markdown, page, **kwargs):
-        self.handler.page = page.file.src_uri
-        return wrap_blocks(markdown, page.file.src_uri)
+    def on_serve(self, server, config, builder):
+        # The library is watched too when it is a source checkout (an editable install, or
+        # PYTHONPATH=src), not an installed copy. Reloaded modules write no .pyc files into
+        # it: each would be a change that starts another rebuild.
+        if "site-packages" not in PACKAGE_ROOT.parts:
+            sys.dont_write_bytecode = True
+            server.watch(str(PACKAGE_ROOT))
+        return server
+
+    def on_files(self, files, config):
+        pages = files.documentation_pages(inclusion=lambda level: True)
+        if any(f.inclusion.is_excluded() for f in pages):
+            self.full = False  # a subset of the site: its requests are not the site's
+        if self.dirty:
+            for f in pages:
+                known = self.page_files.get(f.src_uri, {})
+                changed = [p for p, d in known.items() if file_digest(p) != d]
+                if changed and Path(f.abs_dest_path).exists():
+                    # mkdocs --dirty rebuilds a page whose output is older than its source.
+                    os.utime(f.abs_dest_path, (0, 0))
+                    log.info("rebuilding %s: %s changed", f.src_uri, _short(changed))
+        return files
+
+    def on_page_markdown(self, markdown, page, config, **kwargs):
+        uri = page.file.src_uri
+        self.failures.page = uri
+        self.failures.sessions = block_sessions(markdown)
+        self.cache.used_files.clear()
+        book.build_log().used_files.clear()
+        self.snippets = {
+            (self.root / m.group(1).rsplit(":", 1)[0]).resolve() for m in SNIPPET.finditer(markdown)
+        }
+        return wrap_blocks(markdown, uri)
 
     def on_page_content(self, html, page, config, files, **kwargs):
         from mkdocs.structure.pages import _RelativePathTreeprocessor
+
+        used = self.snippets | self.cache.used_files | book.build_log().used_files
+        self.page_files[page.file.src_uri] = {p: file_digest(p) for p in sorted(used)}
 
         # markdown-exec converts a block's output without MkDocs' link rewriting: apply it
         # here (a private MkDocs class, stable across 1.x; mkdocs is pinned below 2).
@@ -109,69 +264,194 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
             self.links.append((page.file.src_uri, rel))
         return html.replace(PLACEHOLDER, prefix)
 
+    def on_post_page(self, output, page, config):
+        return stable_cell_ids(output)
+
+    def on_build_error(self, error):
+        if hasattr(self, "failures"):
+            logging.getLogger("mkdocs.plugins.markdown_exec").removeHandler(self.failures)
+
     def on_post_build(self, config):
-        logging.getLogger("mkdocs.plugins.markdown_exec").removeHandler(self.handler)
+        logging.getLogger("mkdocs.plugins.markdown_exec").removeHandler(self.failures)
         site = Path(config.site_dir)
+        fetches = book.build_log().fetches
+        if self.full and not self.failures.failures:
+            # Before the store is copied, so that the published manifest is this build's.
+            write_requests(self.requests_path, fetches)
         if self.store.is_dir():
-            shutil.copytree(
-                self.store,
-                site / "measurements",
-                dirs_exist_ok=True,
-                ignore=shutil.ignore_patterns(".*"),
-            )
+            publish_store(self.store, site / "measurements")
         missing = [
             (page, rel) for page, rel in self.links if not (site / "measurements" / rel).is_file()
         ]
         if missing:
             listing = "; ".join(f"{rel} (linked from {page})" for page, rel in missing)
             raise PluginError(f"attention-docs: linked measurement files are missing: {listing}")
-        self._write_notebooks(Path(config.docs_dir), site)
-        fetches = book.build_log().fetches
-        self._write_requests(fetches)
-        summary = summary_html(fetches, book.build_log(), self.store)
+        write_notebooks(Path(config.docs_dir), site, self.cache_dir)
         index = site / "index.html"
-        if index.is_file():
-            text = index.read_text(encoding="utf-8")
+        text = index.read_text(encoding="utf-8") if index.is_file() else ""
+        if SUMMARY_MARKER in text:  # a dirty rebuild leaves an unchanged index alone
+            summary = summary_html(fetches, book.build_log(), self.store)
             index.write_text(text.replace(SUMMARY_MARKER, summary), encoding="utf-8")
+        world_readable(site)
+        self.cache.tokens.save()
         measured = sum(f.origin == "measured during this build" for f in fetches)
         log.info(
-            "%d measurements: %d from the store, %d measured during this build",
+            "%d measurements: %d from the store, %d measured during this build; "
+            "renderers: %d from the cache, %d drawn",
             len(fetches),
             len(fetches) - measured,
             measured,
+            self.cache.hits,
+            self.cache.misses,
         )
-        if self.handler.failures:
-            log.warning("executed blocks failed: %s", ", ".join(self.handler.failures))
-
-    def _write_notebooks(self, docs: Path, site: Path) -> None:
-        """Publish each Jupytext companion notebook as a .ipynb readers can download and run."""
-        import jupytext
-
-        for source in sorted((docs / "notebooks").glob("*.py")):
-            target = site / "notebooks" / f"{source.stem}.ipynb"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            jupytext.write(jupytext.read(source), target, fmt="ipynb")
-
-    def _write_requests(self, fetches) -> None:
-        requests = sorted(
-            {
-                json.dumps({"experiment": f.experiment, "requested": f.requested}, sort_keys=True)
-                for f in fetches
-            }
-        )
-        text = "[\n" + ",\n".join(f"  {r}" for r in requests) + "\n]\n"
-        if requests and (
-            not self.requests_path.exists()
-            or self.requests_path.read_text(encoding="utf-8") != text
-        ):
-            self.requests_path.parent.mkdir(parents=True, exist_ok=True)
-            self.requests_path.write_text(text, encoding="utf-8")
+        for line in self.failures.summary():
+            log.warning(line)
+        if self.reloader is not None:
+            self.reloader.snapshot()
 
 
-EXEC_FENCE = re.compile(
-    r"^(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*\bexec=\"(?:on|1|true)\"[^\n]*)\n.*?^(?P=fence)[ \t]*$",
-    re.M | re.S,
-)
+def _short(paths: list[Path]) -> str:
+    names = [p.name if p.suffix == ".json" else p.as_posix().split("/src/")[-1] for p in paths]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def block_sessions(markdown: str) -> dict[str, str]:
+    """Executed blocks' ids mapped to their session names, for one page."""
+    sessions = {}
+    for _, _, info in executed_blocks(markdown):
+        block = re.search(r'\bid="([^"]+)"', info)
+        session = re.search(r'\bsession="([^"]+)"', info)
+        if block and session:
+            sessions[block.group(1)] = session.group(1)
+    return sessions
+
+
+def stable_cell_ids(html: str) -> str:
+    """Notebook cells numbered in order: jupytext gives a `.py` notebook's cells random ids,
+    and nbconvert writes them into the page, so two builds of one notebook would differ."""
+    if "cell-id=" not in html:
+        return html
+    counter = itertools.count()
+    return re.sub(r'id="cell-id=[^"]*"', lambda _: f'id="cell-id=cell-{next(counter)}"', html)
+
+
+def write_requests(path: Path, fetches) -> None:
+    """The requests manifest: every (experiment, requested) this build rendered, sorted."""
+    requests = sorted(
+        {
+            json.dumps({"experiment": f.experiment, "requested": f.requested}, sort_keys=True)
+            for f in fetches
+        }
+    )
+    text = "[\n" + ",\n".join(f"  {r}" for r in requests) + "\n]\n"
+    if requests and (not path.exists() or path.read_text(encoding="utf-8") != text):
+        write_file(path, text.encode())
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write atomically, world-readable (mkstemp makes 0600 files)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        Path(tmp).chmod(0o644)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def publish_store(store: Path, target: Path) -> None:
+    """Copy the store's entries, traces and manifest into the site (dotfiles left out).
+
+    A file the site already holds, same size and not older, is left as it is: `serve`
+    rebuilds into the same folder after every edit.
+    """
+
+    def copy(src: str, dst: str) -> None:
+        s, d = Path(src).stat(), Path(dst).stat() if Path(dst).exists() else None
+        if d is None or d.st_size != s.st_size or d.st_mtime < s.st_mtime:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(
+        store, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*"), copy_function=copy
+    )
+
+
+def world_readable(site: Path) -> None:
+    """Every published file 0644, every folder 0755, whatever the umask was."""
+    for folder, dirs, files in os.walk(site):
+        for name in dirs:
+            (Path(folder) / name).chmod(0o755)
+        for name in files:
+            path = Path(folder) / name
+            if not path.is_symlink():
+                path.chmod(0o644)
+
+
+def write_notebooks(docs: Path, site: Path, cache_dir: Path | None = None) -> None:
+    """Publish each Jupytext companion notebook as a .ipynb readers can download and run.
+
+    Cells are numbered (`cell-0`, ...) instead of jupytext's random ids, so that the file
+    is the same from one build to the next; it is kept under `cache_dir`, keyed by the
+    source, since jupytext's conversion and validation take a while.
+    """
+    import importlib.metadata
+
+    for source in sorted((docs / "notebooks").glob("*.py")):
+        text = source.read_bytes()
+        key = hashlib.sha256(
+            f"{importlib.metadata.version('jupytext')}\0".encode() + text
+        ).hexdigest()
+        cached = cache_dir / "notebooks" / f"{key}.ipynb" if cache_dir else None
+        target = site / "notebooks" / f"{source.stem}.ipynb"
+        if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
+            continue  # written by an earlier build into this folder (`serve`)
+        if cached is not None and cached.is_file():
+            data = cached.read_bytes()
+        else:
+            import jupytext
+
+            notebook = jupytext.reads(text.decode("utf-8"), fmt="py:percent")
+            for i, cell in enumerate(notebook.cells):
+                cell["id"] = f"cell-{i}"
+            data = jupytext.writes(notebook, fmt="ipynb").encode()
+            if cached is not None:
+                write_file(cached, data)
+        write_file(target, data)
+
+
+FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+EXECUTED = re.compile(r'\bexec="(?:on|1|true)"')
+
+
+def top_level_fences(markdown: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, info) of each fenced block that is not inside another one.
+
+    A fence inside a longer one (a guide showing a chapter's source in a ```` block) is
+    content, not a block: it is neither executed nor wrapped.
+    """
+    lines = markdown.split("\n")
+    found = []
+    i = 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        fence = opening.group("fence")
+        end = i + 1
+        closing = re.compile(rf"^{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
+        while end < len(lines) and not closing.match(lines[end]):
+            end += 1
+        found.append((i, min(end, len(lines) - 1), opening.group("info")))
+        i = end + 1
+    return found
+
+
+def executed_blocks(markdown: str) -> list[tuple[int, int, str]]:
+    return [f for f in top_level_fences(markdown) if EXECUTED.search(f[2])]
 
 
 def wrap_blocks(markdown: str, page: str) -> str:
@@ -180,17 +460,20 @@ def wrap_blocks(markdown: str, page: str) -> str:
     The wrapper lets the tests check that every block produced output, and the id names the
     block in error messages; a block without an id is reported.
     """
-
-    def wrap(match: re.Match) -> str:
-        found = re.search(r'\bid="([^"]+)"', match.group("info"))
+    lines = markdown.split("\n")
+    for first, last, info in reversed(executed_blocks(markdown)):
+        found = re.search(r'\bid="([^"]+)"', info)
         if not found:
             log.warning(
                 'an executed block in %s has no id="..."; give it one (see contributing.md)', page
             )
-            return match.group(0)
-        return f'<div class="ad-block" data-block="{found.group(1)}" markdown="1">\n\n{match.group(0)}\n\n</div>'
-
-    return EXEC_FENCE.sub(wrap, markdown)
+            continue
+        lines[last + 1 : last + 1] = ["", "</div>"]
+        lines[first:first] = [
+            f'<div class="ad-block" data-block="{found.group(1)}" markdown="1">',
+            "",
+        ]
+    return "\n".join(lines)
 
 
 def _show_library_warnings() -> None:
@@ -241,14 +524,17 @@ def _device_item(device_id: str, row: dict, used: int) -> str:
 def summary_html(fetches, build_log, store: Path | None = None) -> str:
     """The index page's account of this build: where each measurement came from."""
     import html
-
-    import torch
+    import importlib.metadata
 
     if not fetches:
         return "<p>This build rendered no measurement.</p>"
     measured = [f for f in fetches if f.origin == "measured during this build"]
     stored = [f for f in fetches if f.origin == "from the store"]
-    local = "a CUDA GPU" if torch.cuda.is_available() else "the CPU (no CUDA device found)"
+    on_gpu = book.local_device_id(book.settings().device).startswith("cuda-")
+    local = "a CUDA GPU" if on_gpu else "the CPU"
+    if not on_gpu and book.settings().device == "auto":
+        local += " (no CUDA device found)"
+    torch_version = importlib.metadata.version("torch")
     used: dict[str, int] = {}
     for f in fetches:
         used[f.device_id] = used.get(f.device_id, 0) + 1
@@ -271,7 +557,7 @@ def summary_html(fetches, build_log, store: Path | None = None) -> str:
         )
     return (
         '<div class="admonition info"><p class="admonition-title">This build</p>'
-        f"<p>Built with torch {html.escape(torch.__version__)} on {local}. "
+        f"<p>Built with torch {html.escape(torch_version)} on {local}. "
         f"It rendered <strong>{len(fetches)}</strong> measurements: "
         f"<strong>{len(measured)}</strong> measured during this build and "
         f"<strong>{len(stored)}</strong> read from the committed store. The store holds "

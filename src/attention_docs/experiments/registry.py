@@ -1,6 +1,7 @@
 # The experiment registry. An experiment is a function that answers one question a chapter
 # asks and returns what it observed; its declaration says which parameters it takes (with
-# larger defaults on a GPU), and which source files it measures (its fingerprint).
+# larger defaults on a GPU), which source files it measures (its fingerprint), and how much
+# memory a choice of parameters needs at least (checked before a worker starts).
 from __future__ import annotations
 
 import hashlib
@@ -10,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attention_docs.measurements.keys import PACKAGE_ROOT, fingerprint, source_tokens, store_key
+from attention_docs.cost import ITEMSIZE
+from attention_docs.measurements.keys import PACKAGE_ROOT, file_tokens, fingerprint, store_key
 from attention_docs.measurements.schema import OpStat, StepStat, Table
 from attention_docs.profiling.timing import Timing
 from attention_docs.profiling.trace import Trace
@@ -88,6 +90,39 @@ class Observed:
     chrome: Mapping | None = None  # the Chrome trace behind `timeline`, stored gzipped
 
 
+EstimateBytes = Callable[[Mapping[str, Any]], "int | None"]
+
+
+def score_matrix_bytes(params: Mapping[str, Any]) -> int | None:
+    """Bytes of one batch_size×num_heads×seq_len² matrix: the least an experiment needs that
+    materialises attention scores at one shape. None without a `seq_len` parameter.
+
+    The shared default of `estimate_bytes`: naive attention holds two such matrices (scores
+    and probabilities), so one of them larger than the device's free memory cannot run.
+    """
+    if "seq_len" not in params:
+        return None
+    n = int(params["seq_len"])
+    dtype = params.get("dtype", "float32")
+    return (
+        int(params.get("batch_size", 1))
+        * int(params.get("num_heads", 1))
+        * n
+        * n
+        * ITEMSIZE.get(dtype if isinstance(dtype, str) else "float32", 4)
+    )
+
+
+def bytes_text(n: float) -> str:
+    """`3.2 GiB`, `8.0 EiB`: binary units, one decimal."""
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
+    value, unit = float(n), 0
+    while value >= 1024 and unit < len(units) - 1:
+        value /= 1024
+        unit += 1
+    return f"{int(value)} bytes" if unit == 0 else f"{value:.1f} {units[unit]}"
+
+
 @dataclass(frozen=True)
 class Experiment:
     name: str
@@ -95,6 +130,9 @@ class Experiment:
     func: Callable[..., Observed]
     params: Mapping[str, Param]
     measures: tuple[str, ...]  # package-relative source files whose code is measured
+    # The least memory a run with these (resolved) parameters needs, or None if unknown;
+    # `run` and `book.measure` refuse parameters that cannot fit before a worker starts.
+    estimate_bytes: EstimateBytes | None = score_matrix_bytes
 
     @property
     def source_files(self) -> tuple[str, ...]:
@@ -106,11 +144,7 @@ class Experiment:
 
     def fingerprint(self, root: Path = PACKAGE_ROOT) -> str:
         own = Path(inspect.getfile(self.func)).resolve()
-        extra = (
-            ""
-            if own.is_relative_to(PACKAGE_ROOT)
-            else source_tokens(own.read_text(encoding="utf-8"))
-        )
+        extra = "" if own.is_relative_to(PACKAGE_ROOT) else file_tokens(own)
         base = fingerprint(self.source_files, root)
         return base if not extra else hashlib.sha256((base + extra).encode()).hexdigest()[:16]
 
@@ -131,22 +165,83 @@ class Experiment:
         checked = self.check(requested)
         return {n: checked.get(n, p.default_for(device_kind)) for n, p in self.params.items()}
 
+    def canonical(
+        self, requested: Mapping[str, Any], device_kind: str | None = None
+    ) -> dict[str, Any]:
+        """`requested`, checked, without the parameters given at their default value.
+
+        With `device_kind` None a parameter is dropped only when it equals its default on
+        every device (a `seq_len=256` whose GPU default is 2048 is a request of its own);
+        with `device_kind` ("cpu", "cuda") when it equals that device's default — what the
+        command line does for a run on that device, so that it lands on the chapter's key.
+        """
+        kinds = (device_kind,) if device_kind else ("cpu", "cuda")
+        kept = {}
+        for name, value in self.check(requested).items():
+            defaults = [self.params[name].default_for(kind) for kind in kinds]
+            if not all(type(value) is type(d) and value == d for d in defaults):
+                kept[name] = value
+        return kept
+
     def key(self, requested: Mapping[str, Any]) -> str:
-        return store_key(self.name, self.check(requested), self.fingerprint())
+        """The store key: parameters given at their default make no key of their own."""
+        return store_key(self.name, self.canonical(requested), self.fingerprint())
+
+    def memory_problem(
+        self, params: Mapping[str, Any], free_bytes: int | None, where: str
+    ) -> str | None:
+        """Why `params` (resolved) cannot fit in `free_bytes` on `where`, or None if they may."""
+        need = self.estimate_bytes(params) if self.estimate_bytes else None
+        if need is None or free_bytes is None or need <= free_bytes:
+            return None
+        how = ""
+        if self.estimate_bytes is score_matrix_bytes:
+            dims = "×".join(
+                str(params.get(n, 1)) for n in ("batch_size", "num_heads", "seq_len", "seq_len")
+            )
+            how = (
+                f" for one batch_size×num_heads×seq_len² score matrix of "
+                f"{params.get('dtype', 'float32')} ({dims} elements)"
+            )
+        return (
+            f"{self.name} with {_changed_text(self, params)} needs at least "
+            f"{bytes_text(need)}{how}, but {where} has {bytes_text(free_bytes)} free; "
+            "choose smaller parameters (see `python -m attention_docs list`)"
+        )
 
 
 REGISTRY: dict[str, Experiment] = {}
 
 
+def _changed_text(exp: Experiment, params: Mapping[str, Any]) -> str:
+    """The parameters that differ from their CPU default (`seq_len=100000`), else "defaults"."""
+    changed = [
+        f"{n}={v}" for n, v in params.items() if n in exp.params and v != exp.params[n].default
+    ]
+    return ", ".join(changed) or "its default parameters"
+
+
 def experiment(
-    name: str, *, summary: str, measures: tuple[str, ...] = (), **params: Param
+    name: str,
+    *,
+    summary: str,
+    measures: tuple[str, ...] = (),
+    estimate_bytes: EstimateBytes | None = score_matrix_bytes,
+    **params: Param,
 ) -> Callable[[Callable[..., Observed]], Callable[..., Observed]]:
-    """Register `func(ctx, **params) -> Observed` as experiment `name`."""
+    """Register `func(ctx, **params) -> Observed` as experiment `name`.
+
+    `estimate_bytes(params)` says the least memory a run needs (default: one
+    batch_size×num_heads×seq_len² matrix when the experiment has a `seq_len`); pass your own
+    for an experiment that never materialises one, or None to skip the check.
+    """
 
     def register(func: Callable[..., Observed]) -> Callable[..., Observed]:
         if name in REGISTRY:
             raise RuntimeError(f"experiment {name} is registered twice")
-        REGISTRY[name] = Experiment(name, summary, func, dict(params), tuple(measures))
+        REGISTRY[name] = Experiment(
+            name, summary, func, dict(params), tuple(measures), estimate_bytes
+        )
         return func
 
     return register

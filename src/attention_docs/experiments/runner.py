@@ -14,10 +14,11 @@ from typing import Any
 import torch
 
 from attention_docs import __version__
-from attention_docs.experiments.registry import get
+from attention_docs.experiments.registry import ExperimentError, get
 from attention_docs.measurements.schema import Measurement, Provenance
 from attention_docs.measurements.store import Store
 from attention_docs.profiling.device import DeviceInfo, describe, device_id, resolve_device
+from attention_docs.profiling.headroom import free_memory_bytes
 from attention_docs.profiling.load import LoadMonitor
 
 
@@ -47,10 +48,13 @@ def run_experiment(
     with `allow_busy=False` it is not stored and `BusyMachineError` says why.
     """
     exp = get(name)
-    requested = exp.check(requested or {})
+    requested = exp.canonical(requested or {})
     target = resolve_device(device)
     info = describe(target)
     params = exp.resolve(requested, target.type)
+    problem = exp.memory_problem(params, free_memory_bytes(target), f"this {target.type}")
+    if problem:
+        raise ExperimentError(problem)
     torch.manual_seed(0)
     started = time.perf_counter()
     with LoadMonitor(torch.get_num_threads() if target.type == "cpu" else None) as monitor:

@@ -30,6 +30,22 @@ def source_tokens(text: str) -> str:
     return "\n".join(t.string for t in tokens if t.type not in _SKIP)
 
 
+# Tokenizing is slow (a build asks for ~50 keys, each hashing several files): each file's
+# tokens are remembered for as long as its size and modification time stay the same.
+_TOKENS: dict[Path, tuple[tuple[int, int], str]] = {}
+
+
+def file_tokens(path: Path) -> str:
+    """`source_tokens` of the file at `path`, remembered until the file changes."""
+    stat = path.stat()
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    known = _TOKENS.get(path)
+    if known is None or known[0] != stamp:
+        known = (stamp, source_tokens(path.read_text(encoding="utf-8")))
+        _TOKENS[path] = known
+    return known[1]
+
+
 def fingerprint(files: Iterable[str], root: Path = PACKAGE_ROOT) -> str:
     """Hash of the token streams of `files` (paths relative to the package, e.g. `attention/naive.py`)."""
     digest = hashlib.sha256()
@@ -37,9 +53,7 @@ def fingerprint(files: Iterable[str], root: Path = PACKAGE_ROOT) -> str:
         path = root / rel
         if not path.is_file():
             raise FileNotFoundError(f"fingerprint: {rel} is not a file under {root.name}/")
-        digest.update(
-            rel.encode() + b"\0" + source_tokens(path.read_text(encoding="utf-8")).encode() + b"\0"
-        )
+        digest.update(rel.encode() + b"\0" + file_tokens(path).encode() + b"\0")
     return digest.hexdigest()[:16]
 
 

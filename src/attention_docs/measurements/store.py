@@ -39,9 +39,12 @@ class Problem:
 class Store:
     """A folder of measurements: `<root>/<experiment>/<key>.<device id>.json`."""
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, *, warn: bool = True) -> None:
         self.root = Path(root)
         self.problems: list[Problem] = []
+        # False: problems are only collected, for a caller that reports them itself (a frozen
+        # build does not measure again, so "it will be measured again" would be untrue).
+        self.warn = warn
 
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r})"
@@ -89,6 +92,8 @@ class Store:
     def _report(self, path: Path, reason: str) -> None:
         problem = Problem(path, reason)
         self.problems.append(problem)
+        if not self.warn:
+            return
         log.warning(
             "stored measurement %s is unusable (%s); it will be measured again",
             path.relative_to(self.root.parent) if path.is_relative_to(self.root.parent) else path,

@@ -1,0 +1,167 @@
+# What a warm build needs to know about experiments and this machine, without importing
+# torch (2–4 s of a build that otherwise only reads the store and renders): each
+# experiment's declaration (parameters, measured files, fingerprint) and this machine's
+# device id, remembered under .cache/. The experiment index is valid while no source file
+# of the package (nor an out-of-tree experiment module) changes; the device id while the
+# machine has not rebooted and torch is the same. Anything that measures still loads the
+# real registry.
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import pickle
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from attention_docs.experiments.registry import REGISTRY, Experiment
+from attention_docs.measurements.keys import PACKAGE_ROOT
+
+INDEX_VERSION = 1
+
+
+@dataclass(frozen=True)
+class IndexedExperiment(Experiment):
+    """An experiment's declaration read from the index: keys and fingerprints, no function."""
+
+    stored_fingerprint: str = ""
+    stored_sources: tuple[str, ...] = ()
+
+    @property
+    def source_files(self) -> tuple[str, ...]:
+        return self.stored_sources
+
+    def fingerprint(self, root: Path = PACKAGE_ROOT) -> str:
+        return self.stored_fingerprint if root == PACKAGE_ROOT else super().fingerprint(root)
+
+
+def _stub(path: str) -> Callable:
+    """A function whose source file is `path` (what `inspect.getfile` reports), never run."""
+
+    def declared_only(ctx, **params):
+        raise RuntimeError("an indexed declaration cannot run; use experiments.registry.get")
+
+    declared_only.__code__ = declared_only.__code__.replace(co_filename=path)
+    return declared_only
+
+
+def _extra_modules() -> list[str]:
+    return [m.strip() for m in os.environ.get("ATTENTION_DOCS_EXPERIMENTS", "").split(",") if m]
+
+
+def sources_digest() -> str:
+    """Hash of every source file the declarations can depend on (bytes: fast, not tokens).
+
+    That is the package but its renderers: nothing that measures imports them, so a
+    renderer edit (the usual one under `mkdocs serve`) keeps the index.
+    """
+    h = hashlib.sha256()
+    render = PACKAGE_ROOT / "render"
+    files = sorted(p for p in PACKAGE_ROOT.rglob("*.py") if not p.is_relative_to(render))
+    for module in _extra_modules():
+        spec = importlib.util.find_spec(module)
+        h.update(f"module {module}\0".encode())
+        if spec and spec.origin:
+            files.append(Path(spec.origin))
+    for path in files:
+        with contextlib.suppress(OSError):
+            h.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+_memo: dict[Path, tuple[str, dict[str, Experiment]]] = {}
+
+
+def experiments(cache_dir: Path | None) -> dict[str, Experiment]:
+    """Every experiment's declaration: from the index when it is current, else the registry
+    (which imports torch and every experiment module) — and the index is written anew."""
+    from attention_docs.experiments import load_all
+
+    if cache_dir is None:
+        load_all()
+        return REGISTRY
+    digest = sources_digest()
+    known = _memo.get(cache_dir)
+    if known and known[0] == digest:
+        return known[1]
+    path = cache_dir / "experiments.pickle"
+    try:
+        data = pickle.loads(path.read_bytes())
+        if data["version"] == INDEX_VERSION and data["digest"] == digest:
+            found = {
+                name: IndexedExperiment(
+                    name,
+                    d["summary"],
+                    _stub(d["file"]),
+                    d["params"],
+                    d["measures"],
+                    None,
+                    d["fingerprint"],
+                    d["sources"],
+                )
+                for name, d in data["experiments"].items()
+            }
+            _memo[cache_dir] = (digest, found)
+            return found
+    except (OSError, pickle.UnpicklingError, EOFError, KeyError, TypeError, AttributeError):
+        pass  # missing, damaged or from another version: rebuilt below
+    load_all()
+    index = {
+        name: {
+            "summary": exp.summary,
+            "file": exp.func.__code__.co_filename,
+            "params": dict(exp.params),
+            "measures": exp.measures,
+            "fingerprint": exp.fingerprint(),
+            "sources": exp.source_files,
+        }
+        for name, exp in REGISTRY.items()
+    }
+    data = {"version": INDEX_VERSION, "digest": digest, "experiments": index}
+    with contextlib.suppress(OSError, pickle.PicklingError, AttributeError, TypeError):
+        _write(path, pickle.dumps(data))
+    _memo[cache_dir] = (digest, REGISTRY)
+    return REGISTRY
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def _machine(device: str) -> str | None:
+    """What a device id is valid for: this boot of this machine, this torch, these GPUs."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
+        torch_version = importlib.metadata.version("torch")
+    except (OSError, importlib.metadata.PackageNotFoundError):
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return f"{device}|{platform.node()}|{boot}|torch {torch_version}|{visible}"
+
+
+def device_id(device: str, cache_dir: Path | None, compute: Callable[[str], str]) -> str:
+    """`compute(device)` (which imports torch), remembered for this boot of this machine."""
+    machine = _machine(device) if cache_dir else None
+    if machine is None or cache_dir is None:
+        return compute(device)
+    path = cache_dir / "device.json"
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    if not isinstance(known, dict):
+        known = {}
+    if isinstance(known.get(machine), str):
+        return known[machine]
+    found = compute(device)
+    with contextlib.suppress(OSError):
+        _write(path, json.dumps({machine: found}).encode())
+    return found

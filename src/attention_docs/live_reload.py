@@ -1,0 +1,166 @@
+# `mkdocs serve` keeps one Python process for every rebuild, so an edit to a renderer in src/
+# would not show until the server restarts: the old function stays imported. Before each
+# rebuild the plugin asks a ModuleReloader to reload the package modules whose code changed
+# since they were loaded, and every loaded module that imports them (in dependency order, so
+# that `from x import f` picks up the new f). Experiment modules drop their registrations
+# first, since registering a name twice is an error.
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import time
+import tokenize
+from collections.abc import Iterable
+from pathlib import Path
+
+from attention_docs.build_cache import PACKAGE, SourceGraph
+from attention_docs.measurements.keys import PACKAGE_ROOT, file_tokens
+
+log = logging.getLogger("attention_docs")
+
+# Modules whose state outlives a build (the plugin object, these two): a change to them
+# needs a restart, and the reloader says so instead of reloading them under a running build.
+KEEP = frozenset({f"{PACKAGE}.mkdocs_plugin", f"{PACKAGE}.build_cache", f"{PACKAGE}.live_reload"})
+
+
+class ModuleReloader:
+    def __init__(
+        self,
+        package: str = PACKAGE,
+        root: Path = PACKAGE_ROOT,
+        *,
+        keep: Iterable[str] = KEEP,
+        graph: SourceGraph | None = None,
+    ) -> None:
+        self.package = package
+        self.root = root
+        self.keep = frozenset(keep)
+        self.graph = graph or SourceGraph(package, root)
+        self.loaded: dict[str, str] = {}  # module -> tokens of the source it was loaded from
+        self.since = 0  # ns: files changed after this, in modules seen later, may be stale
+
+    def _modules(self) -> dict[str, Path]:
+        found = {}
+        for name, module in list(sys.modules.items()):
+            if name != self.package and not name.startswith(self.package + "."):
+                continue
+            file = getattr(module, "__file__", None)
+            if file and Path(file).resolve().is_relative_to(self.root):
+                found[name] = Path(file).resolve()
+        return found
+
+    def snapshot(self) -> None:
+        """Remember the source of every loaded package module not seen before.
+
+        A module first seen now whose file changed since the last snapshot may have been
+        imported before that change: it is remembered as changed, so the next
+        `reload_changed` reloads it (a needless reload costs little; a stale one misleads).
+        """
+        for name, path in self._modules().items():
+            if name in self.loaded:
+                continue
+            try:
+                stale = path.stat().st_mtime_ns > self.since > 0
+            except OSError:
+                stale = True
+            self.loaded[name] = "" if stale else (_tokens(path) or "")
+        self.since = time.time_ns()
+
+    def changed(self) -> list[str]:
+        modules = self._modules()
+        changed = []
+        for name, recorded in self.loaded.items():
+            path = modules.get(name)
+            now = _tokens(path) if path is not None else None
+            if now is not None and now != recorded:  # None: deleted, nothing to load
+                changed.append(name)
+        return sorted(changed)
+
+    def reload_changed(self) -> list[str]:
+        """Reload changed modules and their importers; returns the modules reloaded."""
+        changed = set(self.changed())
+        if not changed:
+            self.snapshot()
+            return []
+        loaded = set(self._modules())
+        affected = {m for m in loaded if changed & set(self.graph.closure(m))}
+        restart = sorted(affected & self.keep)
+        if restart:
+            log.warning("%s changed: restart the server to use the new code", ", ".join(restart))
+        order = self._order(affected - self.keep)
+        reloaded: list[str] = []
+        failed: set[str] = set()
+        for name in order:
+            module = sys.modules.get(name)
+            if module is None or failed & set(self.graph.closure(name)):
+                failed.add(name)  # it would only pick up the old code again
+                continue
+            dropped = _unregister(name)
+            try:
+                importlib.reload(module)
+            except Exception as exc:  # a syntax error mid-edit, say: keep serving the old code
+                log.warning("could not reload %s (%s: %s)", name, type(exc).__name__, exc)
+                _unregister(name)
+                _register(dropped)
+                failed.add(name)
+                continue
+            reloaded.append(name)
+        for name in affected:
+            path = self._modules().get(name)
+            if path is not None and name in reloaded:
+                self.loaded[name] = _tokens(path) or ""
+        self.snapshot()
+        if reloaded:
+            log.info("reloaded %s", ", ".join(reloaded))
+        return reloaded
+
+    def _order(self, modules: set[str]) -> list[str]:
+        """`modules`, each after the modules of the set that it imports (cycles: by name)."""
+        ordered: list[str] = []
+        done: set[str] = set()
+        remaining = sorted(modules)
+        while remaining:
+            ready = [
+                m for m in remaining if not (set(self.graph.closure(m)) - {m}) & (modules - done)
+            ]
+            pick = ready or remaining[:1]
+            for m in pick:
+                ordered.append(m)
+                done.add(m)
+            remaining = [m for m in remaining if m not in done]
+        return ordered
+
+
+def _tokens(path: Path) -> str | None:
+    """The file's tokens; "" when it does not tokenize (mid-edit: reloading it will say
+    why); None when it cannot be read."""
+    try:
+        return file_tokens(path)
+    except (SyntaxError, tokenize.TokenError):
+        return ""
+    except OSError:
+        return None
+
+
+def _unregister(module: str) -> dict:
+    """Drop the experiments `module` registered, so that reloading it registers them again;
+    returns them."""
+    registry = sys.modules.get(f"{PACKAGE}.experiments.registry")
+    if registry is None:
+        return {}
+    dropped = {
+        name: exp
+        for name, exp in registry.REGISTRY.items()
+        if getattr(exp.func, "__module__", None) == module
+    }
+    for name in dropped:
+        del registry.REGISTRY[name]
+    return dropped
+
+
+def _register(experiments: dict) -> None:
+    """Put back what `_unregister` dropped (the module failed to reload)."""
+    registry = sys.modules.get(f"{PACKAGE}.experiments.registry")
+    if registry is not None:
+        registry.REGISTRY.update(experiments)

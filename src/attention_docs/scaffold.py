@@ -1,0 +1,292 @@
+# `python -m attention_docs new-chapter SLUG`: the guide's worked example (contributing.md),
+# written into the project as a new chapter that builds as it is — an experiment that times
+# existing library code, its page with a table and a figure from the generic renderers, a
+# companion notebook and a test — and registered (experiments/__init__.py, the nav of
+# mkdocs.yml). The contributor then edits each file into their own chapter.
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+SLUG = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+
+EXPERIMENT = """\
+# The experiment behind the chapter "{title}": how long preparing a causal mask takes —
+# a boolean mask, or a float bias of 0 and -inf — against seq_len. It times existing library
+# code (attention/masking.py), nothing that forward_times already states.
+from __future__ import annotations
+
+from attention_docs.attention.masking import prepare_mask
+from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.measurements.schema import Table
+from attention_docs.profiling.timing import time_callables
+
+
+@experiment(
+    "{name}",
+    summary="Time to prepare a causal mask (bool) and a causal bias (float), against seq_len.",
+    # The files whose code this measures: an edit to one of them re-measures the entry.
+    # (This module is fingerprinted too; renderers and prose are not.)
+    measures=("attention/masking.py", "attention/naive.py"),
+    # The least memory a run needs: the largest bool mask (1 byte) and float bias (4 bytes).
+    # `run` and the build refuse parameters that cannot fit before a worker starts.
+    estimate_bytes=lambda p: 5 * p["max_seq_len"] ** 2,
+    # GPU sizes: 1024..16384 is 5 sizes x 2 callables x 50 timed runs of at most ~1 ms
+    # (1 GiB written at ~4 TB/s): under a second on an H200.
+    min_seq_len=Param(128, gpu_default=1024, minimum=1, help="the shortest sequence"),
+    max_seq_len=Param(2048, gpu_default=16384, minimum=1, help="the longest sequence"),
+)
+def {name}(ctx, *, min_seq_len, max_seq_len) -> Observed:
+    rows = []
+    seq_len = min_seq_len
+    while seq_len <= max_seq_len:
+        n = seq_len  # bound now: the lambdas below run later
+        timings = time_callables(
+            {{
+                "bool": lambda: prepare_mask("masked_fill", n, device=ctx.device),
+                "bias": lambda: prepare_mask("additive", n, device=ctx.device),
+            }},
+            ctx.device,
+        )
+        rows.append(
+            (
+                seq_len,
+                timings["bool"].median_us,
+                100 * timings["bool"].spread,
+                timings["bias"].median_us,
+                100 * timings["bias"].spread,
+            )
+        )
+        seq_len *= 2
+    table = Table(
+        columns=("seq_len", "Bool mask", "Bool spread", "Float bias", "Bias spread"),
+        rows=tuple(rows),
+        units={{"Bool mask": "µs", "Bool spread": "%", "Float bias": "µs", "Bias spread": "%"}},
+    )
+    return Observed(tables={{"prepare": table}})
+"""
+
+CHAPTER = """\
+---
+title: "{title}"
+summary: How long preparing a causal mask takes, as a boolean mask or as a float bias, against seq_len.
+---
+
+# {title}
+
+A causal mask can be applied as a boolean mask (`masked_fill`) or as a float bias of 0 and
+-inf that is added to the scores. Either is built once, before the forwards that use it.
+This chapter measures what building each costs.
+
+!!! abstract "What you will learn"
+    - How long `prepare_mask` takes for each kind of mask, on this device.
+    - How that time grows with `seq_len`.
+
+## The code under study
+
+```python
+--8<-- "src/attention_docs/attention/masking.py:prepare"
+```
+
+## What it costs
+
+```python exec="on" id="{slug}-table" session="{slug}" source="above"
+from attention_docs import measure, render
+
+prep = measure("{name}")
+print(render.records_table(prep, "prepare"))
+```
+
+Both are one pass over `seq_len × seq_len` elements: the float bias writes four bytes per
+element where the mask writes one.
+
+```python exec="on" id="{slug}-figure" session="{slug}" html="1"
+what = "Time to prepare each kind of mask against seq_len."
+ys = ["Bool mask", "Float bias"]
+print(render.line_figure(prep, "prepare", x="seq_len", ys=ys, what=what, ylabel="time (µs)", logx=True, logy=True))
+```
+
+## What to try next
+
+- Run the [companion notebook](../notebooks/{notebook}.py) on your own GPU.
+- `python -m attention_docs run {name} --max-seq-len 8192` measures longer sequences.
+"""
+
+NOTEBOOK = """\
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # {title} — companion notebook
+#
+# Time how long preparing a causal mask takes on your device. Install the package first
+# (`pip install -e .` in a clone of the repository); with a CUDA GPU the experiment uses it.
+# Every number below is measured when you run it.
+
+# %%
+import os
+
+from attention_docs import render, run_experiment
+from attention_docs.measurements import Sourced
+
+# The tests run every notebook as a script with ATTENTION_DOCS_TINY=1: keep that run short.
+tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
+params = {{"min_seq_len": 16, "max_seq_len": 64}} if tiny else {{}}
+
+# %%
+prep = run_experiment("{name}", params)
+print(render.records_table(Sourced(prep, "measured in this notebook", "-", base=""), "prepare"))
+"""
+
+TEST = """\
+# The experiment of the chapter "{title}", on tiny shapes on the CPU.
+from attention_docs.experiments.registry import get
+from attention_docs.experiments.runner import run_experiment
+
+
+def test_{name}_times_each_size_with_its_spread():
+    m = run_experiment("{name}", {{"min_seq_len": 16, "max_seq_len": 64}}, device="cpu")
+    table = m.tables["prepare"]
+    assert table.column("seq_len") == [16, 32, 64]
+    for row in table.records():
+        assert row["Bool spread"] >= 0 and row["Bias spread"] >= 0
+    # Every timing column carries its unit, so that tables and axes say it.
+    assert set(table.units) == {{"Bool mask", "Bool spread", "Float bias", "Bias spread"}}
+
+
+def test_{name}_is_keyed_by_the_masking_code():
+    assert "attention/masking.py" in get("{name}").source_files
+"""
+
+
+class ScaffoldError(ValueError):
+    """The chapter cannot be written as asked; the message says why."""
+
+
+def _next_number(chapters: Path) -> int:
+    numbers = [int(m.group(1)) for p in chapters.glob("*.md") if (m := re.match(r"(\d+)-", p.name))]
+    return max(numbers, default=0) + 1
+
+
+def _register_module(init: Path, module: str) -> bool:
+    """Add `module` to MODULES in experiments/__init__.py; False when its layout is unknown."""
+    text = init.read_text(encoding="utf-8")
+    match = re.search(r"^MODULES = \(\n(?P<body>(?:    .*\n)*)\)", text, re.M)
+    if not match:
+        return False
+    if f'"{module}"' in match.group("body"):
+        return True
+    body = match.group("body") + f'    "{module}",\n'
+    init.write_text(text[: match.start("body")] + body + text[match.end("body") :], "utf-8")
+    return True
+
+
+def _add_to_nav(config: Path, chapter: str, notebook: str) -> bool | None:
+    """Add the page and notebook after the last chapter and notebook entries of the nav;
+    None when there is no nav (MkDocs then lists every page by itself)."""
+    text = config.read_text(encoding="utf-8")
+    if "\nnav:" not in text:
+        return None
+    lines = text.splitlines(keepends=True)
+    done = 0
+    for entry, pattern in ((chapter, r"chapters/.+\.md"), (notebook, r"notebooks/.+\.py")):
+        indices = [
+            i for i, line in enumerate(lines) if re.match(rf"\s*- (.+: )?{pattern}\s*$", line)
+        ]
+        if indices:
+            last = lines[indices[-1]]
+            indent = last[: len(last) - len(last.lstrip())]
+            lines.insert(indices[-1] + 1, f"{indent}- {entry}\n")
+            done += 1
+    config.write_text("".join(lines), encoding="utf-8")
+    return done == 2
+
+
+def new_chapter(root: Path, slug: str, title: str | None = None) -> list[str]:
+    """Write the worked example as chapter `slug` under `root`; returns what it did."""
+    if not SLUG.fullmatch(slug):
+        raise ScaffoldError(
+            f"chapter slug {slug!r} must be lowercase words joined by hyphens, e.g. mask-cost"
+        )
+    package = root / "src" / "attention_docs"
+    config = root / "mkdocs.yml"
+    chapters = root / "docs" / "chapters"
+    if not (package / "experiments" / "__init__.py").is_file() or not config.is_file():
+        raise ScaffoldError(
+            f"{root} is not the project's root (no mkdocs.yml and src/attention_docs/); run it "
+            "from the repository's top folder or pass --root"
+        )
+    name = slug.replace("-", "_")
+    number = _next_number(chapters)
+    title = title or slug.replace("-", " ").capitalize()
+    notebook = f"{number:02d}_{name}"
+    files = {
+        package / "experiments" / f"{name}.py": EXPERIMENT,
+        chapters / f"{number:02d}-{slug}.md": CHAPTER,
+        root / "docs" / "notebooks" / f"{notebook}.py": NOTEBOOK,
+        root / "tests" / f"test_{name}.py": TEST,
+    }
+    existing = [p for p in files if p.exists()]
+    if existing:
+        raise ScaffoldError(f"{existing[0].relative_to(root)} exists already; choose another slug")
+    values = {"title": title, "slug": slug, "name": name, "notebook": notebook}
+    done = []
+    for path, template in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(template.format(**values), encoding="utf-8")
+        done.append(f"wrote {path.relative_to(root)}")
+    if _register_module(package / "experiments" / "__init__.py", name):
+        done.append(f"registered experiments/{name}.py in experiments/__init__.py (MODULES)")
+    else:
+        done.append(f'TODO: add "{name}" to MODULES in src/attention_docs/experiments/__init__.py')
+    chapter_entry = f"chapters/{number:02d}-{slug}.md"
+    notebook_entry = f"notebooks/{notebook}.py"
+    added = _add_to_nav(config, chapter_entry, notebook_entry)
+    if added:
+        done.append(f"added {chapter_entry} and {notebook_entry} to the nav of mkdocs.yml")
+    elif added is None:
+        done.append("mkdocs.yml has no nav: MkDocs lists the new pages by itself")
+    else:
+        done.append(f"TODO: add {chapter_entry} and {notebook_entry} to the nav of mkdocs.yml")
+    return done
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "new-chapter",
+        help="start a chapter from the guide's worked example",
+        description="Write a new chapter SLUG that builds as it is — an experiment, its page "
+        "(a table and a figure), a companion notebook and a test — and register it. See "
+        "docs/contributing.md for what each file does and what to commit.",
+    )
+    parser.add_argument("slug", help="lowercase words joined by hyphens, e.g. mask-cost")
+    parser.add_argument("--title", help="the page's title (default: from the slug)")
+    parser.add_argument(
+        "--root", type=Path, default=Path(), help="the project's top folder (default: here)"
+    )
+    parser.set_defaults(handler=_cmd_new_chapter)
+
+
+def _cmd_new_chapter(args: argparse.Namespace, extra: list[str]) -> int:
+    from attention_docs.cli import UsageError
+
+    try:
+        done = new_chapter(args.root, args.slug, args.title)
+    except ScaffoldError as exc:
+        raise UsageError(str(exc)) from None
+    for line in done:
+        print(line)
+    print(
+        "next: preview it with `nox -s serve`; then `nox -s docs` measures it into "
+        "docs/measurements/ (commit those files: the tests build --frozen) and "
+        "`nox -s tests` runs its test"
+    )
+    return 0

@@ -1,0 +1,416 @@
+# The contributor's loop: what a build reuses (renderer outputs keyed by their code and
+# arguments), what `mkdocs serve` reloads after an edit under src/, and the guide's worked
+# example followed into a new chapter that builds.
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, TESTS
+
+from attention_docs import build_cache
+from attention_docs.build_cache import RenderCache, RenderProxy, SourceGraph
+from attention_docs.live_reload import ModuleReloader
+from attention_docs.measurements.schema import Sourced
+
+MKDOCS = (sys.executable, "-m", "mkdocs")
+CLI = (sys.executable, "-m", "attention_docs")
+
+
+def write_package(root: Path, name: str, files: dict[str, str]) -> Path:
+    package = root / name
+    for rel, text in files.items():
+        path = package / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return package
+
+
+def touch_later(path: Path, text: str) -> None:
+    """Write `text` with a modification time that surely differs from the last one."""
+    before = path.stat().st_mtime_ns
+    path.write_text(textwrap.dedent(text))
+    os.utime(path, ns=(before + 10**9, before + 10**9))
+
+
+RENDER_PACKAGE = {
+    "__init__.py": "",
+    "render/__init__.py": """
+        from graphpkg.render.shout import shout
+        from graphpkg.render.whisper import whisper
+    """,
+    "render/common.py": "SUFFIX = '!'\n",
+    "render/shout.py": """
+        from graphpkg.render.common import SUFFIX
+
+        def shout(text):
+            return text.upper() + SUFFIX
+    """,
+    "render/whisper.py": """
+        from graphpkg.render import shout  # a re-export: the module is shout.py, not all
+
+        def whisper(text):
+            return shout(text).lower()
+    """,
+}
+
+
+def test_source_graph_follows_imports_and_reexports_but_not_the_whole_package(tmp_path):
+    package = write_package(tmp_path, "graphpkg", RENDER_PACKAGE)
+    graph = SourceGraph("graphpkg", package)
+    assert graph.closure("graphpkg.render.shout") == (
+        "graphpkg.render.common",
+        "graphpkg.render.shout",
+    )
+    assert graph.closure("graphpkg.render.whisper") == (
+        "graphpkg.render.common",
+        "graphpkg.render.shout",
+        "graphpkg.render.whisper",
+    )
+    # The real renderers: a chapter's module depends on the figure machinery, not on
+    # another chapter's renderers.
+    real = SourceGraph().closure("attention_docs.render.wall")
+    assert "attention_docs.render.plots" in real and "attention_docs.render.figures" in real
+    assert "attention_docs.render.timeline" not in real and "attention_docs.render" not in real
+
+
+def test_render_cache_keys_on_code_tokens_arguments_and_measurement(tmp_path, tiny_measurement):
+    package = write_package(tmp_path, "graphpkg", RENDER_PACKAGE)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from graphpkg.render.shout import shout
+
+        cache = RenderCache(tmp_path / "cache", SourceGraph("graphpkg", package))
+        key = cache.key(shout, ("a",), {})
+        assert key == cache.key(shout, ("a",), {}) != cache.key(shout, ("b",), {})
+        # A comment changes no token; a changed constant in an imported module does.
+        touch_later(package / "render" / "common.py", "SUFFIX = '!'  # loud\n")
+        cache.start_build()
+        assert cache.key(shout, ("a",), {}) == key
+        touch_later(package / "render" / "common.py", "SUFFIX = '?'\n")
+        cache.start_build()
+        assert cache.key(shout, ("a",), {}) != key
+        # Measurements are named by their content, sources by content and provenance too.
+        one = Sourced(tiny_measurement, "from the store", "x.json")
+        again = Sourced(
+            type(tiny_measurement).loads(tiny_measurement.dumps()), one.origin, "x.json"
+        )
+        assert cache.key(shout, (one,), {}) == cache.key(shout, (again,), {})
+        fresh = Sourced(tiny_measurement, "measured during this build", "x.json")
+        assert cache.key(shout, (one,), {}) != cache.key(shout, (fresh,), {})
+        # An argument without a stable name is never cached: the call is simply made.
+        assert cache.key(shout, (lambda: 1,), {}) is None
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.startswith("graphpkg")]:
+            del sys.modules[name]
+
+
+def test_a_cached_figure_is_the_same_bytes_and_is_not_drawn_again(tmp_path, tiny_measurement):
+    from attention_docs.render import timeline_figure
+
+    sourced = Sourced(tiny_measurement, "from the store", "x.json")
+    first = RenderCache(tmp_path)
+    drawn = first.call(timeline_figure, (sourced,), {})
+    assert first.misses == 1 and first.hits == 0 and "<svg" in drawn
+    second = RenderCache(tmp_path)
+    assert second.call(timeline_figure, (sourced,), {}) == drawn
+    assert second.hits == 1 and second.misses == 0
+    assert ROOT / "src" / "attention_docs" / "render" / "timeline.py" in second.used_files
+
+
+def test_blocks_see_the_renderers_through_the_cache_and_the_library_does_not(tmp_path):
+    import attention_docs
+    import attention_docs.render as real_render
+
+    cache = RenderCache(None)
+    build_cache.install(cache)
+    try:
+        from attention_docs import render
+
+        assert isinstance(render, RenderProxy)
+        assert isinstance(render.compare, RenderProxy)
+        assert render.TimelineSettings is sys.modules["attention_docs.render"].TimelineSettings
+        assert render.markdown_table(["a"], [["1"]]) == real_render.markdown_table(["a"], [["1"]])
+        assert ROOT / "src" / "attention_docs" / "render" / "tables.py" in cache.used_files
+        assert sys.modules["attention_docs.render"].markdown_table.__module__ == (
+            "attention_docs.render.tables"
+        )
+    finally:
+        build_cache.uninstall()
+    assert attention_docs.render is sys.modules["attention_docs.render"]
+
+
+def test_the_reloader_reloads_changed_modules_and_their_importers_in_order(tmp_path, caplog):
+    package = write_package(
+        tmp_path,
+        "livepkg",
+        {
+            "__init__.py": "",
+            "base.py": "VALUE = 1\n",
+            "user.py": """
+                from livepkg.base import VALUE
+
+                def value():
+                    return VALUE
+            """,
+            "other.py": "OTHER = 1\n",
+        },
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import livepkg.other
+        import livepkg.user
+
+        reloader = ModuleReloader("livepkg", package, keep=())
+        reloader.snapshot()
+        touch_later(package / "base.py", "VALUE = 1  # a comment only\n")
+        assert reloader.reload_changed() == []
+        touch_later(package / "base.py", "VALUE = 2\n")
+        assert reloader.reload_changed() == ["livepkg.base", "livepkg.user"]
+        assert livepkg.user.value() == 2 and livepkg.other.OTHER == 1
+        # Mid-edit, a file that does not parse: the server keeps the code it has.
+        touch_later(package / "base.py", "VALUE = (\n")
+        with caplog.at_level("WARNING", logger="attention_docs"):
+            assert reloader.reload_changed() == []
+        assert "could not reload livepkg.base" in caplog.text and livepkg.user.value() == 2
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.startswith("livepkg")]:
+            del sys.modules[name]
+
+
+# --- mkdocs serve, on a minimal site with its own copy of the library ----------------------
+
+
+def copy_library(root: Path) -> dict[str, str]:
+    """A copy of src/ under `root`, and the environment that imports it instead."""
+    shutil.copytree(
+        ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
+    path = os.pathsep.join([str(root / "src"), str(TESTS)])
+    return {**os.environ, "PYTHONPATH": path, "NO_MKDOCS_2_WARNING": "1"}
+
+
+SERVED_PAGE = """
+# A page
+
+Some prose.
+
+```python exec="on" id="quick-table" session="q"
+from attention_docs import measure, render
+print(render.step_table(measure("_test_quick", seq_len=8)))
+```
+"""
+
+
+class Served:
+    def __init__(self, root: Path, env: dict[str, str]) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = subprocess.Popen(
+            [*MKDOCS, "serve", "--dirty", "--dev-addr", f"127.0.0.1:{self.port}"],
+            cwd=root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.put(line)
+
+    def wait_for(self, text: str, timeout: float = 300) -> str:
+        seen = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.5)
+            except queue.Empty:
+                assert self.proc.poll() is None, "".join(seen)
+                continue
+            seen.append(line)
+            if text in line:
+                return "".join(seen)
+        raise AssertionError(f"no {text!r} in:\n{''.join(seen)}")
+
+    def page(self, path: str = "") -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/{path}", timeout=60) as r:
+            return r.read().decode("utf-8")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.mark.docs
+def test_serve_shows_a_renderer_edit_without_a_restart_and_rebuilds_only_its_pages(tmp_path):
+    env = copy_library(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: t\nmarkdown_extensions: [md_in_html, tables, pymdownx.superfences]\n"
+        "plugins: [markdown-exec, attention-docs]\n"
+    )
+    (tmp_path / "docs" / "index.md").write_text(SERVED_PAGE)
+    (tmp_path / "docs" / "other.md").write_text("# Other\n\nNo measurement here.\n")
+    server = Served(tmp_path, env)
+    try:
+        server.wait_for("Serving on")
+        assert ">Calls<" in server.page()
+        tables = tmp_path / "src" / "attention_docs" / "render" / "tables.py"
+        tables.write_text(tables.read_text().replace('"Calls",', '"Calls per forward",', 1))
+        log = server.wait_for("Reloading browsers")
+        assert "reloaded" in log and "attention_docs.render.tables" in log
+        assert "rebuilding index.md: attention_docs/render/tables.py changed" in log
+        assert "rebuilding other.md" not in log  # it uses no renderer
+        assert ">Calls per forward<" in server.page()
+        index = tmp_path / "docs" / "index.md"
+        index.write_text(index.read_text().replace("Some prose.", "Edited prose."))
+        log = server.wait_for("Reloading browsers")
+        assert "Edited prose." in server.page() and "0 measured during this build" in log
+    finally:
+        server.stop()
+
+
+# --- The guide's worked example --------------------------------------------------------------
+
+GUIDE = ROOT / "docs" / "contributing.md"
+
+
+def guide_files() -> dict[str, str]:
+    """The guide's code blocks that carry a file name: `title="path"`."""
+    text = GUIDE.read_text(encoding="utf-8")
+    blocks = re.findall(r'^(`{3,})\w+ title="([^"]+)"\n(.*?)^\1$', text, flags=re.M | re.S)
+    return {path: body for _, path, body in blocks}
+
+
+def normalised(text: str, number: str) -> str:
+    """The guide's text as the file holds it: the guide escapes its snippet line (`;`, or it
+    would be included) and writes it with one dash a side (the site's check for stray
+    snippet lines looks for two); `NN` is the chapter's number."""
+    return text.replace(";-8<- ", "--8<-- ").replace("NN", number)
+
+
+@pytest.mark.docs
+def test_the_guides_example_is_what_new_chapter_writes_and_it_builds(tmp_path):
+    env = copy_library(tmp_path)
+    (tmp_path / "docs" / "chapters").mkdir(parents=True)
+    (tmp_path / "docs" / "notebooks").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "docs" / "index.md").write_text("# Home\n\n<!-- attention-docs:build-summary -->\n")
+    (tmp_path / "docs" / "chapters" / "01-first.md").write_text("# First\n\nProse.\n")
+    (tmp_path / "docs" / "notebooks" / "01_first.py").write_text("# %%\nprint(1)\n")
+    (tmp_path / "mkdocs.yml").write_text(
+        textwrap.dedent(
+            """\
+            site_name: t
+            markdown_extensions:
+              - admonition
+              - md_in_html
+              - tables
+              - pymdownx.superfences
+              - pymdownx.snippets: {base_path: ["."], check_paths: true}
+            plugins:
+              - search
+              - markdown-exec
+              - mkdocs-jupyter: {include: ["notebooks/*.py"], ignore: ["*.md"]}
+              - attention-docs
+            nav:
+              - Home: index.md
+              - Chapters:
+                  - chapters/01-first.md
+              - Notebooks:
+                  - notebooks/01_first.py
+            """
+        )
+    )
+    scaffold = subprocess.run(
+        [*CLI, "new-chapter", "mask-cost", "--title", "Preparing a mask", "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert scaffold.returncode == 0, scaffold.stderr
+    assert "registered experiments/mask_cost.py" in scaffold.stdout
+    config = (tmp_path / "mkdocs.yml").read_text()
+    assert "- chapters/02-mask-cost.md" in config and "- notebooks/02_mask_cost.py" in config
+    # The guide shows these very files: the example cannot drift from what the command writes.
+    shown = guide_files()
+    for rel in (
+        "src/attention_docs/experiments/mask_cost.py",
+        "docs/chapters/NN-mask-cost.md",
+        "docs/notebooks/NN_mask_cost.py",
+        "tests/test_mask_cost.py",
+    ):
+        assert rel in shown, f"the guide does not show {rel}"
+        written = (tmp_path / normalised(rel, "02")).read_text()
+        assert normalised(shown[rel], "02") == written, rel
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert build.returncode == 0, build.stderr[-5000:]
+    page = (tmp_path / "site" / "chapters" / "02-mask-cost" / "index.html").read_text()
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+    assert headers[:5] == [
+        "seq_len",
+        "Bool mask (µs)",
+        "Bool spread (%)",
+        "Float bias (µs)",
+        "Bias spread (%)",
+    ]
+    assert re.search(r'<figure class="ad-figure">\s*<svg role="img" aria-label="Time to', page)
+    assert "def prepare_mask(" in re.sub(r"<[^>]+>", "", page)  # the code under study
+    assert list((tmp_path / "docs" / "measurements" / "mask_cost").glob("*.json"))
+    assert (
+        '"experiment": "mask_cost"'
+        in (tmp_path / "docs" / "measurements" / "requests.json").read_text()
+    )
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_mask_cost.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attention_docs",
+            "new-chapter",
+            "mask-cost",
+            "--root",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert again.returncode == 2 and "exists already" in again.stderr
