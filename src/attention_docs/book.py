@@ -371,7 +371,13 @@ def run_worker(
             text=True,
             timeout=timeout_s,
             check=False,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            # Under `mkdocs serve` the library is watched: a .pyc written into it would
+            # start another rebuild.
+            env={
+                **os.environ,
+                "PYTHONUNBUFFERED": "1",
+                **({"PYTHONDONTWRITEBYTECODE": "1"} if sys.dont_write_bytecode else {}),
+            },
         )
     except subprocess.TimeoutExpired:
         raise MeasurementError(

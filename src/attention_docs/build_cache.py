@@ -296,9 +296,9 @@ class RenderCache:
                 return text
         started = time.perf_counter()
         result = func(*args, **kwargs)
-        if path is not None and isinstance(result, str):
+        if isinstance(result, str):
             self.misses += 1
-            if time.perf_counter() - started >= MIN_SECONDS:
+            if path is not None and time.perf_counter() - started >= MIN_SECONDS:
                 _write_text(path, result)
         return result
 
