@@ -376,13 +376,16 @@ def test_the_guides_example_is_what_new_chapter_writes_and_it_builds(tmp_path):
     page = (tmp_path / "site" / "chapters" / "02-mask-cost" / "index.html").read_text()
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", page)
     assert headers[:5] == [
-        "seq_len",
+        "Sequence length",
         "Bool mask (µs)",
         "Bool spread (%)",
         "Float bias (µs)",
         "Bias spread (%)",
     ]
-    assert re.search(r'<figure class="ad-figure">\s*<svg role="img" aria-label="Time to', page)
+    assert re.search(
+        r'<figure class="ad-figure">\s*<div class="ad-figure__plot">\s*<svg role="img" aria-label="Time to',
+        page,
+    )
     assert "def prepare_mask(" in re.sub(r"<[^>]+>", "", page)  # the code under study
     assert list((tmp_path / "docs" / "measurements" / "mask_cost").glob("*.json"))
     assert (
