@@ -352,3 +352,21 @@ def test_every_companion_notebook_page_is_small_and_links_its_downloads():
         assert f'<a href="../{source.stem}.ipynb" download>' in page, source.name
         assert "<script" not in page and "<style" not in page, source.name
         assert 'class="language-python highlight"><pre><code>' in page, source.name
+
+
+def test_a_label_on_its_own_white_box_keeps_dark_text_on_a_dark_cell():
+    """A heat-map label with a white backing reads against the backing, not the cell."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    fig, ax = plt.subplots()
+    ax.add_patch(Rectangle((0, 0), 1, 1, facecolor="#0072B2"))
+    bare = ax.text(0.3, 0.5, "bare", color=figures.INK)
+    boxed = ax.text(0.7, 0.5, "boxed", color=figures.INK, bbox={"facecolor": "white"})
+    figures._contrast_on_patches(ax)
+    assert bare.get_color() != figures.INK  # dark ink on blue is switched
+    assert boxed.get_color() == figures.INK  # dark ink on its white box stays
+    plt.close(fig)

@@ -179,6 +179,14 @@ def _contrast_on_patches(ax) -> None:
 
     boxes = [p for p in ax.patches if p.get_visible() and p.get_fill()]
     for text in ax.texts:
+        own = text.get_bbox_patch()
+        if own is not None and own.get_fill():
+            # The text sits on its own box (a label's white backing): that is its background.
+            r, g, b, a = to_rgba(own.get_facecolor())
+            background = to_hex((r * a + 1 - a, g * a + 1 - a, b * a + 1 - a))
+            if contrast(to_hex(text.get_color()), background) < 4.5:
+                text.set_color(text_color_for(background))
+            continue
         at = text.get_transform().transform(text.get_position())
         under = [p for p in boxes if p.contains_point(at)]
         if not under:
