@@ -202,12 +202,12 @@ def winners_figure(times: Sourced) -> str:
             ax.set_ylim(len(seq_lens) - 0.5, -0.5)
             ax.set_xticks(range(len(head_dims)), [str(d) for d in head_dims])
             ax.set_yticks(range(len(seq_lens)), [str(n) for n in seq_lens])
-            ax.set_xlabel("head_dim")
+            ax.set_xlabel("Head dimension (head_dim)")
             ax.set_title("causal" if causal else "not causal", color=INK, fontsize=9)
             ax.tick_params(length=0)
             for side in ax.spines.values():
                 side.set_visible(False)
-        axes[0].set_ylabel("seq_len")
+        axes[0].set_ylabel("Sequence length (seq_len)")
         svg = to_svg(fig, "Which attention is fastest. " + "; ".join(alt) + ".")
     return figure_html(
         svg,
