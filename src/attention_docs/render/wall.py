@@ -486,9 +486,15 @@ def sweep_figure(
         ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
         ax.spines[["top", "right"]].set_visible(False)
         ax.legend(frameon=False, fontsize=8)
+        unit = "µs" if y.endswith("_us") else "B" if "bytes" in y else None
         points = ", ".join(
-            f"{r[x]:g}→{r[y]:.3g}"
-            + (f" ({r['time_low_us']:.3g}–{r['time_high_us']:.3g})" if banded else "")
+            f"{x} {r[x]:g}: {fmt.figure_number(r[y], unit)}"
+            + (
+                f" ({fmt.figure_number(r['time_low_us'], 'µs')}–"
+                f"{fmt.figure_number(r['time_high_us'], 'µs')})"
+                if banded
+                else ""
+            )
             for r in rows
         )
         alt = f"{what} {name}: {points}" + (
