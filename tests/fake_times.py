@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from synthetic_forward import row
+
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Table
 
@@ -18,25 +20,8 @@ def forward_times_for(
     given, each step timed alone, at `m`'s shape and on `m`'s device."""
     shape = fwd.Shape.of(m.params)
 
-    def row(name: str, t: tuple[float, float, float]) -> tuple:
-        median, low, high = t
-        return (
-            name,
-            shape.batch_size,
-            shape.num_heads,
-            shape.seq_len,
-            shape.head_dim,
-            shape.dtype,
-            shape.causal,
-            median,
-            low,
-            high,
-            9,
-            fwd.OK,
-        )
-
-    rows = [row(fwd.NAIVE, naive)]
-    rows += [row(fwd.STEP_PREFIX + label, t) for label, t in (steps or {}).items()]
+    rows = [row(fwd.NAIVE, shape, *naive)]
+    rows += [row(fwd.STEP_PREFIX + label, shape, *t) for label, t in (steps or {}).items()]
     return replace(
         m,
         experiment="forward_times",

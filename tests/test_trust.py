@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 
 import pytest
+import synthetic_forward
 
 from attention_docs.book import choose_device
 from attention_docs.measurements import forward as fwd
@@ -159,8 +160,8 @@ def forward_measurement(tiny_measurement: Measurement, rows: list[tuple]) -> Mea
 SHAPE = fwd.Shape(1, 4, 512, 64, "float32", True)
 
 
-def row(name: str, median: float, low: float, high: float, status: str = fwd.OK) -> tuple:
-    return (name, 1, 4, 512, 64, "float32", True, median, low, high, 9, status)
+def row(name: str, median, low, high, status: str = fwd.OK) -> tuple:
+    return synthetic_forward.row(name, SHAPE, median, low, high, status=status)
 
 
 def test_forward_lookup_and_speedup_sentences(tiny_measurement):
