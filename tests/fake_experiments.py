@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.cost import step_costs
@@ -47,3 +48,20 @@ def killed(ctx) -> Observed:
 def sleeps(ctx, *, seconds) -> Observed:
     time.sleep(seconds)
     return Observed(notes=(f"slept {seconds} s",))
+
+
+@experiment("_test_environment", summary="what a worker process was given")
+def environment(ctx) -> Observed:
+    import sys
+
+    import torch
+
+    return Observed(
+        facts={
+            "mark": os.environ.get("ATTENTION_DOCS_TEST_MARK"),
+            "cwd": str(Path.cwd()),
+            "threads": torch.get_num_threads(),
+            "pid": os.getpid(),
+            "argv": sys.argv[1:3],
+        }
+    )

@@ -7,17 +7,14 @@ import functools
 import inspect
 import json
 import logging
-import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from attention_docs import declarations
+from attention_docs import declarations, workers
 from attention_docs.experiments.registry import Experiment, get
 from attention_docs.measurements.keys import PACKAGE_ROOT
 from attention_docs.measurements.schema import Measurement, Sourced
@@ -346,13 +343,13 @@ def run_worker(
     timeout_s: float,
     *,
     allow_busy: bool = True,
+    fork: bool = True,
 ) -> None:
-    """Run one experiment in a fresh Python process that writes its result into `store`."""
+    """Run one experiment in a fresh process (see workers.py) that writes its result into
+    `store`. `fork=False`: a new interpreter rather than a child of the worker server (which
+    pays off from the second experiment on)."""
     what = f"{experiment}({params_text(requested)})"
-    cmd = [
-        sys.executable,
-        "-m",
-        "attention_docs",
+    args = [
         "_worker",
         experiment,
         "--params",
@@ -365,21 +362,8 @@ def run_worker(
     ]
     log.info("measuring %s on %s in a worker process", what, device)
     try:
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-            # Under `mkdocs serve` the library is watched: a .pyc written into it would
-            # start another rebuild.
-            env={
-                **os.environ,
-                "PYTHONUNBUFFERED": "1",
-                **({"PYTHONDONTWRITEBYTECODE": "1"} if sys.dont_write_bytecode else {}),
-            },
-        )
-    except subprocess.TimeoutExpired:
+        proc = workers.run(args, timeout_s, server=fork)
+    except workers.WorkerTimeoutError:
         raise MeasurementError(
             f"{what} did not finish within {timeout_s:.0f} s and was stopped; its parameters "
             "are probably too large for this machine: choose smaller ones",

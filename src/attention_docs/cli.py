@@ -293,7 +293,10 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
     from attention_docs.measurements.store import Store
 
     try:
-        run_worker(exp.name, requested, kind, store, args.timeout, allow_busy=args.allow_busy)
+        # One experiment: a new interpreter starts sooner than a worker server would.
+        run_worker(
+            exp.name, requested, kind, store, args.timeout, allow_busy=args.allow_busy, fork=False
+        )
     except MeasurementError as exc:
         message = exc.message
         if exc.kind == "timeout":

@@ -1,0 +1,314 @@
+# Where experiments run: each in a process of its own (DESIGN principle 6), started quickly.
+#
+# Starting `python -m attention_docs _worker` costs about 3 s before the experiment begins
+# (importing torch) and another 4-5 s in every experiment that compiles (importing Dynamo and
+# Inductor): on a cold build of 34 experiments that is two minutes of imports. So on Linux
+# one *worker server* imports those libraries once, and forks a fresh child for each
+# experiment. A child starts with no CUDA context, no allocator state and nothing compiled:
+# the server never runs a torch operation, never initialises CUDA and never imports this
+# package's measured code (a child imports it afresh from disk, so an edit under
+# `mkdocs serve` is measured as edited). What a child is given is what a new process would
+# be: the requester's argv, working folder and environment at the time of the request.
+#
+# The server reads one JSON request per line and answers with the child's pid, then with its
+# exit code. It ends when its requester closes the pipe (or exits). Where fork is not safe
+# (macOS, Windows), or the server cannot start, each experiment gets a new interpreter.
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import json
+import logging
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("attention_docs")
+
+# Imported once by the server: the libraries every experiment needs, and what torch.compile
+# imports on first use. Nothing of attention_docs' own measured code.
+PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
+# Variables read when those libraries are imported (and PYTHONPATH, read at start-up): when
+# one of them changes, a new server is started so that a child sees what a new process would.
+_IMPORT_TIME_ENV = re.compile(
+    r"(PYTHON|TORCH|PYTORCH|INDUCTOR|TRITON|CUDA|NVIDIA|OMP_|MKL|KMP_|GOMP|KINETO|LD_)"
+)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What a worker left: its exit code (negative: killed by that signal) and its output."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class WorkerTimeoutError(Exception):
+    """The worker ran past its time limit and was killed."""
+
+
+def run(args: list[str], timeout_s: float, *, server: bool = True) -> Finished:
+    """Run `python -m attention_docs *args` in a fresh worker process and wait for it: a
+    child of the worker server, or (`server=False`, or where fork is unsafe) a new
+    interpreter."""
+    found = _server() if server else None
+    if found is not None:
+        try:
+            return found.run(args, timeout_s)
+        except _ServerGoneError:
+            log.warning(
+                "the worker server stopped (%s); this experiment runs in a new interpreter, "
+                "and the next one starts a new server",
+                found.last_words(),
+            )
+            _stop_server()
+    return _run_new_interpreter(args, timeout_s)
+
+
+def forking() -> bool:
+    """Whether workers are forked from a server here (Linux), rather than started anew."""
+    return sys.platform == "linux" and os.environ.get("ATTENTION_DOCS_FORK_SERVER", "1") != "0"
+
+
+def _child_env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # Under `mkdocs serve` the library is watched: a .pyc written into it would start another
+    # rebuild.
+    if sys.dont_write_bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _run_new_interpreter(args: list[str], timeout_s: float) -> Finished:
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "attention_docs", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            env=_child_env(),
+        )
+    except subprocess.TimeoutExpired:
+        raise WorkerTimeoutError from None
+    return Finished(proc.returncode, proc.stdout, proc.stderr)
+
+
+class _ServerGoneError(Exception):
+    """The worker server died or answered nonsense; the request is run without it."""
+
+
+class _Server:
+    """The requester's side of one worker server process."""
+
+    def __init__(self) -> None:
+        self.env = _import_time_env()
+        self.folder = tempfile.TemporaryDirectory(prefix="attention-docs-workers-")
+        self.log = Path(self.folder.name) / "server.log"
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "from attention_docs.workers import serve; serve()"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=_child_env(),
+                bufsize=0,
+            )
+        self.lock = threading.Lock()
+        self.in_flight: int | None = None  # the pid of the child running now
+
+    def current(self) -> bool:
+        return self.proc.poll() is None and _import_time_env() == self.env
+
+    def run(self, args: list[str], timeout_s: float) -> Finished:
+        with self.lock:
+            out = Path(self.folder.name) / "stdout"
+            err = Path(self.folder.name) / "stderr"
+            request = {
+                "argv": args,
+                "cwd": str(Path.cwd()),
+                "env": _child_env(),
+                "stdout": str(out),
+                "stderr": str(err),
+            }
+            try:
+                self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+                self.proc.stdin.flush()
+            except OSError:
+                raise _ServerGoneError from None
+            self.in_flight = pid = self._answer(None)["pid"]
+            try:
+                code = self._answer(timeout_s)["returncode"]
+            except TimeoutError:
+                _kill(pid)
+                self._answer(None)  # the server reaps it
+                raise WorkerTimeoutError from None
+            except _ServerGoneError:
+                _kill(pid)  # its server is gone: the request is made again elsewhere
+                raise
+            finally:
+                self.in_flight = None
+            return Finished(code, _read(out), _read(err))
+
+    def _answer(self, timeout_s: float | None) -> dict:
+        if timeout_s is not None:
+            ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+            if not ready:
+                raise TimeoutError
+        line = self.proc.stdout.readline()
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise _ServerGoneError from None
+
+    def last_words(self) -> str:
+        lines = _read(self.log).strip().splitlines()
+        return lines[-1] if lines else f"exit code {self.proc.poll()}"
+
+    def close(self) -> None:
+        if self.in_flight is not None:  # interrupted while waiting: the child goes too
+            _kill(self.in_flight)
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        with contextlib.suppress(OSError):
+            self.proc.stdout.close()
+        self.folder.cleanup()
+
+
+_current: _Server | None = None
+_current_lock = threading.Lock()
+
+
+def _server() -> _Server | None:
+    """The worker server for this process's environment, started on first use."""
+    global _current  # noqa: PLW0603 - one server per requesting process
+    if not forking():
+        return None
+    with _current_lock:
+        if _current is not None and not _current.current():
+            _stop_unlocked()
+        if _current is None:
+            try:
+                _current = _Server()
+            except OSError:
+                return None
+        return _current
+
+
+def _stop_unlocked() -> None:
+    global _current  # noqa: PLW0603
+    if _current is not None:
+        _current.close()
+        _current = None
+
+
+def _stop_server() -> None:
+    with _current_lock:
+        _stop_unlocked()
+
+
+atexit.register(_stop_server)
+
+
+def _import_time_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if _IMPORT_TIME_ENV.match(k)}
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+# ---- the server process ----------------------------------------------------------------
+
+
+def preload() -> None:
+    """Import PRELOAD; one that cannot be imported is left to the child, whose error names it."""
+    for name in PRELOAD:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
+def serve() -> None:
+    """The worker server's loop: preload, then one forked child per request on stdin."""
+    # Ctrl-C reaches the whole process group: the requester decides, and closes the pipe.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    preload()
+    # Keep the pipes for the protocol, and point the server's own stdout at its log, so that
+    # nothing a library prints can be read as an answer.
+    requests = os.fdopen(os.dup(0), "rb")
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    for line in requests:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            requests.close()
+            answers.close()
+            _child(request)  # never returns
+        answers.write(json.dumps({"pid": pid}).encode() + b"\n")
+        answers.flush()
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        answers.write(json.dumps({"pid": pid, "returncode": code}).encode() + b"\n")
+        answers.flush()
+
+
+def _child(request: dict) -> None:
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(target, fd)
+            os.close(target)
+        # This package's modules are imported afresh from disk, as a new process would.
+        for name in [
+            n for n in sys.modules if n == "attention_docs" or n.startswith("attention_docs.")
+        ]:
+            del sys.modules[name]
+        from attention_docs import cli
+
+        sys.argv = [str(Path(cli.__file__).with_name("__main__.py")), *request["argv"]]
+        main = cli.main
+
+        code = main(request["argv"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, int | None):
+            print(exc.code, file=sys.stderr)
+    except BaseException:  # reported as a new process would report it
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code if isinstance(code, int) else 1)

@@ -1,0 +1,104 @@
+# The worker server (workers.py): experiments run in forked children that are given what a
+# new process would be given, and a worker that hangs, dies or loses its server costs only
+# itself.
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from attention_docs import workers
+from attention_docs.book import MeasurementError, run_worker
+
+pytestmark = pytest.mark.skipif(not workers.forking(), reason="workers are forked on Linux only")
+
+
+def environment(store) -> dict:
+    run_worker("_test_environment", {}, "cpu", store, 120)
+    (path,) = (store / "_test_environment").glob("*.json")
+    facts = json.loads(path.read_text())["facts"]
+    path.unlink()
+    return facts
+
+
+def test_a_worker_is_given_the_requesters_environment_and_folder(tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    first = environment(store)
+    server = workers._current
+    assert server is not None and server.proc.poll() is None
+    assert first["argv"] == ["_worker", "_test_environment"]  # as `python -m` gives it
+    monkeypatch.setenv("ATTENTION_DOCS_TEST_MARK", "set after the server started")
+    monkeypatch.chdir(tmp_path)
+    second = environment(store)
+    assert second["mark"] == "set after the server started"
+    assert second["cwd"] == str(tmp_path)
+    assert second["pid"] != first["pid"]  # a fresh child each time
+    assert workers._current is server  # no new server for a variable no library reads early
+
+
+def test_a_variable_read_at_import_starts_a_new_server(tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    environment(store)
+    server = workers._current
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert environment(store)["threads"] == 1
+    assert workers._current is not server
+    assert server.proc.poll() is not None  # the old one was stopped
+
+
+def test_a_worker_past_its_time_is_killed_and_the_server_goes_on(tmp_path):
+    store = tmp_path / "store"
+    environment(store)
+    server = workers._current
+    started = time.perf_counter()
+    with pytest.raises(MeasurementError) as caught:
+        run_worker("_test_sleeps", {"seconds": 60.0}, "cpu", store, 2)
+    assert caught.value.kind == "timeout"
+    assert time.perf_counter() - started < 30
+    environment(store)  # the next request is answered by the same server
+    assert workers._current is server
+
+
+def test_a_lost_server_costs_no_measurement(tmp_path, caplog):
+    store = tmp_path / "store"
+    environment(store)
+    lost = workers._current
+    lost.proc.kill()
+    lost.proc.wait()
+    facts = environment(store)  # run without the server, then a new one is started
+    assert facts["pid"] > 0
+    assert "the worker server stopped" in caplog.text
+    assert workers._current is not lost
+
+
+def test_a_worker_killed_by_a_signal_says_so(tmp_path):
+    with pytest.raises(MeasurementError) as caught:
+        run_worker("_test_killed", {}, "cpu", tmp_path / "store", 60)
+    assert caught.value.kind == "killed"
+    assert "SIGKILL" in caught.value.message
+
+
+def test_the_server_imports_none_of_the_measured_code():
+    """A child imports this package afresh, so an edit is measured as edited."""
+    code = (
+        "import sys; from attention_docs import workers; workers.preload(); "
+        "print(sorted(m for m in sys.modules if m.startswith('attention_docs')), "
+        "'torch' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["['attention_docs',", "'attention_docs.workers']", "True"]
+
+
+def test_without_fork_each_worker_is_a_new_interpreter(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTENTION_DOCS_FORK_SERVER", "0")
+    monkeypatch.setattr(workers, "_current", None)
+    facts = environment(tmp_path / "store")
+    assert facts["argv"] == ["_worker", "_test_environment"]
+    assert workers._current is None
+    assert os.environ["ATTENTION_DOCS_FORK_SERVER"] == "0"
