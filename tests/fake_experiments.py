@@ -7,8 +7,8 @@ import signal
 import time
 from pathlib import Path
 
+from attention_docs.analytic.cost import step_costs
 from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.cost import step_costs
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv

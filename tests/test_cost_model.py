@@ -16,8 +16,9 @@ from conftest import DATA
 from fake_times import forward_times_for
 
 from attention_docs import render
+from attention_docs.analytic.cost import attention_flops, step_costs
+from attention_docs.analytic.roofline import OVERHEAD_FACTOR, Prediction, Roof, predict
 from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.cost import attention_flops, step_costs
 from attention_docs.experiments.cost_model import gpu_step_work
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv
@@ -38,7 +39,6 @@ from attention_docs.render.roofline import (
     roofline_svg,
     verdicts,
 )
-from attention_docs.roofline import OVERHEAD_FACTOR, Prediction, Roof, predict
 
 CEILINGS_TINY = {"matmul_size": 64, "copy_mb": 1}
 
@@ -109,7 +109,7 @@ def test_roof_and_predictions_classify_each_bound():
     assert roof.ridge == pytest.approx(10.0)
     assert roof.attainable(1.0) == pytest.approx(1e11)
     assert roof.attainable(100.0) == pytest.approx(1e12)
-    from attention_docs.cost import StepCost
+    from attention_docs.analytic.cost import StepCost
 
     heavy = StepCost("mm", 1e12, 1e9)  # 1000 FLOP/B: compute, 1 s
     light = StepCost("ew", 1e9, 1e10)  # 0.1 FLOP/B: memory, 0.1 s
@@ -396,3 +396,20 @@ def test_a_step_faster_than_its_roof_is_explained_by_the_roof_it_beat(roofline, 
         beaten = memory if v.prediction.memory_s > v.prediction.compute_s else compute
         assert beaten is not None and f"`{v.label}`" in beaten.group(1), v.label
     assert "in every round" in claim
+
+
+def test_the_analytic_models_are_pure_arithmetic():
+    """attention_docs.analytic predicts without measuring: no torch, no other layer."""
+    code = (
+        "import sys, json, pkgutil, importlib, attention_docs.analytic as a\n"
+        "for m in pkgutil.iter_modules(a.__path__): importlib.import_module(f'{a.__name__}.{m.name}')\n"
+        "print(json.dumps(sorted(n for n in sys.modules if n.startswith(('torch', 'attention_docs.')))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    modules = json.loads(out)
+    assert modules == [
+        f"attention_docs.analytic{m}"
+        for m in ("", ".cost", ".decode", ".memory", ".roofline", ".tiling")
+    ]

@@ -4,6 +4,8 @@ import pytest
 import torch
 
 from attention_docs import render
+from attention_docs.analytic.cost import itemsize
+from attention_docs.analytic.decode import decode_cost
 from attention_docs.attention.decode import (
     IMPLS,
     KVCache,
@@ -13,8 +15,6 @@ from attention_docs.attention.decode import (
     prefill,
     repeat_kv,
 )
-from attention_docs.cost import itemsize
-from attention_docs.decode_cost import decode_cost
 from attention_docs.inputs import make_qkv, resolve_dtype
 
 

@@ -22,14 +22,8 @@ from torch.nn.functional import scaled_dot_product_attention
 from torch.profiler import profile
 
 from attention_docs import render
-from attention_docs.attention.tiled import tiled_attention, tiled_attention_with_lse
-from attention_docs.attention.triton_flash import kernel_config, triton_available
-from attention_docs.cost import attention_flops, step_costs
-from attention_docs.experiments.runner import run_experiment
-from attention_docs.inputs import make_qkv, resolve_dtype
-from attention_docs.measurements import Sourced, Table
-from attention_docs.measurements import forward as fwd
-from attention_docs.tiling import (
+from attention_docs.analytic.cost import attention_flops, step_costs
+from attention_docs.analytic.tiling import (
     COMPUTED,
     DEFAULT_BLOCK,
     DIAGONAL,
@@ -45,6 +39,12 @@ from attention_docs.tiling import (
     tiled_step_costs,
     working_set_bytes,
 )
+from attention_docs.attention.tiled import tiled_attention, tiled_attention_with_lse
+from attention_docs.attention.triton_flash import kernel_config, triton_available
+from attention_docs.experiments.runner import run_experiment
+from attention_docs.inputs import make_qkv, resolve_dtype
+from attention_docs.measurements import Sourced, Table
+from attention_docs.measurements import forward as fwd
 
 
 def reference(q, k, v, causal):

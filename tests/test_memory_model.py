@@ -1,10 +1,10 @@
 import pytest
 import torch
 
+from attention_docs.analytic.memory import max_seq_len, naive_peak
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv
-from attention_docs.memory_model import max_seq_len, naive_peak
 from attention_docs.profiling.memory import (
     memory_timeline,
     peak_memory_bytes,

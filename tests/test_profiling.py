@@ -6,8 +6,8 @@ import pytest
 import torch
 from conftest import DATA
 
+from attention_docs.analytic.cost import step_costs
 from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.cost import step_costs
 from attention_docs.inputs import make_qkv
 from attention_docs.profiling.device import DeviceError, describe, resolve_device
 from attention_docs.profiling.profile import Schedule, profile_callable

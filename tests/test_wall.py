@@ -5,13 +5,13 @@ from dataclasses import replace
 import pytest
 
 from attention_docs import render
+from attention_docs.analytic.memory import naive_peak
 from attention_docs.attention.naive import STEPS
 from attention_docs.experiments.registry import get
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.experiments.wall import sweep_shapes
 from attention_docs.measurements import Measurement, Sourced, Table
 from attention_docs.measurements import forward as fwd
-from attention_docs.memory_model import naive_peak
 from attention_docs.render import _format as fmt
 
 

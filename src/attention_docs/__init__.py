@@ -28,7 +28,7 @@ _EXPORTS = {
     "why_backend": "attention_docs.attention.sdpa",
     "BACKENDS": "attention_docs.attention.sdpa",
     "forward_backward": "attention_docs.attention.backward",
-    "step_costs": "attention_docs.cost",
+    "step_costs": "attention_docs.analytic.cost",
     "Measurement": "attention_docs.measurements.schema",
     "Sourced": "attention_docs.measurements.schema",
     "Store": "attention_docs.measurements.store",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from attention_docs.cost import StepCost
+from attention_docs.analytic.cost import StepCost
 from attention_docs.experiments.registry import Observed
 from attention_docs.measurements.schema import OpStat, StepStat
 from attention_docs.profiling.profile import Schedule, profile_callable

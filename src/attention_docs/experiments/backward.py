@@ -22,6 +22,7 @@ import warnings
 
 import torch
 
+from attention_docs.analytic.memory import naive_peak
 from attention_docs.attention.backward import (
     IMPLEMENTATIONS,
     PHASES,
@@ -34,7 +35,6 @@ from attention_docs.experiments.forward import unavailable
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
-from attention_docs.memory_model import naive_peak
 from attention_docs.profiling.memory import peak_memory_bytes
 from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.saved import INPUT, INTERNAL, OUTPUT, saved_tensors
@@ -48,7 +48,7 @@ MEASURES = (
     "inputs.py",
     "profiling/saved.py",
     "profiling/timing.py",
-    "memory_model.py",
+    "analytic/memory.py",
 )
 SCHED = Schedule(wait=1, warmup=1, active=ROUNDS)  # one profiled step per round
 

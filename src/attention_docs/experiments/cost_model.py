@@ -11,8 +11,8 @@ from collections.abc import Iterable
 
 import torch
 
+from attention_docs.analytic.cost import step_costs
 from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.cost import step_costs
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments._sweep import sweep
 from attention_docs.experiments.naive import SHAPE_PARAMS, with_per_forward
@@ -113,7 +113,7 @@ def gpu_step_work(trace: Trace, labels: Iterable[str]) -> dict[str, dict[str, fl
     measures=(
         "attention/naive.py",
         "inputs.py",
-        "cost.py",
+        "analytic/cost.py",
         "profiling/profile.py",
         "profiling/timing.py",
     ),

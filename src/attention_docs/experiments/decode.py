@@ -29,9 +29,9 @@ from dataclasses import replace
 
 from torch.profiler import profile
 
+from attention_docs.analytic.decode import decode_cost, decode_step_costs
 from attention_docs.attention.decode import IMPLS, KVCache, decode_step, prefill
 from attention_docs.attention.naive import STEPS
-from attention_docs.decode_cost import decode_cost, decode_step_costs
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments._sweep import sweep
 from attention_docs.experiments.registry import ExperimentError, Observed, Param, experiment
@@ -39,7 +39,7 @@ from attention_docs.inputs import dtype_name, make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.timing import ROUNDS, time_callable, time_callables
 
-MEASURES = ("attention/decode.py", "attention/naive.py", "decode_cost.py", "inputs.py")
+MEASURES = ("attention/decode.py", "attention/naive.py", "analytic/decode.py", "inputs.py")
 MAX_LAYERS = 128  # tiny caches would need thousands of layers; dispatch dominates them anyway
 FILL_CHUNK = 512  # tokens drawn at random once, then tiled: drawing GBs would dominate the run
 

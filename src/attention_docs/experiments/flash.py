@@ -35,6 +35,19 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from attention_docs.analytic.cost import attention_flops
+from attention_docs.analytic.tiling import (
+    OUTSIDE_RANGES,
+    TILED_STEPS,
+    computed_fraction,
+    fused_traffic,
+    naive_traffic,
+    tile_counts,
+    tile_grid,
+    tiled_loop_traffic,
+    tiled_step_costs,
+    working_set_bytes,
+)
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.attention.sdpa import sdpa_attention
 from attention_docs.attention.tiled import tiled_attention
@@ -43,7 +56,6 @@ from attention_docs.attention.triton_flash import (
     prepare_triton_flash,
     triton_available,
 )
-from attention_docs.cost import attention_flops
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments._sweep import sweep
 from attention_docs.experiments.forward import unavailable
@@ -59,18 +71,6 @@ from attention_docs.profiling.memory import (
 )
 from attention_docs.profiling.profile import Schedule
 from attention_docs.profiling.timing import ROUNDS, Timing, time_callables
-from attention_docs.tiling import (
-    OUTSIDE_RANGES,
-    TILED_STEPS,
-    computed_fraction,
-    fused_traffic,
-    naive_traffic,
-    tile_counts,
-    tile_grid,
-    tiled_loop_traffic,
-    tiled_step_costs,
-    working_set_bytes,
-)
 
 MEMORY_COLUMNS = ("naive_peak", "tiled_peak", "sdpa_flash_peak")
 NO_GPU_NOTE = "the Triton kernel needs a CUDA GPU (this build ran on CPU)"
@@ -117,7 +117,13 @@ def _implementations(q, k, v, *, causal, block_q, block_k) -> dict[str, Callable
     summary="FlashAttention's tiled loop in PyTorch against naive attention and SDPA's flash "
     "backend: profile of the tiles, peak memory and what is live at it, numerics, modelled "
     "bytes, memory vs seq_len. Forward times are forward_times'.",
-    measures=("attention/tiled.py", "attention/naive.py", "tiling.py", "cost.py", "inputs.py"),
+    measures=(
+        "attention/tiled.py",
+        "attention/naive.py",
+        "analytic/tiling.py",
+        "analytic/cost.py",
+        "inputs.py",
+    ),
     # A shape of forward_times' grid (tiled loop included) on both kinds of device.
     **_shape_params(512, 2048),
     block_q=Param(64, minimum=1, help="queries per tile (forward_times times 64)"),
@@ -363,7 +369,7 @@ def group_live_at_peak(
     summary="The tiled loop at several square block sizes, timed in interleaved rounds: time "
     "with its spread, peak memory, tiles computed, and the modelled bytes of the loop and of a "
     "fused kernel.",
-    measures=("attention/tiled.py", "tiling.py", "cost.py", "inputs.py"),
+    measures=("attention/tiled.py", "analytic/tiling.py", "analytic/cost.py", "inputs.py"),
     # Off forward_times' grid on purpose (2 heads on the CPU, batch 1 on a GPU): the 64×64 row
     # would otherwise be a second, differently timed value of the tiled loop's forward time.
     **_shape_params(256, 2048, num_heads=2, gpu_batch_size=1),
@@ -449,7 +455,12 @@ def flash_block_sweep(
     summary="The Triton FlashAttention kernel beside SDPA's flash, memory-efficient and cuDNN "
     "backends (and FlashAttention-3 where torch offers it) on a GPU: kernel times in "
     "interleaved rounds (do_bench, cold L2) and the Triton/SDPA-flash ratio with its noise.",
-    measures=("attention/triton_flash.py", "attention/_flash_kernel.py", "cost.py", "inputs.py"),
+    measures=(
+        "attention/triton_flash.py",
+        "attention/_flash_kernel.py",
+        "analytic/cost.py",
+        "inputs.py",
+    ),
     # Batch 2 keeps every length off forward_times' GPU grid (batch 4): these are kernel
     # times with a cold L2, not the forward times that entry states.
     batch_size=Param(1, gpu_default=2, minimum=1, help="sequences per batch"),

@@ -25,10 +25,10 @@ from pathlib import Path
 import torch
 from torch.nn.functional import scaled_dot_product_attention
 
+from attention_docs.analytic.cost import itemsize, step_costs
 from attention_docs.attention.compiled import compiled_attention
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.attention.sdpa import backend_of_op
-from attention_docs.cost import itemsize, step_costs
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments.naive import SHAPE_PARAMS
 from attention_docs.experiments.registry import Observed, Param, experiment

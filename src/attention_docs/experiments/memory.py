@@ -1,5 +1,5 @@
 # Experiments for the memory chapter: the allocation timeline of one naive forward, and its
-# peak against seq_len, measured and predicted by memory_model.py, up to the length at which
+# peak against seq_len, measured and predicted by analytic/memory.py, up to the length at which
 # the device's free memory runs out. A length the model says will not fit in the free memory
 # is not tried (on the CPU going past it gets the process killed; on a GPU a failed try
 # fragments the allocator): its row says so in words.
@@ -10,12 +10,12 @@
 # matrices, ~0.1 s at 4 TB/s for its ~7 passes over them): ~3 s for its seven lengths.
 from __future__ import annotations
 
+from attention_docs.analytic.memory import is_matrix_sized, max_seq_len, naive_peak
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.experiments._sweep import OUT_OF_MEMORY, TOO_LARGE, sweep
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
-from attention_docs.memory_model import is_matrix_sized, max_seq_len, naive_peak
 from attention_docs.profiling.headroom import free_memory_bytes
 from attention_docs.profiling.memory import memory_timeline, peak_memory_bytes, step_allocations
 
@@ -26,7 +26,7 @@ AFTER = "after the steps"  # the frees when naive_attention returns
 @experiment(
     "memory_timeline",
     summary="Every allocation and free of one naive forward, attributed to the five steps.",
-    measures=("attention/naive.py", "inputs.py", "memory_model.py", "profiling/memory.py"),
+    measures=("attention/naive.py", "inputs.py", "analytic/memory.py", "profiling/memory.py"),
     batch_size=Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
     num_heads=Param(4, gpu_default=16, minimum=1, help="attention heads"),
     seq_len=Param(512, gpu_default=4096, minimum=1, help="tokens per sequence (N)"),
@@ -120,7 +120,7 @@ def _points(start: int, limit: int) -> list[int]:
     measures=(
         "attention/naive.py",
         "inputs.py",
-        "memory_model.py",
+        "analytic/memory.py",
         "profiling/memory.py",
         "profiling/headroom.py",
     ),

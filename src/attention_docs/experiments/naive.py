@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
+from attention_docs.analytic.cost import step_costs
 from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.cost import step_costs
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
@@ -45,7 +45,7 @@ def with_per_forward(observed: Observed, labels: Iterable[str]) -> Observed:
 @experiment(
     "naive_steps",
     summary="Naive attention's five steps under torch.profiler: time, FLOPs and bytes per step.",
-    measures=("attention/naive.py", "inputs.py", "cost.py"),
+    measures=("attention/naive.py", "inputs.py", "analytic/cost.py"),
     **SHAPE_PARAMS,
     causal=Param(True, help="mask the future (decoder-style attention)"),
 )

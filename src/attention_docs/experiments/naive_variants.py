@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from attention_docs.analytic.cost import step_costs
 from attention_docs.attention.masking import (
     MASK_FUNCTIONS,
     MASK_VARIANTS,
@@ -19,7 +20,6 @@ from attention_docs.attention.masking import (
     prepare_mask,
 )
 from attention_docs.attention.naive import STEPS, naive_attention, naive_steps_alone
-from attention_docs.cost import step_costs
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments.naive import with_per_forward
 from attention_docs.experiments.registry import ExperimentError, Observed, Param, experiment
@@ -159,7 +159,7 @@ def step_ops(trace: Trace, labels, forwards: int) -> list[tuple[str, str, str, f
     "naive_dtypes",
     summary="The five steps in float32 and in bfloat16 (and float16 on a GPU): what runs in "
     "each step, and each step's time without the profiler against float32's.",
-    measures=("attention/naive.py", "inputs.py", "cost.py", "profiling/timing.py"),
+    measures=("attention/naive.py", "inputs.py", "analytic/cost.py", "profiling/timing.py"),
     **SHAPE_PARAMS,
     causal=Param(True, help="mask the future (decoder-style attention)"),
 )

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
+from attention_docs.analytic.cost import itemsize, step_costs
 from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.cost import itemsize, step_costs
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments._sweep import sweep
 from attention_docs.experiments.naive import SHAPE_PARAMS
@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - Windows
 MEASURES = (
     "attention/naive.py",
     "inputs.py",
-    "cost.py",
+    "analytic/cost.py",
     "profiling/profile.py",
     "profiling/timing.py",
 )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attention_docs.cost import ITEMSIZE
+from attention_docs.analytic.cost import ITEMSIZE
 from attention_docs.measurements.keys import PACKAGE_ROOT, file_tokens, fingerprint, store_key
 from attention_docs.measurements.schema import OpStat, StepStat, Table
 from attention_docs.profiling.timing import Timing

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from attention_docs.analytic.cost import attention_flops
+from attention_docs.analytic.memory import naive_peak
 from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.cost import attention_flops
 from attention_docs.experiments._sweep import sweep
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
-from attention_docs.memory_model import naive_peak
 from attention_docs.profiling.cache import last_level_cache
 from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
 from attention_docs.profiling.profile import Schedule, profile_callable
@@ -39,8 +39,8 @@ from attention_docs.profiling.trace import step_span_rounds
 MEASURES = (
     "attention/naive.py",
     "inputs.py",
-    "cost.py",
-    "memory_model.py",
+    "analytic/cost.py",
+    "analytic/memory.py",
     "profiling/memory.py",
     "profiling/timing.py",
     "profiling/cache.py",

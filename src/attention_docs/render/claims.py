@@ -190,7 +190,7 @@ def profiled_vs_unprofiled(m: Measurement, times: Sourced | Measurement) -> str:
 def intensity_claim(m: Measurement) -> str:
     """Each step's arithmetic intensity at the measured shape, from the cost model, and the
     matmuls' ceiling 2·head_dim/itemsize."""
-    from attention_docs.cost import itemsize
+    from attention_docs.analytic.cost import itemsize
 
     head_dim, dtype = int(m.params["head_dim"]), str(m.params["dtype"])
     size = itemsize(dtype)

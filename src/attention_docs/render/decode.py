@@ -6,7 +6,7 @@
 # rounds' range; a difference inside it is called a tie. Pure: no torch, no I/O.
 from __future__ import annotations
 
-from attention_docs.decode_cost import decode_cost
+from attention_docs.analytic.decode import decode_cost
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.profiling.timing import Timing, compare
 from attention_docs.render import _format as fmt

@@ -4,7 +4,15 @@
 # Pure: strings out, no torch.
 from __future__ import annotations
 
-from attention_docs.cost import itemsize
+from attention_docs.analytic.cost import itemsize
+from attention_docs.analytic.tiling import (
+    DEFAULT_BLOCK,
+    DIAGONAL,
+    OUTSIDE_RANGES,
+    SKIPPED,
+    tile_counts,
+    tile_grid,
+)
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.profiling.timing import Timing, compare
@@ -16,14 +24,6 @@ from attention_docs.render.compare import ratio_text
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.plots import line_figure, loglog_slope
 from attention_docs.render.tables import markdown_table
-from attention_docs.tiling import (
-    DEFAULT_BLOCK,
-    DIAGONAL,
-    OUTSIDE_RANGES,
-    SKIPPED,
-    tile_counts,
-    tile_grid,
-)
 
 FA3_NAME = "SDPA flash, FA3"  # as experiments/flash.py names it
 TILE_COLORS = {"computed": "#0072B2", DIAGONAL: "#E69F00", SKIPPED: "none"}

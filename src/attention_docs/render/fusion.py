@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 
-from attention_docs.cost import itemsize
+from attention_docs.analytic.cost import itemsize
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.profiling.timing import Timing, compare

@@ -5,13 +5,14 @@
 # uses one clock: the steps' unprofiled times against roofline times, and, beyond the
 # roofline, a fixed cost read on the same clock — op calls × the CPU floor on a CPU, the GPU's
 # idle time before each kernel on a GPU. Pure: Measurements in, Markdown/SVG out; the model
-# itself is attention_docs.roofline.
+# itself is attention_docs.analytic.roofline.
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from attention_docs.cost import StepCost, itemsize
+from attention_docs.analytic.cost import StepCost, itemsize
+from attention_docs.analytic.roofline import FIXED_SHARE, OVERHEAD_FACTOR, Prediction, Roof, predict
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.profiling.timing import Timing
@@ -22,7 +23,6 @@ from attention_docs.render.compare import ceiling
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.primer import range_children, range_span
 from attention_docs.render.tables import markdown_table
-from attention_docs.roofline import FIXED_SHARE, OVERHEAD_FACTOR, Prediction, Roof, predict
 
 MATMUL_STEPS = ("attention.scores", "attention.weighted_sum")
 SPEC_KEYS = {"bfloat16": "bf16_tflops", "float16": "fp16_tflops", "float32": "fp32_tflops"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from attention_docs.cost import itemsize
+from attention_docs.analytic.cost import itemsize
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.profiling.timing import Comparison, Timing, compare

@@ -1,0 +1,250 @@
+# The tile schedule of FlashAttention and the bytes it moves, as pure arithmetic (no torch),
+# so that the tiled implementation's tests, the experiments, the tile-grid figure and the
+# prose all count the same tiles. Three traffic models sit side by side: naive attention's
+# five unfused steps, the tiled loop run as one PyTorch op per line (tiles, but every
+# intermediate still goes through memory), and a fused kernel that keeps each tile on chip.
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from attention_docs.analytic.cost import SOFTMAX_FLOPS_PER_ELEMENT, StepCost, itemsize, step_costs
+
+COMPUTED = "computed"
+DIAGONAL = "diagonal"  # computed, then partly masked: the tile crosses the causal diagonal
+SKIPPED = "skipped"  # entirely in the future of every query in its row: never computed
+
+TILED_STEPS: tuple[str, ...] = (
+    "tiled.scores",
+    "tiled.online_softmax",
+    "tiled.accumulate",
+    "tiled.normalize",
+)
+# tiled_attention's default tiles: the ones forward_times times the loop with.
+DEFAULT_BLOCK = 64
+# Where an allocation made outside every labelled range is filed (peak-memory breakdowns).
+OUTSIDE_RANGES = "outside the labelled ranges"
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One block of the seq_len × kv_seq_len score matrix: rows `q0:q1`, columns `k0:k1`."""
+
+    row: int
+    col: int
+    q0: int
+    q1: int
+    k0: int
+    k1: int
+    state: str
+
+    @property
+    def rows(self) -> int:
+        return self.q1 - self.q0
+
+    @property
+    def cols(self) -> int:
+        return self.k1 - self.k0
+
+
+def tile_state(q0: int, q1: int, k0: int, k1: int, *, causal: bool, offset: int) -> str:
+    """Whether a tile is computed, computed and masked, or skipped.
+
+    Query `i` sees keys `0 .. i + offset` (`offset = kv_seq_len - seq_len`).
+    """
+    if not causal:
+        return COMPUTED
+    if k0 > q1 - 1 + offset:  # its first key is in the future of its last query
+        return SKIPPED
+    if k1 - 1 > q0 + offset:  # its last key is in the future of its first query
+        return DIAGONAL
+    return COMPUTED
+
+
+def tile_grid(
+    seq_len: int,
+    block_q: int,
+    block_k: int,
+    *,
+    causal: bool,
+    kv_seq_len: int | None = None,
+) -> tuple[tuple[Tile, ...], ...]:
+    """The score matrix cut into `block_q × block_k` tiles, one tuple of tiles per query tile.
+
+    The last row and column of tiles are smaller when the lengths are not multiples of the
+    blocks.
+    """
+    kv_len = seq_len if kv_seq_len is None else kv_seq_len
+    for name, value in (
+        ("seq_len", seq_len),
+        ("kv_seq_len", kv_len),
+        ("block_q", block_q),
+        ("block_k", block_k),
+    ):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+    offset = kv_len - seq_len
+    rows = []
+    for r, q0 in enumerate(range(0, seq_len, block_q)):
+        q1 = min(q0 + block_q, seq_len)
+        rows.append(
+            tuple(
+                Tile(r, c, q0, q1, k0, min(k0 + block_k, kv_len), "")
+                for c, k0 in enumerate(range(0, kv_len, block_k))
+            )
+        )
+    return tuple(
+        tuple(
+            Tile(
+                t.row,
+                t.col,
+                t.q0,
+                t.q1,
+                t.k0,
+                t.k1,
+                tile_state(t.q0, t.q1, t.k0, t.k1, causal=causal, offset=offset),
+            )
+            for t in row
+        )
+        for row in rows
+    )
+
+
+def tile_counts(grid: tuple[tuple[Tile, ...], ...]) -> dict[str, int]:
+    """How many tiles are computed (masked or not), masked on the diagonal, and skipped."""
+    tiles = [t for row in grid for t in row]
+    diagonal = sum(t.state == DIAGONAL for t in tiles)
+    skipped = sum(t.state == SKIPPED for t in tiles)
+    return {
+        "tiles": len(tiles),
+        "computed": len(tiles) - skipped,
+        "diagonal": diagonal,
+        "skipped": skipped,
+    }
+
+
+def computed_fraction(grid: tuple[tuple[Tile, ...], ...]) -> float:
+    """The share of the score matrix's entries inside computed tiles (masked ones included)."""
+    tiles = [t for row in grid for t in row]
+    total = sum(t.rows * t.cols for t in tiles)
+    return sum(t.rows * t.cols for t in tiles if t.state != SKIPPED) / total
+
+
+def fused_traffic(
+    batch_size: int,
+    num_heads: int,
+    seq_len: int,
+    head_dim: int,
+    dtype: str = "float32",
+    *,
+    causal: bool = False,
+    block_q: int = 128,
+    block_k: int = 64,
+    kv_seq_len: int | None = None,
+) -> float:
+    """Bytes a fused FlashAttention forward moves between GPU memory (HBM) and the chip.
+
+    Each query tile is read once and its output written once; the K and V tiles it visits are
+    read once *per query tile*, so K and V are read about `seq_len / block_q` times (half as
+    often under a causal mask); the log-sum-exp (float32, one per query) is written for the
+    backward pass. Scores and probabilities never leave the chip. This is the FlashAttention
+    paper's IO count, Θ(N²·D²/M) for on-chip memory M, made exact for given blocks.
+    """
+    # --8<-- [start:fused]
+    e = itemsize(dtype)
+    grid = tile_grid(seq_len, block_q, block_k, causal=causal, kv_seq_len=kv_seq_len)
+    kv_rows_read = sum(t.cols for row in grid for t in row if t.state != SKIPPED)
+    q_and_out = 2 * seq_len * head_dim  # q read once, the output written once
+    k_and_v = 2 * kv_rows_read * head_dim  # each visited k, v tile: once per query tile
+    lse = 4 * seq_len  # float32, kept for the backward pass
+    return float(batch_size * num_heads * (e * (q_and_out + k_and_v) + lse))
+    # --8<-- [end:fused]
+
+
+def naive_traffic(
+    batch_size: int,
+    num_heads: int,
+    seq_len: int,
+    head_dim: int,
+    dtype: str = "float32",
+    *,
+    causal: bool = False,
+    kv_seq_len: int | None = None,
+) -> float:
+    """Minimum bytes of naive attention's five unfused steps (the sum of `step_costs`)."""
+    costs = step_costs(
+        batch_size, num_heads, seq_len, head_dim, dtype, causal=causal, kv_seq_len=kv_seq_len
+    )
+    return float(sum(c.bytes for c in costs))
+
+
+def tiled_step_costs(
+    batch_size: int,
+    num_heads: int,
+    seq_len: int,
+    head_dim: int,
+    dtype: str = "float32",
+    *,
+    causal: bool = False,
+    block_q: int = 64,
+    block_k: int = 64,
+    kv_seq_len: int | None = None,
+) -> tuple[StepCost, ...]:
+    """FLOPs and bytes of each phase of `tiled_attention`, one PyTorch op at a time.
+
+    Every op reads its operands from memory and writes its result back, as eager PyTorch
+    does: the tiles are small, but every score tile still makes the round trip. The loop
+    computes in float32 (float64 for float64 inputs), so tiles move at that item size. Not
+    counted: the per-query-tile setup outside the ranges (zeroing the running statistics),
+    which is O(seq_len · head_dim) like the inputs themselves.
+    """
+    a = max(itemsize(dtype), 4)  # the loop's accumulation dtype
+    d = head_dim
+    # [FLOPs, elements moved] per phase, summed over the tiles the loop visits.
+    scores, softmax, accumulate, normalize = ([0.0, 0.0] for _ in range(4))
+    grid = tile_grid(seq_len, block_q, block_k, causal=causal, kv_seq_len=kv_seq_len)
+    for row in grid:
+        r = row[0].rows
+        for t in row:
+            if t.state == SKIPPED:
+                continue
+            c = t.cols
+            scores[0] += 2.0 * r * c * d
+            scores[1] += r * d + c * d + r * c  # q_i, k_j in; the score tile out
+            if t.state == DIAGONAL:
+                scores[1] += 2 * r * c + 2 * r * c / a  # masked_fill in and out; its bool mask
+            # max, subtract, exp and sum over the tile; the running max, sum and rescale factor
+            softmax[0] += (SOFTMAX_FLOPS_PER_ELEMENT - 1) * r * c + 5 * r
+            softmax[1] += 6 * r * c + 17 * r
+            # acc·alpha + p @ v_j
+            accumulate[0] += 2.0 * r * c * d + 2 * r * d
+            accumulate[1] += r * c + c * d + 6 * r * d + r
+        # acc / l, copied into the output; m + log(l), copied into the log-sum-exp
+        normalize[0] += r * d + 2 * r
+        normalize[1] += 4 * r * d + 8 * r
+    bh = batch_size * num_heads
+    return tuple(
+        StepCost(label, bh * flops, bh * elements * a)
+        for label, (flops, elements) in zip(
+            TILED_STEPS, (scores, softmax, accumulate, normalize), strict=True
+        )
+    )
+
+
+def tiled_loop_traffic(*args, **kwargs) -> float:
+    """Total bytes of `tiled_step_costs` (same arguments)."""
+    return float(sum(c.bytes for c in tiled_step_costs(*args, **kwargs)))
+
+
+def working_set_bytes(block_q: int, block_k: int, head_dim: int, dtype: str = "bfloat16") -> int:
+    """On-chip bytes one program of a fused kernel holds: Q, K and V tiles in the input dtype,
+    the score tile, the float32 accumulator and the running max and sum."""
+    e = itemsize(dtype)
+    return (block_q + 2 * block_k) * head_dim * e + 4 * (
+        block_q * block_k + block_q * head_dim + 2 * block_q
+    )
+
+
+def kv_reads(seq_len: int, block_q: int) -> int:
+    """How many times a non-causal fused kernel reads each K and V row: once per query tile."""
+    return math.ceil(seq_len / block_q)
