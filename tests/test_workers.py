@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +26,20 @@ def environment(store) -> dict:
     facts = json.loads(path.read_text())["facts"]
     path.unlink()
     return facts
+
+
+def stopped(pid: int, within_s: float = 10.0) -> bool:
+    """Whether process `pid` has ended (gone, or a zombie waiting to be reaped)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_a_worker_is_given_the_requesters_environment_and_folder(tmp_path, monkeypatch):
@@ -63,15 +80,33 @@ def test_a_worker_past_its_time_is_killed_and_the_server_goes_on(tmp_path):
     assert workers._current is server
 
 
-def test_a_lost_server_costs_no_measurement(tmp_path, caplog):
+def test_a_server_lost_during_a_run_costs_no_measurement(tmp_path, caplog):
     store = tmp_path / "store"
     environment(store)
     lost = workers._current
-    lost.proc.kill()
-    lost.proc.wait()
-    facts = environment(store)  # run without the server, then a new one is started
-    assert facts["pid"] > 0
+    done = threading.Event()
+    thread = threading.Thread(
+        target=lambda: (run_worker("_test_sleeps", {"seconds": 5.0}, "cpu", store, 120), done.set())
+    )
+    logger = logging.getLogger("attention_docs")  # MkDocs' plugin may stop its propagation
+    logger.addHandler(caplog.handler)
+    try:
+        thread.start()
+        deadline = time.monotonic() + 30
+        while lost.in_flight is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        child = lost.in_flight
+        assert child is not None
+        lost.proc.kill()  # the server dies while its child sleeps
+        # The orphaned child is stopped at once, not left to run beside its replacement.
+        assert stopped(child, within_s=2.0)
+        thread.join(60)
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert done.is_set()  # the request was made again, in a new interpreter, and stored
+    assert list((store / "_test_sleeps").glob("*.json"))
     assert "the worker server stopped" in caplog.text
+    assert environment(store)["pid"] > 0  # and the next request starts a new server
     assert workers._current is not lost
 
 

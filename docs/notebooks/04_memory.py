@@ -23,8 +23,8 @@
 import os
 
 from attention_docs import render, run_experiment
-from attention_docs.measurements import Sourced
 from attention_docs.analytic.memory import max_seq_len, naive_peak
+from attention_docs.measurements import Sourced
 
 tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
 seq_len = 64 if tiny else 1024
