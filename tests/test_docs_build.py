@@ -643,3 +643,27 @@ def test_one_failure_in_a_session_is_reported_as_one_root_cause(tmp_path):
     assert "executed block 'alone' in index.md failed: ZeroDivisionError" in err
     # "above" is true: the summary comes after the traceback it points to.
     assert err.index("Traceback (most recent call last)") < err.index(summary)
+
+
+def test_a_build_with_nothing_to_measure_never_imports_torch(site, tmp_path):
+    """Importing torch costs seconds: a build whose measurements are all stored needs none
+    (a page comparing devices once imported it to compute a key it already had)."""
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['mkdocs', 'build', '--strict', '-f', sys.argv[1], '-d', sys.argv[2]]\n"
+        "try:\n"
+        "    runpy.run_module('mkdocs', run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT / "mkdocs.yml"), str(tmp_path / "site")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "ATTENTION_DOCS_MODE": "frozen"},
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.strip().splitlines()[-1] == "no torch"

@@ -186,8 +186,7 @@ def measure_each_device(experiment: str, **requested: Any) -> list[Sourced]:
     parameters: what a page comparing devices may compare (it never measures those)."""
     first = measure(experiment, **requested)
     store = Store(_settings.store)
-    exp = get(experiment)
-    key = exp.key(exp.check(requested))
+    key = first.measurement.key  # the same request's key on every device (never imports torch)
     others = []
     for device in store.devices(experiment, key):
         if device == first.measurement.device_id:
