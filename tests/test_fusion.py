@@ -173,6 +173,9 @@ def test_compile_cost_reads_forward_times_and_says_never_on_a_tie(kernels):
     text = fusion.compile_cost(kernels, faster)
     cold = kernels.tables["compiles"].records()[0]["seconds"]
     assert f"{cold * 1e6 / 5_000:,.0f} forwards" in text
+    imported = kernels.facts["compiler_import_s"]  # timed in a new interpreter
+    assert f"**{imported:.1f} s** here" in text
+    assert f"first cold compile after about **{(cold + imported) * 1e6 / 5_000:,.0f}**" in text
     assert 'data-fact="forward;' in text and "2.00× (1.94–2.06×) faster" in text
     tied = at(
         kernels,

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -156,6 +158,21 @@ def compile_cold_and_warm(build, call, device) -> list[dict]:
     return rows
 
 
+def compiler_import_seconds() -> float:
+    """Seconds a new interpreter takes to import Dynamo and Inductor after torch: what a
+    process pays once, before its first compile. Timed in a new interpreter, because this
+    one may have them imported already (a worker forked from the worker server does, so the
+    compiles timed here leave the imports out)."""
+    code = (
+        "import time, torch; t = time.perf_counter(); "
+        "import torch._dynamo, torch._inductor.compile_fx; print(time.perf_counter() - t)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def _timed_call(fn, device) -> tuple[float, object]:
     synchronize(device)
     started = time.perf_counter()
@@ -256,6 +273,7 @@ def fusion_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, caus
             "compile_cost_of": "compiled_attention(dynamic=True)",
             "kernels_of": "compiled_attention(dynamic=False)",
             "precompiled_headers_before": headers_before,
+            "compiler_import_s": round(compiler_import_seconds(), 3),
             "eager_work_calls": sum(r[2] for r in eager_rows),
             "compiled_work_calls": sum(r[3] for r in compiled_rows),
             "fused_kernels": sum(r[3] for r in compiled_rows if r[1] == "fused kernel"),

@@ -172,12 +172,20 @@ def compile_cost(m: Measurement, times: Sourced | Measurement) -> str:
         if m.facts.get("precompiled_headers_before")
         else ""
     )
+    imported = m.facts.get("compiler_import_s")
+    imports = (
+        f" Neither includes importing Dynamo and Inductor, which a new process pays once, "
+        f"before its first compile: **{imported:.1f} s** here (timed in a new interpreter; "
+        "the worker that timed the compiles had imported them)."
+        if imported is not None
+        else ""
+    )
     text = (
         f"With empty cache folders the first call took **{cold['seconds']:.1f} s** "
         f"({_cache_text(cold)} in Inductor's FX graph cache: it generated and compiled the "
         f"code); with the same folders after a reset, **{warm['seconds']:.1f} s** "
         f"({_cache_text(warm)}: Dynamo traced again, Inductor loaded the code it had "
-        f"written), {cold['seconds'] / warm['seconds']:.0f}× less.{headers} "
+        f"written), {cold['seconds'] / warm['seconds']:.0f}× less.{headers}{imports} "
         f"One forward takes {cmp.forward_time(t, fwd.NAIVE, shape)} eager and "
         f"{cmp.forward_time(t, fwd.COMPILED, shape)} compiled, so "
     )
@@ -193,11 +201,18 @@ def compile_cost(m: Measurement, times: Sourced | Measurement) -> str:
     eager, compiled = fwd.timing(t, fwd.NAIVE, shape), fwd.timing(t, fwd.COMPILED, shape)
     cold_n = break_even(cold["seconds"], eager, compiled)
     warm_n = break_even(warm["seconds"], eager, compiled)
+    fresh = ""
+    if imported is not None:
+        n = break_even(cold["seconds"] + imported, eager, compiled)
+        fresh = (
+            " A new process, which imports the compiler too, repays its first cold compile "
+            f"after about **{n[0]:,.0f}** ({n[1]:,.0f}–{n[2]:,.0f})."
+        )
     return text + (
         f"{cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape)}. The cold compile is repaid after "
         f"about **{cold_n[0]:,.0f} forwards** ({cold_n[1]:,.0f}–{cold_n[2]:,.0f} over the "
         f"rounds' range), the warm one after about **{warm_n[0]:,.0f}** "
-        f"({warm_n[1]:,.0f}–{warm_n[2]:,.0f})."
+        f"({warm_n[1]:,.0f}–{warm_n[2]:,.0f}).{fresh}"
     )
 
 
