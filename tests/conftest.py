@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -39,3 +40,11 @@ def tiny_measurement():
     return run_experiment(
         "naive_steps", {"seq_len": 32, "num_heads": 2, "head_dim": 16}, device="cpu"
     )
+
+
+def python_prints(code: str) -> str:
+    """What `code` prints (stripped) when run in a new interpreter: for checks on what a
+    fresh process imports, and on output that must not depend on the process."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()

@@ -6,13 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
 import torch
-from conftest import DATA
+from conftest import DATA, python_prints
 from fake_times import forward_times_for
 
 from attention_docs import render
@@ -349,12 +347,7 @@ def test_roofline_figure_is_byte_stable_across_processes(roofline, ceilings, tmp
         + "; print(hashlib.sha256(render.roofline_figure(Sourced(roof, 'x', 'x.json'), ceil, "
         "times).encode()).hexdigest())"
     )
-    digests = {
-        subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        for _ in range(2)
-    }
+    digests = {python_prints(code) for _ in range(2)}
     again = {name: Measurement.loads(path.read_text()) for name, path in paths.items()}
     here = hashlib.sha256(
         render.roofline_figure(
@@ -405,10 +398,7 @@ def test_the_analytic_models_are_pure_arithmetic():
         "for m in pkgutil.iter_modules(a.__path__): importlib.import_module(f'{a.__name__}.{m.name}')\n"
         "print(json.dumps(sorted(n for n in sys.modules if n.startswith(('torch', 'attention_docs.')))))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    modules = json.loads(out)
+    modules = json.loads(python_prints(code))
     assert modules == [
         f"attention_docs.analytic{m}"
         for m in ("", ".cost", ".decode", ".memory", ".roofline", ".tiling")

@@ -13,7 +13,7 @@ from attention_docs.attention.masking import (
     prepare_mask,
 )
 from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.experiments.naive_variants import parse_shapes
+from attention_docs.experiments.naive_variants import VARIANT_COLUMNS, parse_shapes
 from attention_docs.experiments.registry import ExperimentError
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv, resolve_dtype
@@ -139,21 +139,9 @@ def test_step_shares_experiment_profiles_each_shape_with_its_spread():
 def variants_measurement(m, timings):
     """`m` with a hand-made variants table: variant -> (mask (median, low, high), forward)."""
     rows = tuple((v, 1.0, 100.0, 0, *mask, *forward) for v, (mask, forward) in timings.items())
-    columns = (
-        "variant",
-        "mask_allocations",
-        "mask_allocated_bytes",
-        "prepared_bytes",
-        "mask_us",
-        "mask_low_us",
-        "mask_high_us",
-        "forward_us",
-        "forward_low_us",
-        "forward_high_us",
-    )
     return replace(
         m,
-        tables={"variants": Table(columns, rows)},
+        tables={"variants": Table(VARIANT_COLUMNS, rows)},
         facts={"matrix_bytes": 100.0, "timing_method": "x, 3 interleaved rounds"},
     )
 

@@ -13,7 +13,7 @@ from fake_times import forward_times_for
 
 from attention_docs import render
 from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.experiments.primer import first_call_extra, profile_every_call
+from attention_docs.experiments.primer import OVERHEAD_COLUMNS, first_call_extra, profile_every_call
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import Sourced, Table
@@ -234,18 +234,9 @@ def test_profile_overhead_counts_events_and_compares_with_no_profiler():
 
 
 def overhead_measurement(m, rows):
-    columns = (
-        "configuration",
-        "median_us",
-        "low_us",
-        "high_us",
-        "events_per_forward",
-        "overhead_us",
-        "overhead_low_us",
-        "overhead_high_us",
-        "overhead_per_event_us",
+    return replace(
+        m, tables={"overhead": Table(OVERHEAD_COLUMNS, tuple(rows))}, facts={"rounds": 3}
     )
-    return replace(m, tables={"overhead": Table(columns, tuple(rows))}, facts={"rounds": 3})
 
 
 def test_overhead_renderers_say_within_noise_when_the_rounds_overlap(first_calls):

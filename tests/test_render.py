@@ -1,9 +1,8 @@
 import hashlib
 import re
-import subprocess
-import sys
 
 import pytest
+from conftest import python_prints
 
 from attention_docs import render
 from attention_docs.measurements import Measurement, Sourced, Store
@@ -57,17 +56,12 @@ def test_renderers_are_byte_stable_across_processes(sourced, tmp_path):
         "out = render.step_table(s) + render.op_table(s) + render.timeline_figure(s); "
         "print(hashlib.sha256(out.encode()).hexdigest())"
     )
-    digests = {
-        subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        ).stdout
-        for _ in range(2)
-    }
+    digests = {python_prints(code) for _ in range(2)}
     again = Sourced(Measurement.loads(path.read_text()), "from the store", "x.json")
     here = hashlib.sha256(
         (render.step_table(again) + render.op_table(again) + render.timeline_figure(again)).encode()
     ).hexdigest()
-    assert digests == {here + "\n"}
+    assert digests == {here}
 
 
 def test_renderers_do_not_import_torch():
@@ -75,8 +69,7 @@ def test_renderers_do_not_import_torch():
         "import sys; import attention_docs.render, attention_docs.measurements; "
         "print('torch' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert python_prints(code) == "False"
 
 
 def test_claims_are_computed_from_the_measurement(tiny_measurement):

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from conftest import python_prints
 
 from attention_docs import workers
 from attention_docs.book import MeasurementError, run_worker
@@ -124,10 +123,11 @@ def test_the_server_imports_none_of_the_measured_code():
         "print(sorted(m for m in sys.modules if m.startswith('attention_docs')), "
         "'torch' in sys.modules)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.split() == ["['attention_docs',", "'attention_docs.workers']", "True"]
+    assert python_prints(code).split() == [
+        "['attention_docs',",
+        "'attention_docs.workers']",
+        "True",
+    ]
 
 
 def test_without_fork_each_worker_is_a_new_interpreter(tmp_path, monkeypatch):

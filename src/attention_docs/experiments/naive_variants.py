@@ -45,6 +45,20 @@ def _cells(t) -> tuple[float, float, float]:
     return round(t.median_us, 3), round(t.low_us, 3), round(t.high_us, 3)
 
 
+VARIANT_COLUMNS = (
+    "variant",
+    "mask_allocations",
+    "mask_allocated_bytes",
+    "prepared_bytes",
+    "mask_us",
+    "mask_low_us",
+    "mask_high_us",
+    "forward_us",
+    "forward_low_us",
+    "forward_high_us",
+)
+
+
 @experiment(
     "naive_mask_variants",
     summary="Four ways to apply the causal mask: the mask step's allocations, and the mask "
@@ -98,26 +112,11 @@ def naive_mask_variants(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype)
                 *_cells(timed[f"forward {variant}"]),
             )
         )
-    units = dict.fromkeys(
-        ("mask_us", "mask_low_us", "mask_high_us", "forward_us", "forward_low_us"), "µs"
-    )
     table = Table(
-        columns=(
-            "variant",
-            "mask_allocations",
-            "mask_allocated_bytes",
-            "prepared_bytes",
-            "mask_us",
-            "mask_low_us",
-            "mask_high_us",
-            "forward_us",
-            "forward_low_us",
-            "forward_high_us",
-        ),
+        columns=VARIANT_COLUMNS,
         rows=tuple(rows),
         units={
-            **units,
-            "forward_high_us": "µs",
+            **dict.fromkeys(VARIANT_COLUMNS[4:], "µs"),
             "mask_allocated_bytes": "B",
             "prepared_bytes": "B",
         },

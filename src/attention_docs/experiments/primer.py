@@ -331,6 +331,19 @@ def _round_timing(per_round: list[list[float]], method: str) -> Timing:
     )
 
 
+OVERHEAD_COLUMNS = (
+    "configuration",
+    "median_us",
+    "low_us",
+    "high_us",
+    "events_per_forward",
+    "overhead_us",
+    "overhead_low_us",
+    "overhead_high_us",
+    "overhead_per_event_us",
+)
+
+
 @experiment(
     "profile_overhead",
     summary="The same forward with and without torch.profiler: the profiler's cost per recorded event.",
@@ -386,17 +399,7 @@ def profile_overhead(
     return Observed(
         tables={
             "overhead": Table(
-                columns=(
-                    "configuration",
-                    "median_us",
-                    "low_us",
-                    "high_us",
-                    "events_per_forward",
-                    "overhead_us",
-                    "overhead_low_us",
-                    "overhead_high_us",
-                    "overhead_per_event_us",
-                ),
+                columns=OVERHEAD_COLUMNS,
                 rows=tuple(rows),
                 units={
                     "median_us": "µs",
