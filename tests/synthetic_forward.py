@@ -10,7 +10,7 @@ from attention_docs.measurements.schema import Measurement, Table
 
 def row(name: str, shape: fwd.Shape, median, low=None, high=None, *, status: str = fwd.OK) -> tuple:
     """One row of the `times` table; a status other than "ok" leaves the times empty."""
-    dims = tuple(getattr(shape, f) for f in fwd.Shape.__dataclass_fields__)
+    dims = tuple(getattr(shape, f) for f in fwd.COLUMNS[1:7])
     if status != fwd.OK:
         return (name, *dims, None, None, None, None, status)
     return (

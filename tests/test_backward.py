@@ -174,7 +174,7 @@ def cuda_trace():
 
     from conftest import DATA
 
-    from attention_docs.profiling.trace import Trace, trim_chrome
+    from attention_docs.records.trace import Trace, trim_chrome
 
     chrome = json.loads((DATA / "cuda_trace_kineto.json").read_text())
     return chrome, Trace.from_chrome(trim_chrome(chrome))
@@ -184,7 +184,7 @@ def test_per_call_phase_times_on_a_cuda_trace_count_the_autograd_threads_kernels
     """What backward_compare reads per profiled call on a GPU: the backward's kernels, all
     launched from the autograd engine's thread, count for `attention.backward`."""
     from attention_docs.attention.backward import PHASES
-    from attention_docs.profiling.trace import step_span_rounds
+    from attention_docs.records.trace import step_span_rounds
 
     chrome, trace = cuda_trace
     events = chrome["traceEvents"]
@@ -242,8 +242,8 @@ def test_the_phase_claim_on_a_gpu_uses_the_kernel_clock(cuda_trace, tiny_measure
     from attention_docs import render
     from attention_docs.attention.backward import PHASES
     from attention_docs.measurements import Table
-    from attention_docs.profiling.device import DeviceInfo
-    from attention_docs.profiling.trace import step_span_rounds
+    from attention_docs.records.device import DeviceInfo
+    from attention_docs.records.trace import step_span_rounds
 
     _, trace = cuda_trace
     rounds = step_span_rounds(trace, PHASES)

@@ -22,7 +22,7 @@ from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import Measurement, Sourced
 from attention_docs.profiling.profile import Schedule, profile_callable
-from attention_docs.profiling.trace import (
+from attention_docs.records.trace import (
     GPU_WORK,
     Span,
     Trace,

@@ -343,7 +343,7 @@ def ceilings_for(m, bandwidth=20e9, peak=100e9):
 def on_gpu(m):
     from dataclasses import replace
 
-    from attention_docs.profiling.device import DeviceInfo
+    from attention_docs.records.device import DeviceInfo
 
     gpu = DeviceInfo(kind="cuda", name="NVIDIA H100", capability="90")
     return replace(m, provenance=replace(m.provenance, device=gpu, device_id=""))

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from attention_docs.profiling.device import (
+from attention_docs.records.device import (
     SPEC_SHEETS,
     DeviceInfo,
     SpecSheet,

@@ -448,7 +448,7 @@ def test_tile_grid_svg_is_deterministic_and_described():
 
 def on_gpu(m, **changes):
     """`m` as if measured on an H100 (its device id recomputed)."""
-    from attention_docs.profiling.device import DeviceInfo
+    from attention_docs.records.device import DeviceInfo
 
     gpu = DeviceInfo(kind="cuda", name="NVIDIA H100", capability="90")
     return replace(m, provenance=replace(m.provenance, device=gpu, device_id=""), **changes)

@@ -13,15 +13,15 @@ from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Sourced
-from attention_docs.profiling.kernels import (
+from attention_docs.records.kernels import (
     fused_ops,
     is_bookkeeping,
     names_per_step,
     steps_of,
     work_items,
 )
-from attention_docs.profiling.timing import Timing
-from attention_docs.profiling.trace import Span, Trace
+from attention_docs.records.timing import Timing
+from attention_docs.records.trace import Span, Trace
 from attention_docs.render import fusion
 
 

@@ -17,7 +17,7 @@ from attention_docs.experiments.primer import OVERHEAD_COLUMNS, first_call_extra
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import Sourced, Table
-from attention_docs.profiling.trace import Span, Trace
+from attention_docs.records.trace import Span, Trace
 from attention_docs.render.primer import dispatch_lines, size_fit
 
 TINY = {"seq_len": 16, "num_heads": 1, "head_dim": 8}

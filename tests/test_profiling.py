@@ -11,8 +11,9 @@ from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.inputs import make_qkv
 from attention_docs.profiling.device import DeviceError, describe, resolve_device
 from attention_docs.profiling.profile import Schedule, profile_callable
-from attention_docs.profiling.timing import Timing, time_callable
-from attention_docs.profiling.trace import Trace, op_stats, step_span_times, trim_chrome
+from attention_docs.profiling.timing import time_callable
+from attention_docs.records.timing import Timing
+from attention_docs.records.trace import Trace, op_stats, step_span_times, trim_chrome
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +166,7 @@ def test_device_choice():
 
 
 def test_chrome_bytes_are_gzipped_and_deterministic(naive_run):
-    from attention_docs.profiling.trace import chrome_bytes
+    from attention_docs.records.trace import chrome_bytes
 
     a, b = chrome_bytes(naive_run.chrome), chrome_bytes(naive_run.chrome)
     assert a == b

@@ -18,7 +18,7 @@ from site_links import broken_links
 from test_docs_build import mkdocs_build
 
 from attention_docs import site_pages
-from attention_docs.profiling.trace import Span, Trace
+from attention_docs.records.trace import Span, Trace
 from attention_docs.render import _format as fmt
 from attention_docs.render import figures, plots, timeline
 

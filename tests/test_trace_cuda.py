@@ -19,9 +19,9 @@ from conftest import DATA
 
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.inputs import make_qkv
-from attention_docs.profiling.kernels import names_per_step
 from attention_docs.profiling.profile import Schedule, profile_callable
-from attention_docs.profiling.trace import (
+from attention_docs.records.kernels import names_per_step
+from attention_docs.records.trace import (
     GPU_WORK,
     Span,
     Trace,

@@ -14,11 +14,14 @@ import pytest
 import synthetic_forward
 
 from attention_docs.book import choose_device
+from attention_docs.findings.compare import compare
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced, Table
 from attention_docs.measurements.store import Store
-from attention_docs.profiling.load import Load, LoadMonitor
-from attention_docs.profiling.timing import Timing, compare, time_callables
+from attention_docs.profiling.load import LoadMonitor
+from attention_docs.profiling.timing import time_callables
+from attention_docs.records.load import Load
+from attention_docs.records.timing import Timing
 
 
 def timing(*rounds: float) -> Timing:

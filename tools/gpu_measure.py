@@ -52,7 +52,8 @@ PROCESS_S = 5.0  # a worker's start (Python, torch, CUDA context) on top of the 
 PROBE = """
 import json, platform, sys
 import torch
-from attention_docs.profiling.device import describe, device_id, resolve_device
+from attention_docs.profiling.device import describe, resolve_device
+from attention_docs.records.device import device_id
 info = describe(resolve_device(sys.argv[1]))
 try:
     import triton

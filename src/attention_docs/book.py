@@ -138,7 +138,8 @@ def local_device_id(device: str) -> str:
 
 
 def _describe_device(device: str) -> str:
-    from attention_docs.profiling.device import describe, device_id, resolve_device
+    from attention_docs.profiling.device import describe, resolve_device
+    from attention_docs.records.device import device_id
 
     return device_id(describe(resolve_device(local_device_kind(device))))
 

@@ -263,7 +263,7 @@ def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
-    from attention_docs.profiling.device import DEVICE_CHOICES
+    from attention_docs.records.device import DEVICE_CHOICES
 
     if args.device not in DEVICE_CHOICES:
         raise UsageError(

@@ -3,9 +3,9 @@
 # tensor hides masking and softmax bugs).
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
+
+from attention_docs.records.shape import Shape
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -33,26 +33,6 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
 def dtype_name(dtype: torch.dtype) -> str:
     """The short name of a dtype, as used in parameters and captions (`"bfloat16"`)."""
     return str(dtype).removeprefix("torch.")
-
-
-@dataclass(frozen=True)
-class Shape:
-    """The shape of one attention call: q, k and v are `(batch_size, num_heads, seq_len, head_dim)`."""
-
-    batch_size: int
-    num_heads: int
-    seq_len: int
-    head_dim: int
-
-    def __post_init__(self) -> None:
-        for name in ("batch_size", "num_heads", "seq_len", "head_dim"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-    @property
-    def dims(self) -> tuple[int, int, int, int]:
-        return (self.batch_size, self.num_heads, self.seq_len, self.head_dim)
 
 
 def make_qkv(

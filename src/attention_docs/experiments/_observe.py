@@ -9,7 +9,7 @@ from attention_docs.analytic.cost import StepCost
 from attention_docs.experiments.registry import Observed
 from attention_docs.measurements.schema import OpStat, StepStat
 from attention_docs.profiling.profile import Schedule, profile_callable
-from attention_docs.profiling.trace import op_stats, step_span_times
+from attention_docs.records.trace import op_stats, step_span_times
 
 
 def observe_forward(

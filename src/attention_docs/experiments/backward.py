@@ -9,7 +9,7 @@
 # `attention.forward` and `attention.backward` ranges are read per profiled step (one
 # sample per call): on a GPU that is the kernel clock, and the backward's kernels, launched
 # by the autograd engine's own thread, are attributed to `attention.backward` across threads
-# (profiling/trace.py `attribute`).
+# (records/trace.py `attribute`).
 #
 # GPU sizes (one H200; batch 4, 16 heads, seq_len 4096, bf16, causal): naive's forward moves
 # ~15 GB (~4 ms at 4 TB/s) and its backward about twice that; per implementation ~40 steps
@@ -38,8 +38,9 @@ from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import peak_memory_bytes
 from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.saved import INPUT, INTERNAL, OUTPUT, saved_tensors
-from attention_docs.profiling.timing import ROUNDS, Timing, time_callables
-from attention_docs.profiling.trace import op_stats, step_span_rounds
+from attention_docs.profiling.timing import ROUNDS, time_callables
+from attention_docs.records.timing import Timing
+from attention_docs.records.trace import op_stats, step_span_rounds
 
 MEASURES = (
     "attention/backward.py",

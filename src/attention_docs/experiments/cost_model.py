@@ -27,7 +27,7 @@ from attention_docs.profiling.ceilings import (
 )
 from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.timing import time_callable
-from attention_docs.profiling.trace import (
+from attention_docs.records.trace import (
     GPU_WORK,
     Trace,
     attribute,

@@ -70,7 +70,8 @@ from attention_docs.profiling.memory import (
     release_cached_memory,
 )
 from attention_docs.profiling.profile import Schedule
-from attention_docs.profiling.timing import ROUNDS, Timing, time_callables
+from attention_docs.profiling.timing import ROUNDS, time_callables
+from attention_docs.records.timing import Timing
 
 MEMORY_COLUMNS = ("naive_peak", "tiled_peak", "sdpa_flash_peak")
 NO_GPU_NOTE = "the Triton kernel needs a CUDA GPU (this build ran on CPU)"

@@ -19,7 +19,8 @@ from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import is_out_of_memory, release_cached_memory
-from attention_docs.profiling.timing import ROUNDS, Timing, time_callables
+from attention_docs.profiling.timing import ROUNDS, time_callables
+from attention_docs.records.timing import Timing
 
 Attention = Callable[..., torch.Tensor]
 MEASURED = (

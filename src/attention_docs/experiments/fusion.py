@@ -38,22 +38,22 @@ from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
-from attention_docs.profiling.kernels import (
+from attention_docs.profiling.memory import peak_memory_bytes
+from attention_docs.profiling.profile import profile_callable
+from attention_docs.records.kernels import (
     fused_ops,
     is_bookkeeping,
     names_per_step,
     steps_of,
     work_items,
 )
-from attention_docs.profiling.memory import peak_memory_bytes
-from attention_docs.profiling.profile import profile_callable
 
 MEASURES = (
     "attention/naive.py",
     "attention/compiled.py",
     "attention/sdpa.py",
     "inputs.py",
-    "profiling/kernels.py",
+    "records/kernels.py",
     "profiling/memory.py",
 )
 COMPILE_PARAMS = {

@@ -13,7 +13,7 @@ from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
-from attention_docs.profiling.trace import Trace, step_span_times
+from attention_docs.records.trace import Trace, step_span_times
 
 SHAPE_PARAMS = {
     "batch_size": Param(1, gpu_default=4, minimum=1, help="sequences per batch"),

@@ -28,7 +28,7 @@ from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import step_allocations, timeline_from_chrome
 from attention_docs.profiling.profile import Schedule
 from attention_docs.profiling.timing import time_callables
-from attention_docs.profiling.trace import GPU_WORK, Trace, attribute
+from attention_docs.records.trace import GPU_WORK, Trace, attribute
 
 SHAPE_PARAMS = {
     "batch_size": Param(1, gpu_default=4, minimum=1, help="sequences per batch"),

@@ -27,8 +27,9 @@ from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
-from attention_docs.profiling.timing import ROUNDS, Timing, time_callable, time_callables
-from attention_docs.profiling.trace import Trace, trim_chrome
+from attention_docs.profiling.timing import ROUNDS, time_callable, time_callables
+from attention_docs.records.timing import Timing
+from attention_docs.records.trace import Trace, trim_chrome
 
 try:  # page-fault counters: POSIX only; elsewhere the column stays empty
     import resource

@@ -14,8 +14,8 @@ from typing import Any
 from attention_docs.analytic.cost import ITEMSIZE
 from attention_docs.measurements.keys import PACKAGE_ROOT, file_tokens, fingerprint, store_key
 from attention_docs.measurements.schema import OpStat, StepStat, Table
-from attention_docs.profiling.timing import Timing
-from attention_docs.profiling.trace import Trace
+from attention_docs.records.timing import Timing
+from attention_docs.records.trace import Trace
 
 
 class ExperimentError(ValueError):

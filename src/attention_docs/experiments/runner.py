@@ -17,9 +17,10 @@ from attention_docs import __version__
 from attention_docs.experiments.registry import ExperimentError, get
 from attention_docs.measurements.schema import Measurement, Provenance
 from attention_docs.measurements.store import Store
-from attention_docs.profiling.device import DeviceInfo, describe, device_id, resolve_device
+from attention_docs.profiling.device import describe, resolve_device
 from attention_docs.profiling.headroom import free_memory_bytes
 from attention_docs.profiling.load import LoadMonitor
+from attention_docs.records.device import DeviceInfo, device_id
 
 
 class BusyMachineError(RuntimeError):

@@ -43,7 +43,7 @@ from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import peak_memory_bytes
 from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.timing import time_callables
-from attention_docs.profiling.trace import op_stats, step_span_times
+from attention_docs.records.trace import op_stats, step_span_times
 
 MEASURES = ("attention/sdpa.py", "attention/naive.py", "inputs.py")
 LABEL = "attention.sdpa"

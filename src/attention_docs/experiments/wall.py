@@ -34,7 +34,7 @@ from attention_docs.profiling.cache import last_level_cache
 from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
 from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.timing import ROUNDS, time_callables
-from attention_docs.profiling.trace import step_span_rounds
+from attention_docs.records.trace import step_span_rounds
 
 MEASURES = (
     "attention/naive.py",

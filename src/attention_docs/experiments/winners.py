@@ -20,11 +20,11 @@ from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
-from attention_docs.profiling.kernels import work_items
 from attention_docs.profiling.memory import peak_memory_bytes, release_cached_memory
 from attention_docs.profiling.profile import Schedule, profile_callable
+from attention_docs.records.kernels import work_items
 
-MEASURED = (*forward.MEASURED, "profiling/kernels.py")
+MEASURED = (*forward.MEASURED, "records/kernels.py")
 
 
 def _ready(call) -> str:

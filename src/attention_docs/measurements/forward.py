@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from attention_docs.profiling.timing import Timing
+from attention_docs.records.shape import Shape
+from attention_docs.records.timing import Timing
 
 # Implementation names, as tables, figures and prose print them.
 NAIVE = "naive (eager)"
@@ -50,30 +51,6 @@ COLUMNS = (
     "status",
 )
 OK = "ok"
-
-
-@dataclass(frozen=True)
-class Shape:
-    """One attention problem: the five dimensions and the mask."""
-
-    batch_size: int
-    num_heads: int
-    seq_len: int
-    head_dim: int
-    dtype: str
-    causal: bool
-
-    @classmethod
-    def of(cls, params: Mapping[str, Any]) -> Shape:
-        """The shape an experiment ran at, from its parameters."""
-        return cls(*(params[f] for f in cls.__dataclass_fields__))
-
-    def text(self) -> str:
-        mask = "causal" if self.causal else "no mask"
-        return (
-            f"batch_size={self.batch_size}, num_heads={self.num_heads}, seq_len={self.seq_len}, "
-            f"head_dim={self.head_dim}, {self.dtype}, {mask}"
-        )
 
 
 @dataclass(frozen=True)

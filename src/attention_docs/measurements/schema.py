@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from attention_docs.profiling.device import DeviceInfo, device_id
-from attention_docs.profiling.load import Load
-from attention_docs.profiling.timing import Timing
-from attention_docs.profiling.trace import Trace
+from attention_docs.records.device import DeviceInfo, device_id
+from attention_docs.records.load import Load
+from attention_docs.records.timing import Timing
+from attention_docs.records.trace import Trace
 
 SCHEMA_VERSION = 2
 

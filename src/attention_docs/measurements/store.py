@@ -16,7 +16,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from attention_docs.measurements.schema import Measurement, SchemaError
-from attention_docs.profiling.trace import chrome_bytes
+from attention_docs.records.trace import chrome_bytes
 
 log = logging.getLogger("attention_docs")
 

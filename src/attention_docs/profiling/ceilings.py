@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from attention_docs.profiling.device import DeviceInfo
+from attention_docs.records.device import DeviceInfo
 
 if TYPE_CHECKING:
     import torch
 
-# Spec-sheet keys (profiling/device.py) for the matmul ceiling of each dtype.
+# Spec-sheet keys (records/device.py) for the matmul ceiling of each dtype.
 SPEC_KEYS = {"bfloat16": "bf16_tflops", "float16": "fp16_tflops", "float32": "fp32_tflops"}
 COLUMNS = (
     "kind",

@@ -14,7 +14,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from attention_docs.profiling.device import synchronize
-from attention_docs.profiling.trace import Trace, trim_chrome
+from attention_docs.records.trace import Trace, trim_chrome
 
 
 @dataclass(frozen=True)

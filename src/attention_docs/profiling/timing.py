@@ -12,71 +12,14 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
+
+from attention_docs.records.timing import Timing
 
 if TYPE_CHECKING:
     import torch
 
 ROUNDS = 3
-
-
-@dataclass(frozen=True)
-class Timing:
-    """One callable's time in microseconds: the median over rounds and their range.
-
-    `rounds_us` holds each round's median; `low_us`/`high_us` are their minimum and maximum,
-    the interval a comparison uses. `iqr_us` is the interquartile range of the individual
-    runs pooled over all rounds.
-    """
-
-    median_us: float
-    iqr_us: float
-    runs: int
-    method: str
-    rounds_us: tuple[float, ...] = ()
-
-    @property
-    def low_us(self) -> float:
-        return min(self.rounds_us) if self.rounds_us else self.median_us
-
-    @property
-    def high_us(self) -> float:
-        return max(self.rounds_us) if self.rounds_us else self.median_us
-
-    @property
-    def spread(self) -> float:
-        """The rounds' range relative to the median (0.05 = ±2.5 %)."""
-        return (self.high_us - self.low_us) / self.median_us if self.median_us else 0.0
-
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["rounds_us"] = list(self.rounds_us)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> Timing:
-        return cls(**{**data, "rounds_us": tuple(data.get("rounds_us", ()))})
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """How `slow` compares with `fast`: the ratio of medians and its range over the rounds."""
-
-    ratio: float  # slow.median / fast.median: > 1 means `fast` is faster
-    low: float  # slow.low / fast.high: the least favourable reading
-    high: float  # slow.high / fast.low
-    tie: bool  # the two intervals overlap: the difference is inside the noise
-
-
-def compare(fast: Timing, slow: Timing) -> Comparison:
-    """Compare two timings; a tie when their round ranges overlap."""
-    return Comparison(
-        ratio=slow.median_us / fast.median_us,
-        low=slow.low_us / fast.high_us,
-        high=slow.high_us / fast.low_us,
-        tie=slow.low_us <= fast.high_us and fast.low_us <= slow.high_us,
-    )
 
 
 def time_callable(

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import statistics
 
+from attention_docs.findings.compare import compare
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced, StepStat
-from attention_docs.profiling.timing import Timing, compare
-from attention_docs.profiling.trace import launch_gaps
+from attention_docs.records.timing import Timing
+from attention_docs.records.trace import launch_gaps
 from attention_docs.render import _format as fmt
 from attention_docs.render.compare import forward_time as fact_forward_time
 from attention_docs.render.compare import ratio_text

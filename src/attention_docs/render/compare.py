@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import html
 
+from attention_docs.findings.compare import Comparison, compare
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
-from attention_docs.profiling.timing import Comparison, Timing, compare
+from attention_docs.records.timing import Timing
 from attention_docs.render import _format as fmt
 
 

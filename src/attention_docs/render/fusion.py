@@ -8,9 +8,10 @@ from __future__ import annotations
 import html
 
 from attention_docs.analytic.cost import itemsize
+from attention_docs.findings.compare import compare
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
-from attention_docs.profiling.timing import Timing, compare
+from attention_docs.records.timing import Timing
 from attention_docs.render import _format as fmt
 from attention_docs.render import compare as cmp
 from attention_docs.render.caption import caption_html

@@ -6,11 +6,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 
+from attention_docs.findings.compare import compare
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced, Table
-from attention_docs.profiling.kernels import is_bookkeeping
-from attention_docs.profiling.timing import Timing, compare
-from attention_docs.profiling.trace import GPU_KINDS, Span, Trace
+from attention_docs.records.kernels import is_bookkeeping
+from attention_docs.records.timing import Timing
+from attention_docs.records.trace import GPU_KINDS, Span, Trace
 from attention_docs.render import _format as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.compare import forward_time, ratio_text

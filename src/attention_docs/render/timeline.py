@@ -7,7 +7,7 @@ import html
 from dataclasses import dataclass
 
 from attention_docs.measurements.schema import Sourced
-from attention_docs.profiling.trace import GPU_KINDS, Span, Trace, attribute
+from attention_docs.records.trace import GPU_KINDS, Span, Trace, attribute
 from attention_docs.render import _format as fmt
 from attention_docs.render.figures import (
     INK,

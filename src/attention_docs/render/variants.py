@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from attention_docs.findings.compare import Comparison, compare
 from attention_docs.measurements.schema import Measurement, Sourced
-from attention_docs.profiling.kernels import is_bookkeeping
-from attention_docs.profiling.timing import Comparison, Timing, compare
+from attention_docs.records.kernels import is_bookkeeping
+from attention_docs.records.timing import Timing
 from attention_docs.render import _format as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg

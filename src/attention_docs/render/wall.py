@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from attention_docs.findings.compare import compare
 from attention_docs.measurements.schema import Measurement, Sourced
-from attention_docs.profiling.timing import Timing, compare
+from attention_docs.records.timing import Timing
 from attention_docs.render import _format as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.figures import MUTED, SERIES_COLORS, figure_html, new_figure, to_svg

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from attention_docs.profiling.trace import GPU_KINDS, GPU_WORK, Span, Trace, attribute
+from attention_docs.records.trace import GPU_KINDS, GPU_WORK, Span, Trace, attribute
 
 # Spans that do no arithmetic on tensor data: aliasing views, allocation, conjugation
 # bookkeeping, and the wrappers torch.compile puts around a compiled graph. They are listed

@@ -1,0 +1,27 @@
+# Two timings compared: the ratio of their medians and its range over the rounds, and
+# whether the difference is inside the noise. The one place a tie is decided.
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attention_docs.records.timing import Timing
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How `slow` compares with `fast`: the ratio of medians and its range over the rounds."""
+
+    ratio: float  # slow.median / fast.median: > 1 means `fast` is faster
+    low: float  # slow.low / fast.high: the least favourable reading
+    high: float  # slow.high / fast.low
+    tie: bool  # the two intervals overlap: the difference is inside the noise
+
+
+def compare(fast: Timing, slow: Timing) -> Comparison:
+    """Compare two timings; a tie when their round ranges overlap."""
+    return Comparison(
+        ratio=slow.median_us / fast.median_us,
+        low=slow.low_us / fast.high_us,
+        high=slow.high_us / fast.low_us,
+        tie=slow.low_us <= fast.high_us and fast.low_us <= slow.high_us,
+    )

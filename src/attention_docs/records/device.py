@@ -1,0 +1,169 @@
+# What a measurement ran on, as plain data: the device description a Measurement carries,
+# the GPU data sheets the site knows, and the short device id that names store files. No
+# torch: renderers, findings and forecasts read these; profiling/device.py describes the
+# local device with torch.
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class SpecSheet:
+    """A GPU's vendor data-sheet figures, and the names CUDA reports for it.
+
+    Tensor-core figures are dense (no structured sparsity): where a data sheet lists only the
+    with-sparsity figure, half of it. `fp32_tflops` is the non-tensor FP32 peak, which is what
+    a float32 matmul gets when TF32 is off (PyTorch's default for matmuls).
+    """
+
+    slug: str  # short name for `device_id`: "cuda-" + slug
+    names: tuple[str, ...]  # exactly as torch.cuda.get_device_name() reports them
+    bf16_tflops: float
+    fp16_tflops: float
+    tf32_tflops: float
+    fp32_tflops: float
+    hbm_gbs: float  # memory bandwidth, GB/s (10^9 B/s)
+    memory_gb: float  # memory capacity, GB as the data sheet states it
+    source: str
+    # A regex for reported names beyond `names`, matched whole against the name lowercased
+    # with single spaces.
+    pattern: str | None = None
+
+    def matches(self, name: str) -> bool:
+        key = _normalise(name)
+        if key in (_normalise(n) for n in self.names):
+            return True
+        return self.pattern is not None and re.fullmatch(self.pattern, key) is not None
+
+    def to_spec(self) -> dict[str, float | str]:
+        """The figures as `DeviceInfo.spec` stores them."""
+        return {
+            "bf16_tflops": self.bf16_tflops,
+            "fp16_tflops": self.fp16_tflops,
+            "tf32_tflops": self.tf32_tflops,
+            "fp32_tflops": self.fp32_tflops,
+            "hbm_gbs": self.hbm_gbs,
+            "memory_gb": self.memory_gb,
+            "source": self.source,
+        }
+
+
+_HOPPER = "NVIDIA H100 Tensor Core GPU data sheet"
+_A100 = "NVIDIA A100 Tensor Core GPU data sheet"
+_HALVED = "; tensor figures are half the with-sparsity ones"
+
+# Only parts whose data-sheet figures we are sure of: an unknown GPU gets no spec sheet (the
+# roofline experiment measures its ceilings), which is better than a wrong one. Columns: slug,
+# reported names, then TFLOP/s for bf16, fp16, tf32 (tensor cores, dense) and fp32 (no tensor
+# cores), then GB/s and GB of memory, then the data sheet.
+SPEC_SHEETS: tuple[SpecSheet, ...] = (
+    SpecSheet("h200", ("NVIDIA H200",), 989.5, 989.5, 494.5, 67.0, 4800.0, 141.0,
+              f"NVIDIA H200 Tensor Core GPU data sheet, H200 SXM{_HALVED}"),
+    SpecSheet("h200-nvl", ("NVIDIA H200 NVL",), 835.5, 835.5, 417.5, 60.0, 4800.0, 141.0,
+              f"NVIDIA H200 Tensor Core GPU data sheet, H200 NVL{_HALVED}"),
+    SpecSheet("h100-sxm", ("NVIDIA H100 80GB HBM3",), 989.5, 989.5, 494.5, 67.0, 3350.0, 80.0,
+              f"{_HOPPER}, H100 SXM{_HALVED}"),
+    SpecSheet("h100-pcie", ("NVIDIA H100 PCIe",), 756.5, 756.5, 378.0, 51.0, 2000.0, 80.0,
+              f"{_HOPPER}, H100 PCIe{_HALVED}"),
+    SpecSheet("h100-nvl", ("NVIDIA H100 NVL",), 835.5, 835.5, 417.5, 60.0, 3900.0, 94.0,
+              f"{_HOPPER}, H100 NVL (one GPU){_HALVED}"),
+    SpecSheet("gh200-480gb", ("NVIDIA GH200 480GB",), 990.0, 990.0, 494.0, 67.0, 4000.0, 96.0,
+              "NVIDIA GH200 Grace Hopper Superchip data sheet, 96 GB HBM3 version"),
+    SpecSheet("a100-sxm4-80gb", ("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM-80GB"),
+              312.0, 312.0, 156.0, 19.5, 2039.0, 80.0, f"{_A100}, A100 80GB SXM"),
+    SpecSheet("a100-sxm4-40gb", ("NVIDIA A100-SXM4-40GB",),
+              312.0, 312.0, 156.0, 19.5, 1555.0, 40.0, f"{_A100}, A100 40GB SXM"),
+    SpecSheet("a100-pcie-80gb", ("NVIDIA A100 80GB PCIe",),
+              312.0, 312.0, 156.0, 19.5, 1935.0, 80.0, f"{_A100}, A100 80GB PCIe"),
+    SpecSheet("a100-pcie-40gb", ("NVIDIA A100-PCIE-40GB",),
+              312.0, 312.0, 156.0, 19.5, 1555.0, 40.0, f"{_A100}, A100 40GB PCIe"),
+    SpecSheet("a10", ("NVIDIA A10",), 125.0, 125.0, 62.5, 31.2, 600.0, 24.0,
+              "NVIDIA A10 Tensor Core GPU data sheet"),
+    SpecSheet("l4", ("NVIDIA L4",), 121.0, 121.0, 60.0, 30.3, 300.0, 24.0,
+              f"NVIDIA L4 Tensor Core GPU data sheet{_HALVED}"),
+    SpecSheet("l40s", ("NVIDIA L40S",), 362.05, 362.05, 183.0, 91.6, 864.0, 48.0,
+              "NVIDIA L40S GPU data sheet"),
+    SpecSheet("rtx-4090", ("NVIDIA GeForce RTX 4090",), 165.2, 165.2, 82.6, 82.6, 1008.0, 24.0,
+              "NVIDIA Ada GPU Architecture whitepaper, GeForce RTX 4090; tensor figures with "
+              "FP32 accumulate"),
+)  # fmt: skip
+
+
+def _normalise(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What a measurement ran on."""
+
+    kind: str  # "cpu" or "cuda"
+    name: str
+    threads: int | None = None
+    capability: str | None = None
+    memory_bytes: int | None = None
+    spec: dict[str, float | str] | None = None  # spec_for(name): data-sheet figures
+
+    @property
+    def label(self) -> str:
+        if self.kind == "cpu":
+            return f"CPU: {self.name}, {self.threads} threads"
+        return f"GPU: {self.name} (sm_{self.capability})"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> DeviceInfo:
+        return cls(**data)
+
+
+def spec_sheet_for(name: str) -> SpecSheet | None:
+    """The `SpecSheet` whose reported names include `name` (case and spacing aside), or None.
+
+    Names are matched whole, never as substrings: "NVIDIA GH200 480GB" is not an H200.
+    """
+    return next((sheet for sheet in SPEC_SHEETS if sheet.matches(name)), None)
+
+
+def spec_for(name: str) -> dict[str, float | str] | None:
+    """Spec-sheet peaks for a GPU name as `torch.cuda.get_device_name()` reports it, or None
+    when we do not know the part. Keys: bf16_tflops, fp16_tflops, tf32_tflops, fp32_tflops,
+    hbm_gbs, memory_gb, source."""
+    sheet = spec_sheet_for(name)
+    return sheet.to_spec() if sheet else None
+
+
+_ID_LENGTH = 40
+# Words in CPU model names that name no particular part.
+_CPU_NOISE = re.compile(r"\((?:r|tm|c)\)|\b(?:cpu|processor|\d+-core)\b|@.*$", flags=re.IGNORECASE)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.casefold()).strip("-")
+
+
+def device_id(info: DeviceInfo) -> str:
+    """A short, stable name for the device a measurement ran on, e.g. "cuda-h200",
+    "cuda-a100-sxm4-80gb", "cpu-amd-epyc-7b13".
+
+    Known GPUs use their spec sheet's slug, other GPUs a slug of their name (without the
+    vendor prefix "NVIDIA"), CPUs a slug of the model name without trademarks, "CPU",
+    "Processor", core counts and clock. Lowercase letters, digits and hyphens, at most 40
+    characters: a longer slug is cut and ends in a hash of the whole name, so it stays unique.
+    """
+    if info.kind == "cuda":
+        sheet = spec_sheet_for(info.name)
+        slug = sheet.slug if sheet else _slug(re.sub(r"^\s*nvidia\b", "", info.name, flags=re.I))
+    else:
+        slug = _slug(_CPU_NOISE.sub(" ", info.name))
+    prefix = "cuda" if info.kind == "cuda" else "cpu"
+    text = f"{prefix}-{slug or 'unknown'}"
+    if len(text) <= _ID_LENGTH:
+        return text
+    digest = hashlib.sha256(info.name.encode()).hexdigest()[:6]
+    return f"{text[: _ID_LENGTH - 7].rstrip('-')}-{digest}"
