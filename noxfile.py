@@ -169,7 +169,11 @@ def browser(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check."""
+    """ruff check, ruff format --check, and the import layers (import-linter's contracts in
+    pyproject.toml)."""
     session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    # import-linter reads the source without importing it: the package need not be installed
+    # (nor torch), only findable.
+    session.run("lint-imports", env={"PYTHONPATH": str(ROOT / "src")})

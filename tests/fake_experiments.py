@@ -50,6 +50,18 @@ def sleeps(ctx, *, seconds) -> Observed:
     return Observed(notes=(f"slept {seconds} s",))
 
 
+@experiment(
+    "_test_marks",
+    summary="writes its pid into a file, then takes as long as it is told",
+    mark=Param(""),
+    seconds=Param(0.1, minimum=0.0),
+)
+def marks(ctx, *, mark, seconds) -> Observed:
+    Path(mark).write_text(str(os.getpid()))
+    time.sleep(seconds)
+    return Observed(notes=(f"slept {seconds} s",))
+
+
 @experiment("_test_environment", summary="what a worker process was given")
 def environment(ctx) -> Observed:
     import sys

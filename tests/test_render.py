@@ -64,14 +64,6 @@ def test_renderers_are_byte_stable_across_processes(sourced, tmp_path):
     assert digests == {here}
 
 
-def test_renderers_do_not_import_torch():
-    code = (
-        "import sys; import attention_docs.render, attention_docs.measurements; "
-        "print('torch' in sys.modules)"
-    )
-    assert python_prints(code) == "False"
-
-
 def test_claims_are_computed_from_the_measurement(tiny_measurement):
     m = tiny_measurement
     top = max(m.steps, key=lambda s: s.time_us)

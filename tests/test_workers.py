@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 from conftest import python_prints
 
 from attention_docs import workers
-from attention_docs.book import MeasurementError, run_worker
+from attention_docs.workers import MeasurementError, run_worker
 
 pytestmark = pytest.mark.skipif(not workers.forking(), reason="workers are forked on Linux only")
 
@@ -46,7 +48,8 @@ def test_a_worker_is_given_the_requesters_environment_and_folder(tmp_path, monke
     first = environment(store)
     server = workers._current
     assert server is not None and server.proc.poll() is None
-    assert first["argv"] == ["_worker", "_test_environment"]  # as `python -m` gives it
+    # As `python -m attention_docs.workers JOB` gives it: the job, as JSON.
+    assert json.loads(first["argv"][0])["experiment"] == "_test_environment"
     monkeypatch.setenv("ATTENTION_DOCS_TEST_MARK", "set after the server started")
     monkeypatch.chdir(tmp_path)
     second = environment(store)
@@ -134,6 +137,33 @@ def test_without_fork_each_worker_is_a_new_interpreter(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTENTION_DOCS_FORK_SERVER", "0")
     monkeypatch.setattr(workers, "_current", None)
     facts = environment(tmp_path / "store")
-    assert facts["argv"] == ["_worker", "_test_environment"]
+    assert json.loads(facts["argv"][0])["experiment"] == "_test_environment"
     assert workers._current is None
     assert os.environ["ATTENTION_DOCS_FORK_SERVER"] == "0"
+
+
+REQUESTER = (
+    "import sys; from pathlib import Path; from attention_docs.workers import run_worker; "
+    "run_worker('_test_marks', {'mark': sys.argv[1], 'seconds': 8.0}, 'cpu', Path(sys.argv[2]), 120)"
+)
+
+
+@pytest.mark.parametrize("fork", ["1", "0"])
+def test_a_killed_build_leaves_no_worker_behind_to_write_into_the_store(tmp_path, fork):
+    """`mkdocs` killed mid-measurement: its worker must not finish later and write an entry."""
+    mark, store = tmp_path / "pid", tmp_path / "store"
+    requester = subprocess.Popen(
+        [sys.executable, "-c", REQUESTER, str(mark), str(store)],
+        env={**os.environ, "ATTENTION_DOCS_FORK_SERVER": fork},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (mark.exists() and mark.read_text()) and time.monotonic() < deadline:
+            assert requester.poll() is None, "the requester ended before its worker started"
+            time.sleep(0.05)
+        child = int(mark.read_text())
+    finally:
+        requester.kill()
+        requester.wait()
+    assert stopped(child, within_s=4.0)  # well before its 8 s sleep would end
+    assert not list(store.rglob("*.json"))

@@ -6,8 +6,8 @@ Usage (from the repository root; the lent GPU machine has no nox, so the source 
         [--requests docs/measurements/requests.json] [--budget-s 480]
     PYTHONPATH=src python3 tools/gpu_measure.py --plan [--device cuda]
 
-Each request runs in its own worker process (`python -m attention_docs _worker`, as a docs
-build runs it) and writes into a temporary store. The shared entries (`machine_ceilings`,
+Each request runs in its own worker process (attention_docs.workers, as a docs build runs
+it) and writes into a temporary store. The shared entries (`machine_ceilings`,
 `forward_times`, read by many pages) run first, then the rest, cheapest first by the
 durations the store at `--estimates` recorded for this device kind. A request is not started
 when the budget's remaining seconds are fewer than its estimate, and a started one is
@@ -233,7 +233,7 @@ def run_request(
     request: dict, device: str, store: Path, *, remaining: float, estimate_s: float, unusable: str
 ) -> dict[str, Any]:
     """Run one request in a worker process unless it cannot run; returns its log record."""
-    from attention_docs.book import MeasurementError, run_worker
+    from attention_docs.workers import MeasurementError, run_worker
 
     name, requested = request["experiment"], request["requested"]
     params, invalid = resolve(request, device)

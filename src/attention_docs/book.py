@@ -5,21 +5,19 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import logging
 import re
-import signal
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from attention_docs import declarations, workers
+from attention_docs import declarations
 from attention_docs.experiments.registry import Experiment, get
-from attention_docs.measurements.keys import PACKAGE_ROOT
+from attention_docs.measurements.keys import PACKAGE_ROOT, params_text
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.measurements.store import Store
-from attention_docs.render._format import params_text
+from attention_docs.workers import MeasurementError, run_worker
 
 log = logging.getLogger("attention_docs")
 
@@ -30,25 +28,6 @@ MODES = ("auto", "refresh", "frozen")
 # device: its stored entry, else measured now). The list should end with "local".
 SELECTORS = ("local-gpu", "any-gpu", "local")
 DEFAULT_PREFER = ("local-gpu", "cuda-h200", "any-gpu", "local")
-
-
-class MeasurementError(RuntimeError):
-    """A measurement a page needs could not be had; the message names the experiment.
-
-    `message` is one sentence (cause and fix); `details` (a worker's last lines of output)
-    follow it in the build log, and the command line leaves them out. `kind` says what went
-    wrong: "missing" (frozen store), "too-large", "timeout", "killed", "refused" (the
-    worker rejected the request) or "failed" (the experiment raised).
-    """
-
-    def __init__(
-        self, message: str, details: str = "", kind: str = "failed", output: str = ""
-    ) -> None:
-        super().__init__(message + (f"\n{details}" if details else ""))
-        self.message = message
-        self.details = details
-        self.kind = kind
-        self.output = output or details  # all of the worker's output, for --traceback
 
 
 @dataclass(frozen=True)
@@ -333,63 +312,6 @@ def _record(m: Measurement, requested: dict, origin: str, store: Store, seconds:
         Fetch(m.experiment, dict(requested), origin, p.device.label, seconds, p.device_id, busy)
     )
     return Sourced(m, origin, store.relative(m.experiment, m.key, m.device_id))
-
-
-def run_worker(
-    experiment: str,
-    requested: dict,
-    device: str,
-    store: Path,
-    timeout_s: float,
-    *,
-    allow_busy: bool = True,
-    fork: bool = True,
-) -> None:
-    """Run one experiment in a fresh process (see workers.py) that writes its result into
-    `store`. `fork=False`: a new interpreter rather than a child of the worker server (which
-    pays off from the second experiment on)."""
-    what = f"{experiment}({params_text(requested)})"
-    args = [
-        "_worker",
-        experiment,
-        "--params",
-        json.dumps(requested),
-        "--device",
-        device,
-        "--store",
-        str(store),
-        *(["--allow-busy"] if allow_busy else []),
-    ]
-    log.info("measuring %s on %s in a worker process", what, device)
-    try:
-        proc = workers.run(args, timeout_s, server=fork)
-    except workers.WorkerTimeoutError:
-        raise MeasurementError(
-            f"{what} did not finish within {timeout_s:.0f} s and was stopped; its parameters "
-            "are probably too large for this machine: choose smaller ones",
-            kind="timeout",
-        ) from None
-    if proc.returncode == 0:
-        return
-    lines = [line for line in proc.stderr.strip().splitlines() if "USDT" not in line]
-    tail = "\n".join(lines[-15:])
-    if proc.returncode < 0:
-        name = signal.Signals(-proc.returncode).name
-        hint = " (SIGKILL usually means the system ran out of memory)" if name == "SIGKILL" else ""
-        raise MeasurementError(
-            f"experiment {what} was killed by {name}{hint}", tail, "killed", "\n".join(lines)
-        )
-    last = lines[-1] if lines else ""
-    prefix = "python -m attention_docs: error: "
-    if proc.returncode == 2 and last.startswith(prefix):  # refused by the command line
-        raise MeasurementError(
-            f"experiment {what} was refused: {last.removeprefix(prefix)}", kind="refused"
-        )
-    raise MeasurementError(
-        f"experiment {what} failed (exit code {proc.returncode}) in its worker process: {last}",
-        tail,
-        output="\n".join(lines),
-    )
 
 
 def with_base(sourced: Sourced, base: str) -> Sourced:

@@ -41,7 +41,7 @@ share the default's key). Current entries are kept, including ones no page asks 
 --unrequested is given."""
 
 
-def _parser(*, hidden: bool = False) -> argparse.ArgumentParser:
+def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="Run the experiments behind 'Attention, Profiled' and read the measurement store.",
@@ -124,15 +124,6 @@ def _parser(*, hidden: bool = False) -> argparse.ArgumentParser:
     archive.add_parser(sub)
     scaffold.register(sub)
 
-    if hidden:  # only when asked for by name: never listed in help or errors
-        worker = sub.add_parser("_worker")
-        worker.add_argument("name")
-        worker.add_argument("--params", default="{}")
-        worker.add_argument("--device", default="auto")
-        worker.add_argument("--store", type=Path, required=True)
-        worker.add_argument("--allow-busy", action="store_true")
-        worker.set_defaults(handler=cmd_worker)
-    sub.metavar = "{" + ",".join(c for c in sub.choices if not c.startswith("_")) + "}"
     return parser
 
 
@@ -288,9 +279,10 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: bool) -> int:
-    from attention_docs.book import MeasurementError, local_device_id, run_worker
+    from attention_docs.book import local_device_id
     from attention_docs.measurements.schema import Sourced
     from attention_docs.measurements.store import Store
+    from attention_docs.workers import MeasurementError, run_worker
 
     try:
         # One experiment: a new interpreter starts sooner than a worker server would.
@@ -436,32 +428,19 @@ def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def cmd_worker(args: argparse.Namespace, extra: list[str]) -> int:
-    from attention_docs.experiments.runner import run_experiment
-    from attention_docs.measurements.store import Store
-
-    run_experiment(
-        args.name,
-        json.loads(args.params),
-        device=args.device,
-        store=Store(args.store),
-        allow_busy=args.allow_busy,
-    )
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = _parser(hidden=argv[:1] == ["_worker"])
+    parser = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "takes_params", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from attention_docs.experiments.registry import ExperimentError
     from attention_docs.experiments.runner import BusyMachineError
     from attention_docs.profiling.device import DeviceError
+    from attention_docs.scaffold import ScaffoldError
 
     try:
         return args.handler(args, extra)
-    except (UsageError, ExperimentError, DeviceError, BusyMachineError) as exc:
+    except (UsageError, ExperimentError, DeviceError, BusyMachineError, ScaffoldError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2

@@ -1,18 +1,24 @@
 # Where experiments run: each in a process of its own (DESIGN principle 6), started quickly.
+# This module is the one worker path: `run_worker` (what a build, `run` and the GPU tool
+# call) sends a job here, and the worker process calls the runner directly
+# (experiments/runner.py), never the command line.
 #
-# Starting `python -m attention_docs _worker` costs about 3 s before the experiment begins
-# (importing torch) and another 4-5 s in every experiment that compiles (importing Dynamo and
-# Inductor): on a cold build of 34 experiments that is two minutes of imports. So on Linux
-# one *worker server* imports those libraries once, and forks a fresh child for each
-# experiment. A child starts with no CUDA context, no allocator state and nothing compiled:
-# the server never runs a torch operation, never initialises CUDA and never imports this
-# package's measured code (a child imports it afresh from disk, so an edit under
-# `mkdocs serve` is measured as edited). What a child is given is what a new process would
-# be: the requester's argv, working folder and environment at the time of the request.
+# Starting a new interpreter costs about 3 s before the experiment begins (importing torch)
+# and another 4-5 s in every experiment that compiles (importing Dynamo and Inductor): on a
+# cold build of 34 experiments that is two minutes of imports. So on Linux one *worker
+# server* imports those libraries once, and forks a fresh child for each experiment. A child
+# starts with no CUDA context, no allocator state and nothing compiled: the server never
+# runs a torch operation, never initialises CUDA and never imports this package's measured
+# code (a child imports it afresh from disk, so an edit under `mkdocs serve` is measured as
+# edited). What a child is given is what a new process would be: the requester's working
+# folder and environment at the time of the request.
 #
 # The server reads one JSON request per line and answers with the child's pid, then with its
-# exit code. It ends when its requester closes the pipe (or exits). Where fork is not safe
-# (macOS, Windows), or the server cannot start, each experiment gets a new interpreter.
+# exit code. It ends when its requester closes the pipe (or exits) — and a child still
+# running then is killed first, so that a build that was stopped (Ctrl-C, a kill) writes
+# nothing into the store afterwards. Where fork is not safe (macOS, Windows), or the server
+# cannot start, each experiment gets a new interpreter (`python -m attention_docs.workers
+# JOB`), which on Linux the kernel stops when its requester dies.
 from __future__ import annotations
 
 import atexit
@@ -41,6 +47,29 @@ PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
 _IMPORT_TIME_ENV = re.compile(
     r"(PYTHON|TORCH|PYTORCH|INDUCTOR|TRITON|CUDA|NVIDIA|OMP_|MKL|KMP_|GOMP|KINETO|LD_)"
 )
+# How a worker says it refused a request (bad parameters, no such device, a busy machine):
+# the last line of its stderr, after exit code 2.
+REFUSED = "attention_docs worker: refused: "
+
+
+class MeasurementError(RuntimeError):
+    """A measurement a page needs could not be had; the message names the experiment.
+
+    `message` is one sentence (cause and fix); `details` (a worker's last lines of output)
+    follow it in the build log, and the command line leaves them out. `kind` says what went
+    wrong: "missing" (frozen store), "too-large", "timeout", "killed", "refused" (the
+    worker rejected the request), "busy" (measured while other work competed) or "failed"
+    (the experiment raised).
+    """
+
+    def __init__(
+        self, message: str, details: str = "", kind: str = "failed", output: str = ""
+    ) -> None:
+        super().__init__(message + (f"\n{details}" if details else ""))
+        self.message = message
+        self.details = details
+        self.kind = kind
+        self.output = output or details  # all of the worker's output, for --traceback
 
 
 @dataclass(frozen=True)
@@ -56,14 +85,72 @@ class WorkerTimeoutError(Exception):
     """The worker ran past its time limit and was killed."""
 
 
-def run(args: list[str], timeout_s: float, *, server: bool = True) -> Finished:
-    """Run `python -m attention_docs *args` in a fresh worker process and wait for it: a
-    child of the worker server, or (`server=False`, or where fork is unsafe) a new
-    interpreter."""
+def run_worker(
+    experiment: str,
+    requested: dict,
+    device: str,
+    store: Path,
+    timeout_s: float,
+    *,
+    allow_busy: bool = True,
+    fork: bool = True,
+) -> None:
+    """Run one experiment in a fresh process that writes its result into `store`.
+
+    `fork=False`: a new interpreter rather than a child of the worker server (which pays off
+    from the second experiment on). Raises MeasurementError, one sentence saying why.
+    """
+    from attention_docs.measurements.keys import params_text
+
+    what = f"{experiment}({params_text(requested)})"
+    job = {
+        "experiment": experiment,
+        "requested": requested,
+        "device": device,
+        "store": str(store),
+        "allow_busy": allow_busy,
+    }
+    log.info("measuring %s on %s in a worker process", what, device)
+    try:
+        proc = run(job, timeout_s, server=fork)
+    except WorkerTimeoutError:
+        raise MeasurementError(
+            f"{what} did not finish within {timeout_s:.0f} s and was stopped; its parameters "
+            "are probably too large for this machine: choose smaller ones",
+            kind="timeout",
+        ) from None
+    if proc.returncode == 0:
+        return
+    lines = [line for line in proc.stderr.strip().splitlines() if "USDT" not in line]
+    tail = "\n".join(lines[-15:])
+    if proc.returncode < 0:
+        name = signal.Signals(-proc.returncode).name
+        hint = " (SIGKILL usually means the system ran out of memory)" if name == "SIGKILL" else ""
+        raise MeasurementError(
+            f"experiment {what} was killed by {name}{hint}", tail, "killed", "\n".join(lines)
+        )
+    last = lines[-1] if lines else ""
+    if proc.returncode == 2 and last.startswith(REFUSED):
+        reason = last.removeprefix(REFUSED)
+        busy = reason.startswith("busy: ")
+        raise MeasurementError(
+            f"experiment {what} was refused: {reason.removeprefix('busy: ')}",
+            kind="busy" if busy else "refused",
+        )
+    raise MeasurementError(
+        f"experiment {what} failed (exit code {proc.returncode}) in its worker process: {last}",
+        tail,
+        output="\n".join(lines),
+    )
+
+
+def run(job: dict, timeout_s: float, *, server: bool = True) -> Finished:
+    """Run `job` (see `run_worker`) in a fresh worker process and wait for it: a child of the
+    worker server, or (`server=False`, or where fork is unsafe) a new interpreter."""
     found = _server() if server else None
     if found is not None:
         try:
-            return found.run(args, timeout_s)
+            return found.run(job, timeout_s)
         except _ServerGoneError:
             log.warning(
                 "the worker server stopped (%s); this experiment runs in a new interpreter, "
@@ -71,7 +158,7 @@ def run(args: list[str], timeout_s: float, *, server: bool = True) -> Finished:
                 found.last_words(),
             )
             _stop_server()
-    return _run_new_interpreter(args, timeout_s)
+    return _run_new_interpreter(job, timeout_s)
 
 
 def forking() -> bool:
@@ -88,19 +175,31 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _run_new_interpreter(args: list[str], timeout_s: float) -> Finished:
+def _run_new_interpreter(job: dict, timeout_s: float) -> Finished:
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "attention_docs", *args],
+            [sys.executable, "-m", "attention_docs.workers", json.dumps(job)],
             capture_output=True,
             text=True,
             timeout=timeout_s,
             check=False,
             env=_child_env(),
+            # Only a prctl runs between fork and exec: safe even with threads around.
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     except subprocess.TimeoutExpired:
         raise WorkerTimeoutError from None
     return Finished(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _die_with_parent() -> None:
+    """In a new worker process (Linux): be killed when the requester dies, as a forked child
+    is by its server, so that a stopped build writes nothing into the store afterwards."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 class _ServerGoneError(Exception):
@@ -129,12 +228,12 @@ class _Server:
     def current(self) -> bool:
         return self.proc.poll() is None and _import_time_env() == self.env
 
-    def run(self, args: list[str], timeout_s: float) -> Finished:
+    def run(self, job: dict, timeout_s: float) -> Finished:
         with self.lock:
             out = Path(self.folder.name) / "stdout"
             err = Path(self.folder.name) / "stderr"
             request = {
-                "argv": args,
+                "job": job,
                 "cwd": str(Path.cwd()),
                 "env": _child_env(),
                 "stdout": str(out),
@@ -257,24 +356,73 @@ def serve() -> None:
     preload()
     # Keep the pipes for the protocol, and point the server's own stdout at its log, so that
     # nothing a library prints can be read as an answer.
-    requests = os.fdopen(os.dup(0), "rb")
+    requests = _Requests(os.dup(0))
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    for line in requests:
+    while (line := requests.line()) is not None:
         request = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            requests.close()
+            os.close(requests.fd)
             answers.close()
             _child(request)  # never returns
         answers.write(json.dumps({"pid": pid}).encode() + b"\n")
         answers.flush()
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
+        code = _wait(pid, requests)
+        if code is None:
+            return  # the requester is gone, and so is the child
         answers.write(json.dumps({"pid": pid, "returncode": code}).encode() + b"\n")
         answers.flush()
+
+
+class _Requests:
+    """The server's end of the request pipe, read unbuffered so that `select` tells the truth."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.pending = b""
+        self.closed = False
+
+    def read(self) -> None:
+        chunk = os.read(self.fd, 65536)
+        self.closed = not chunk
+        self.pending += chunk
+
+    def line(self) -> bytes | None:
+        """The next request, or None once the requester has closed the pipe."""
+        while b"\n" not in self.pending:
+            if self.closed:
+                return None
+            self.read()
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line
+
+
+def _wait(pid: int, requests: _Requests) -> int | None:
+    """The child's exit code; None when the requester went away first: then the child is
+    killed, since no one would read its result and it must not write one later."""
+    try:
+        pidfd = os.pidfd_open(pid)  # readable when the child ends (Linux 5.3 and later)
+    except (AttributeError, OSError):
+        pidfd = None
+    watched = [requests.fd] if pidfd is None else [requests.fd, pidfd]
+    try:
+        while True:
+            ready, _, _ = select.select(watched, [], [], 0.1 if pidfd is None else None)
+            if requests.fd in ready:
+                requests.read()  # a requester sends nothing while its child runs, but EOF
+                if requests.closed:
+                    _kill(pid)
+                    os.waitpid(pid, 0)
+                    return None
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def _child(request: dict) -> None:
@@ -293,12 +441,10 @@ def _child(request: dict) -> None:
             n for n in sys.modules if n == "attention_docs" or n.startswith("attention_docs.")
         ]:
             del sys.modules[name]
-        from attention_docs import cli
-
-        sys.argv = [str(Path(cli.__file__).with_name("__main__.py")), *request["argv"]]
-        main = cli.main
-
-        code = main(request["argv"])
+        fresh = importlib.import_module("attention_docs.workers")
+        job = json.dumps(request["job"])
+        sys.argv = [fresh.__file__, job]  # what `python -m attention_docs.workers JOB` sees
+        code = fresh.work(request["job"])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if not isinstance(exc.code, int | None):
@@ -312,3 +458,38 @@ def _child(request: dict) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code if isinstance(code, int) else 1)
+
+
+# ---- the worker process ----------------------------------------------------------------
+
+
+def work(job: dict) -> int:
+    """Run one job's experiment in this process and store it: the worker's whole work.
+
+    Returns the exit code: 0 stored; 2 refused (its reason on stderr after REFUSED). Any
+    other failure raises, and its traceback is the worker's output.
+    """
+    from attention_docs.experiments.registry import ExperimentError
+    from attention_docs.experiments.runner import BusyMachineError, run_experiment
+    from attention_docs.measurements.store import Store
+    from attention_docs.profiling.device import DeviceError
+
+    try:
+        run_experiment(
+            job["experiment"],
+            job["requested"],
+            device=job["device"],
+            store=Store(job["store"]),
+            allow_busy=job["allow_busy"],
+        )
+    except BusyMachineError as exc:
+        print(f"{REFUSED}busy: {exc}", file=sys.stderr)
+        return 2
+    except (ExperimentError, DeviceError) as exc:
+        print(f"{REFUSED}{exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(work(json.loads(sys.argv[1])))

@@ -1,6 +1,6 @@
 # Runs one experiment in this process and turns what it observed into a Measurement. The
-# docs never call this directly: they start `python -m attention_docs _worker`, which does,
-# so that each measurement starts from a fresh process (no CUDA context, allocator state or
+# docs never call this directly: they ask workers.py for a worker process, which does, so
+# that each measurement starts from a fresh process (no CUDA context, allocator state or
 # compile cache left behind by another page).
 from __future__ import annotations
 

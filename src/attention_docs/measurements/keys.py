@@ -57,6 +57,18 @@ def fingerprint(files: Iterable[str], root: Path = PACKAGE_ROOT) -> str:
     return digest.hexdigest()[:16]
 
 
+def params_text(params: Mapping[str, Any]) -> str:
+    """batch_size=1, num_heads=4, ... in the given order; booleans by name (`not causal`):
+    how a request is named in captions, build logs and error messages."""
+    parts = []
+    for name, value in params.items():
+        if isinstance(value, bool):
+            parts.append(name if value else f"not {name}")
+        else:
+            parts.append(f"{name}={value}")
+    return ", ".join(parts)
+
+
 def canonical(params: Mapping[str, Any]) -> str:
     return json.dumps(dict(sorted(params.items())), separators=(",", ":"), sort_keys=True)
 

@@ -2,6 +2,10 @@
 # a byte count reads on the page.
 from __future__ import annotations
 
+# How a request's parameters read lives with the store keys, since the build log and the
+# command line name requests too; re-exported for the renderers that say it.
+from attention_docs.measurements.keys import params_text  # noqa: F401 - re-exported
+
 
 def time_us(us: float) -> str:
     """12.3 µs, 4.56 ms, 1.23 s (999.7 µs rounds up to 1 ms, not "1e+03 µs")."""
@@ -39,17 +43,6 @@ def rate(amount: float, us: float, unit: str) -> str:
 
 def percent(fraction: float) -> str:
     return f"{100 * fraction:.1f}%"
-
-
-def params_text(params: dict) -> str:
-    """batch_size=1, num_heads=4, ... in declaration order; booleans by name."""
-    parts = []
-    for name, value in params.items():
-        if isinstance(value, bool):
-            parts.append(name if value else f"not {name}")
-        else:
-            parts.append(f"{name}={value}")
-    return ", ".join(parts)
 
 
 # Words for the columns measurements use, so that an axis or a header reads "Peak memory
