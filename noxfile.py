@@ -84,21 +84,24 @@ def _docs_env(session: nox.Session) -> Path:
 
 
 def _store_args(session: nox.Session) -> dict[str, str]:
-    """`-- --refresh`, `-- --frozen`, `-- --device cpu` -> ATTENTION_DOCS_* variables."""
+    """`-- --refresh`, `-- --frozen`, `-- --device cpu`, `-- --allow-busy` -> ATTENTION_DOCS_*
+    variables."""
     env = {}
     args = list(session.posargs)
     while args:
         arg = args.pop(0)
         if arg in ("--refresh", "--frozen", "--auto"):
             env["ATTENTION_DOCS_MODE"] = arg.removeprefix("--")
+        elif arg == "--allow-busy":
+            env["ATTENTION_DOCS_ALLOW_BUSY"] = "1"
         elif arg == "--device" and args:
             env["ATTENTION_DOCS_DEVICE"] = args.pop(0)
         elif arg.startswith("--device="):
             env["ATTENTION_DOCS_DEVICE"] = arg.split("=", 1)[1]
         else:
             session.error(
-                f"unknown argument {arg!r}; nox -s docs accepts --refresh, --frozen, --auto "
-                "and --device auto|cpu|cuda"
+                f"unknown argument {arg!r}; nox -s docs accepts --refresh, --frozen, --auto, "
+                "--allow-busy and --device auto|cpu|cuda"
             )
     return env
 

@@ -13,6 +13,7 @@ from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.profiling.profile import Schedule
+from attention_docs.profiling.timing import time_callable
 
 
 @experiment(
@@ -30,6 +31,19 @@ def quick(ctx, *, seq_len, causal) -> Observed:
         labels=STEPS,
         costs=step_costs(1, 1, seq_len, 8, causal=causal),
         sched=Schedule(wait=0, warmup=1, active=1),
+    )
+
+
+@experiment(
+    "_test_timed",
+    summary="times a small matmul for about half a second, as a real experiment times",
+    measures=("attention/naive.py",),
+    size=Param(64, minimum=1),
+)
+def timed(ctx, *, size) -> Observed:
+    q, k, _ = make_qkv(1, 1, size, size, device=ctx.device)
+    return Observed(
+        timing=time_callable(lambda: q @ k.transpose(-2, -1), ctx.device, min_run_time=0.5)
     )
 
 

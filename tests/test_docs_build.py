@@ -395,6 +395,39 @@ def test_stored_gpu_entries_win_in_the_configured_order(tmp_path):
     )
 
 
+def _as_another_cpu(entry: Path, device_id: str, name: str) -> None:
+    """Move a stored entry (and its trace) to another CPU's name, as if measured there."""
+    data = json.loads(entry.read_text())
+    data["provenance"]["device"]["name"] = name
+    data["provenance"]["device_id"] = device_id
+    stem = entry.name.split(".")[0]
+    if data["trace_file"]:
+        trace = entry.with_name(f"{stem}.{device_id}.trace.json.gz")
+        (entry.parent.parent / data["trace_file"]).rename(trace)
+        data["trace_file"] = f"{entry.parent.name}/{trace.name}"
+    entry.with_name(f"{stem}.{device_id}.json").write_text(json.dumps(data))
+    entry.unlink()
+
+
+def test_a_frozen_build_shows_another_machines_entry_and_auto_measures_its_own(tmp_path):
+    """A clean clone's tests pass on any CPU: a frozen build falls back to another device."""
+    from attention_docs.experiments.runner import run_experiment
+    from attention_docs.measurements.store import Store
+
+    config = minimal_site(tmp_path, QUICK_PAGE)
+    store = Store(tmp_path / "docs" / "measurements")
+    m = run_experiment("_test_quick", {"seq_len": 8}, device="cpu", store=store)
+    _as_another_cpu(store.path(m.experiment, m.key, m.device_id), "cpu-elsewhere", "Other CPU")
+    frozen = mkdocs_build(config, tmp_path / "site", ATTENTION_DOCS_MODE="frozen")
+    assert frozen.returncode == 0, frozen.stderr
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "CPU: Other CPU" in page and ".cpu-elsewhere.json" in page  # the caption says so
+    auto = mkdocs_build(config, tmp_path / "site")
+    assert auto.returncode == 0, auto.stderr
+    assert "1 measured during this build" in auto.stderr
+    assert store.get(m.experiment, m.key, m.device_id) is not None
+
+
 def test_corrupt_entry_is_named_and_measured_again(tmp_path):
     config = minimal_site(tmp_path, QUICK_PAGE)
     assert mkdocs_build(config, tmp_path / "site").returncode == 0

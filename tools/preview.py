@@ -76,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(preview_config(args.pages, store), encoding="utf-8")
     env = {**os.environ, "ATTENTION_DOCS_MODE": args.mode, "NO_MKDOCS_2_WARNING": "1"}
+    if store != (ROOT / "docs" / "measurements").resolve():
+        # A scratch store is never published: a preview on a shared machine keeps what it
+        # measured (flagged busy in captions) instead of waiting for the machine to calm.
+        env.setdefault("ATTENTION_DOCS_ALLOW_BUSY", "1")
     if args.serve:
         command = [sys.executable, "-m", "mkdocs", "serve", "--dirty", "-f", str(config)]
         command += ["--dev-addr", "127.0.0.1:8000"]

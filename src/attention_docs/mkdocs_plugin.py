@@ -48,9 +48,12 @@ class AttentionDocsConfig(Config):
     mode = c.Choice(book.MODES, default="auto")
     # Which device's entry a page shows, in order (see book.SELECTORS).
     prefer = c.ListOfItems(c.Type(str), default=list(book.DEFAULT_PREFER))
-    # Store entries measured while other work competed (flagged in the summary); false
-    # refuses them, so the build fails on a busy machine instead of publishing noise.
-    allow_busy = c.Type(bool, default=True)
+    # Store entries measured while other work competed (flagged in captions and the
+    # summary). False (the default): such an entry is measured once more when the machine
+    # has calmed (waiting at most `busy_wait` seconds); busy again, it is not stored — the
+    # previous entry is kept, or the build fails saying how busy the machine was.
+    allow_busy = c.Type(bool, default=False)
+    busy_wait = c.Type(int, default=60)
     device = c.Choice(("auto", "cpu", "cuda"), default="auto")
     timeout = c.Type(int, default=1800)
     requests = c.Type(str, default="docs/measurements/requests.json")
@@ -187,7 +190,8 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
                     store=self.store,
                     mode=mode,
                     prefer=tuple(self.config.prefer),
-                    allow_busy=self.config.allow_busy,
+                    allow_busy=_flag("ATTENTION_DOCS_ALLOW_BUSY", self.config.allow_busy),
+                    busy_wait_s=float(self.config.busy_wait),
                     device=device,
                     timeout_s=float(self.config.timeout),
                     cache_dir=self.cache_dir,
@@ -308,6 +312,16 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
             log.warning(line)
         if self.reloader is not None:
             self.reloader.snapshot()
+
+
+def _flag(variable: str, default: bool) -> bool:
+    """A yes/no setting that an environment variable (1/0, true/false) may override."""
+    value = os.environ.get(variable, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return default
 
 
 def _short(paths: list[Path]) -> str:

@@ -63,13 +63,19 @@ class MeasurementError(RuntimeError):
     """
 
     def __init__(
-        self, message: str, details: str = "", kind: str = "failed", output: str = ""
+        self,
+        message: str,
+        details: str = "",
+        kind: str = "failed",
+        output: str = "",
+        busy: str | None = None,
     ) -> None:
         super().__init__(message + (f"\n{details}" if details else ""))
         self.message = message
         self.details = details
         self.kind = kind
         self.output = output or details  # all of the worker's output, for --traceback
+        self.busy = busy  # how busy the machine was (kind "busy"), as Load.describe() says
 
 
 @dataclass(frozen=True)
@@ -132,11 +138,14 @@ def run_worker(
     last = lines[-1] if lines else ""
     if proc.returncode == 2 and last.startswith(REFUSED):
         reason = last.removeprefix(REFUSED)
-        busy = reason.startswith("busy: ")
-        raise MeasurementError(
-            f"experiment {what} was refused: {reason.removeprefix('busy: ')}",
-            kind="busy" if busy else "refused",
-        )
+        busy = re.match(r"busy \((?P<load>[^()]*)\): ", reason)
+        if busy:
+            raise MeasurementError(
+                f"experiment {what} was refused: {reason[busy.end() :]}",
+                kind="busy",
+                busy=busy.group("load"),
+            )
+        raise MeasurementError(f"experiment {what} was refused: {reason}", kind="refused")
     raise MeasurementError(
         f"experiment {what} failed (exit code {proc.returncode}) in its worker process: {last}",
         tail,
@@ -483,7 +492,7 @@ def work(job: dict) -> int:
             allow_busy=job["allow_busy"],
         )
     except BusyMachineError as exc:
-        print(f"{REFUSED}busy: {exc}", file=sys.stderr)
+        print(f"{REFUSED}busy ({exc.load}): {exc}", file=sys.stderr)
         return 2
     except (ExperimentError, DeviceError) as exc:
         print(f"{REFUSED}{exc}", file=sys.stderr)

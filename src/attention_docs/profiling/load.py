@@ -74,3 +74,15 @@ class LoadMonitor:
             load1_after=_loadavg(),
             other_cpu_share=share,
         )
+
+
+def wait_until_calm(timeout_s: float, window_s: float = 1.0) -> Load:
+    """Wait, at most `timeout_s`, until the machine has been calm for a window of `window_s`
+    (a load average within the cores, and others using at most BUSY_OTHER_SHARE of the
+    CPU); returns the last window's load, calm or not."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with LoadMonitor() as monitor:
+            time.sleep(window_s)
+        if not monitor.load.busy or time.monotonic() + window_s > deadline:
+            return monitor.load

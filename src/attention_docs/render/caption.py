@@ -14,9 +14,11 @@ def caption_text(sourced: Sourced) -> str:
     m = sourced.measurement
     p = m.provenance
     versions = f"torch {p.torch_version}" + (f", CUDA {p.cuda_version}" if p.cuda_version else "")
+    # A busy machine's numbers are not facts: an entry stored anyway (allow_busy) says so.
+    busy = f" · measured on a busy machine ({p.load.describe()})" if p.busy else ""
     return (
         f"{p.device.label} · {versions} · {params_text(dict(m.params))} · "
-        f"{p.date[:10]} · {sourced.origin}"
+        f"{p.date[:10]} · {sourced.origin}{busy}"
     )
 
 
