@@ -108,10 +108,11 @@ def _store_args(session: nox.Session) -> dict[str, str]:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the site into site/, strictly: any warning fails the build."""
+    """Build the site into site/, strictly: any warning fails the build, and a failed build
+    leaves the previous site/ as it was (tools/build_site.py builds beside it and swaps)."""
     _install(session, "docs")
     env = {**_env(), **_store_args(session)}
-    session.run("mkdocs", "build", "--strict", "--site-dir", "site", env=env)
+    session.run("python", "tools/build_site.py", "--site-dir", "site", env=env)
 
 
 @nox.session(python=False)

@@ -479,6 +479,43 @@ def test_a_raising_block_fails_the_strict_build_naming_block_and_page(tmp_path):
     assert "'broken-block'" in result.stderr and "in index.md failed" in result.stderr
 
 
+def test_a_failed_build_keeps_the_previous_site(tmp_path):
+    """`nox -s docs` builds through tools/build_site.py: beside site/, swapped on success."""
+    site = tmp_path / "site"
+    config = minimal_site(tmp_path, "# Home\n\nThe first version.\n")
+
+    def build() -> subprocess.CompletedProcess:
+        tool = ROOT / "tools" / "build_site.py"
+        command = [sys.executable, str(tool), "--site-dir", str(site), "--config-file", str(config)]
+        env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+        return subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+
+    assert build().returncode == 0
+    good = (site / "index.html").read_bytes()
+    assert b"The first version." in good and site.stat().st_mode & 0o777 == 0o755
+    minimal_site(
+        tmp_path, '# Home\n\n```python exec="on" id="broken"\nraise RuntimeError("no")\n```\n'
+    )
+    failed = build()
+    assert failed.returncode != 0 and "site/ is left as it was" in failed.stderr
+    assert (site / "index.html").read_bytes() == good
+    minimal_site(tmp_path, "# Home\n\nThe second version.\n")
+    assert build().returncode == 0
+    assert b"The second version." in (site / "index.html").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+@pytest.mark.skipif(
+    __import__("torch").cuda.is_available(), reason="checks the message on a machine without CUDA"
+)
+def test_cuda_asked_of_a_machine_without_it_is_one_line(tmp_path):
+    config = minimal_site(tmp_path, QUICK_PAGE + QUICK_PAGE.replace('"quick-table"', '"again"'))
+    result = mkdocs_build(config, tmp_path / "site", ATTENTION_DOCS_DEVICE="cuda")
+    assert result.returncode != 0
+    assert result.stderr.count("no usable CUDA device") == 1, result.stderr
+    assert "Traceback" not in result.stderr and "use --device cpu" in result.stderr
+
+
 def test_companion_notebooks_run_as_scripts(tmp_path):
     notebooks = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
     assert notebooks

@@ -184,6 +184,14 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         mode = os.environ.get("ATTENTION_DOCS_MODE") or self.config.mode
         device = os.environ.get("ATTENTION_DOCS_DEVICE") or self.config.device
         self.cache_dir = root / self.config.cache_dir if self.config.cache_dir else None
+        if device == "cuda":
+            # One line now, rather than the same error from every block that measures.
+            from attention_docs.profiling.device import DeviceError, resolve_device
+
+            try:
+                resolve_device("cuda")
+            except DeviceError as exc:
+                raise PluginError(f"attention-docs: {exc}") from None
         try:
             book.configure(
                 book.Settings(
