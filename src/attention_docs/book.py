@@ -19,7 +19,7 @@ from attention_docs.experiments.registry import Experiment, get
 from attention_docs.measurements.keys import PACKAGE_ROOT
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.measurements.store import Store
-from attention_docs.render._format import params_text
+from attention_docs.render.words import params_text
 
 log = logging.getLogger("attention_docs")
 
