@@ -6,22 +6,16 @@ from dataclasses import replace
 
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Table
+from attention_docs.records.timing import Timing
 
 
 def row(name: str, shape: fwd.Shape, median, low=None, high=None, *, status: str = fwd.OK) -> tuple:
-    """One row of the `times` table; a status other than "ok" leaves the times empty."""
-    dims = tuple(getattr(shape, f) for f in fwd.COLUMNS[1:7])
+    """One row of the `times` table; a status other than "ok" leaves the time empty."""
+    dims = tuple(getattr(shape, f) for f in fwd.SHAPE_COLUMNS)
     if status != fwd.OK:
-        return (name, *dims, None, None, None, None, status)
-    return (
-        name,
-        *dims,
-        median,
-        median if low is None else low,
-        median if high is None else high,
-        9,
-        status,
-    )
+        return (name, *dims, None, status)
+    rounds = (median if low is None else low, median, median if high is None else high)
+    return (name, *dims, Timing(median, 0.0, 9, "test", rounds), status)
 
 
 def forward_times(base: Measurement, rows: list[tuple], **facts) -> Measurement:

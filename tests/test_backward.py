@@ -137,14 +137,16 @@ def test_backward_compare_measures_every_implementation():
     from attention_docs import render
 
     here = Sourced(m, "measured now", "x.json")
-    table = render.backward_table(here)
+    table = render.backward.backward_table(here)
     assert "`sdpa-flash`" in table and table.count("unavailable") == 2
     assert table.splitlines()[0].count("|") == 7  # six columns
-    assert "sdpa-cudnn: not available" in render.unavailable_implementations(here)
-    assert "ScaledDotProductFlashAttentionForCpuBackward0" in render.autograd_nodes_table(here)
-    assert "of the step in the backward" in render.backward_claims(m)
-    assert "on the CPU time of the two labelled ranges" in render.phase_claim(m)
-    timeline = render.step_timeline(here)
+    assert "sdpa-cudnn: not available" in render.backward.unavailable_implementations(here)
+    assert "ScaledDotProductFlashAttentionForCpuBackward0" in render.backward.autograd_nodes_table(
+        here
+    )
+    assert "of the step in the backward" in render.backward.backward_claims(m)
+    assert "on the CPU time of the two labelled ranges" in render.backward.phase_claim(m)
+    timeline = render.backward.step_timeline(here)
     assert "Timeline of one forward + backward." in timeline and ">backward<" in timeline
 
 
@@ -257,7 +259,7 @@ def test_the_phase_claim_on_a_gpu_uses_the_kernel_clock(cuda_trace, tiny_measure
         tables={"compare": Table(tuple(row), (tuple(row.values()),))},
         facts={"profiled": "sdpa-flash"},
     )
-    claim = render.phase_claim(m)
+    claim = render.backward.phase_claim(m)
     assert "on the GPU's kernel clock" in claim and "across threads" in claim
     share = b[-1] / (b[-1] + f[0])
     assert f"spends {100 * share:.1f}% (" in claim
@@ -279,6 +281,8 @@ def test_backward_saved_tensors_sweep_and_figure():
     from attention_docs import render
 
     here = Sourced(m, "measured now", "x.json")
-    assert "<svg" in render.saved_figure(here) and "slope" in render.saved_figure(here)
-    assert "logsumexp" not in render.saved_detail_table(here)  # roles, not guesses
-    assert "`sdpa-flash`" in render.saved_claims(m)
+    assert "<svg" in render.backward.saved_figure(here) and "slope" in render.backward.saved_figure(
+        here
+    )
+    assert "logsumexp" not in render.backward.saved_detail_table(here)  # roles, not guesses
+    assert "`sdpa-flash`" in render.backward.saved_claims(m)

@@ -118,7 +118,7 @@ def test_render_cache_keys_on_code_tokens_arguments_and_measurement(tmp_path, ti
 
 
 def test_a_cached_figure_is_the_same_bytes_and_is_not_drawn_again(tmp_path, tiny_measurement):
-    from attention_docs.render import timeline_figure
+    from attention_docs.render.timeline import timeline_figure
 
     sourced = Sourced(tiny_measurement, "from the store", "x.json")
     first = RenderCache(tmp_path)
@@ -141,10 +141,15 @@ def test_blocks_see_the_renderers_through_the_cache_and_the_library_does_not(tmp
 
         assert isinstance(render, RenderProxy)
         assert isinstance(render.compare, RenderProxy)
-        assert render.TimelineSettings is sys.modules["attention_docs.render"].TimelineSettings
-        assert render.markdown_table(["a"], [["1"]]) == real_render.markdown_table(["a"], [["1"]])
+        assert (
+            render.timeline.TimelineSettings
+            is sys.modules["attention_docs.render.timeline"].TimelineSettings
+        )
+        assert render.tables.markdown_table(["a"], [["1"]]) == real_render.tables.markdown_table(
+            ["a"], [["1"]]
+        )
         assert ROOT / "src" / "attention_docs" / "render" / "tables.py" in cache.used_files
-        assert sys.modules["attention_docs.render"].markdown_table.__module__ == (
+        assert sys.modules["attention_docs.render"].tables.markdown_table.__module__ == (
             "attention_docs.render.tables"
         )
     finally:
@@ -210,7 +215,7 @@ Some prose.
 
 ```python exec="on" id="quick-table" session="q"
 from attention_docs import measure, render
-print(render.step_table(measure("_test_quick", seq_len=8)))
+print(render.tables.step_table(measure("_test_quick", seq_len=8)))
 ```
 """
 

@@ -149,19 +149,19 @@ def test_machine_ceilings_rates_are_their_work_over_their_time(ceilings):
 
 
 def test_ceilings_renderers_state_the_ceilings_as_facts(ceilings):
-    table = render.ceilings_table(Sourced(ceilings, "now", "x.json"))
+    table = render.roofline.ceilings_table(Sourced(ceilings, "now", "x.json"))
     assert "No spec sheet is used for this device" in table
     fact = 'data-fact="ceiling;' + ceilings.device_id + ";peak_flops_float32"
     assert table.count(fact) == 1  # the best matmul's row is the fact, marked once
     assert table.count("\n| matmul (float32)") == 3
-    claim = render.ceilings_claim(ceilings)
+    claim = render.roofline.ceilings_claim(ceilings)
     assert "FLOP per byte" in claim
     peak = render.compare.ceiling(ceilings, "peak_flops_float32", spread=True)
     assert peak in claim  # the same helper, the same text: one fact, one number
     ridge = ceilings.facts["peak_flops_float32"] / ceilings.facts["bandwidth_bs"]
     assert f"**{ridge:.3g} FLOP per byte**" in claim
     with pytest.raises(ValueError, match="--dtypes bfloat16"):
-        render.ceilings_claim(ceilings, "bfloat16")
+        render.roofline.ceilings_claim(ceilings, "bfloat16")
 
 
 @pytest.fixture(scope="module")
@@ -205,15 +205,15 @@ def test_verdicts_use_unprofiled_times_and_the_ceilings_entry(roofline, ceilings
         assert p.memory_s == pytest.approx(s.bytes / roof.bandwidth)
         assert found[s.label].low.measured_s == pytest.approx(45e-6)
         assert found[s.label].high.measured_s == pytest.approx(55e-6)
-    table = render.roofline_table(Sourced(roofline, "now", "x.json"), ceilings, times)
+    table = render.roofline.roofline_table(Sourced(roofline, "now", "x.json"), ceilings, times)
     assert table.count("`attention.") == 5
     assert len(re.findall(r"\*\*(compute|memory|overhead|inefficient)[^*]*\*\*", table)) == 5
     assert "torch.utils.benchmark, the CPU wall clock" in table and "CPU floor" in table
     assert 'data-fact="forward;' in table  # the step times are forward_times' facts
-    claim = render.roofline_claim(roofline, ceilings, times)
+    claim = render.roofline.roofline_claim(roofline, ceilings, times)
     assert claim.startswith("With each step timed alone without the profiler")
     assert "over the rounds" in claim
-    assert "CPU floor" in render.fixed_cost_claim(roofline)
+    assert "CPU floor" in render.roofline.fixed_cost_claim(roofline)
 
 
 def test_a_verdict_whose_rounds_straddle_a_threshold_is_within_noise(roofline, ceilings):
@@ -231,7 +231,7 @@ def test_a_verdict_whose_rounds_straddle_a_threshold_is_within_noise(roofline, c
     assert found["attention.softmax"].prediction.bound == lower
     assert found["attention.softmax"].bound.endswith("(within noise)")
     assert found["attention.scores"].bound == "not timed"
-    table = render.roofline_table(Sourced(roofline, "now", "x.json"), ceilings, times)
+    table = render.roofline.roofline_table(Sourced(roofline, "now", "x.json"), ceilings, times)
     assert "not timed alone" in table
 
 
@@ -246,12 +246,12 @@ def test_profiled_sum_is_set_against_the_unprofiled_forward(roofline):
     sums = [sum(r[s.label] for s in roofline.steps) for r in per_forward.records()]
     low = min(sums) / 3  # the unprofiled forward far below every profiled sum
     times = forward_times_for(roofline, (low, low * 0.9, low * 1.1))
-    claim = render.profiled_vs_unprofiled(roofline, times)
-    assert f"**{render._format.time_us(sorted(sums)[1])}**" in claim  # the median forward
+    claim = render.claims.profiled_vs_unprofiled(roofline, times)
+    assert f"**{render.words.time_us(sorted(sums)[1])}**" in claim  # the median forward
     assert "profiler's own overhead" in claim and "within noise" not in claim
-    assert f"**{render._format.time_us(sorted(sums)[1] - low)}** per forward" in claim
+    assert f"**{render.words.time_us(sorted(sums)[1] - low)}** per forward" in claim
     tie = forward_times_for(roofline, (sorted(sums)[1], min(sums), max(sums)))
-    assert "within noise of each other" in render.profiled_vs_unprofiled(roofline, tie)
+    assert "within noise of each other" in render.claims.profiled_vs_unprofiled(roofline, tie)
 
 
 def _kineto_trace() -> Trace:
@@ -322,14 +322,14 @@ def test_roofline_renderers_read_the_gpu_clock_when_the_trace_has_kernels(roofli
     gpu_ceilings = replace(ceilings, provenance=replace(ceilings.provenance, device_id="cuda-h200"))
     times = times_for(gpu_roof)
     assert fixed_costs_us(gpu_roof) == {label: w["gap_us"] for label, w in gpu.items()}
-    table = render.roofline_table(Sourced(gpu_roof, "now", "x.json"), gpu_ceilings, times)
+    table = render.roofline.roofline_table(Sourced(gpu_roof, "now", "x.json"), gpu_ceilings, times)
     assert "CUDA events, the GPU clock" in table and "idle time" in table
     assert "CPU floor" not in table
     fixed = [row.split(" | ")[4] for row in table.splitlines() if row.startswith("| `")]
-    assert fixed[0] == render._format.time_us(gpu["attention.scores"]["gap_us"])
-    claim = render.fixed_cost_claim(gpu_roof)
-    assert render._format.percent(gaps.idle_share) in claim and "On this GPU" in claim
-    assert "GPU clock" in render.bound_rules(gpu_roof)
+    assert fixed[0] == render.words.time_us(gpu["attention.scores"]["gap_us"])
+    claim = render.roofline.fixed_cost_claim(gpu_roof)
+    assert render.words.percent(gaps.idle_share) in claim and "On this GPU" in claim
+    assert "GPU clock" in render.roofline.bound_rules(gpu_roof)
 
 
 def test_roofline_figure_is_byte_stable_across_processes(roofline, ceilings, tmp_path):
@@ -344,13 +344,13 @@ def test_roofline_figure_is_byte_stable_across_processes(roofline, ceilings, tmp
             f"{name} = Measurement.loads(open({str(path)!r}).read())"
             for name, path in paths.items()
         )
-        + "; print(hashlib.sha256(render.roofline_figure(Sourced(roof, 'x', 'x.json'), ceil, "
+        + "; print(hashlib.sha256(render.roofline.roofline_figure(Sourced(roof, 'x', 'x.json'), ceil, "
         "times).encode()).hexdigest())"
     )
     digests = {python_prints(code) for _ in range(2)}
     again = {name: Measurement.loads(path.read_text()) for name, path in paths.items()}
     here = hashlib.sha256(
-        render.roofline_figure(
+        render.roofline.roofline_figure(
             Sourced(again["roof"], "x", "x.json"), again["ceil"], again["times"]
         ).encode()
     )
@@ -370,7 +370,7 @@ def test_roofline_figure_places_steps_and_draws_the_spec_roof_when_known(rooflin
 
 
 def test_matmul_cap_claim_uses_the_ceilings_ridge(roofline, ceilings):
-    claim = render.matmul_cap_claim(roofline, ceilings)
+    claim = render.roofline.matmul_cap_claim(roofline, ceilings)
     assert "2 × 16 ÷ 4 = **8 FLOP/B**" in claim
     ridge = ceilings.facts["peak_flops_float32"] / ceilings.facts["bandwidth_bs"]
     assert f"ridge of {ridge:.3g} FLOP/B" in claim
@@ -379,7 +379,7 @@ def test_matmul_cap_claim_uses_the_ceilings_ridge(roofline, ceilings):
 def test_a_step_faster_than_its_roof_is_explained_by_the_roof_it_beat(roofline, ceilings):
     times = times_for(roofline, step_us=1e-4, spread=0.01)  # far faster than any roof
     found = verdicts(roofline, ceilings, times)
-    claim = render.roofline_claim(roofline, ceilings, times)
+    claim = render.roofline.roofline_claim(roofline, ceilings, times)
     names = r"((?:`[^`]+`, )*`[^`]+`)"
     memory = re.search(names + " moved (?:its|their) bytes faster than the large copy", claim)
     compute = re.search(names + " did more FLOP/s than the measured peak", claim)
@@ -392,14 +392,17 @@ def test_a_step_faster_than_its_roof_is_explained_by_the_roof_it_beat(roofline, 
 
 
 def test_the_analytic_models_are_pure_arithmetic():
-    """attention_docs.analytic predicts without measuring: no torch, no other layer."""
+    """attention_docs.analytic predicts without measuring: no torch, and nothing of the
+    package but the plain records below it."""
     code = (
         "import sys, json, pkgutil, importlib, attention_docs.analytic as a\n"
         "for m in pkgutil.iter_modules(a.__path__): importlib.import_module(f'{a.__name__}.{m.name}')\n"
         "print(json.dumps(sorted(n for n in sys.modules if n.startswith(('torch', 'attention_docs.')))))"
     )
     modules = json.loads(python_prints(code))
-    assert modules == [
-        f"attention_docs.analytic{m}"
-        for m in ("", ".cost", ".decode", ".memory", ".roofline", ".tiling")
-    ]
+    assert "attention_docs.analytic.gpu" in modules and "attention_docs.analytic.cost" in modules
+    assert [
+        m
+        for m in modules
+        if not m.startswith(("attention_docs.analytic", "attention_docs.records"))
+    ] == []

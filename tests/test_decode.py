@@ -356,38 +356,42 @@ def test_decode_renderers_compute_their_numbers(
 
     ceilings = ceilings_for(variants)
     mha = next(r for r in variants.tables["variants"].records() if r["label"] == "MHA · sdpa")
-    text = render.decode_bandwidth_claim(variants, ceilings)
+    text = render.decode.decode_bandwidth_claim(variants, ceilings)
     assert f"{100 * mha['gbs'] * 1e9 / 20e9:.0f}% of what a plain copy" in text
     assert ridge_point(variants, ceilings) == pytest.approx(100e9 / 20e9)
     assert "**5 FLOP per byte**" in text
     assert 'data-fact="ceiling;' in text  # machine_ceilings' marked facts, as chapter 03's
-    assert "2× smaller" in render.decode_variants_claim(variants)  # 4 heads against 2
-    assert "GQA" in render.repeat_kv_claim(variants) and "MQA" in render.repeat_kv_claim(variants)
-    roof = render.decode_roofline_claim(variants, ceilings)
+    assert "2× smaller" in render.decode.decode_variants_claim(variants)  # 4 heads against 2
+    assert "GQA" in render.decode.repeat_kv_claim(
+        variants
+    ) and "MQA" in render.decode.repeat_kv_claim(variants)
+    roof = render.decode.decode_roofline_claim(variants, ceilings)
     assert "Left of the ridge" in roof or "Right of it" in roof
-    table = render.decode_variants_table(sourced(variants), ceilings)
+    table = render.decode.decode_variants_table(sourced(variants), ceilings)
     assert table.count("\n| MHA") == 2 and "ad-caption" in table
-    assert render.decode_batch_table(sourced(batch_sweep), ceilings).count("\n| ") == 4
-    assert "| decode (one at a time) |" in render.prefill_vs_decode_table(
+    assert render.decode.decode_batch_table(sourced(batch_sweep), ceilings).count("\n| ") == 4
+    assert "| decode (one at a time) |" in render.decode.prefill_vs_decode_table(
         sourced(prefill_vs_decode)
     )
-    assert "log-log slopes are MHA" in render.cache_slope_claim(cache_sweep, ceilings)
-    assert "From batch 1 to 4 the bytes per step grow 4×" in render.batch_claim(batch_sweep)
-    assert "The same 24 tokens" in render.prefill_vs_decode_claim(prefill_vs_decode)
-    assert "of the total" in render.decode_step_overhead(prefill_vs_decode)
+    assert "log-log slopes are MHA" in render.decode.cache_slope_claim(cache_sweep, ceilings)
+    assert "From batch 1 to 4 the bytes per step grow 4×" in render.decode.batch_claim(batch_sweep)
+    assert "The same 24 tokens" in render.decode.prefill_vs_decode_claim(prefill_vs_decode)
+    assert "of the total" in render.decode.decode_step_overhead(prefill_vs_decode)
     for svg in (
-        render.decode_roofline_figure(sourced(variants), ceilings),
-        render.decode_variants_figure(sourced(variants)),
-        render.decode_cache_figure(sourced(cache_sweep)),
-        render.decode_batch_figure(sourced(batch_sweep)),
+        render.decode.decode_roofline_figure(sourced(variants), ceilings),
+        render.decode.decode_variants_figure(sourced(variants)),
+        render.decode.decode_cache_figure(sourced(cache_sweep)),
+        render.decode.decode_batch_figure(sourced(batch_sweep)),
     ):
         assert "<figure" in svg and 'aria-label="' in svg and "ad-caption" in svg
-    assert "cache_len swept 16–128 tokens" in render.decode_cache_figure(sourced(cache_sweep))
+    assert "cache_len swept 16–128 tokens" in render.decode.decode_cache_figure(
+        sourced(cache_sweep)
+    )
     # Ceilings measured on another device place nothing under a roof.
     elsewhere = ceilings_for(on_gpu(variants))
-    assert "has no copy-bandwidth" in render.decode_bandwidth_claim(variants, elsewhere)
-    assert "| — |" in render.decode_variants_table(sourced(variants), elsewhere)
-    assert "<svg" not in render.decode_roofline_figure(sourced(variants), elsewhere)
+    assert "has no copy-bandwidth" in render.decode.decode_bandwidth_claim(variants, elsewhere)
+    assert "| — |" in render.decode.decode_variants_table(sourced(variants), elsewhere)
+    assert "<svg" not in render.decode.decode_roofline_figure(sourced(variants), elsewhere)
 
 
 def variants_with(variants, times):
@@ -410,20 +414,20 @@ def variants_with(variants, times):
 def test_bandwidth_claim_names_the_best_row_once(variants):
     ceilings = ceilings_for(variants)
     best_is_mha = variants_with(variants, {"MHA · sdpa": (100.0, 12.0)})
-    text = render.decode_bandwidth_claim(best_is_mha, ceilings)
+    text = render.decode.decode_bandwidth_claim(best_is_mha, ceilings)
     assert "**60% of what a plain copy achieves**" in text
     assert "No other row reads faster." in text and "The fastest reader" not in text
     other = variants_with(variants, {"MHA · sdpa": (100.0, 10.0), "GQA · sdpa": (50.0, 15.0)})
-    text = render.decode_bandwidth_claim(other, ceilings)
+    text = render.decode.decode_bandwidth_claim(other, ceilings)
     assert "The fastest reader, `GQA · sdpa`, reaches 75%." in text
 
 
 def test_variant_speedups_are_ties_inside_the_noise(variants):
     tie = variants_with(variants, {"MHA · sdpa": (100.0, 1.0), "GQA · sdpa": (99.0, 1.0)})
-    assert "**within noise of each other (1.01×)**" in render.decode_variants_claim(tie)
-    assert "faster" not in render.decode_variants_claim(tie).split("Multi-query")[0]
+    assert "**within noise of each other (1.01×)**" in render.decode.decode_variants_claim(tie)
+    assert "faster" not in render.decode.decode_variants_claim(tie).split("Multi-query")[0]
     apart = variants_with(variants, {"MHA · sdpa": (200.0, 1.0), "GQA · sdpa": (100.0, 1.0)})
-    assert "**2.00× (1.92–2.08×) faster**" in render.decode_variants_claim(apart)
+    assert "**2.00× (1.92–2.08×) faster**" in render.decode.decode_variants_claim(apart)
 
 
 def test_sdpa_ops_note_says_what_ran_and_whether_kv_was_copied(variants):
@@ -435,10 +439,12 @@ def test_sdpa_ops_note_says_what_ran_and_whether_kv_was_copied(variants):
         variants,
         facts={**variants.facts, "sdpa_ops": {v: [flash] for v in ("MHA", "GQA", "MQA")}},
     )
-    text = render.sdpa_ops_note(native)
+    text = render.decode.sdpa_ops_note(native)
     assert f"GQA: `{flash}`" in text and "No `aten::repeat_interleave` ran for GQA or MQA" in text
     copies = {"MHA": [math_], "GQA": [math_, "aten::repeat_interleave"], "MQA": [math_, "aten::repeat_interleave"]}  # fmt: skip
-    text = render.sdpa_ops_note(replace(variants, facts={**variants.facts, "sdpa_ops": copies}))
+    text = render.decode.sdpa_ops_note(
+        replace(variants, facts={**variants.facts, "sdpa_ops": copies})
+    )
     assert "For GQA and MQA the profile also shows `aten::repeat_interleave`" in text
     assert "`aten::repeat_interleave`" not in text.split(":", 1)[1].split(".")[0]  # not a kernel
 
@@ -455,7 +461,7 @@ def test_prefill_vs_decode_splits_decode_into_bytes_and_per_step_cost(prefill_vs
     )  # fmt: skip
     dec = m.tables["prefill_vs_decode"].records()[1]
     bw = 20e9
-    text = render.prefill_vs_decode_claim(m, ceilings_for(m, bandwidth=bw))
+    text = render.decode.prefill_vs_decode_claim(m, ceilings_for(m, bandwidth=bw))
     total_us = dec["total_ms"] * 1e3
     bytes_us = dec["bytes_mb"] * 1e6 / bw * 1e6
     steps_us = 24 * floor
@@ -465,10 +471,10 @@ def test_prefill_vs_decode_splits_decode_into_bytes_and_per_step_cost(prefill_vs
     assert "because every step reads the whole cache again" not in text
     # A "floor" slower than the average decode step beyond the noise is no floor: no split.
     slow_floor = replace(m, facts={**m.facts, "floor_us": 1e9, "floor_low_us": 1e9})
-    text = render.prefill_vs_decode_claim(slow_floor, ceilings_for(m, bandwidth=bw))
+    text = render.decode.prefill_vs_decode_claim(slow_floor, ceilings_for(m, bandwidth=bw))
     assert "is not stated" in text and "% of the measured time" not in text
     # Without a bandwidth of this device, no split is claimed.
-    assert "has not measured here" in render.prefill_vs_decode_claim(m, None)
+    assert "has not measured here" in render.decode.prefill_vs_decode_claim(m, None)
 
 
 def test_batch_claim_says_where_batching_stops_paying_from_the_noise(batch_sweep):
@@ -487,9 +493,11 @@ def test_batch_claim_says_where_batching_stops_paying_from_the_noise(batch_sweep
             rows.append(tuple(r[c] for c in table.columns))
         return replace(batch_sweep, tables={"batch_sweep": Table(table.columns, tuple(rows))})
 
-    flat = render.batch_claim(with_steps([100.0, 110.0, 220.0]))  # batch 2 on: same per token
+    flat = render.decode.batch_claim(
+        with_steps([100.0, 110.0, 220.0])
+    )  # batch 2 on: same per token
     assert "from batch 2 on no larger batch decodes a token faster beyond the noise" in flat
-    falling = render.batch_claim(with_steps([100.0, 110.0, 120.0]))
+    falling = render.decode.batch_claim(with_steps([100.0, 110.0, 120.0]))
     assert "still falls beyond the noise up to the largest batch measured (4)" in falling
     assert "gains nothing more" not in falling
 
@@ -509,7 +517,7 @@ def test_cache_claim_checks_a_slow_reader_against_both_ceilings(cache_sweep):
         r["MHA low"], r["MHA high"] = r["MHA"] * 0.98, r["MHA"] * 1.02
         rows.append(tuple(r[c] for c in table.columns))
     m = replace(cache_sweep, tables={"cache_sweep": Table(table.columns, tuple(rows))})
-    text = render.cache_slope_claim(m, ceilings_for(m))
+    text = render.decode.cache_slope_claim(m, ceilings_for(m))
     assert "MQA reads far below the copy bandwidth and computes at" in text
     mha, mqa = (decode_cost(1, 4, 128, 8, "float32", num_kv_heads=h) for h in (4, 1))
     assert f"{mha.bytes / mqa.bytes:.3g}× fewer bytes and does the same FLOPs" in text

@@ -263,6 +263,44 @@ def test_no_fact_is_stated_with_two_values(site):
     assert len(shared) >= 3, f"too few facts stated on more than one page: {shared}"
 
 
+def test_every_number_with_a_unit_in_a_chapter_is_a_fact(site):
+    """Prose and tables state measured numbers through the facts API (a `data-fact` span);
+    the few that are not measurements of this build are listed, with their reason, in
+    tests/site_facts.py, and stay under 5 % of all numbers with units."""
+    import site_facts
+
+    found = site_facts.chapters(site)
+    assert len(found) >= 12, sorted(found)
+    unexplained = {
+        name: sorted({t for t in page.unmarked if t not in site_facts.ALLOWED.get(name, {})})
+        for name, page in found.items()
+    }
+    unexplained = {name: texts for name, texts in unexplained.items() if texts}
+    assert not unexplained, f"numbers with units outside a fact span: {unexplained}"
+    unmarked = sum(len(p.unmarked) for p in found.values())
+    total = unmarked + sum(len(p.marked) for p in found.values())
+    assert unmarked <= site_facts.MAX_UNMARKED_SHARE * total, (unmarked, total)
+
+
+def test_every_chapter_is_at_most_1500_words_of_prose_and_opens_with_its_finding(site):
+    """Code, tables, figures and captions aside, a chapter is short; and its first paragraph
+    states the finding with a measured number (a fact), not a preamble."""
+    import site_facts
+
+    long = {
+        name: page.prose_words
+        for name, page in site_facts.chapters(site).items()
+        if page.prose_words > site_facts.MAX_PROSE_WORDS
+    }
+    assert not long, f"chapters over {site_facts.MAX_PROSE_WORDS} words of prose: {long}"
+    for page in sorted((site / "chapters").glob("*/index.html")):
+        article = page.read_text(encoding="utf-8").split("<article", 1)[1]
+        first = re.search(r"</h1>\s*(<(p|div)\b.*?</\2>)", article, re.S)
+        assert first and 'class="ad-fact"' in first.group(1), (
+            f"{page.parent.name}: the first paragraph under the title states no measured fact"
+        )
+
+
 def test_speed_claims_come_from_the_comparison_helpers(site):
     """An "N× faster/slower" outside a marked comparison was typed or computed without noise."""
     offenders = []
@@ -303,7 +341,7 @@ Some prose.
 
 ```python exec="on" id="quick-table" session="q"
 from attention_docs import measure, render
-print(render.step_table(measure("_test_quick", seq_len=8)))
+print(render.tables.step_table(measure("_test_quick", seq_len=8)))
 ```
 
 <!-- attention-docs:build-summary -->
@@ -585,7 +623,7 @@ plugins:
 FIGURE_PAGE = QUICK_PAGE.replace(
     "<!-- attention-docs:build-summary -->",
     """```python exec="on" id="quick-figure" session="q" html="1"
-print(render.timeline_figure(measure("_test_quick", seq_len=8)))
+print(render.timeline.timeline_figure(measure("_test_quick", seq_len=8)))
 ```
 
 <!-- attention-docs:build-summary -->""",

@@ -157,13 +157,13 @@ def test_mask_variant_renderers_call_overlapping_rounds_a_tie(tiny_measurement):
             "additive": ((21.0, 19.0, 23.0), forward),
         },
     )
-    table = render.mask_variants_table(Sourced(m, "now", "x.json"))
+    table = render.variants.mask_variants_table(Sourced(m, "now", "x.json"))
     assert "| `masked_fill` | 0.5× (0.409–0.611×) | within noise (0.99×) |" in table
-    claim = render.mask_variants_claim(m)
+    claim = render.variants.mask_variants_claim(m)
     assert "the cheapest mask step is `masked_fill_`'s, within noise of `additive`'s" in claim
     assert "`masked_fill_`'s forward takes 0.9× (0.838–0.968×) the time of `rebuild`'s" in claim
     assert "`additive`'s forward is within noise of `rebuild`'s (1×)" in claim
-    svg = render.mask_variants_figure(Sourced(m, "now", "x.json"))
+    svg = render.variants.mask_variants_figure(Sourced(m, "now", "x.json"))
     assert "masked_fill: 0.5× (0.409–0.611×)." in svg
 
 
@@ -201,22 +201,22 @@ def test_dtype_renderers_state_only_differences_beyond_noise(tiny_measurement):
         for step in ("attention.scores", "attention.weighted_sum")
     ]
     m = dtypes_measurement(tiny_measurement, timings, bmm + selects)
-    claim = render.dtype_claim(m)
+    claim = render.variants.dtype_claim(m)
     assert "takes **3× (2.76–3.26×)** the time of float32's — slower" in claim
     assert "beyond noise: `attention.weighted_sum` 24×" in claim
     assert "Within noise of float32: `attention.softmax`." in claim
-    ops = render.dtype_ops_claim(m)
+    ops = render.variants.dtype_ops_claim(m)
     # 6 selects for batch_size × num_heads = 2 × 1... matrices: the per-matrix reading.
     assert "6× `aten::select`" in ops and "per matrix of the batch" in ops
     assert "the same path" in ops and "is not measured here" in ops
-    table = render.dtype_table(Sourced(m, "now", "x.json"))
+    table = render.variants.dtype_table(Sourced(m, "now", "x.json"))
     assert (
         "| `attention.scores` | 7× (6.48–7.58×) | `aten::bmm` | `aten::bmm` + 6× `aten::select` |"
         in table
     )
     # Different extra work in the two matmuls is named as the measured difference.
     copy = [("bfloat16", "attention.weighted_sum", "CPU", "aten::copy_", 1.0, 900.0)]
-    assert "the measured difference" in render.dtype_ops_claim(
+    assert "the measured difference" in render.variants.dtype_ops_claim(
         dtypes_measurement(tiny_measurement, timings, bmm + selects + copy)
     )
 
@@ -232,7 +232,7 @@ def test_shape_shares_claim_names_ties_from_the_profiled_spread(tiny_measurement
         row("1024×64", (50.0, 5.0, 5.0, 20.0, 30.0), 0.1),
     )
     m = replace(tiny_measurement, tables={"shares": Table(columns, rows)})
-    claim = render.shape_shares_claim(m)
+    claim = render.variants.shape_shares_claim(m)
     assert (
         "shape 64×64: `attention.scores`, `attention.softmax`, `attention.weighted_sum` within noise"
         in claim

@@ -136,3 +136,22 @@ def test_store_key_depends_on_name_params_and_code():
         == 4
     )
     assert store_key("a", {"x": 1, "y": 2}, "f") == store_key("a", {"y": 2, "x": 1}, "f")
+
+
+def test_timing_cells_keep_their_rounds_through_json(tiny_measurement):
+    """A table cell holding a Timing comes back whole: the rounds a page's spread is drawn
+    from, not a low/median/high rebuilt from three columns."""
+    from attention_docs.measurements.schema import Table
+    from attention_docs.records.timing import Timing
+
+    t = Timing(median_us=10.0, iqr_us=1.0, runs=30, method="test", rounds_us=(9.0, 10.0, 12.5))
+    table = Table(("name", "time"), (("a", t), ("b", None)), {"time": "µs"})
+    m = replace(tiny_measurement, tables={"sweep": table})
+    again = Measurement.loads(m.dumps())
+    cell = again.tables["sweep"].records()[0]["time"]
+    assert isinstance(cell, Timing) and cell.rounds_us == (9.0, 10.0, 12.5)
+    assert again.tables["sweep"].records()[1]["time"] is None
+    # A version-2 entry (scalars only) is still read, as version 3.
+    data = json.loads(tiny_measurement.dumps())
+    data["schema_version"] = 2
+    assert Measurement.from_json(data).schema_version == SCHEMA_VERSION

@@ -41,25 +41,27 @@ def roundtrip(m: Measurement) -> Measurement:
 
 
 def test_memory_timeline_figure_is_byte_stable_and_described(timeline):
-    svg = render.memory_timeline_svg(timeline)
-    assert svg == render.memory_timeline_svg(roundtrip(timeline))
+    svg = render.memory.memory_timeline_svg(timeline)
+    assert svg == render.memory.memory_timeline_svg(roundtrip(timeline))
     assert "<metadata>" not in svg and 'role="img"' in svg
     matrix = 4 * 40 * 40 * 4
     assert f"one N×N matrix is {matrix / 1e3:.3g} kB" in svg
     assert "attention.mask: 3 allocations" in svg
-    html = render.memory_timeline_figure(sourced(timeline))
+    html = render.memory.memory_timeline_figure(sourced(timeline))
     assert html.startswith('<figure class="ad-figure">') and "Allocations of one forward." in html
 
 
 def test_memory_step_table_and_claims(timeline):
-    table = render.memory_step_table(sourced(timeline))
+    table = render.memory.memory_step_table(sourced(timeline))
     assert "| `attention.softmax` | 1 | 1 |" in table
-    assert render.allocation_claim(timeline).startswith("One forward creates **4** N×N tensors")
-    assert "but never more than **2** are live at once" in render.allocation_claim(timeline)
-    claim = render.peak_claim(timeline)
+    assert render.memory.allocation_claim(timeline).startswith(
+        "One forward creates **4** N×N tensors"
+    )
+    assert "but never more than **2** are live at once" in render.memory.allocation_claim(timeline)
+    claim = render.memory.peak_claim(timeline)
     assert "it matches exactly" in claim and "2 × 25.6 kB (N×N)" in claim
     off = replace(timeline, facts={**timeline.facts, "measured_peak_bytes": 70000})
-    assert "within " in render.peak_claim(off)
+    assert "within " in render.memory.peak_claim(off)
 
 
 def test_live_matrices_are_counted_by_size_not_by_bytes_live():
@@ -70,48 +72,50 @@ def test_live_matrices_are_counted_by_size_not_by_bytes_live():
     )
     assert m.facts["output_bytes"] > m.facts["matrix_bytes"]
     assert [r["score_sized"] for r in m.tables["steps"].records()] == [1, 1, 1, 1, 0]
-    assert render.live_matrices(m) == 2
+    assert render.memory.live_matrices(m) == 2
     assert m.facts["measured_peak_bytes"] // m.facts["matrix_bytes"] > 2  # the old reading
 
 
 def test_peak_table_figure_and_oom_claim(peak):
-    table = render.peak_table(sourced(peak))
+    table = render.memory.peak_table(sourced(peak))
     assert "| too large for the free memory |" in table and "| 16 |" in table
     assert "GiB" not in table
-    figure = render.peak_figure(sourced(peak))
-    assert figure == render.peak_figure(sourced(roundtrip(peak)))
+    figure = render.memory.peak_figure(sourced(peak))
+    assert figure == render.memory.peak_figure(sourced(roundtrip(peak)))
     assert re.search(r"predicted \(slope [\d.]+\)", figure)
-    claim = render.oom_claim(peak)
+    claim = render.memory.oom_claim(peak)
     assert "of system RAM" in claim and "equals the prediction to the byte" in claim
     assert "of it free when the sweep began" in claim
     assert "would fit but was not run" in claim
     last = peak.tables["peak"].records()[-1]
     assert f"**seq_len = {last['seq_len']:,}** was not tried" in claim
     ran = [r for r in peak.tables["peak"].records() if r["measured_peak_bytes"] is not None]
-    slope = render.loglog_slope(
+    slope = render.plots.loglog_slope(
         [r["seq_len"] for r in ran], [r["measured_peak_bytes"] for r in ran]
     )
     assert slope < 1.9  # at 16 to 64 tokens the output is a large part of the peak
-    text = render.peak_slope_claim(peak)
+    text = render.memory.peak_slope_claim(peak)
     assert f"fitted slope of **{slope:.2f}** over the whole sweep, below 2" in text
     assert "It is below 2 because not all of the peak is N×N" in text
     failed = replace(peak, facts={**peak.facts, "first_out_of_memory_seq_len": 64})
-    assert "The first length that really ran out of memory was **64**." in render.oom_claim(failed)
+    assert "The first length that really ran out of memory was **64**." in render.memory.oom_claim(
+        failed
+    )
 
 
 def test_mask_variant_renderers(variants):
-    table = render.mask_variants_table(sourced(variants))
+    table = render.variants.mask_variants_table(sourced(variants))
     assert table.count("\n| `") == 4
-    claim = render.mask_variants_claim(variants)
+    claim = render.variants.mask_variants_claim(variants)
     assert "`masked_fill_` 0.00" in claim and "`masked_fill` 1.00" in claim
-    figure = render.mask_variants_figure(sourced(variants))
-    assert figure == render.mask_variants_figure(sourced(roundtrip(variants)))
+    figure = render.variants.mask_variants_figure(sourced(variants))
+    assert figure == render.variants.mask_variants_figure(sourced(roundtrip(variants)))
 
 
 def test_dtype_renderers(dtypes):
-    table = render.dtype_table(sourced(dtypes))
+    table = render.variants.dtype_table(sourced(dtypes))
     assert "bfloat16 ÷ float32 (unprofiled)" in table and "\n| forward |" in table
-    claim = render.dtype_claim(dtypes)
+    claim = render.variants.dtype_claim(dtypes)
     assert re.search(
         r"In bfloat16 the unprofiled forward (takes \*\*[\d.]+× \([\d.]+–[\d.]+×\)\*\* the "
         r"time of float32's — (slower|faster)|is within noise of float32's)",

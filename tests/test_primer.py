@@ -122,20 +122,22 @@ def with_calls(m, cold, again, faults=None, growth=None):
 def test_first_call_renderers_set_calls_against_the_unprofiled_forward(first_calls):
     m = with_calls(first_calls, [900.0, 210.0, 200.0, 205.0], [400.0, 190.0, 200.0, 195.0])
     times = forward_times_for(m, (100.0, 95.0, 105.0))
-    table = render.first_calls_table(sourced(m), times)
+    table = render.primer.first_calls_table(sourced(m), times)
     assert "| 1 | 900 µs | 9.0× | 400 µs | 4.0× |" in table
     assert "ad-caption" in table
-    claim = render.first_calls_claim(m, times)
+    claim = render.primer.first_calls_claim(m, times)
     assert "**900 µs**" in claim and "4.4× the 202 µs" in claim
     assert 'data-fact="forward;' in claim and "took 9.0× that" in claim
     assert "202 µs more than that session's settled calls" in claim  # 400 - median(200, 195)
     assert "**500 µs** more than that of the warm one" in claim
     # A first call inside the later calls' range is said to be within it, not N× slower.
     calm = with_calls(first_calls, [201.0, 210.0, 200.0, 205.0], [200.0, 190.0, 200.0, 195.0])
-    text = render.first_calls_claim(calm, times)
+    text = render.primer.first_calls_claim(calm, times)
     assert "within the range of the session's later calls" in text
     assert "was within noise" in text
-    within = render.first_calls_table(sourced(calm), forward_times_for(m, (200.0, 190.0, 210.0)))
+    within = render.primer.first_calls_table(
+        sourced(calm), forward_times_for(m, (200.0, 190.0, 210.0))
+    )
     assert "| 1 | 201 µs | within noise |" in within
 
 
@@ -161,29 +163,29 @@ def test_fault_verdict_prices_the_faults_of_a_warm_call(first_calls):
     }
     m = replace(m, facts={**m.facts, "fault_cost": cost})
     times = forward_times_for(m, (200.0, 200.0, 200.0))
-    verdict = render.fault_verdict(m, times)
+    verdict = render.primer.fault_verdict(m, times)
     assert "about **100 minor page faults**" in verdict
     assert "A fresh page costs 1.2 µs" in verdict
     assert "**120 µs**" in verdict and "60.0%" in verdict  # 100 × 1.2 µs of 200 µs
     assert "explains **most** of a warm call" in verdict
     noisy = forward_times_for(m, (200.0, 20.0, 2000.0))
-    assert "the noise leaves open whether" in render.fault_verdict(m, noisy)
+    assert "the noise leaves open whether" in render.primer.fault_verdict(m, noisy)
     tie = dict(cost, fresh=timing(9.0, 10.0, 11.0))
-    untimed = render.fault_verdict(replace(m, facts={**m.facts, "fault_cost": tie}), times)
+    untimed = render.primer.fault_verdict(replace(m, facts={**m.facts, "fault_cost": tie}), times)
     assert "is not measured" in untimed and "A fresh page costs" not in untimed
     none = with_calls(first_calls, [900.0, 210.0, 200.0, 205.0], [400.0] * 4, [300, 0, 0, 0])
-    assert "the median settled call takes no page faults (at most 0" in render.fault_verdict(
+    assert "the median settled call takes no page faults (at most 0" in render.primer.fault_verdict(
         none, times
     )
 
 
 def test_first_call_renderers_state_the_measured_numbers(first_calls):
     s = sourced(first_calls)
-    ops = render.first_call_ops_table(s)
+    ops = render.primer.first_call_ops_table(s)
     assert "Calls first / warm" in ops
-    assert "op calls against" in render.first_call_ops_claim(first_calls) or "things no warm" in (
-        render.first_call_ops_claim(first_calls)
-    )
+    assert "op calls against" in render.primer.first_call_ops_claim(
+        first_calls
+    ) or "things no warm" in (render.primer.first_call_ops_claim(first_calls))
 
 
 def test_dispatch_tree_shows_matmul_dispatching_to_bmm(first_calls):
@@ -196,9 +198,9 @@ def test_dispatch_tree_shows_matmul_dispatching_to_bmm(first_calls):
     assert len(bmm.prefix) > len(matmul.prefix)  # bmm is nested inside matmul
     assert lines[-1].prefix.endswith("└─ ")
     assert all(line.self_us <= line.total_us + 1e-6 for line in lines)
-    tree = render.dispatch_tree(sourced(first_calls))
+    tree = render.primer.dispatch_tree(sourced(first_calls))
     assert tree.startswith("```text\n") and "├─ " in tree and "ad-caption" in tree
-    claim = render.self_vs_total_claim(first_calls)
+    claim = render.primer.self_vs_total_claim(first_calls)
     assert "`aten::matmul`" in claim and "`aten::bmm`" in claim
 
 
@@ -230,7 +232,7 @@ def test_profile_overhead_counts_events_and_compares_with_no_profiler():
         assert r["overhead_per_event_us"] == pytest.approx(
             r["overhead_us"] / r["events_per_forward"], rel=1e-2, abs=1e-3
         )
-    assert "ad-caption" in render.overhead_table(sourced(m))
+    assert "ad-caption" in render.primer.overhead_table(sourced(m))
 
 
 def overhead_measurement(m, rows):
@@ -244,15 +246,15 @@ def test_overhead_renderers_say_within_noise_when_the_rounds_overlap(first_calls
     clear = ("activities only", 150.0, 140.0, 160.0, 50.0, 50.0, 35.0, 65.0, 1.0)
     noisy = ("+ with_stack", 104.0, 96.0, 110.0, 200.0, 4.0, -9.0, 15.0, 0.02)
     m = overhead_measurement(first_calls, [base, clear, noisy])
-    table = render.overhead_table(sourced(m))
+    table = render.primer.overhead_table(sourced(m))
     assert "| activities only | 50 µs (35 µs to 65 µs) | 1.50× (1.33–1.68×) |" in table
     assert "| + with_stack | within noise (4 µs) | within noise (1.04×) |" in table
-    claim = render.overhead_claim(m, forward_times_for(m, (100.0, 95.0, 105.0)))
+    claim = render.primer.overhead_claim(m, forward_times_for(m, (100.0, 95.0, 105.0)))
     assert "added **50 µs** to each forward (35 µs to 65 µs over the rounds)" in claim
     assert "a forward was within noise of the same loop without the profiler (1.04×)" in claim
     assert 'data-fact="forward;' in claim
     quiet = overhead_measurement(first_calls, [base, noisy, noisy])
-    assert "within the noise of this run (4 µs per forward" in render.overhead_claim(quiet)
+    assert "within the noise of this run (4 µs per forward" in render.primer.overhead_claim(quiet)
 
 
 def test_op_size_sweep_reports_bytes_and_time_per_size():
@@ -265,7 +267,7 @@ def test_op_size_sweep_reports_bytes_and_time_per_size():
         expected = r["bytes"] / r["time_us"] * 1e-3
         assert r["bandwidth_gbs"] == pytest.approx(expected, rel=1e-3, abs=6e-5)  # 4 decimals
     assert set(table.column("status")) == {"ok"}
-    html = render.size_sweep_figure(sourced(m))
+    html = render.primer.size_sweep_figure(sourced(m))
     assert '<svg role="img"' in html and "floor" in html
 
 
@@ -295,7 +297,7 @@ def sweep_measurement(m, times, spread=0.02):
 
 def test_size_sweep_claim_computes_its_numbers(first_calls):
     times = {2**p: max(3.0, 12 * 2**p / 2e10 * 1e6) for p in range(4, 20)}
-    claim = render.size_sweep_claim(sweep_measurement(first_calls, times))
+    claim = render.primer.size_sweep_claim(sweep_measurement(first_calls, times))
     assert re.search(r"fixed floor of \*\*3 µs\*\*", claim)
     assert "20 GB/s" in claim and "5 k elements" in claim
     assert "four smallest sizes are within noise of one another" in claim
@@ -305,15 +307,15 @@ def test_size_sweep_claim_computes_its_numbers(first_calls):
 def test_size_sweep_claim_names_a_cache_only_beyond_noise(first_calls):
     times = {2**p: max(3.0, 12 * 2**p / 2e10 * 1e6) for p in range(4, 20)}
     times[2**14] /= 2  # twice the memory's rate at 16 k elements: a cache
-    claim = render.size_sweep_claim(sweep_measurement(first_calls, times))
+    claim = render.primer.size_sweep_claim(sweep_measurement(first_calls, times))
     assert "At 16,384 elements" in claim and "stays in a cache" in claim
     # The same bump inside a ±60 % spread of every point is no evidence of a cache.
-    noisy = render.size_sweep_claim(sweep_measurement(first_calls, times, spread=0.6))
+    noisy = render.primer.size_sweep_claim(sweep_measurement(first_calls, times, spread=0.6))
     assert "No smaller size moved bytes faster" in noisy
     steps = {2**p: 3.0 * (1 + p) for p in range(4, 8)} | {
         2**p: 12 * 2**p / 2e10 * 1e6 for p in range(8, 20)
     }
-    rising = render.size_sweep_claim(sweep_measurement(first_calls, steps))
+    rising = render.primer.size_sweep_claim(sweep_measurement(first_calls, steps))
     assert "which differ by more than their rounds' noise" in rising
 
 

@@ -19,8 +19,8 @@ from test_docs_build import mkdocs_build
 
 from attention_docs import site_pages
 from attention_docs.records.trace import Span, Trace
-from attention_docs.render import _format as fmt
 from attention_docs.render import figures, plots, timeline
+from attention_docs.render import words as fmt
 
 
 def svg_texts(svg: str) -> list[tuple[float, str]]:

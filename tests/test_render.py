@@ -6,7 +6,7 @@ from conftest import python_prints
 
 from attention_docs import render
 from attention_docs.measurements import Measurement, Sourced, Store
-from attention_docs.render import _format as fmt
+from attention_docs.render import words as fmt
 
 
 @pytest.fixture
@@ -16,7 +16,7 @@ def sourced(tiny_measurement, tmp_path):
 
 
 def test_step_table_has_a_row_per_step_and_a_caption(sourced):
-    table = render.step_table(sourced)
+    table = render.tables.step_table(sourced)
     for label in (
         "attention.scores",
         "attention.scale",
@@ -33,12 +33,12 @@ def test_step_table_has_a_row_per_step_and_a_caption(sourced):
 
 
 def test_op_table_lists_the_profiled_ops(sourced):
-    table = render.op_table(sourced)
+    table = render.tables.op_table(sourced)
     assert "`aten::bmm`" in table and "| CPU |" in table
 
 
 def test_timeline_is_an_accessible_captioned_svg(sourced):
-    html = render.timeline_figure(sourced)
+    html = render.timeline.timeline_figure(sourced)
     assert html.startswith('<figure class="ad-figure">')
     assert re.search(r'<svg role="img" aria-label="Timeline of one profiled forward[^"]+"', html)
     assert "<figcaption" in html and "Open in Perfetto" in html
@@ -53,13 +53,17 @@ def test_renderers_are_byte_stable_across_processes(sourced, tmp_path):
         "import sys, hashlib; from attention_docs import render; "
         "from attention_docs.measurements import Measurement, Sourced, Store; "
         f"m = Measurement.loads(open({str(path)!r}).read()); s = Sourced(m, 'from the store', 'x.json'); "
-        "out = render.step_table(s) + render.op_table(s) + render.timeline_figure(s); "
+        "out = render.tables.step_table(s) + render.tables.op_table(s) + render.timeline.timeline_figure(s); "
         "print(hashlib.sha256(out.encode()).hexdigest())"
     )
     digests = {python_prints(code) for _ in range(2)}
     again = Sourced(Measurement.loads(path.read_text()), "from the store", "x.json")
     here = hashlib.sha256(
-        (render.step_table(again) + render.op_table(again) + render.timeline_figure(again)).encode()
+        (
+            render.tables.step_table(again)
+            + render.tables.op_table(again)
+            + render.timeline.timeline_figure(again)
+        ).encode()
     ).hexdigest()
     assert digests == {here}
 
@@ -67,11 +71,11 @@ def test_renderers_are_byte_stable_across_processes(sourced, tmp_path):
 def test_claims_are_computed_from_the_measurement(tiny_measurement):
     m = tiny_measurement
     top = max(m.steps, key=lambda s: s.time_us)
-    sentence = render.dominant_step(m)
+    sentence = render.claims.dominant_step(m)
     # The largest step comes first, alone or tied with the next (the forwards decide).
     assert sentence.startswith(f"`{top.label}` ")
-    assert fmt.percent(render.share(m, top.label)) in sentence
-    note = render.device_note(m, cpu="on the cpu", cuda="on the gpu")
+    assert fmt.percent(render.claims.share(m, top.label)) in sentence
+    note = render.claims.device_note(m, cpu="on the cpu", cuda="on the gpu")
     assert "on the cpu" in note and "on the gpu" not in note and note.startswith("!!! info")
 
 
@@ -91,7 +95,7 @@ def test_rate_and_count_format():
 
 def test_a_pipe_in_a_cell_is_escaped_for_the_table_but_not_inside_a_tag():
     fact = '<span class="ad-fact" data-fact="forward|cpu-x|naive">1 ms</span>'
-    table = render.markdown_table(["What", "Time"], [["a | b", fact]])
+    table = render.tables.markdown_table(["What", "Time"], [["a | b", fact]])
     row = table.splitlines()[-1]
     assert row == (
         '| a \\| b | <span class="ad-fact" data-fact="forward&#124;cpu-x&#124;naive">1 ms</span> |'
@@ -124,7 +128,7 @@ def test_dominant_step_is_a_tie_when_the_forwards_overlap(tiny_measurement):
             "attention.weighted_sum": [8.0, 8.5, 9.0],
         },
     )
-    sentence = render.dominant_step(apart)
+    sentence = render.claims.dominant_step(apart)
     assert sentence.startswith("`attention.scores` takes the largest share")
     assert "in each of the 3 profiled forwards" in sentence
     tied = with_per_forward(
@@ -136,7 +140,7 @@ def test_dominant_step_is_a_tie_when_the_forwards_overlap(tiny_measurement):
             "attention.weighted_sum": [9.0, 10.5, 11.5],
         },
     )
-    sentence = render.dominant_step(tied)
+    sentence = render.claims.dominant_step(tied)
     assert "`attention.scores` (" in sentence and "within noise of each other" in sentence
     assert "ranged 10 µs–12 µs" in sentence and "9 µs–11.5 µs" in sentence
 
@@ -149,18 +153,18 @@ def test_profiled_and_unprofiled_forward_are_set_side_by_side(tiny_measurement):
         {s.label: [100.0, 110.0, 120.0] for s in tiny_measurement.steps},
     )  # five steps: 500, 550 and 600 µs per forward
     times = forward_times_for(m, (400.0, 390.0, 410.0))
-    claim = render.profiled_vs_unprofiled(m, times)
+    claim = render.claims.profiled_vs_unprofiled(m, times)
     assert "sum to **550 µs** per forward (500 µs–600 µs over 3 profiled forwards)" in claim
     assert "1.38× (1.22–1.54×) the unprofiled time" in claim
     assert "**150 µs** per forward" in claim and "profiler's own overhead" in claim
-    shorter = render.profiled_vs_unprofiled(m, forward_times_for(m, (700.0, 690.0, 710.0)))
+    shorter = render.claims.profiled_vs_unprofiled(m, forward_times_for(m, (700.0, 690.0, 710.0)))
     assert "*shorter*" in shorter
 
 
 def test_intensity_and_mask_step_claims_come_from_the_cost_model_and_the_times(tiny_measurement):
     from fake_times import forward_times_for
 
-    claim = render.intensity_claim(tiny_measurement)  # seq_len 32, head_dim 16, float32
+    claim = render.claims.intensity_claim(tiny_measurement)  # seq_len 32, head_dim 16, float32
     # 2·N·D / (e·(2·D + N)) = 2·32·16 / (4·64) = 4 FLOP/B, half the cap 2·16/4 = 8.
     assert "`attention.scores` 4," in claim and "**8 FLOP/B**" in claim and "50.0%" in claim
     steps = {
@@ -169,6 +173,6 @@ def test_intensity_and_mask_step_claims_come_from_the_cost_model_and_the_times(t
         "attention.weighted_sum": (29.0, 27.0, 31.0),
     }
     times = forward_times_for(tiny_measurement, (100.0, 95.0, 105.0), steps)
-    text = render.mask_step_claim(tiny_measurement, times)
+    text = render.claims.mask_step_claim(tiny_measurement, times)
     assert "3.00× (2.55–3.56×) the time of `attention.scores`" in text
     assert "within noise of `attention.weighted_sum`" in text

@@ -193,14 +193,14 @@ def test_what_this_torch_offers_is_read_from_it(backends_measurement):
     assert f["flash_impl_active"] is None
     from attention_docs import render
 
-    claim = render.priority_claim(backends_measurement)
+    claim = render.sdpa.priority_claim(backends_measurement)
     assert " → ".join(f"`{b}`" for b in f["sdpa_priority"]) in claim
     assert "dispatched to `flash`, so its selector does not follow that order" in claim
     assert "(none was active in this run)" in claim
     follows = replace(
         backends_measurement, facts={**f, "set_priority_math_first": "math", "flash_impls": None}
     )
-    text = render.priority_claim(follows)
+    text = render.sdpa.priority_claim(follows)
     assert "so its selector follows the order" in text
     assert "has no `list_flash_attention_impls()`" in text
 
@@ -243,12 +243,12 @@ def test_backend_times_and_speedup_come_from_forward_times(backends_measurement,
         ],
     )
     here = Sourced(backends_measurement, "measured now", "x.json")
-    table = render.backend_times(Sourced(times, "from the store", "t.json"), here)
+    table = render.sdpa.backend_times(Sourced(times, "from the store", "t.json"), here)
     assert 'data-fact="forward;' in table and "3.00× (2.76–3.26×)" in table
     rows = [line for line in table.splitlines() if line.startswith("|")]
     assert len({line.count("|") for line in rows}) == 1  # facts in cells split no cell
     assert table.count("not available") == 2
-    claims = render.backend_claims(backends_measurement, times)
+    claims = render.sdpa.backend_claims(backends_measurement, times)
     assert "**`flash`**" in claims
     assert "SDPA flash is 3.00× (2.76–3.26×) faster than SDPA math" in claims
     assert 'data-fact="ratio;' in claims
@@ -256,22 +256,22 @@ def test_backend_times_and_speedup_come_from_forward_times(backends_measurement,
         tiny_measurement,
         [("SDPA math", 100.0, 90.0, 110.0), ("SDPA flash", 98.0, 95.0, 105.0)],
     )
-    assert "within noise" in render.backend_claims(backends_measurement, tied)
+    assert "within noise" in render.sdpa.backend_claims(backends_measurement, tied)
 
 
 def test_sdpa_backends_renders(backends_measurement):
     from attention_docs import render
 
     here = Sourced(backends_measurement, "measured now", "x.json")
-    table = render.backend_table(here)
+    table = render.sdpa.backend_table(here)
     assert "**chosen**" in table and table.count("unavailable") == 2
     assert "CPU-side time (profiled)" in table and "Kernels / call" not in table
     assert table.splitlines()[0].count("|") <= 7  # at most six columns
-    timeline = render.sdpa_timeline(here)
+    timeline = render.sdpa.sdpa_timeline(here)
     assert "Timeline of one SDPA call." in timeline and ">sdpa<" in timeline
-    assert "aten::bmm" in render.backend_ops_table(here)
-    assert "not available on this device" in render.unavailable_backends(here)
-    assert "score matrix" in render.math_score_bytes(backends_measurement)
+    assert "aten::bmm" in render.sdpa.backend_ops_table(here)
+    assert "not available on this device" in render.sdpa.unavailable_backends(here)
+    assert "score matrix" in render.sdpa.math_score_bytes(backends_measurement)
 
 
 def test_sdpa_why_explains_each_variant():
@@ -286,11 +286,11 @@ def test_sdpa_why_explains_each_variant():
     from attention_docs import render
 
     here = Sourced(m, "measured now", "x.json")
-    matrix = render.why_matrix(here)
+    matrix = render.sdpa.why_matrix(here)
     assert "head_dim 64" in matrix and "dropout 0.1" in matrix
-    reasons = render.why_reasons(here)
+    reasons = render.sdpa.why_reasons(here)
     assert "dropout" in reasons and "not available on this device" in reasons
-    assert "dropout 0.1 (→ `math`)" in render.why_claims(m)
+    assert "dropout 0.1 (→ `math`)" in render.sdpa.why_claims(m)
 
 
 @pytest.fixture(scope="module")
@@ -313,10 +313,10 @@ def test_sdpa_masks_shows_the_cost_and_the_polarity_trap(masks_measurement):
     from attention_docs import render
 
     here = Sourced(m, "measured now", "x.json")
-    table = render.mask_table(here)
+    table = render.sdpa.mask_table(here)
     assert "| 1 (baseline) |" in table and "Time ÷ is_causal's" in table
     assert table.splitlines()[0].count("|") <= 7
-    claims = render.mask_claims(m)
+    claims = render.sdpa.mask_claims(m)
     assert "masked_fill" in claims and "`aten::where`" in claims
 
 
@@ -340,7 +340,7 @@ def test_the_empty_row_is_stated_for_the_backends_that_ran_here(masks_measuremen
         assert empty[name]["why_not_run"] == "not available on this device for these inputs"
     from attention_docs import render
 
-    claim = render.empty_row_claim(m)
+    claim = render.sdpa.empty_row_claim(m)
     assert "Measured on this CPU" in claim
     assert "SDPA math and SDPA flash returned zeros" in claim
     assert "naive attention (plain softmax) returned NaN" in claim
@@ -358,7 +358,7 @@ def test_the_empty_row_is_stated_for_the_backends_that_ran_here(masks_measuremen
         for r in records
     )
     nan = replace(m, tables={**m.tables, "empty_row": replace(m.tables["empty_row"], rows=rows)})
-    assert "does not even leave a NaN" not in render.empty_row_claim(nan)
+    assert "does not even leave a NaN" not in render.sdpa.empty_row_claim(nan)
 
 
 @pytest.mark.parametrize("backend", ["math", "flash"])

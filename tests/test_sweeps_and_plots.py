@@ -49,9 +49,9 @@ def test_peak_memory_of_naive_attention_holds_the_score_matrix():
 
 def test_loglog_slope_recovers_the_exponent():
     xs = [64, 128, 256, 512]
-    assert render.loglog_slope(xs, [3 * x**2 for x in xs]) == pytest.approx(2.0)
-    assert render.loglog_slope(xs, [5 * x for x in xs[:3]] + [None]) == pytest.approx(1.0)
-    assert render.loglog_slope([1], [1]) is None
+    assert render.plots.loglog_slope(xs, [3 * x**2 for x in xs]) == pytest.approx(2.0)
+    assert render.plots.loglog_slope(xs, [5 * x for x in xs[:3]] + [None]) == pytest.approx(1.0)
+    assert render.plots.loglog_slope([1], [1]) is None
 
 
 def test_line_figure_marks_missing_points_and_states_the_slope(tiny_measurement):
@@ -63,7 +63,7 @@ def test_line_figure_marks_missing_points_and_states_the_slope(tiny_measurement)
         {"time_us": "µs"},
     )
     s = Sourced(replace(tiny_measurement, tables={"sweep": table}), "from the store", "x.json")
-    html = render.line_figure(
+    html = render.plots.line_figure(
         s, "sweep", x="seq_len", ys=["time_us"], what="Time.", logx=True, logy=True, fit_slope=True
     )
     assert re.search(
@@ -75,7 +75,9 @@ def test_line_figure_marks_missing_points_and_states_the_slope(tiny_measurement)
     # Axes are labelled in words with units, never with the column's name.
     assert ">Sequence length</text>" in html and ">Time (µs)</text>" in html
     assert "time_us" not in html and "seq_len" not in html.split("<figcaption")[0]
-    bars = render.bar_figure(s, "sweep", label="seq_len", value="time_us", what="Bars.")
+    bars = render.plots.bar_figure(s, "sweep", label="seq_len", value="time_us", what="Bars.")
     assert "256: not available" in bars and "None" not in bars.split("<figcaption")[0]
-    shares = render.stacked_share_figure(s, "sweep", x="seq_len", parts=["time_us"], what="Shares.")
+    shares = render.plots.stacked_share_figure(
+        s, "sweep", x="seq_len", parts=["time_us"], what="Shares."
+    )
     assert "64: time_us 100%" in shares

@@ -12,7 +12,7 @@ from attention_docs.experiments.runner import run_experiment
 from attention_docs.experiments.wall import sweep_shapes
 from attention_docs.measurements import Measurement, Sourced, Table
 from attention_docs.measurements import forward as fwd
-from attention_docs.render import _format as fmt
+from attention_docs.render import words as fmt
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +163,7 @@ def synthetic(
 
 
 def test_slopes_carry_the_range_of_the_rounds():
-    slopes = render.slope_ranges([16, 32], [(100.0, 90.0, 110.0), (400.0, 380.0, 420.0)])
+    slopes = render.wall.slope_ranges([16, 32], [(100.0, 90.0, 110.0), (400.0, 380.0, 420.0)])
     (s,) = slopes
     assert s.slope == pytest.approx(2.0)
     assert s.low == pytest.approx(math.log2(380 / 110))
@@ -172,19 +172,19 @@ def test_slopes_carry_the_range_of_the_rounds():
 
 def test_seq_len_claim_names_the_overhead_range_and_the_wall(wall):
     m = synthetic(wall, [100, 110, 120, 400, 1600, 6400], [x * x for x in XS])
-    text = render.seq_len_claim(m)
+    text = render.wall.seq_len_claim(m)
     assert "From 16 to 64 tokens each doubling costs less than double" in text
     assert "From **64** tokens on" in text
     assert "fitted slope of **2.00**, close to 2" in text
     assert "No doubling is steeper than N² outside the rounds' noise." in text
-    flat = render.seq_len_claim(synthetic(wall, [1, 2, 4, 8, 16, 32], [x * x for x in XS]))
+    flat = render.wall.seq_len_claim(synthetic(wall, [1, 2, 4, 8, 16, 32], [x * x for x in XS]))
     assert "longer sequences would be needed" in flat and "less than double" not in flat
 
 
 def test_trend_words_are_withheld_inside_the_noise(wall):
     # The same medians as above, but every round range spans a factor of 3.
     noisy = synthetic(wall, [100, 110, 120, 400, 1600, 6400], [x * x for x in XS], spread=0.5)
-    text = render.seq_len_claim(noisy)
+    text = render.wall.seq_len_claim(noisy)
     assert "less than double" not in text and "From **64** tokens on" not in text
     assert "outside the noise" in text
 
@@ -192,14 +192,14 @@ def test_trend_words_are_withheld_inside_the_noise(wall):
 def test_a_super_quadratic_doubling_is_explained_by_the_cache_only_when_it_crosses_it(wall):
     times = [100, 400, 1600, 6400, 25600, 25600 * 2**3.2]
     peaks = [x * x * 8 for x in XS]  # 256 tokens: 524 kB; 512 tokens: 2.1 MB
-    crossing = render.seq_len_claim(synthetic(wall, times, peaks, llc=1_000_000))
+    crossing = render.wall.seq_len_claim(synthetic(wall, times, peaks, llc=1_000_000))
     assert "Between 256 and 512 tokens the local slope is **3.20" in crossing
     assert "past the 1 MB last-level (L3) cache" in crossing
     # Every step bends alike in this synthetic sweep, outside its noise.
     assert "`attention.softmax` 3.20" in crossing
-    inside = render.seq_len_claim(synthetic(wall, times, peaks, llc=10**9))
+    inside = render.wall.seq_len_claim(synthetic(wall, times, peaks, llc=10**9))
     assert "still inside" in inside and "do not say what does" in inside
-    unknown = render.seq_len_claim(synthetic(wall, times, peaks))
+    unknown = render.wall.seq_len_claim(synthetic(wall, times, peaks))
     assert "not explained here" in unknown
 
 
@@ -207,10 +207,10 @@ def test_a_memory_slope_below_two_says_so_and_why(wall):
     # Peak = N² terms + a term that grows like N (the output).
     quadratic = [x * x for x in XS]
     peaks = [q + 200 * x for q, x in zip(quadratic, XS, strict=True)]
-    text = render.seq_len_claim(
+    text = render.wall.seq_len_claim(
         synthetic(wall, [100, 400, 1600, 6400, 25600, 102400], peaks, quadratic=quadratic)
     )
-    whole = render.loglog_slope(XS, peaks)
+    whole = render.plots.loglog_slope(XS, peaks)
     assert whole < 1.9
     assert f"fitted slope of **{whole:.2f}** over the whole sweep, below 2" in text
     assert "It is below 2 because not all of the peak is N×N" in text
@@ -244,7 +244,7 @@ def test_the_largest_step_is_named_only_outside_the_noise(wall):
         64: (1.0, 1.0, 1.0, 9.0, 1.0),  # softmax clear
     }
     spreads = {16: 0.1, 32: 0.1, 48: 0.1, 64: 0.1}
-    text = render.step_shares_claim(step_table(wall, medians, spreads), "t", "seq_len")
+    text = render.wall.step_shares_claim(step_table(wall, medians, spreads), "t", "seq_len")
     assert (
         "at seq len 16 to 32 no step is the largest outside the noise: `attention.scores`, "
         "`attention.mask` are within noise of each other" in text
@@ -254,7 +254,7 @@ def test_the_largest_step_is_named_only_outside_the_noise(wall):
     assert text.endswith("of the five steps at seq len 16 and 15.4% at 64.")
     # Tight ranges: the same medians give a clear leader at 16 and 32.
     tight = dict.fromkeys(medians, 0.001)
-    clear = render.step_shares_claim(step_table(wall, medians, tight), "t", "seq_len")
+    clear = render.wall.step_shares_claim(step_table(wall, medians, tight), "t", "seq_len")
     assert "`attention.scores` is the largest at seq len 16 to 48" in clear
     assert "no step is the largest" not in clear
 
@@ -273,7 +273,7 @@ def test_heads_claim_states_the_change_of_time_with_its_range_or_a_tie(split):
         HEADS,
         [(1, 64, 100.0, 95.0, 105.0, 1000, 8.0), (8, 8, 300.0, 290.0, 310.0, 8000, 8.0)],
     )
-    text = render.heads_claim(apart)
+    text = render.wall.heads_claim(apart)
     assert "multiplies time by **3.00×** (2.76–3.26×)" in text
     assert "multiplies peak memory by **8.0×**" in text
     tied = sweep_rows(
@@ -282,18 +282,18 @@ def test_heads_claim_states_the_change_of_time_with_its_range_or_a_tie(split):
         HEADS,
         [(1, 64, 100.0, 80.0, 130.0, 1000, 8.0), (8, 8, 110.0, 90.0, 140.0, 8000, 8.0)],
     )
-    assert "leaves time within noise (1.10× apart)" in render.heads_claim(tied)
+    assert "leaves time within noise (1.10× apart)" in render.wall.heads_claim(tied)
 
 
 def test_sweep_claims_and_tables_from_real_measurements(wall, split, dims):
-    assert "fitted log-log slope" in render.seq_len_claim(wall)
+    assert "fitted log-log slope" in render.wall.seq_len_claim(wall)
     assert re.search(
         r"The same 64 tokens as one sequence of 64 take \*\*[\d.]+ [µm]?s \([\d.]+ [µm]?s–",
-        render.tokens_claim(split),
+        render.wall.tokens_claim(split),
     )
-    assert "leaves the matmul FLOPs unchanged" in render.heads_claim(split)
-    assert "From head_dim 8 to 32 the FLOPs grow 4×" in render.head_dim_claim(dims)
-    table = render.sweep_table(
+    assert "leaves the matmul FLOPs unchanged" in render.wall.heads_claim(split)
+    assert "From head_dim 8 to 32 the FLOPs grow 4×" in render.wall.head_dim_claim(dims)
+    table = render.wall.sweep_table(
         sourced(wall), "seq_len", ["seq_len", "time_us", "peak_bytes", "flops", "status"]
     )
     assert (
@@ -309,13 +309,13 @@ def test_sweep_claims_and_tables_from_real_measurements(wall, split, dims):
 def test_sweep_figures_are_byte_stable_and_draw_the_rounds(wall):
     s = sourced(wall)
     args = {"x": "seq_len", "y": "time_us", "label": "t", "what": "Time.", "ylabel": "time (µs)"}
-    one = render.sweep_figure(s, "seq_len", **args)
-    assert one == render.sweep_figure(s, "seq_len", **args) and "(slope " in one
+    one = render.wall.sweep_figure(s, "seq_len", **args)
+    assert one == render.wall.sweep_figure(s, "seq_len", **args) and "(slope " in one
     assert "range over rounds" in one and "time (µs)" in one
-    peak = render.sweep_figure(
+    peak = render.wall.sweep_figure(
         s, "seq_len", x="seq_len", y="peak_bytes", label="peak", what="Peak.", ylabel="bytes"
     )
     assert "range over rounds" not in peak
-    shares = render.step_share_figure(s, "seq_len", x="seq_len", what="Shares.")
-    assert shares == render.step_share_figure(s, "seq_len", x="seq_len", what="Shares.")
+    shares = render.wall.step_share_figure(s, "seq_len", x="seq_len", what="Shares.")
+    assert shares == render.wall.step_share_figure(s, "seq_len", x="seq_len", what="Shares.")
     assert "attention.softmax" in shares

@@ -76,13 +76,13 @@ def test_the_map_draws_a_tie_as_a_tie(known):
     assert winners.cell_label(cells[A]) == "SDPA flash\n1.50× (1.38–1.63×)"
     assert winners.cell_label(cells[B]).startswith("tie: SDPA flash\n≈ FlexAttention")
     assert "only one ran" in winners.cell_label(cells[D])
-    figure = render.winners_figure(known)
+    figure = render.winners.winners_figure(known)
     assert "FlexAttention within noise (1.05× apart)" in figure  # the alt text
     assert figure.count("<figcaption") == 1 and "hatched: a tie" in figure
 
 
 def test_the_claim_counts_clear_wins_and_ties_separately(known):
-    claim = render.winners_claim(known)
+    claim = render.winners.winners_claim(known)
     assert "**SDPA flash** is fastest outside the noise in 2" in claim  # A and D
     assert "**naive + torch.compile** is fastest outside the noise in 1" in claim  # C
     assert "In 1 cell the fastest are within noise of each other: FlexAttention ≈ SDPA flash" in (
@@ -181,7 +181,7 @@ def test_summary_counts_work_at_every_depth_and_reads_times_from_forward_times()
             ),
         ],
     )
-    table = render.summary_table(Sourced(m, "measured now", "x.json"), times)
+    table = render.winners.summary_table(Sourced(m, "measured now", "x.json"), times)
     assert "Ops (every depth) / forward" in table
     assert "200 µs (195 µs–205 µs over 3 rounds)" in table and "4.00× (3.85–4.15×)" in table
     assert "PyTorch has no memory-efficient kernel for the CPU" in table

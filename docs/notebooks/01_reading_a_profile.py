@@ -56,18 +56,18 @@ def here(m):
 
 # %%
 first = run_experiment("profile_first_calls", {**shape, "calls": 4 if TINY else 8})
-print(render.first_calls_table(here(first), times))
-print(render.first_calls_claim(first, times))
-print(render.fault_verdict(first, times))
-print(render.first_call_ops_table(here(first)))
+print(render.primer.first_calls_table(here(first), times))
+print(render.primer.first_calls_claim(first, times))
+print(render.primer.fault_verdict(first, times))
+print(render.primer.first_call_ops_table(here(first)))
 
 # %% [markdown]
 # ## Self time, total time and the dispatch chain
 
 # %%
-print(render.dispatch_tree(here(first), "attention.scores"))
-print(render.self_vs_total_claim(first, "attention.scores"))
-print(render.op_table(here(first)))
+print(render.primer.dispatch_tree(here(first), "attention.scores"))
+print(render.primer.self_vs_total_claim(first, "attention.scores"))
+print(render.tables.op_table(here(first)))
 
 # %% [markdown]
 # ## The same table, straight from torch
@@ -93,16 +93,16 @@ print(prof.key_averages().table(sort_by=sort_key, row_limit=12))
 
 # %%
 sweep = run_experiment("op_size_sweep", {"max_log2": 10} if TINY else {})
-print(render.size_sweep_table(here(sweep)))
-print(render.size_sweep_claim(sweep))
+print(render.primer.size_sweep_table(here(sweep)))
+print(render.primer.size_sweep_claim(sweep))
 
 # %% [markdown]
 # ## What the profiler costs
 
 # %%
 overhead = run_experiment("profile_overhead", {**shape, "iterations": 3} if TINY else {})
-print(render.overhead_table(here(overhead)))
-print(render.overhead_claim(overhead, times))
+print(render.primer.overhead_table(here(overhead)))
+print(render.primer.overhead_claim(overhead, times))
 
 # %% [markdown]
 # ## Try next

@@ -58,16 +58,16 @@ print(inspect.getsource(naive_attention))
 # %%
 m = run_experiment("naive_steps", {"seq_len": seq_len})
 here = Sourced(m, "measured in this notebook", "-", base="")
-print(render.step_table(here))
+print(render.tables.step_table(here))
 
 # %%
-print(render.dominant_step(m))
-print(render.profiled_vs_unprofiled(m, times))
-print(render.intensity_claim(m))
-print(render.mask_step_claim(m, times))
+print(render.claims.dominant_step(m))
+print(render.claims.profiled_vs_unprofiled(m, times))
+print(render.claims.intensity_claim(m))
+print(render.claims.mask_step_claim(m, times))
 
 # %%
-print(render.op_table(here))
+print(render.tables.op_table(here))
 
 # %% [markdown]
 # ## Try next
@@ -83,17 +83,17 @@ print(render.op_table(here))
 
 # %%
 variants = run_experiment("naive_mask_variants", {"seq_len": seq_len})
-print(render.mask_variants_table(Sourced(variants, "measured in this notebook", "-", base="")))
-print(render.mask_variants_claim(variants))
+print(render.variants.mask_variants_table(Sourced(variants, "measured in this notebook", "-", base="")))
+print(render.variants.mask_variants_claim(variants))
 
 # %% [markdown]
 # ## float32 or bfloat16
 
 # %%
 dtypes = run_experiment("naive_dtypes", {"seq_len": seq_len})
-print(render.dtype_table(Sourced(dtypes, "measured in this notebook", "-", base="")))
-print(render.dtype_claim(dtypes))
-print(render.dtype_ops_claim(dtypes))
+print(render.variants.dtype_table(Sourced(dtypes, "measured in this notebook", "-", base="")))
+print(render.variants.dtype_claim(dtypes))
+print(render.variants.dtype_ops_claim(dtypes))
 
 # %% [markdown]
 # ## Which step dominates at which shape
@@ -105,4 +105,4 @@ shapes = (
     else "64x64,256x64,1024x64,1024x16,1024x256"
 )
 shares = run_experiment("naive_step_shares", {"shapes": shapes})
-print(render.shape_shares_claim(shares, "shares", "shape"))
+print(render.variants.shape_shares_claim(shares, "shares", "shape"))

@@ -61,24 +61,24 @@ for cost in step_costs(1, 4, 1024, 64, "bfloat16", causal=True):
 
 # %%
 ceilings = run_experiment("machine_ceilings", ceiling_sizes)
-print(render.ceilings_table(here(ceilings)))
-print(render.ceilings_claim(ceilings))
+print(render.roofline.ceilings_table(here(ceilings)))
+print(render.roofline.ceilings_claim(ceilings))
 
 # %% [markdown]
 # ## The five steps on the roofline
 
 # %%
 roof = run_experiment("roofline_steps", shape)
-print(render.cost_table(here(roof)))
-print(render.profiled_vs_unprofiled(roof, times))
-print(render.fixed_cost_claim(roof))
-print(render.roofline_table(here(roof), ceilings, times))
-print(render.roofline_claim(roof, ceilings, times))
-print(render.matmul_cap_claim(roof, ceilings))
+print(render.roofline.cost_table(here(roof)))
+print(render.claims.profiled_vs_unprofiled(roof, times))
+print(render.roofline.fixed_cost_claim(roof))
+print(render.roofline.roofline_table(here(roof), ceilings, times))
+print(render.roofline.roofline_claim(roof, ceilings, times))
+print(render.roofline.matmul_cap_claim(roof, ceilings))
 
 # %% [markdown]
 # In Jupyter, display the figure with
-# `IPython.display.HTML(render.roofline_figure(here(roof), ceilings, times))`.
+# `IPython.display.HTML(render.roofline.roofline_figure(here(roof), ceilings, times))`.
 
 # %% [markdown]
 # ## Try next

@@ -39,9 +39,9 @@ def here(m):
 
 # %%
 timeline = run_experiment("memory_timeline", {"seq_len": seq_len})
-print(render.memory_step_table(here(timeline)))
-print(render.allocation_claim(timeline))
-print(render.peak_claim(timeline))
+print(render.memory.memory_step_table(here(timeline)))
+print(render.memory.allocation_claim(timeline))
+print(render.memory.peak_claim(timeline))
 
 # %% [markdown]
 # ## The memory model
@@ -59,5 +59,5 @@ print("longest seq_len in 16 GB:", max_seq_len(16 * 10**9, 1, 4, 64, "float32", 
 
 # %%
 peak = run_experiment("memory_peak", {"start": 32, "max_measured": 128} if tiny else {})
-print(render.peak_table(here(peak)))
-print(render.oom_claim(peak))
+print(render.memory.peak_table(here(peak)))
+print(render.memory.oom_claim(peak))

@@ -33,9 +33,9 @@ def here(m):
 
 # %%
 wall = run_experiment("wall_seq_len", {"max_seq_len": 64} if tiny else {})
-print(render.sweep_table(here(wall), "seq_len", ["seq_len", "time_us", "peak_bytes", "status"]))
-print(render.seq_len_claim(wall))
-print(render.step_shares_claim(wall, "seq_len", "seq_len"))
+print(render.wall.sweep_table(here(wall), "seq_len", ["seq_len", "time_us", "peak_bytes", "status"]))
+print(render.wall.seq_len_claim(wall))
+print(render.wall.step_shares_claim(wall, "seq_len", "seq_len"))
 
 # %% [markdown]
 # ## The same tokens, split differently
@@ -44,12 +44,12 @@ print(render.step_shares_claim(wall, "seq_len", "seq_len"))
 split = run_experiment(
     "wall_batch_heads", {"tokens": 64, "model_dim": 32, "seq_len": 32} if tiny else {}
 )
-print(render.tokens_claim(split))
-print(render.heads_claim(split))
+print(render.wall.tokens_claim(split))
+print(render.wall.heads_claim(split))
 
 # %% [markdown]
 # ## head_dim at a fixed seq_len
 
 # %%
 dims = run_experiment("wall_head_dim", {"seq_len": 32, "max_head_dim": 64} if tiny else {})
-print(render.head_dim_claim(dims))
+print(render.wall.head_dim_claim(dims))

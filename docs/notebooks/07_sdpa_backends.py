@@ -53,27 +53,27 @@ m = run_experiment("sdpa_backends", grid_shape)
 here = Sourced(m, "measured in this notebook", "-", base="")
 times = run_experiment("forward_times", {"tiny": True} if tiny else {})
 times_here = Sourced(times, "measured in this notebook", "-", base="")
-print(render.backend_table(here))
-print(render.backend_times(times_here, here))
-print(render.backend_claims(m, times))
-print(render.priority_claim(m))
+print(render.sdpa.backend_table(here))
+print(render.sdpa.backend_times(times_here, here))
+print(render.sdpa.backend_claims(m, times))
+print(render.sdpa.priority_claim(m))
 
 # %% [markdown]
 # ## Why this backend? Over a set of input variants
 
 # %%
 why = run_experiment("sdpa_why", {"seq_len": 16, "big_head_dim": 64} if tiny else {})
-print(render.why_matrix(Sourced(why, "measured in this notebook", "-", base="")))
-print(render.why_reasons(Sourced(why, "measured in this notebook", "-", base="")))
+print(render.sdpa.why_matrix(Sourced(why, "measured in this notebook", "-", base="")))
+print(render.sdpa.why_reasons(Sourced(why, "measured in this notebook", "-", base="")))
 
 # %% [markdown]
 # ## Masks: is_causal, boolean, float, and the wrong polarity
 
 # %%
 masks = run_experiment("sdpa_masks", shape)
-print(render.mask_table(Sourced(masks, "measured in this notebook", "-", base="")))
-print(render.mask_claims(masks))
-print(render.empty_row_claim(masks))
+print(render.sdpa.mask_table(Sourced(masks, "measured in this notebook", "-", base="")))
+print(render.sdpa.mask_claims(masks))
+print(render.sdpa.empty_row_claim(masks))
 
 # %% [markdown]
 # ## Try next

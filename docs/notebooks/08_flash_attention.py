@@ -80,7 +80,7 @@ print(render.flash.memory_claim(m))
 print(render.flash.time_claim(m, times))
 
 # %%
-print(render.step_table(here, total_label="all four phases"))
+print(render.tables.step_table(here, total_label="all four phases"))
 print(render.flash.traffic_table(here))
 display(HTML(render.flash.memory_figure(here)))
 

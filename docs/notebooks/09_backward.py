@@ -45,7 +45,7 @@ for name in ("naive", "sdpa-flash"):
 
 # %%
 saved = run_experiment("backward_saved_tensors", {"max_seq_len": 256 if tiny else 2048})
-print(render.saved_claims(saved))
+print(render.backward.saved_claims(saved))
 
 # %% [markdown]
 # ## Forward and backward, measured
@@ -53,9 +53,9 @@ print(render.saved_claims(saved))
 # %%
 m = run_experiment("backward_compare", shape)
 here = Sourced(m, "measured in this notebook", "-", base="")
-print(render.backward_table(here))
-print(render.backward_claims(m))
-print(render.autograd_nodes_table(here))
+print(render.backward.backward_table(here))
+print(render.backward.backward_claims(m))
+print(render.backward.autograd_nodes_table(here))
 
 # %% [markdown]
 # ## Try next

@@ -66,7 +66,7 @@ print(render.flex.fallback_warning(m))
 
 # %%
 m = run_experiment("flex_sparsity_sweep", {**shape, "min_window": 32} if tiny else {})
-print(render.records_table(here(m), "sweep"))
+print(render.tables.records_table(here(m), "sweep"))
 print(render.flex.sparsity_claim(m))
 
 # %% [markdown]

@@ -62,10 +62,10 @@ print(inspect.getsource(grouped_attention))
 variants = run_experiment(
     "decode_mha_gqa_mqa", {**shape, "gqa_kv_heads": 2, "cache_len": 64 if TINY else 4096}
 )
-print(render.records_table(here(variants), "variants"))
-print(render.decode_variants_claim(variants))
-print(render.decode_bandwidth_claim(variants, ceilings))
-print(render.sdpa_ops_note(variants))
+print(render.tables.records_table(here(variants), "variants"))
+print(render.decode.decode_variants_claim(variants))
+print(render.decode.decode_bandwidth_claim(variants, ceilings))
+print(render.decode.sdpa_ops_note(variants))
 
 # %% [markdown]
 # ## As the cache grows
@@ -75,8 +75,8 @@ sweep = run_experiment(
     "decode_cache_sweep",
     {**shape, "gqa_kv_heads": 2, "min_cache_len": 16, "max_cache_len": 64 if TINY else 32768},
 )
-print(render.records_table(here(sweep), "cache_sweep"))
-print(render.cache_slope_claim(sweep, ceilings))
+print(render.tables.records_table(here(sweep), "cache_sweep"))
+print(render.decode.cache_slope_claim(sweep, ceilings))
 
 # %% [markdown]
 # ## Batching
@@ -91,8 +91,8 @@ batch = run_experiment(
         "max_batch_size": 4 if TINY else 32,
     },
 )
-print(render.records_table(here(batch), "batch_sweep"))
-print(render.batch_claim(batch, ceilings))
+print(render.tables.records_table(here(batch), "batch_sweep"))
+print(render.decode.batch_claim(batch, ceilings))
 
 # %% [markdown]
 # ## Prefill against decode, and one decode step in the profiler
@@ -107,9 +107,9 @@ pvd = run_experiment(
         "prompt_len": 32 if TINY else 1024,
     },
 )
-print(render.records_table(here(pvd), "prefill_vs_decode"))
-print(render.prefill_vs_decode_claim(pvd, ceilings))
-print(render.step_table(here(pvd)))
+print(render.tables.records_table(here(pvd), "prefill_vs_decode"))
+print(render.decode.prefill_vs_decode_claim(pvd, ceilings))
+print(render.tables.step_table(here(pvd)))
 
 # %% [markdown]
 # ## Try next

@@ -38,7 +38,7 @@ def here(m):
 
 # %%
 times = here(run_experiment("forward_times", {"tiny": tiny}))
-print(render.winners_claim(times))
+print(render.winners.winners_claim(times))
 print(render.winners.trend_claim(times))
 print(render.winners.not_run(times))
 
@@ -47,4 +47,4 @@ print(render.winners.not_run(times))
 
 # %%
 summary = run_experiment("winners_summary", {"seq_len": 128} if tiny else {})
-print(render.summary_table(here(summary), times))
+print(render.winners.summary_table(here(summary), times))

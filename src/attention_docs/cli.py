@@ -153,16 +153,16 @@ def print_measurement(sourced) -> None:
     from attention_docs import render
 
     m = sourced.measurement
-    print(f"# {m.experiment} — {render.caption_text(sourced)}\n")
+    print(f"# {m.experiment} — {render.caption.caption_text(sourced)}\n")
     if m.steps:
-        print(_plain(render.step_table(sourced)) + "\n")
-        print(render.dominant_step(m) + "\n")
+        print(_plain(render.tables.step_table(sourced)) + "\n")
+        print(render.claims.dominant_step(m) + "\n")
     if m.timing:
-        print(render.forward_time(m) + "\n")
+        print(render.claims.forward_time(m) + "\n")
     if m.ops:
-        print(_plain(render.op_table(sourced)) + "\n")
+        print(_plain(render.tables.op_table(sourced)) + "\n")
     for name in sorted(m.tables):
-        print(f"## {name}\n\n" + _plain(render.records_table(sourced, name)) + "\n")
+        print(f"## {name}\n\n" + _plain(render.tables.records_table(sourced, name)) + "\n")
     for note in m.notes:
         print(f"note: {note}")
     print(f"raw data: {sourced.json_href}")

@@ -95,7 +95,7 @@ This chapter measures what building each costs.
 from attention_docs import measure, render
 
 prep = measure("{name}")
-print(render.records_table(prep, "prepare"))
+print(render.tables.records_table(prep, "prepare"))
 ```
 
 Both are one pass over `seq_len × seq_len` elements: the float bias writes four bytes per
@@ -104,7 +104,7 @@ element where the mask writes one.
 ```python exec="on" id="{slug}-figure" session="{slug}" html="1"
 what = "Time to prepare each kind of mask against seq_len."
 ys = ["Bool mask", "Float bias"]
-print(render.line_figure(prep, "prepare", x="seq_len", ys=ys, what=what, ylabel="time (µs)", logx=True, logy=True))
+print(render.plots.line_figure(prep, "prepare", x="seq_len", ys=ys, what=what, ylabel="time (µs)", logx=True, logy=True))
 ```
 
 ## What to try next
@@ -143,7 +143,7 @@ params = {{"min_seq_len": 16, "max_seq_len": 64}} if tiny else {{}}
 
 # %%
 prep = run_experiment("{name}", params)
-print(render.records_table(Sourced(prep, "measured in this notebook", "-", base=""), "prepare"))
+print(render.tables.records_table(Sourced(prep, "measured in this notebook", "-", base=""), "prepare"))
 """
 
 TEST = """\

@@ -33,6 +33,20 @@ def itemsize(dtype: str) -> int:
         ) from None
 
 
+def score_matrix_bytes(
+    batch_size: int,
+    num_heads: int,
+    seq_len: int,
+    dtype: str = "float32",
+    *,
+    kv_len: int | None = None,
+) -> int:
+    """Bytes of one batch_size×num_heads×seq_len×kv_len score matrix: the tensor naive
+    attention materialises (twice at its peak), and fused kernels never write."""
+    m = seq_len if kv_len is None else kv_len
+    return batch_size * num_heads * seq_len * m * itemsize(dtype)
+
+
 # --8<-- [start:costs]
 def step_costs(
     batch_size: int,

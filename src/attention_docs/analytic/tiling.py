@@ -9,17 +9,12 @@ import math
 from dataclasses import dataclass
 
 from attention_docs.analytic.cost import SOFTMAX_FLOPS_PER_ELEMENT, StepCost, itemsize, step_costs
+from attention_docs.records.steps import TILED_STEPS
 
 COMPUTED = "computed"
 DIAGONAL = "diagonal"  # computed, then partly masked: the tile crosses the causal diagonal
 SKIPPED = "skipped"  # entirely in the future of every query in its row: never computed
 
-TILED_STEPS: tuple[str, ...] = (
-    "tiled.scores",
-    "tiled.online_softmax",
-    "tiled.accumulate",
-    "tiled.normalize",
-)
 # tiled_attention's default tiles: the ones forward_times times the loop with.
 DEFAULT_BLOCK = 64
 # Where an allocation made outside every labelled range is filed (peak-memory breakdowns).

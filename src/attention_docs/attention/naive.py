@@ -10,13 +10,9 @@ from collections.abc import Callable
 import torch
 from torch.profiler import record_function
 
-STEPS: tuple[str, ...] = (
-    "attention.scores",
-    "attention.scale",
-    "attention.mask",
-    "attention.softmax",
-    "attention.weighted_sum",
-)
+from attention_docs.records.steps import STEPS
+
+__all__ = ["STEPS", "causal_mask", "naive_attention", "naive_steps_alone"]
 
 
 def causal_mask(seq_len: int, kv_seq_len: int | None = None, *, device=None) -> torch.Tensor:

@@ -11,7 +11,7 @@ import math
 import torch
 from torch.profiler import record_function
 
-from attention_docs.analytic.tiling import TILED_STEPS
+from attention_docs.records.steps import TILED_STEPS
 
 __all__ = ["TILED_STEPS", "tiled_attention", "tiled_attention_with_lse"]
 

@@ -165,22 +165,7 @@ def _ready(fn: Callable[[], object]) -> str:
 
 
 def _row(name: str, shape: fwd.Shape, t: Timing | None, status: str) -> tuple:
-    values = (
-        (round(t.median_us, 3), round(t.low_us, 3), round(t.high_us, 3), t.runs)
-        if t
-        else (None, None, None, None)
-    )
-    return (
-        name,
-        shape.batch_size,
-        shape.num_heads,
-        shape.seq_len,
-        shape.head_dim,
-        shape.dtype,
-        shape.causal,
-        *values,
-        status,
-    )
+    return (name, *(getattr(shape, c) for c in fwd.SHAPE_COLUMNS), t, status)
 
 
 def time_shape(
@@ -220,7 +205,7 @@ def time_shape(
         statuses[cand.name] = _ready(fn)
         if statuses[cand.name] == fwd.OK:
             fns[cand.name] = fn
-    if statuses.get(fwd.NAIVE) == fwd.OK:
+    if statuses.get(fwd.NAIVE) == fwd.OK and grid.times_steps(shape):
         for label, call in naive_steps_alone(q, k, v, causal=shape.causal).items():
             fns[fwd.STEP_PREFIX + label] = call
             statuses[fwd.STEP_PREFIX + label] = fwd.OK
@@ -247,21 +232,21 @@ def forward_times(ctx, *, tiny) -> Observed:
     grid = fwd.GRIDS[ctx.device.type]
     shapes = grid.shapes()
     if tiny:
-        shapes = [s for s in shapes if s.seq_len == grid.seq_lens[0] and s.head_dim == 64]
+        first = grid.teaching
+        shapes = [s for s in first.shapes() if s.seq_len == first.seq_lens[0] and s.head_dim == 64]
     impls, notes = candidates(ctx.device)
     min_run = 0.1
     rows = []
     for shape in shapes:
         rows.extend(time_shape(impls, shape, ctx.device, grid=grid, min_run=min_run))
     return Observed(
-        tables={"times": Table(fwd.COLUMNS, tuple(rows), dict.fromkeys(fwd.COLUMNS[7:10], "µs"))},
+        tables={"times": Table(fwd.COLUMNS, tuple(rows), {"time": "µs"})},
         notes=tuple(notes),
         facts={
             "implementations": [c.name for c in impls],
             "tricks": {c.name: c.trick for c in impls},
             "rounds": ROUNDS,
             "method": ("CUDA events" if ctx.device.type == "cuda" else "torch.utils.benchmark")
-            + f", {ROUNDS} rounds interleaved across implementations; low/high are the "
-            "slowest and fastest round medians",
+            + f", {ROUNDS} rounds interleaved across implementations",
         },
     )

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attention_docs.analytic.cost import ITEMSIZE
+from attention_docs.analytic import cost
+from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.keys import PACKAGE_ROOT, file_tokens, fingerprint, store_key
 from attention_docs.measurements.schema import OpStat, StepStat, Table
+from attention_docs.records.shape import DTYPES
 from attention_docs.records.timing import Timing
 from attention_docs.records.trace import Trace
 
@@ -102,15 +104,32 @@ def score_matrix_bytes(params: Mapping[str, Any]) -> int | None:
     """
     if "seq_len" not in params:
         return None
-    n = int(params["seq_len"])
     dtype = params.get("dtype", "float32")
-    return (
-        int(params.get("batch_size", 1))
-        * int(params.get("num_heads", 1))
-        * n
-        * n
-        * ITEMSIZE.get(dtype if isinstance(dtype, str) else "float32", 4)
+    return cost.score_matrix_bytes(
+        int(params.get("batch_size", 1)),
+        int(params.get("num_heads", 1)),
+        int(params["seq_len"]),
+        dtype if isinstance(dtype, str) and dtype in cost.ITEMSIZE else "float32",
     )
+
+
+def shape_params(**overrides: Param) -> dict[str, Param]:
+    """The shape parameters an experiment takes, defaulting to the forward grid's teaching
+    slice on each kind of device (so that its shape has a forward time), with `overrides`
+    (another default seq_len, a `causal` flag) on top. One definition for every experiment."""
+    cpu, cuda = fwd.GRIDS["cpu"].teaching, fwd.GRIDS["cuda"].teaching
+    return {
+        "batch_size": Param(
+            cpu.batch_size, gpu_default=cuda.batch_size, minimum=1, help="sequences per batch"
+        ),
+        "num_heads": Param(
+            cpu.num_heads, gpu_default=cuda.num_heads, minimum=1, help="attention heads"
+        ),
+        "seq_len": Param(256, gpu_default=2048, minimum=1, help="tokens per sequence (N)"),
+        "head_dim": Param(64, minimum=1, help="features per head (D)"),
+        "dtype": Param(cpu.dtypes[0], gpu_default=cuda.dtypes[0], choices=DTYPES),
+        **overrides,
+    }
 
 
 def bytes_text(n: float) -> str:

@@ -6,7 +6,6 @@
 # renderers read it.
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +35,8 @@ IMPLEMENTATIONS = (
 )
 STEP_PREFIX = "step "  # rows "step attention.softmax": one naive step timed on its own
 
+# `time` holds a Timing (median and every round), or None when the implementation did not
+# run; `status` says why not.
 COLUMNS = (
     "implementation",
     "batch_size",
@@ -44,40 +45,77 @@ COLUMNS = (
     "head_dim",
     "dtype",
     "causal",
-    "median_us",
-    "low_us",
-    "high_us",
-    "runs",
+    "time",
     "status",
 )
+SHAPE_COLUMNS = COLUMNS[1:7]
 OK = "ok"
 
 
 @dataclass(frozen=True)
-class Grid:
-    """The shapes the site's forward-time table holds on one kind of device."""
+class Slice:
+    """A block of the grid: every combination of its dtypes, seq_lens, head_dims and masks
+    at one batch_size and num_heads. `steps`: each naive step is also timed alone there."""
 
     batch_size: int
     num_heads: int
-    dtype: str
+    dtypes: tuple[str, ...]
     seq_lens: tuple[int, ...]
     head_dims: tuple[int, ...]
-    tiled_max_seq_len: int  # the Python tile loop is too slow beyond this
+    causal: tuple[bool, ...] = (True, False)
+    steps: bool = True
 
     def shapes(self) -> list[Shape]:
         return [
-            Shape(self.batch_size, self.num_heads, n, d, self.dtype, causal)
-            for causal in (True, False)
+            Shape(self.batch_size, self.num_heads, n, d, dtype, causal)
+            for dtype in self.dtypes
+            for causal in self.causal
             for d in self.head_dims
             for n in self.seq_lens
         ]
 
 
+@dataclass(frozen=True)
+class Grid:
+    """The shapes the site's forward-time table holds on one kind of device: the teaching
+    slice every chapter profiles at, and the wider slice of the map (more heads, both
+    dtypes). A shape in two slices is measured once."""
+
+    slices: tuple[Slice, ...]
+    tiled_max_seq_len: int  # the Python tile loop is too slow beyond this
+
+    @property
+    def teaching(self) -> Slice:
+        """The first slice: the shapes the chapters profile at."""
+        return self.slices[0]
+
+    def shapes(self) -> list[Shape]:
+        return list(dict.fromkeys(s for part in self.slices for s in part.shapes()))
+
+    def times_steps(self, shape: Shape) -> bool:
+        """Whether each naive step is timed alone at `shape`."""
+        return any(part.steps and shape in part.shapes() for part in self.slices)
+
+
 # Every shape another experiment profiles at must be in its device's grid (a test checks
-# it): naive_steps, roofline_steps, fusion and flash run at one of these.
+# it): naive_steps, roofline_steps, fusion and flash run at one of the teaching shapes.
+# The CPU's map slice is small on purpose: 16 heads in two dtypes at two lengths keep the
+# cold CPU build within its budget.
 GRIDS = {
-    "cpu": Grid(1, 4, "float32", (128, 256, 512, 1024), (64, 128), tiled_max_seq_len=1024),
-    "cuda": Grid(4, 16, "bfloat16", (512, 1024, 2048, 4096, 8192), (64, 128), 2048),
+    "cpu": Grid(
+        (
+            Slice(1, 4, ("float32",), (128, 256, 512, 1024), (64, 128)),
+            Slice(1, 16, ("float32", "bfloat16"), (512, 1024), (128,), (True,), steps=False),
+        ),
+        tiled_max_seq_len=1024,
+    ),
+    "cuda": Grid(
+        (
+            Slice(4, 16, ("bfloat16",), (512, 1024, 2048, 4096, 8192), (64, 128)),
+            Slice(4, 16, ("float32",), (1024, 4096), (128,), (True,), steps=False),
+        ),
+        tiled_max_seq_len=2048,
+    ),
 }
 
 
@@ -110,13 +148,7 @@ def timing(m, implementation: str, shape: Shape) -> Timing | None:
     r = _row(m, implementation, shape)
     if r["status"] != OK:
         return None
-    return Timing(
-        median_us=r["median_us"],
-        iqr_us=0.0,
-        runs=r["runs"],
-        method=m.facts.get("method", ""),
-        rounds_us=(r["low_us"], r["median_us"], r["high_us"]),
-    )
+    return r["time"]
 
 
 def step_timing(m, label: str, shape: Shape) -> Timing | None:

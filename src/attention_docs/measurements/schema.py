@@ -2,7 +2,8 @@
 # the only thing that crosses from the worker process to the pages, so it must round-trip
 # exactly. Bump SCHEMA_VERSION whenever a field changes meaning; older files are then
 # reported and re-measured instead of being misread, except where `_upgrade` knows how to
-# read an older version losslessly (version 1 lacked the device id and the load).
+# read an older version losslessly (version 1 lacked the device id and the load; version 2
+# had no Timing cells in tables).
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from attention_docs.records.load import Load
 from attention_docs.records.timing import Timing
 from attention_docs.records.trace import Trace
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class SchemaError(ValueError):
@@ -100,9 +101,21 @@ class OpStat:
         return cls(**data)
 
 
+def _cell_to_json(cell: Any) -> Any:
+    return {"timing": cell.to_json()} if isinstance(cell, Timing) else cell
+
+
+def _cell_from_json(cell: Any) -> Any:
+    if isinstance(cell, Mapping) and set(cell) == {"timing"}:
+        return Timing.from_json(cell["timing"])
+    return cell
+
+
 @dataclass(frozen=True)
 class Table:
-    """A generic result table (sweeps, backend comparisons): named columns and rows of scalars."""
+    """A generic result table (sweeps, backend comparisons): named columns and rows of
+    scalars, or of `Timing`s (a time with its rounds: stored whole, so that the spread a
+    page shows is the real one, never rebuilt from a low, a median and a high)."""
 
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
@@ -118,7 +131,7 @@ class Table:
     def to_json(self) -> dict:
         return {
             "columns": list(self.columns),
-            "rows": [list(r) for r in self.rows],
+            "rows": [[_cell_to_json(c) for c in r] for r in self.rows],
             "units": dict(self.units),
         }
 
@@ -126,7 +139,7 @@ class Table:
     def from_json(cls, data: Mapping) -> Table:
         return cls(
             columns=tuple(data["columns"]),
-            rows=tuple(tuple(r) for r in data["rows"]),
+            rows=tuple(tuple(_cell_from_json(c) for c in r) for r in data["rows"]),
             units=dict(data.get("units", {})),
         )
 
@@ -191,7 +204,9 @@ class Measurement:
     def from_json(cls, data: Mapping) -> Measurement:
         version = data.get("schema_version") if isinstance(data, Mapping) else None
         if version == 1:
-            data, version = _upgrade_v1(data), SCHEMA_VERSION
+            data, version = _upgrade_v1(data), 2
+        if version == 2:  # tables held scalars only: read as they are
+            data, version = {**data, "schema_version": SCHEMA_VERSION}, SCHEMA_VERSION
         if version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {version!r}, this build reads {SCHEMA_VERSION}")
         try:
@@ -231,7 +246,7 @@ def _upgrade_v1(data: Mapping) -> dict:
         provenance["device_id"] = device_id(DeviceInfo.from_json(provenance["device"]))
     except (KeyError, TypeError) as exc:
         raise SchemaError(f"malformed version-1 measurement: {exc}") from exc
-    return {**data, "schema_version": SCHEMA_VERSION, "provenance": provenance}
+    return {**data, "schema_version": 2, "provenance": provenance}
 
 
 @dataclass(frozen=True)

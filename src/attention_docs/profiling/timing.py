@@ -70,15 +70,16 @@ def time_callables(
 
 
 def _summarise(per_round: list[list[float]], method: str) -> Timing:
+    # Kept to the nanosecond: finer digits are noise, and they bloat the store.
     pooled = sorted(t for r in per_round for t in r)
-    medians = tuple(statistics.median(r) for r in per_round)
+    medians = tuple(round(statistics.median(r), 3) for r in per_round)
     if len(pooled) >= 2:
         q1, _, q3 = statistics.quantiles(pooled, n=4)
     else:
         q1 = q3 = pooled[0]
     return Timing(
         median_us=statistics.median(medians),
-        iqr_us=q3 - q1,
+        iqr_us=round(q3 - q1, 3),
         runs=len(pooled),
         method=method,
         rounds_us=medians,

@@ -32,6 +32,26 @@ class SpecSheet:
     # A regex for reported names beyond `names`, matched whole against the name lowercased
     # with single spaces.
     pattern: str | None = None
+    # The chip: compute capability ("90"), streaming multiprocessors, L2 cache in MB (data
+    # sheet or architecture whitepaper). Shared memory per SM and per block follow from the
+    # capability (SHARED_MEMORY_KB). None where not recorded.
+    capability: str | None = None
+    sm_count: int | None = None
+    l2_mb: float | None = None
+
+    @property
+    def label(self) -> str:
+        """The part's name as a reader knows it: "NVIDIA H200"."""
+        return self.names[0]
+
+    @property
+    def shared_memory_per_sm_kb(self) -> int | None:
+        return SHARED_MEMORY_KB.get(self.capability or "", (None, None))[0]
+
+    @property
+    def shared_memory_per_block_kb(self) -> int | None:
+        """The most shared memory one thread block (one FlashAttention program) may use."""
+        return SHARED_MEMORY_KB.get(self.capability or "", (None, None))[1]
 
     def matches(self, name: str) -> bool:
         key = _normalise(name)
@@ -52,6 +72,11 @@ class SpecSheet:
         }
 
 
+# Shared memory per SM and the most one thread block may use, in KB, by compute capability:
+# CUDA C++ Programming Guide, "Technical Specifications per Compute Capability".
+SHARED_MEMORY_KB = {"80": (164, 163), "86": (100, 99), "89": (100, 99), "90": (228, 227)}
+SHARED_MEMORY_SOURCE = "CUDA C++ Programming Guide, Technical Specifications per Compute Capability"
+
 _HOPPER = "NVIDIA H100 Tensor Core GPU data sheet"
 _A100 = "NVIDIA A100 Tensor Core GPU data sheet"
 _HALVED = "; tensor figures are half the with-sparsity ones"
@@ -59,37 +84,52 @@ _HALVED = "; tensor figures are half the with-sparsity ones"
 # Only parts whose data-sheet figures we are sure of: an unknown GPU gets no spec sheet (the
 # roofline experiment measures its ceilings), which is better than a wrong one. Columns: slug,
 # reported names, then TFLOP/s for bf16, fp16, tf32 (tensor cores, dense) and fp32 (no tensor
-# cores), then GB/s and GB of memory, then the data sheet.
+# cores), then GB/s and GB of memory, then the data sheet; then the chip (capability, SMs, L2
+# from the same data sheets and NVIDIA's Hopper, Ampere and Ada architecture whitepapers).
 SPEC_SHEETS: tuple[SpecSheet, ...] = (
     SpecSheet("h200", ("NVIDIA H200",), 989.5, 989.5, 494.5, 67.0, 4800.0, 141.0,
-              f"NVIDIA H200 Tensor Core GPU data sheet, H200 SXM{_HALVED}"),
+              f"NVIDIA H200 Tensor Core GPU data sheet, H200 SXM{_HALVED}",
+              capability="90", sm_count=132, l2_mb=50.0),
     SpecSheet("h200-nvl", ("NVIDIA H200 NVL",), 835.5, 835.5, 417.5, 60.0, 4800.0, 141.0,
-              f"NVIDIA H200 Tensor Core GPU data sheet, H200 NVL{_HALVED}"),
+              f"NVIDIA H200 Tensor Core GPU data sheet, H200 NVL{_HALVED}",
+              capability="90", sm_count=132, l2_mb=50.0),
     SpecSheet("h100-sxm", ("NVIDIA H100 80GB HBM3",), 989.5, 989.5, 494.5, 67.0, 3350.0, 80.0,
-              f"{_HOPPER}, H100 SXM{_HALVED}"),
+              f"{_HOPPER}, H100 SXM{_HALVED}",
+              capability="90", sm_count=132, l2_mb=50.0),
     SpecSheet("h100-pcie", ("NVIDIA H100 PCIe",), 756.5, 756.5, 378.0, 51.0, 2000.0, 80.0,
-              f"{_HOPPER}, H100 PCIe{_HALVED}"),
+              f"{_HOPPER}, H100 PCIe{_HALVED}",
+              capability="90", sm_count=114, l2_mb=50.0),
     SpecSheet("h100-nvl", ("NVIDIA H100 NVL",), 835.5, 835.5, 417.5, 60.0, 3900.0, 94.0,
-              f"{_HOPPER}, H100 NVL (one GPU){_HALVED}"),
+              f"{_HOPPER}, H100 NVL (one GPU){_HALVED}",
+              capability="90", sm_count=132, l2_mb=50.0),
     SpecSheet("gh200-480gb", ("NVIDIA GH200 480GB",), 990.0, 990.0, 494.0, 67.0, 4000.0, 96.0,
-              "NVIDIA GH200 Grace Hopper Superchip data sheet, 96 GB HBM3 version"),
+              "NVIDIA GH200 Grace Hopper Superchip data sheet, 96 GB HBM3 version",
+              capability="90", sm_count=132, l2_mb=50.0),
     SpecSheet("a100-sxm4-80gb", ("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM-80GB"),
-              312.0, 312.0, 156.0, 19.5, 2039.0, 80.0, f"{_A100}, A100 80GB SXM"),
+              312.0, 312.0, 156.0, 19.5, 2039.0, 80.0, f"{_A100}, A100 80GB SXM",
+              capability="80", sm_count=108, l2_mb=40.0),
     SpecSheet("a100-sxm4-40gb", ("NVIDIA A100-SXM4-40GB",),
-              312.0, 312.0, 156.0, 19.5, 1555.0, 40.0, f"{_A100}, A100 40GB SXM"),
+              312.0, 312.0, 156.0, 19.5, 1555.0, 40.0, f"{_A100}, A100 40GB SXM",
+              capability="80", sm_count=108, l2_mb=40.0),
     SpecSheet("a100-pcie-80gb", ("NVIDIA A100 80GB PCIe",),
-              312.0, 312.0, 156.0, 19.5, 1935.0, 80.0, f"{_A100}, A100 80GB PCIe"),
+              312.0, 312.0, 156.0, 19.5, 1935.0, 80.0, f"{_A100}, A100 80GB PCIe",
+              capability="80", sm_count=108, l2_mb=40.0),
     SpecSheet("a100-pcie-40gb", ("NVIDIA A100-PCIE-40GB",),
-              312.0, 312.0, 156.0, 19.5, 1555.0, 40.0, f"{_A100}, A100 40GB PCIe"),
+              312.0, 312.0, 156.0, 19.5, 1555.0, 40.0, f"{_A100}, A100 40GB PCIe",
+              capability="80", sm_count=108, l2_mb=40.0),
     SpecSheet("a10", ("NVIDIA A10",), 125.0, 125.0, 62.5, 31.2, 600.0, 24.0,
-              "NVIDIA A10 Tensor Core GPU data sheet"),
+              "NVIDIA A10 Tensor Core GPU data sheet",
+              capability="86", sm_count=72, l2_mb=6.0),
     SpecSheet("l4", ("NVIDIA L4",), 121.0, 121.0, 60.0, 30.3, 300.0, 24.0,
-              f"NVIDIA L4 Tensor Core GPU data sheet{_HALVED}"),
+              f"NVIDIA L4 Tensor Core GPU data sheet{_HALVED}",
+              capability="89", sm_count=58, l2_mb=48.0),
     SpecSheet("l40s", ("NVIDIA L40S",), 362.05, 362.05, 183.0, 91.6, 864.0, 48.0,
-              "NVIDIA L40S GPU data sheet"),
+              "NVIDIA L40S GPU data sheet",
+              capability="89", sm_count=142, l2_mb=96.0),
     SpecSheet("rtx-4090", ("NVIDIA GeForce RTX 4090",), 165.2, 165.2, 82.6, 82.6, 1008.0, 24.0,
               "NVIDIA Ada GPU Architecture whitepaper, GeForce RTX 4090; tensor figures with "
-              "FP32 accumulate"),
+              "FP32 accumulate",
+              capability="89", sm_count=128, l2_mb=72.0),
 )  # fmt: skip
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 
 from attention_docs.measurements.schema import Sourced
-from attention_docs.render._format import params_text
+from attention_docs.render.words import params_text
 
 
 def caption_text(sourced: Sourced) -> str:

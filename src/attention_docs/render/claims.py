@@ -13,7 +13,7 @@ from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced, StepStat
 from attention_docs.records.timing import Timing
 from attention_docs.records.trace import launch_gaps
-from attention_docs.render import _format as fmt
+from attention_docs.render import words as fmt
 from attention_docs.render.compare import forward_time as fact_forward_time
 from attention_docs.render.compare import ratio_text
 from attention_docs.render.tables import step_total_us

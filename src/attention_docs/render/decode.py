@@ -10,7 +10,7 @@ from attention_docs.analytic.decode import decode_cost
 from attention_docs.findings.compare import compare
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.timing import Timing
-from attention_docs.render import _format as fmt
+from attention_docs.render import words as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.compare import ceiling, ratio_text
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg

@@ -12,8 +12,8 @@ from attention_docs.findings.compare import Comparison, compare
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.timing import Timing
-from attention_docs.render import _format as fmt
 from attention_docs.render import compare as cmp
+from attention_docs.render import words as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.plots import line_figure, loglog_slope
 from attention_docs.render.tables import markdown_table

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from attention_docs.analytic.memory import is_matrix_sized, naive_peak
 from attention_docs.measurements.schema import Measurement, Sourced
-from attention_docs.render import _format as fmt
+from attention_docs.render import words as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.tables import markdown_table

@@ -9,7 +9,6 @@ import math
 from collections.abc import Callable, Sequence
 
 from attention_docs.measurements.schema import Sourced, Table
-from attention_docs.render._format import figure_number, quantity_label
 from attention_docs.render.figures import (
     INK,
     MUTED,
@@ -22,6 +21,7 @@ from attention_docs.render.figures import (
     to_svg,
     tooltip,
 )
+from attention_docs.render.words import figure_number, quantity_label
 
 ELLIPSIS = "…"
 

@@ -12,7 +12,7 @@ from attention_docs.measurements.schema import Measurement, Sourced, Table
 from attention_docs.records.kernels import is_bookkeeping
 from attention_docs.records.timing import Timing
 from attention_docs.records.trace import GPU_KINDS, Span, Trace
-from attention_docs.render import _format as fmt
+from attention_docs.render import words as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.compare import forward_time, ratio_text
 from attention_docs.render.plots import line_figure, loglog_slope

@@ -16,7 +16,7 @@ from attention_docs.analytic.roofline import FIXED_SHARE, OVERHEAD_FACTOR, Predi
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.timing import Timing
-from attention_docs.render import _format as fmt
+from attention_docs.render import words as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.claims import step_time
 from attention_docs.render.compare import ceiling

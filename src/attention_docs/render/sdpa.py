@@ -12,7 +12,7 @@ from attention_docs.findings.compare import compare
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.timing import Timing
-from attention_docs.render import _format as fmt
+from attention_docs.render import words as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.compare import forward_table, speedup
 from attention_docs.render.figures import SERIES_COLORS

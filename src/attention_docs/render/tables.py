@@ -5,7 +5,7 @@ import re
 from collections.abc import Sequence
 
 from attention_docs.measurements.schema import Measurement, Sourced, Table
-from attention_docs.render import _format as fmt
+from attention_docs.render import words as fmt
 from attention_docs.render.caption import caption_html
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from attention_docs.measurements.schema import Sourced
 from attention_docs.records.trace import GPU_KINDS, Span, Trace, attribute
-from attention_docs.render import _format as fmt
+from attention_docs.render import words as fmt
 from attention_docs.render.figures import (
     INK,
     MUTED,

@@ -9,15 +9,15 @@ from collections import defaultdict
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.kernels import is_bookkeeping
+from attention_docs.records.steps import MATMULS
 from attention_docs.records.timing import Timing
-from attention_docs.render import _format as fmt
+from attention_docs.render import words as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.tables import markdown_table
 
 BASELINE = "rebuild"
 APOSTROPHE_S = "'s"
-MATMULS = ("attention.scores", "attention.weighted_sum")
 
 
 def ratio_text(c: Comparison) -> str:

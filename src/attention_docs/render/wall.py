@@ -17,21 +17,14 @@ from itertools import pairwise
 
 from attention_docs.findings.compare import compare
 from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.records.steps import MATMULS, STEPS
 from attention_docs.records.timing import Timing
-from attention_docs.render import _format as fmt
+from attention_docs.render import words as fmt
 from attention_docs.render.caption import caption_html
 from attention_docs.render.figures import MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.plots import loglog_slope
 from attention_docs.render.tables import markdown_table
 
-STEPS = (
-    "attention.scores",
-    "attention.scale",
-    "attention.mask",
-    "attention.softmax",
-    "attention.weighted_sum",
-)
-MATMULS = ("attention.scores", "attention.weighted_sum")
 QUADRATIC = 1.5  # a local slope whose whole range is at or above this reads as "growing like N²"
 OVERHEAD = 1.0  # below this, fixed per-call costs grow faster than the work does
 NEAR_TWO = 0.1  # a memory slope within this of 2 is "close to 2"

@@ -1,0 +1,74 @@
+# Facts: a value the site states, with the quantity it measures. A quantity is named by what
+# it is, not by the experiment that measured it: the metric, the subject (an implementation,
+# a step, an op), the full shape, the clock it was read on and the device. Two experiments
+# that produce one quantity id are a bug (they will disagree on a shared machine); two truly
+# different quantities (a warm and a cold cache, with and without building the mask) say how
+# in `detail`. render/words.py states a Fact and marks it with its id; the site-wide test
+# proves that every id has one value.
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attention_docs.records.shape import Shape
+from attention_docs.records.timing import Timing
+
+# How a value was obtained. A speed verdict (faster, % of peak, roofline position) only ever
+# uses "unprofiled" or "kernel" times; "profiled" times are for shares and structure.
+UNPROFILED = "unprofiled"  # wall clock without the profiler, interleaved rounds
+PROFILED = "profiled"  # read from a profile: inflated by the profiler's own bookkeeping
+KERNEL = "kernel"  # GPU kernel time (CUDA events or the profiler's device clock)
+MODEL = "model"  # computed by an analytic model from the shape (FLOPs, bytes, intensity)
+SPEC = "spec-sheet forecast"  # computed from a GPU's data sheet: a forecast, not a measurement
+COUNTED = "counted"  # counted by the profiler or the allocator (events, allocations, bytes)
+CLOCKS = (UNPROFILED, PROFILED, KERNEL, MODEL, SPEC, COUNTED)
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """What a number measures, precisely enough that one id has one true value.
+
+    `device` is a device id (`cpu-intel-xeon`, `cuda-h200`) or, for a forecast, `spec:h200`.
+    """
+
+    metric: str  # "forward time", "step time", "share", "peak memory", "speed-up"...
+    subject: str  # "naive (eager)", "attention.softmax", "SDPA flash vs naive (eager)"...
+    device: str
+    clock: str
+    shape: Shape | None = None
+    detail: str = ""  # what else tells it apart: "cold cache", "mask built per call"
+
+    def __post_init__(self) -> None:
+        if self.clock not in CLOCKS:
+            raise ValueError(f"clock {self.clock!r} is not one of: {', '.join(CLOCKS)}")
+
+    @property
+    def id(self) -> str:
+        """`forward time;naive (eager);b1 h4 n512 d64 float32 causal;unprofiled;cpu-x`."""
+        parts = [self.metric, self.subject, self.shape.key() if self.shape else "", self.clock]
+        parts.append(self.device)
+        if self.detail:
+            parts.append(self.detail)
+        return ";".join(parts)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A stated value: the median (or the only value), its range when it has one, its unit.
+
+    Units: "µs", "B", "B/s", "FLOP", "FLOP/s", "FLOP/B", "%" (the value a fraction), "×", or a
+    word ("events", "tokens"). `low`/`high`: the range over rounds or profiled forwards.
+    """
+
+    quantity: Quantity
+    value: float | None
+    unit: str
+    low: float | None = None
+    high: float | None = None
+
+    @classmethod
+    def of_timing(cls, quantity: Quantity, t: Timing) -> Fact:
+        return cls(quantity, t.median_us, "µs", t.low_us, t.high_us)
+
+    @property
+    def id(self) -> str:
+        return self.quantity.id

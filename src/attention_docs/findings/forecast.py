@@ -1,0 +1,58 @@
+# Forecasts checked against measurements. A chapter whose answer depends on the device shows
+# what a named GPU's data sheet and the analytic model predict (analytic/gpu.py computes it),
+# labelled as a forecast; when the store holds a measurement of the same quantity on that
+# GPU, the check puts them side by side with their ratio: the model tested by the machine.
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attention_docs.findings.facts import SPEC, Fact, Quantity
+from attention_docs.records.device import SpecSheet
+from attention_docs.records.shape import Shape
+
+
+def forecast(
+    metric: str,
+    subject: str,
+    gpu: SpecSheet,
+    value: float,
+    unit: str,
+    *,
+    shape: Shape | None = None,
+    detail: str = "",
+) -> Fact:
+    """A value computed from `gpu`'s data sheet, as a fact of its own (device `spec:SLUG`)."""
+    return Fact(Quantity(metric, subject, f"spec:{gpu.slug}", SPEC, shape, detail), value, unit)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A forecast beside a measurement of the same quantity (or None: not measured yet).
+
+    `ratio` = measured / forecast, with its range from the measurement's."""
+
+    forecast: Fact
+    measured: Fact | None
+    ratio: float | None
+    low: float | None
+    high: float | None
+
+
+def check(forecast: Fact, measured: Fact | None) -> Check:
+    if forecast.quantity.clock != SPEC:
+        raise ValueError(f"{forecast.id} is not a spec-sheet forecast")
+    if measured is not None:
+        f, m = forecast.quantity, measured.quantity
+        if (f.metric, f.subject, f.shape) != (m.metric, m.subject, m.shape):
+            raise ValueError(f"{measured.id} does not measure what {forecast.id} forecasts")
+    if measured is None or not forecast.value or measured.value is None:
+        return Check(forecast, measured, None, None, None)
+    low = measured.low if measured.low is not None else measured.value
+    high = measured.high if measured.high is not None else measured.value
+    return Check(
+        forecast,
+        measured,
+        measured.value / forecast.value,
+        low / forecast.value,
+        high / forecast.value,
+    )

@@ -1,0 +1,63 @@
+# The forecast box: what a named GPU's data sheet and the analytic models predict for a
+# chapter's question, labelled as a forecast, and beside it the measurement of the same
+# quantity on that GPU when the store holds one, with their ratio. Draws findings; decides
+# nothing.
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+
+from attention_docs.findings.forecast import Check
+from attention_docs.records.device import SpecSheet
+from attention_docs.records.shape import Shape
+from attention_docs.render import words
+
+
+def forecast_box(
+    gpu: SpecSheet,
+    rows: Sequence[tuple[str, Check]],
+    *,
+    shape: Shape | None = None,
+    lead: str = "",
+    model: str = "",
+) -> str:
+    """A Markdown admonition: a table of forecasts (and measurements, when stored) for `gpu`.
+
+    `rows`: (what the row forecasts, in words; its check). `lead`: the box's first sentence
+    (the chapter's question answered for this GPU). `model`: what the model assumes."""
+    measured_any = any(c.measured is not None for _, c in rows)
+    header = "| Quantity | Forecast from the data sheet |"
+    rule = "| --- | --: |"
+    if measured_any:
+        header += f" Measured on the {gpu.label} | Measured ÷ forecast |"
+        rule += " --: | --: |"
+    lines = [header, rule]
+    for what, c in rows:
+        cells = [what, words.fact(c.forecast)]
+        if measured_any:
+            if c.measured is None:
+                cells += ["not in the store", "—"]
+            else:
+                ratio = (
+                    f"{words.times(c.ratio)} ({words.span(c.low, c.high, words.times)})"
+                    if c.low != c.high
+                    else words.times(c.ratio)
+                )
+                cells += [words.fact(c.measured), ratio]
+        lines.append("| " + " | ".join(cells) + " |")
+    where = f" at {shape.text()}" if shape else ""
+    status = (
+        "Measured values come from this site's store."
+        if measured_any
+        else f"The store holds no measurement from an {gpu.label} yet: these are predictions only."
+    )
+    body = [
+        lead.strip(),
+        "",
+        *lines,
+        "",
+        f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()} {status}".strip(),
+    ]
+    text = "\n".join(line for line in body if line is not None).strip()
+    title = f"On a GPU: forecast for the {gpu.label} (data sheet, not a measurement)"
+    return f'!!! example "{title}"\n\n' + textwrap.indent(text, "    ") + "\n"

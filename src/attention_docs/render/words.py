@@ -1,0 +1,312 @@
+# Every number and every verdict as the pages say it: the one place that turns findings and
+# facts into words. One precision rule holds everywhere: three significant figures, thousands
+# separated, never scientific notation, never a fourth decimal ("1,710×", "0.000123 s" is
+# written "123 µs"). A renderer never formats a number itself; it asks this module.
+#
+# Facts: `fact(f)` wraps a value in `<span class="ad-fact" data-fact="ID">`, where ID names
+# the quantity (findings/facts.py). The site-wide test reads those spans to prove that no
+# quantity is stated with two values, and counts the numbers with units left outside them.
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from attention_docs.findings.compare import Comparison
+from attention_docs.findings.facts import Fact
+from attention_docs.records.timing import Timing
+
+SIGNIFICANT = 3
+
+
+# --- numbers -----------------------------------------------------------------------------
+
+
+def number(x: float | None, significant: int = SIGNIFICANT) -> str:
+    """`x` to three significant figures, as a reader writes it: 1,710 · 2.5 · 0.000123.
+
+    Trailing zeros after the point are dropped (2.50 -> 2.5); None and NaN read as "—".
+    """
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    if x == 0:
+        return "0"
+    digits = significant - 1 - math.floor(math.log10(abs(x)))
+    rounded = round(float(x), digits)
+    # Rounding can carry into a new digit (999.7 -> 1000): recount once.
+    if rounded and math.floor(math.log10(abs(rounded))) != math.floor(math.log10(abs(x))):
+        digits -= 1
+        rounded = round(float(x), digits)
+    if digits <= 0:
+        return f"{round(rounded):,}"
+    text = f"{rounded:,.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+_PREFIXES = (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
+
+
+def _prefixed(value: float) -> tuple[str, str]:
+    """(number, SI prefix), the number below 1,000 where a prefix allows: 33.6e6 -> ("33.6", "M")."""
+    rounded = float(number(value).replace(",", ""))  # 999.7e6 rounds to 1e9: "1 G", not "1,000 M"
+    for prefix, scale in _PREFIXES:
+        if abs(rounded) >= scale:
+            return number(value / scale), prefix
+    return number(value), ""
+
+
+def count(n: float | None) -> str:
+    """A large count with an SI prefix: 33.6 M, 1.07 G. Zero reads as 0, missing as —."""
+    if n is None:
+        return "—"
+    if n == 0:
+        return "0"
+    value, prefix = _prefixed(n)
+    return f"{value} {prefix}" if prefix else value
+
+
+def nbytes(n: float | None) -> str:
+    """Bytes with a decimal prefix (so that GB/s reads consistently): 1.05 MB, 512 B."""
+    if n is None:
+        return "—"
+    if n == 0:
+        return "0 B"
+    value, prefix = _prefixed(n)
+    return f"{value} {prefix}B"
+
+
+def time_us(us: float | None) -> str:
+    """A time given in µs, in the unit that keeps it between 1 and 1,000: 850 ns, 12.3 µs,
+    4.56 ms, 1.23 s (999.7 µs reads as 1 ms, never "1,000 µs")."""
+    if us is None:
+        return "—"
+    for scale, unit in ((1e6, "s"), (1e3, "ms"), (1.0, "µs")):
+        if abs(float(number(us).replace(",", ""))) >= scale:
+            return f"{number(us / scale)} {unit}"
+    if us == 0:
+        return "0 µs"
+    return f"{number(us * 1e3)} ns"
+
+
+def per_second(value: float | None, unit: str) -> str:
+    """A rate already in units per second: per_second(2e12, "FLOP") -> '2 TFLOP/s'."""
+    if not value:
+        return "—"
+    number_text, prefix = _prefixed(value)
+    return f"{number_text} {prefix}{unit}/s"
+
+
+def rate(amount: float, us: float, unit: str) -> str:
+    """`amount` per second over `us` microseconds: rate(2e9, 1000, 'FLOP') -> '2 TFLOP/s'."""
+    if not amount or us <= 0:
+        return "—"
+    return per_second(amount / (us * 1e-6), unit)
+
+
+def percent(fraction: float | None) -> str:
+    """A fraction as a percentage: 0.177 -> 17.7%, 1.0 -> 100%, 0.00512 -> 0.512%."""
+    if fraction is None:
+        return "—"
+    return f"{number(100 * fraction)}%"
+
+
+def times(x: float) -> str:
+    """A multiple: 2.5×, 1,710×."""
+    return f"{number(x)}×"
+
+
+def intensity(flop_per_byte: float) -> str:
+    return f"{number(flop_per_byte)} FLOP/B"
+
+
+def span(low: float, high: float, say=time_us) -> str:
+    """A range: `9.5–9.8 ms` (each end in its own unit when they differ: `850 µs–1.2 ms`)."""
+    a, b = say(low), say(high)
+    unit_a, unit_b = a.rpartition(" ")[2], b.rpartition(" ")[2]
+    if " " in a and unit_a == unit_b:
+        return f"{a.rpartition(' ')[0]}–{b}"
+    if a.endswith("×") and b.endswith("×"):
+        return f"{a[:-1]}–{b}"
+    if a.endswith("%") and b.endswith("%"):
+        return f"{a[:-1]}–{b}"
+    return f"{a}–{b}"
+
+
+# --- values with their noise ---------------------------------------------------------------
+
+
+def spread(t: Timing) -> str:
+    """`9.5–9.8 ms over 3 rounds`."""
+    n = len(t.rounds_us) or 1
+    return f"{span(t.low_us, t.high_us)} over {n} round{'s' if n != 1 else ''}"
+
+
+def timing(t: Timing) -> str:
+    """`9.62 ms (9.5–9.8 ms over 3 rounds)`."""
+    return f"{time_us(t.median_us)} ({spread(t)})"
+
+
+def versus(c: Comparison) -> str:
+    """A ratio with its range, or a tie: `2.2× (2.1–2.3×)`, `within noise (1.01×)`."""
+    if c.tie:
+        return f"within noise ({times(c.ratio)})"
+    return f"{times(c.ratio)} ({span(c.low, c.high, times)})"
+
+
+def speed(c: Comparison, a: str, b: str) -> str:
+    """How `a` compares with `b` when `c = compare(a, b)` (ratio = b's time / a's time):
+    `a is 2.2× (2.1–2.3×) faster than b`, or a tie. A ratio below 1 reads "b is … faster
+    than a": a sentence always states a ratio above 1."""
+    if c.tie:
+        return f"{a} and {b} are within noise of each other ({times(c.ratio)} apart)"
+    if c.ratio >= 1:
+        return f"{a} is {times(c.ratio)} ({span(c.low, c.high, times)}) faster than {b}"
+    return f"{b} is {times(1 / c.ratio)} ({span(1 / c.high, 1 / c.low, times)}) faster than {a}"
+
+
+# --- facts ---------------------------------------------------------------------------------
+
+# How each unit of a Fact is said.
+_SAY = {
+    "µs": time_us,
+    "B": nbytes,
+    "B/s": lambda v: per_second(v, "B"),
+    "FLOP/s": lambda v: per_second(v, "FLOP"),
+    "FLOP": lambda v: "{} {}FLOP".format(*_prefixed(v)),
+    "%": percent,
+    "×": times,
+    "FLOP/B": intensity,
+}
+
+
+def value(v: float | None, unit: str) -> str:
+    """A bare value in its unit (a fraction for "%"); unknown units follow the number."""
+    if v is None:
+        return "—"
+    say = _SAY.get(unit)
+    if say is not None:
+        return say(v)
+    return f"{count(v)} {unit}".rstrip() if unit else count(v)
+
+
+def fact_span(fact_id: str, text: str) -> str:
+    """`text` marked as the site-wide fact `fact_id` (an inline HTML span).
+
+    `|` is escaped so that a fact inside a Markdown table cell does not split the row."""
+    attribute = html.escape(fact_id).replace("|", "&#124;")
+    return f'<span class="ad-fact" data-fact="{attribute}">{text}</span>'
+
+
+def fact(f: Fact, *, with_spread: bool = True, emphasis: bool = False) -> str:
+    """A fact as the page states it, marked with its quantity's id: `9.62 ms (9.5–9.8 ms)`.
+
+    `with_spread=False` leaves the range out (prose that already gave it, or a figure label);
+    the value is the same either way, so both spellings are one fact."""
+    text = value(f.value, f.unit)
+    if emphasis:
+        text = f"**{text}**"
+    if with_spread and f.low is not None and f.high is not None and f.low != f.high:
+        text += f" ({span(f.low, f.high, lambda v: value(v, f.unit))})"
+    return fact_span(f.quantity.id, text)
+
+
+# --- labels --------------------------------------------------------------------------------
+
+
+def params_text(params: Mapping[str, Any]) -> str:
+    """batch_size=1, num_heads=4, ... in declaration order; booleans by name."""
+    parts = []
+    for name, v in params.items():
+        if isinstance(v, bool):
+            parts.append(name if v else f"not {name}")
+        else:
+            parts.append(f"{name}={v}")
+    return ", ".join(parts)
+
+
+def series(items: Iterable[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    items = list(items)
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+# Words for the columns measurements use, so that an axis or a header reads "Peak memory
+# (bytes)", not "peak_bytes (B)". Columns not listed read as their words ("mask_us" -> "Mask
+# time"); renderers may always pass their own label.
+QUANTITY_NAMES = {
+    "seq_len": "Sequence length",
+    "head_dim": "Head dimension",
+    "num_heads": "Heads",
+    "batch_size": "Batch size",
+    "cache_len": "Cache length",
+    "kv_len": "Cache length",
+    "time_us": "Time",
+    "time_ms": "Time",
+    "t_us": "Time",
+    "peak_bytes": "Peak memory",
+    "live_bytes": "Live memory",
+    "bytes": "Bytes",
+    "flops": "FLOPs",
+    "iqr_us": "Spread (IQR)",
+    "self_us": "Self time",
+    "total_us": "Total time",
+    "device_us": "Device time",
+    "cpu_us": "CPU time",
+    "block": "Block size",
+    "elements": "Elements",
+}
+UNIT_WORDS = {"B": "bytes", "B/s": "bytes/s"}
+# Column suffix -> the noun it stands for (the unit goes in the parentheses). Longest first.
+_SUFFIX_NOUNS = {
+    "_per_s": "per second",
+    "_tflops": "throughput",
+    "_gflops": "throughput",
+    "_bytes": "memory",
+    "_gbs": "bandwidth",
+    "_us": "time",
+    "_ms": "time",
+    "_s": "time",
+}
+
+
+def quantity_label(column: str, unit: str | None = None) -> str:
+    """`time_us`, "µs" -> "Time (µs)"; `peak_bytes`, "B" -> "Peak memory (bytes)".
+
+    A step label (`attention.softmax`) is kept as it is: it is a name, not a column name.
+    """
+    if "." in column:
+        name = column
+    elif column in QUANTITY_NAMES:
+        name = QUANTITY_NAMES[column]
+    else:
+        name = column
+        for suffix, noun in _SUFFIX_NOUNS.items():
+            if column.endswith(suffix) and len(column) > len(suffix):
+                base = column.removesuffix(suffix).replace("_", " ")
+                name = base if base.endswith(noun) else f"{base} {noun}"
+                break
+        name = name.replace("_", " ")
+        name = name[:1].upper() + name[1:]
+    return f"{name} ({UNIT_WORDS.get(unit, unit)})" if unit else name
+
+
+def figure_number(v, unit: str | None = None) -> str:
+    """A value as a reader says it, for alt text: rounded, with its unit; None -> not available.
+
+    2170.748374737741 µs -> "2.17 ms"; 1572864 B -> "1.57 MB"; 0.1234 -> "0.123".
+    """
+    if v is None:
+        return "not available"
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    by_unit = {"µs": time_us, "B": nbytes, "%": lambda x: f"{number(x)}%"}
+    if unit in by_unit:
+        return by_unit[unit](v)
+    if abs(v) < 1e4:
+        return f"{number(v)} {unit}" if unit else number(v)
+    # An SI prefix joins a symbol (33.6 MFLOP/s) but stands apart from a word (10.2 k tokens).
+    text = count(v)
+    return text + (unit if unit[:1].isupper() else f" {unit}") if unit else text
