@@ -1,6 +1,9 @@
 import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -277,3 +280,232 @@ def test_prune_unrequested_deletes_what_no_page_asks_for(tmp_path):
     assert "no page requests it" in out.stdout
     (kept,) = tmp_path.glob("_test_quick/*.json")
     assert json.loads(kept.read_text())["requested"] == {"seq_len": 8}
+
+
+# --- Store and command cases that once crashed or changed things (issue 18) ----------------
+# Each is one line on stderr with exit code 2 and nothing changed, or it works. They run
+# `main` in this process: a new interpreter per case would cost seconds each.
+
+
+def main(capsys, *args) -> tuple[int, str, str]:
+    from attention_docs import cli as command_line
+
+    code = command_line.main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def one_line_error(code: int, err: str, message: str) -> None:
+    assert code == 2, err
+    assert message in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def files(root) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A store holding one current entry of _test_quick (with its trace)."""
+    from attention_docs.experiments.runner import run_experiment
+    from attention_docs.measurements.store import Store
+
+    root = tmp_path / "store"
+    run_experiment("_test_quick", {"seq_len": 8}, device="cpu", store=Store(root))
+    return root
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ("prune", "there is no store folder"),
+        ("migrate", "there is no store folder"),
+        ("import-archive", "there is no store folder"),
+    ],
+)
+def test_a_mistyped_store_path_is_an_error_not_an_empty_store(tmp_path, capsys, command, message):
+    args = [command, *(["x.tar.gz"] if command == "import-archive" else [])]
+    one_line_error(*main(capsys, *args, "--store", tmp_path / "mistyped")[::2], message)
+    assert not (tmp_path / "mistyped").exists()
+
+
+def test_prune_of_a_folder_that_is_not_a_store_deletes_nothing(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    (docs / "measurements").mkdir(parents=True)
+    (docs / "measurements" / "requests.json").write_text("[]\n")
+    (docs / "chapters").mkdir()
+    (docs / "chapters" / "notes.json").write_text("{}\n")
+    before = files(docs)
+    one_line_error(*main(capsys, "prune", "--store", docs)[::2], "is it a store?")
+    assert files(docs) == before
+
+
+def test_prune_deletes_entries_only_never_other_files_of_the_store(store, capsys):
+    (store / "requests.json").write_text("[]\n")
+    stray = store / "_test_quick" / "notes.json"
+    stray.write_text("{}\n")
+    code, out, _ = main(capsys, "prune", "--store", store)
+    assert code == 0 and "0 stale entries removed" in out
+    assert stray.exists() and (store / "requests.json").exists()
+
+
+WRONG_TYPES = [
+    (lambda d: d["provenance"].__setitem__("date", 5), "provenance.date is 5, not str"),
+    (lambda d: d["steps"][0].__setitem__("time_us", "slow"), "steps[0].time_us is 'slow'"),
+    (lambda d: d.__setitem__("provenance", []), "malformed measurement"),
+    (lambda d: d["provenance"]["device"].__setitem__("name", 7), "provenance.device.name is 7"),
+    (lambda d: d.__setitem__("tables", {"t": {"columns": "ab", "rows": 5}}), "malformed"),
+]
+
+
+@pytest.mark.parametrize(("damage", "message"), WRONG_TYPES)
+def test_an_entry_with_a_wrongly_typed_field_is_unreadable_not_a_crash(
+    store, capsys, damage, message
+):
+    (entry,) = store.glob("_test_quick/*.json")
+    data = json.loads(entry.read_text())
+    damage(data)
+    entry.write_text(json.dumps(data))
+    one_line_error(*main(capsys, "show", entry)[::2], message)
+    code, out, err = main(capsys, "prune", "--store", store, "--dry-run")
+    assert code == 0 and f"would delete {entry} (unreadable: " in out, err
+    assert message in out
+
+
+def test_show_and_prune_of_an_entry_whose_parameters_no_longer_fit(store, capsys):
+    (entry,) = store.glob("_test_quick/*.json")
+    data = json.loads(entry.read_text())
+    data["requested"] = {"seq_len": "many"}
+    entry.write_text(json.dumps(data))
+    code, out, _ = main(capsys, "prune", "--store", store, "--dry-run")
+    assert code == 0 and "its parameters are not the experiment's now" in out
+
+
+def _legacy(store, data: dict, date: str, trace: bytes | None) -> None:
+    """`data` as an entry named by device kind (before device ids), measured on `date`."""
+    key = data["key"]
+    legacy = {**data, "provenance": {**data["provenance"], "date": date}, "trace_file": None}
+    if trace is not None:
+        legacy["trace_file"] = f"_test_quick/{key}.cpu.trace.json.gz"
+        (store / legacy["trace_file"]).write_bytes(trace)
+    (store / "_test_quick" / f"{key}.cpu.json").write_text(json.dumps(legacy))
+
+
+@pytest.mark.parametrize("with_trace", [True, False])
+def test_migrate_never_replaces_a_newer_entry_nor_deletes_its_trace(store, capsys, with_trace):
+    (entry,) = store.glob("_test_quick/*.json")
+    data = json.loads(entry.read_text())
+    newer = files(store)
+    _legacy(store, data, "2000-01-01T00:00:00+00:00", b"old trace" if with_trace else None)
+    code, out, err = main(capsys, "migrate", "--store", store)
+    assert code == 0, err
+    assert f"deleted {data['key']}.cpu.json: {entry.name}, measured later" in out
+    assert files(store) == newer  # the newer entry and its trace, as they were
+
+
+def test_migrate_replaces_an_older_entry_with_the_newer_legacy_one(store, capsys):
+    (entry,) = store.glob("_test_quick/*.json")
+    data = json.loads(entry.read_text())
+    _legacy(store, data, "2999-01-01T00:00:00+00:00", None)
+    code, out, _ = main(capsys, "migrate", "--store", store)
+    assert code == 0 and f"renamed {data['key']}.cpu.json -> {entry.name}" in out
+    migrated = json.loads(entry.read_text())
+    assert migrated["provenance"]["date"].startswith("2999") and migrated["trace_file"] is None
+    # The replaced entry's trace would name nothing now: it went with it.
+    assert sorted(p.name for p in store.glob("_test_quick/*")) == [entry.name]
+
+
+def _archive(tmp_path, store, run_log) -> Path:
+    from attention_docs.archive import write_archive
+
+    return write_archive(tmp_path / "measurements.tar.gz", store, run_log)
+
+
+@pytest.mark.parametrize(
+    ("run_log", "message"),
+    [
+        ({"requests": ["x", 3]}, "'requests' is not a list of JSON objects"),
+        ({"environment": "gpu"}, "'environment' is not a JSON object"),
+        ({"requests": [{"status": 1}]}, "request 0 has a 'status' that is not a string"),
+        ({"requests": [{"error": ["a"]}]}, "request 0 has a 'error' that is not a string"),
+        ({"total_s": "long"}, "'total_s' is not a number"),
+    ],
+)
+def test_import_archive_checks_the_run_log_before_writing(
+    tmp_path, store, capsys, run_log, message
+):
+    archive = _archive(tmp_path, store, run_log)
+    target = tmp_path / "target"
+    target.mkdir()
+    one_line_error(*main(capsys, "import-archive", archive, "--store", target)[::2], message)
+    assert files(target) == {}
+
+
+def test_import_of_an_archive_without_entries_is_an_error(tmp_path, capsys):
+    empty = tmp_path / "empty-store"
+    empty.mkdir()
+    archive = _archive(tmp_path, empty, {"requests": [{"experiment": "x", "status": "failed"}]})
+    target = tmp_path / "target"
+    target.mkdir()
+    code, _, err = main(capsys, "import-archive", archive, "--store", target)
+    one_line_error(code, err, "holds no measurement entries (run on ?: 1 requests (1 failed))")
+
+
+def project(tmp_path) -> Path:
+    """Just enough of the project for `new-chapter`: experiments, mkdocs.yml, docs."""
+    from conftest import ROOT
+
+    package = tmp_path / "src" / "attention_docs"
+    shutil.copytree(ROOT / "src" / "attention_docs" / "experiments", package / "experiments")
+    (tmp_path / "docs" / "chapters").mkdir(parents=True)
+    (tmp_path / "mkdocs.yml").write_text("site_name: t\n")
+    return tmp_path
+
+
+def test_new_chapter_refuses_a_slug_that_names_an_existing_experiment(tmp_path, capsys):
+    root = project(tmp_path)
+    before = files(root)
+    code, _, err = main(capsys, "new-chapter", "naive-steps", "--root", root)
+    one_line_error(code, err, "names the experiment naive_steps, which experiments/naive.py")
+    assert files(root) == before
+
+
+def test_new_chapter_writes_valid_front_matter_for_any_one_line_title(tmp_path, capsys):
+    import yaml
+
+    root = project(tmp_path)
+    title = 'The "best" mask: a #1 choice'
+    code, _, err = main(capsys, "new-chapter", "mask-cost", "--title", title, "--root", root)
+    assert code == 0, err
+    (page,) = (root / "docs" / "chapters").glob("*-mask-cost.md")
+    front = page.read_text().split("---\n")[1]
+    assert yaml.safe_load(front)["title"] == title
+    code, _, err = main(capsys, "new-chapter", "other", "--title", "two\nlines", "--root", root)
+    one_line_error(code, err, "must be one line of printable text")
+
+
+def test_an_experiment_registered_twice_is_one_line_naming_both(tmp_path, monkeypatch):
+    (tmp_path / "twice_experiments.py").write_text(
+        "from attention_docs.experiments.registry import Observed, experiment\n\n"
+        '@experiment("naive_steps", summary="a second naive_steps")\n'
+        "def again(ctx) -> Observed:\n    return Observed()\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]),
+        "ATTENTION_DOCS_EXPERIMENTS": "fake_experiments,twice_experiments",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "attention_docs", "list"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    one_line_error(
+        out.returncode,
+        out.stderr,
+        "experiment naive_steps is registered twice (in attention_docs.experiments.naive and "
+        "in twice_experiments); rename one of them",
+    )

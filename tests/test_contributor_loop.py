@@ -196,6 +196,37 @@ def test_the_reloader_reloads_changed_modules_and_their_importers_in_order(tmp_p
             del sys.modules[name]
 
 
+def test_the_reloader_asks_for_a_restart_only_when_a_kept_module_was_edited(tmp_path, caplog):
+    """The plugin's own modules are kept across rebuilds; a renderer they import is not."""
+    package = write_package(
+        tmp_path,
+        "keeppkg",
+        {
+            "__init__.py": "",
+            "renderer.py": "def draw():\n    return 1\n",
+            "plugin.py": "from keeppkg import renderer\n\ndef build():\n    return renderer.draw()\n",
+        },
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import keeppkg.plugin
+
+        reloader = ModuleReloader("keeppkg", package, keep=("keeppkg.plugin",))
+        reloader.snapshot()
+        touch_later(package / "renderer.py", "def draw():\n    return 2\n")
+        with caplog.at_level("WARNING", logger="attention_docs"):
+            assert reloader.reload_changed() == ["keeppkg.renderer"]
+        assert keeppkg.plugin.build() == 2 and "restart" not in caplog.text
+        touch_later(package / "plugin.py", "from keeppkg import renderer\n\nVERSION = 2\n")
+        with caplog.at_level("WARNING", logger="attention_docs"):
+            reloader.reload_changed()
+        assert "keeppkg.plugin changed: restart the server" in caplog.text
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.startswith("keeppkg")]:
+            del sys.modules[name]
+
+
 # --- mkdocs serve, on a minimal site with its own copy of the library ----------------------
 
 
@@ -358,6 +389,22 @@ def test_the_guides_example_is_what_new_chapter_writes_and_it_builds(tmp_path):
     assert "registered experiments/mask_cost.py" in scaffold.stdout
     config = (tmp_path / "mkdocs.yml").read_text()
     assert "- chapters/02-mask-cost.md" in config and "- notebooks/02_mask_cost.py" in config
+    # What it writes passes `nox -s lint` as it is (the project's ruff settings, whose
+    # per-file rules are relative to the project's root).
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    written = [
+        "src/attention_docs/experiments/mask_cost.py",
+        "docs/notebooks/02_mask_cost.py",
+        "tests/test_mask_cost.py",
+    ]
+    lint = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", *written],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert lint.returncode == 0, lint.stdout
     # The guide shows these very files: the example cannot drift from what the command writes.
     shown = guide_files()
     for rel in (

@@ -140,7 +140,7 @@ def test_store_names_entries_by_device_and_migrates_kind_named_ones(
     legacy.write_text(json.dumps(data))
     assert store.devices(m.experiment, m.key) == []
     moved = store.migrate()
-    assert moved == [(legacy, json_path)]
+    assert [(d.old, d.new, d.superseded) for d in moved] == [(legacy, json_path, False)]
     assert not legacy.exists() and not (tmp_path / legacy_trace).exists()
     again = store.get(m.experiment, m.key, device)
     assert again is not None and again.device_id == device

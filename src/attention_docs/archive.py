@@ -147,8 +147,7 @@ def check_archive(path: Path) -> Contents:
             run_log = json.loads(files[RUN_LOG])
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ArchiveError(f"{name}: {RUN_LOG} is not valid JSON ({exc})") from None
-        if not isinstance(run_log, dict):
-            raise ArchiveError(f"{name}: {RUN_LOG} does not hold a JSON object")
+        _check_run_log(run_log, name)
     contents = Contents(run_log)
     traces = {m for m in files if m.endswith(".trace.json.gz")}
     for member in sorted(m for m in files if m.endswith(".json") and m != RUN_LOG):
@@ -199,6 +198,28 @@ def check_archive(path: Path) -> Contents:
     return contents
 
 
+def _check_run_log(run_log: Any, name: str) -> None:
+    """The run log's shape, as tools/gpu_measure.py writes it; raises ArchiveError.
+
+    Checked before anything is written, so that a damaged log cannot stop an import halfway.
+    """
+    where = f"{name}: {RUN_LOG}"
+    if not isinstance(run_log, dict):
+        raise ArchiveError(f"{where} does not hold a JSON object")
+    if not isinstance(run_log.get("environment") or {}, dict):
+        raise ArchiveError(f"{where}: 'environment' is not a JSON object")
+    requests = run_log.get("requests") or []
+    if not isinstance(requests, list) or not all(isinstance(r, dict) for r in requests):
+        raise ArchiveError(f"{where}: 'requests' is not a list of JSON objects")
+    for i, r in enumerate(requests):
+        for key in ("experiment", "status", "error", "reason"):
+            if r.get(key) is not None and not isinstance(r[key], str):
+                raise ArchiveError(f"{where}: request {i} has a {key!r} that is not a string")
+    total = run_log.get("total_s")
+    if total is not None and (isinstance(total, bool) or not isinstance(total, int | float)):
+        raise ArchiveError(f"{where}: 'total_s' is not a number")
+
+
 @dataclass
 class Imported:
     contents: Contents
@@ -214,6 +235,9 @@ def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -
     from attention_docs.measurements.store import Store, _atomic_write
 
     contents = check_archive(path)
+    if not contents.entries:
+        summary = _run_summary(contents.run_log)[0]
+        raise ArchiveError(f"{Path(path).name} holds no measurement entries ({summary})")
     chosen = [e for e in contents.entries if allow_stale or e.stale is None]
     left_out = [e for e in contents.entries if e not in chosen]
     store = Store(store_root)
@@ -246,12 +270,14 @@ def _run_summary(run_log: dict[str, Any] | None) -> list[str]:
     counts = defaultdict(int)
     for r in requests:
         counts[r.get("status", "?")] += 1
+    statuses = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    total = run_log.get("total_s")
     lines = [
         f"run on {device}"
         + (f" ({software})" if software else "")
-        + f": {len(requests)} requests, "
-        + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-        + f", {run_log.get('total_s', '?')} s"
+        + f": {len(requests)} requests"
+        + (f" ({statuses})" if statuses else "")
+        + (f" in {total} s" if total is not None else "")
     ]
     for r in requests:
         if r.get("status") in ("failed", "skipped"):
@@ -284,6 +310,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_import_archive(args: argparse.Namespace, prog: str = "python -m attention_docs") -> int:
     import sys
 
+    if not args.store.is_dir():
+        print(
+            f"{prog}: error: there is no store folder {args.store} (the committed store is "
+            "docs/measurements; create a new one first); nothing was imported.",
+            file=sys.stderr,
+        )
+        return 2
     try:
         result = import_archive(args.file, args.store, allow_stale=args.allow_stale)
     except ArchiveError as exc:

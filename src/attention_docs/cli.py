@@ -369,13 +369,29 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
     )
 
 
+def existing_store(path: Path, *, empty_ok: bool = False) -> Path:
+    """`path`, if it is a store folder; a mistyped path is a usage error, not an empty store."""
+    from attention_docs.measurements.store import Store
+
+    if not path.is_dir():
+        raise UsageError(
+            f"there is no store folder {path}; the committed store is {COMMITTED_STORE}"
+        )
+    if not empty_ok and not Store(path).entry_paths():
+        raise UsageError(
+            f"{path} holds no measurement entries (<experiment>/<key>.<device id>.json): is it "
+            f"a store? The committed store is {COMMITTED_STORE}"
+        )
+    return path
+
+
 def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
     from attention_docs.experiments import load_all
-    from attention_docs.experiments.registry import REGISTRY
+    from attention_docs.experiments.registry import REGISTRY, ExperimentError
     from attention_docs.measurements.store import Store
 
     load_all()
-    store = Store(args.store)
+    store = Store(existing_store(args.store))
     wanted = None
     if args.unrequested:
         manifest = args.store / "requests.json"
@@ -400,6 +416,8 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
             stale.append((path, f"experiment {m.experiment} no longer exists"))
         elif m.fingerprint != exp.fingerprint():
             stale.append((path, "the code it measured has changed"))
+        elif (problem := _invalid_request(exp, m.requested, ExperimentError)) is not None:
+            stale.append((path, f"its parameters are not the experiment's now: {problem}"))
         elif m.key != exp.key(m.requested):
             stale.append(
                 (path, "its key was computed the old way (older method or default parameters)")
@@ -418,13 +436,27 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
+def _invalid_request(exp, requested: dict, error: type[Exception]) -> str | None:
+    try:
+        exp.check(requested)
+    except error as exc:
+        return str(exc)
+    return None
+
+
 def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:
     from attention_docs.measurements.store import Store
 
-    moved = Store(args.store).migrate()
-    for old, new in moved:
-        print(f"renamed {old.name} -> {new.name}")
-    print(f"{len(moved)} entr{'y' if len(moved) == 1 else 'ies'} renamed")
+    done = Store(existing_store(args.store)).migrate()
+    for d in done:
+        if d.superseded:
+            print(f"deleted {d.old.name}: {d.new.name}, measured later on that device, is kept")
+        else:
+            print(f"renamed {d.old.name} -> {d.new.name}")
+    renamed = sum(not d.superseded for d in done)
+    print(
+        f"{renamed} entr{'y' if renamed == 1 else 'ies'} renamed, {len(done) - renamed} superseded"
+    )
     return 0
 
 

@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import argparse
+import ast
+import json
 import re
 from pathlib import Path
 
@@ -41,14 +43,7 @@ def {name}(ctx, *, min_seq_len, max_seq_len) -> Observed:
     rows = []
     seq_len = min_seq_len
     while seq_len <= max_seq_len:
-        n = seq_len  # bound now: the lambdas below run later
-        timings = time_callables(
-            {{
-                "bool": lambda: prepare_mask("masked_fill", n, device=ctx.device),
-                "bias": lambda: prepare_mask("additive", n, device=ctx.device),
-            }},
-            ctx.device,
-        )
+        timings = time_callables(_preparations(seq_len, ctx.device), ctx.device)
         rows.append(
             (
                 seq_len,
@@ -65,11 +60,19 @@ def {name}(ctx, *, min_seq_len, max_seq_len) -> Observed:
         units={{"Bool mask": "µs", "Bool spread": "%", "Float bias": "µs", "Bias spread": "%"}},
     )
     return Observed(tables={{"prepare": table}})
+
+
+def _preparations(seq_len, device):
+    \"\"\"Both ways to prepare a causal mask of `seq_len`, as callables to time.\"\"\"
+    return {{
+        "bool": lambda: prepare_mask("masked_fill", seq_len, device=device),
+        "bias": lambda: prepare_mask("additive", seq_len, device=device),
+    }}
 """
 
 CHAPTER = """\
 ---
-title: "{title}"
+title: {title_yaml}
 summary: How long preparing a causal mask takes, as a boolean mask or as a float bias, against seq_len.
 ---
 
@@ -210,12 +213,35 @@ def _add_to_nav(config: Path, chapter: str, notebook: str) -> bool | None:
     return done == 2
 
 
+def declared_experiments(experiments: Path) -> dict[str, str]:
+    """Experiment names declared in the modules under `experiments` (read, not imported):
+    `@experiment("name", ...)` -> the module's file name."""
+    found = {}
+    for path in sorted(experiments.glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", None)) == "experiment"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                found.setdefault(node.args[0].value, path.name)
+    return found
+
+
 def new_chapter(root: Path, slug: str, title: str | None = None) -> list[str]:
     """Write the worked example as chapter `slug` under `root`; returns what it did."""
     if not SLUG.fullmatch(slug):
         raise ScaffoldError(
             f"chapter slug {slug!r} must be lowercase words joined by hyphens, e.g. mask-cost"
         )
+    if title is not None and (not title.strip() or not title.isprintable()):
+        raise ScaffoldError(f"the title {title!r} must be one line of printable text")
     package = root / "src" / "attention_docs"
     config = root / "mkdocs.yml"
     chapters = root / "docs" / "chapters"
@@ -237,7 +263,20 @@ def new_chapter(root: Path, slug: str, title: str | None = None) -> list[str]:
     existing = [p for p in files if p.exists()]
     if existing:
         raise ScaffoldError(f"{existing[0].relative_to(root)} exists already; choose another slug")
-    values = {"title": title, "slug": slug, "name": name, "notebook": notebook}
+    # Two experiments of one name cannot both register: every command would then fail.
+    taken = declared_experiments(package / "experiments").get(name)
+    if taken:
+        raise ScaffoldError(
+            f"the slug {slug!r} names the experiment {name}, which experiments/{taken} declares "
+            "already; choose another slug"
+        )
+    values = {
+        "title": title,
+        "title_yaml": json.dumps(title, ensure_ascii=False),  # a YAML double-quoted scalar
+        "slug": slug,
+        "name": name,
+        "notebook": notebook,
+    }
     done = []
     for path, template in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)

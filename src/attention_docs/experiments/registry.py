@@ -257,7 +257,11 @@ def experiment(
 
     def register(func: Callable[..., Observed]) -> Callable[..., Observed]:
         if name in REGISTRY:
-            raise RuntimeError(f"experiment {name} is registered twice")
+            first = REGISTRY[name].func.__module__
+            raise ExperimentError(
+                f"experiment {name} is registered twice (in {first} and in "
+                f"{func.__module__}); rename one of them"
+            )
         REGISTRY[name] = Experiment(
             name, summary, func, dict(params), tuple(measures), estimate_bytes
         )

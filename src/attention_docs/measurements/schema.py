@@ -6,7 +6,11 @@
 # had no Timing cells in tables).
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -210,7 +214,7 @@ class Measurement:
         if version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {version!r}, this build reads {SCHEMA_VERSION}")
         try:
-            return cls(
+            measurement = cls(
                 schema_version=version,
                 experiment=data["experiment"],
                 key=data["key"],
@@ -227,8 +231,10 @@ class Measurement:
                 notes=tuple(data["notes"]),
                 trace_file=data["trace_file"],
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SchemaError(f"malformed measurement: {type(exc).__name__}: {exc}") from exc
+        check_types(measurement)
+        return measurement
 
     @classmethod
     def loads(cls, text: str) -> Measurement:
@@ -237,6 +243,78 @@ class Measurement:
         except json.JSONDecodeError as exc:
             raise SchemaError(f"not valid JSON ({exc})") from exc
         return cls.from_json(data)
+
+
+def check_types(record: Any, where: str = "") -> None:
+    """Raise SchemaError unless every field of the dataclass `record`, nested records
+    included, holds a value of its declared type (a float field may hold an int).
+
+    A stored file with a wrongly typed field (a date that is a number, a time that is a
+    string) is then reported as unreadable, by name, like any other damaged file — instead
+    of crashing a renderer, `show` or `prune` later with a traceback.
+    """
+    for name, hint in _hints(type(record)).items():
+        _check(getattr(record, name), hint, f"{where}{name}")
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {n: h for n, h in typing.get_type_hints(cls).items() if n in names}
+
+
+def _check(value: Any, hint: Any, where: str) -> None:  # noqa: PLR0912 - one case per kind of type
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return
+    if origin in (typing.Union, types.UnionType):
+        for option in args:
+            if dataclasses.is_dataclass(option) and isinstance(value, option):
+                check_types(value, f"{where}.")  # a record of the right kind: say which field
+                return
+        for option in args:
+            try:
+                _check(value, option, where)
+            except SchemaError:
+                continue
+            return
+        raise SchemaError(f"malformed measurement: {where} is {value!r:.60}, not {_name(hint)}")
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, hint):
+            raise SchemaError(
+                f"malformed measurement: {where} is {value!r:.60}, not a {hint.__name__}"
+            )
+        check_types(value, f"{where}.")
+        return
+    expected = origin or hint
+    if expected is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif expected is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif expected is type(None):
+        ok = value is None
+    elif expected in (tuple, list):
+        ok = isinstance(value, tuple | list)
+    else:
+        ok = isinstance(value, expected)
+    if not ok:
+        raise SchemaError(f"malformed measurement: {where} is {value!r:.60}, not {_name(hint)}")
+    if expected in (tuple, list) and args:
+        items = args[:1] * len(value) if args[-1] is Ellipsis or expected is list else args
+        if len(items) != len(value):
+            raise SchemaError(
+                f"malformed measurement: {where} has {len(value)} items, not {len(items)}"
+            )
+        for i, (item, item_hint) in enumerate(zip(value, items, strict=True)):
+            _check(item, item_hint, f"{where}[{i}]")
+    elif expected in (dict, Mapping) and len(args) == 2:
+        for key, item in value.items():
+            _check(key, args[0], f"{where} key")
+            _check(item, args[1], f"{where}[{key!r}]")
+
+
+def _name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
 def _upgrade_v1(data: Mapping) -> dict:

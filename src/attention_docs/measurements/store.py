@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -23,6 +24,9 @@ log = logging.getLogger("attention_docs")
 DEVICE_KINDS = ("cuda", "cpu")
 # Entries written before devices were named: `<key>.cpu.json`, `<key>.cuda.json`.
 LEGACY_SUFFIXES = tuple(f".{kind}.json" for kind in DEVICE_KINDS)
+# What an entry's file is called: `<key>.<device id>.json` (or a legacy `<key>.cpu.json`).
+# Nothing else in a store folder is an entry, so nothing else is ever pruned or migrated.
+ENTRY_NAME = re.compile(r"[0-9a-f]{16}\.(?:cpu|cuda)(?:-[a-z0-9-]+)?\.json")
 
 
 @dataclass(frozen=True)
@@ -114,9 +118,13 @@ class Store:
             _atomic_write(target, measurement.dumps().encode())
         return measurement
 
+    def entry_paths(self) -> list[Path]:
+        """Every file named as an entry (`<experiment>/<key>.<device id>.json`), sorted."""
+        return sorted(p for p in self.root.glob("*/*.json") if ENTRY_NAME.fullmatch(p.name))
+
     def entries(self) -> Iterator[tuple[Path, Measurement | None, str | None]]:
-        """Every stored JSON file: (path, measurement or None, reason it is unreadable)."""
-        for path in sorted(self.root.glob("*/*.json")):
+        """Every entry: (path, measurement or None, reason it is unreadable)."""
+        for path in self.entry_paths():
             try:
                 yield path, Measurement.loads(path.read_text(encoding="utf-8")), None
             except (SchemaError, OSError, UnicodeDecodeError) as exc:
@@ -133,34 +141,65 @@ class Store:
                     removed.append(candidate)
         return removed
 
-    def migrate(self) -> list[tuple[Path, Path]]:
+    def migrate(self) -> list[Migration]:
         """Rename entries named by device kind (`<key>.cpu.json`) to their device id.
 
-        The device id comes from the entry's own provenance; its trace moves with it. An
-        entry that cannot be read is left where it is (and reported by `entries`).
-        Returns (old, new) JSON paths.
+        The device id comes from the entry's own provenance; its trace moves with it. When
+        the store already holds that device's entry for the key, the newer of the two is
+        kept and the older goes, with its own trace only. An entry that cannot be read is
+        left where it is (and reported by `entries`).
         """
-        moved = []
+        done = []
         with self._lock():
-            for path in sorted(self.root.glob("*/*.json")):
+            for path in self.entry_paths():
                 if not path.name.endswith(LEGACY_SUFFIXES):
                     continue
                 try:
                     m = Measurement.loads(path.read_text(encoding="utf-8"))
                 except (SchemaError, OSError, UnicodeDecodeError):
                     continue
-                if m.trace_file:
-                    old_trace = self.root / m.trace_file
-                    new_rel = self.relative(m.experiment, m.key, m.device_id, ".trace.json.gz")
-                    if old_trace.exists():
-                        _atomic_write(self.root / new_rel, old_trace.read_bytes())
-                        old_trace.unlink()
-                    m = replace(m, trace_file=new_rel)
                 target = self.path(m.experiment, m.key, m.device_id)
+                newer = self._readable(target)
+                old_trace = self.root / m.trace_file if m.trace_file else None
+                if newer is not None and newer.provenance.date >= m.provenance.date:
+                    self._unlink_unless_named(old_trace, newer)
+                    path.unlink()
+                    done.append(Migration(path, target, superseded=True))
+                    continue
+                new_trace = self.path(m.experiment, m.key, m.device_id, ".trace.json.gz")
+                if old_trace is not None and old_trace.exists():
+                    _atomic_write(new_trace, old_trace.read_bytes())
+                    old_trace.unlink()
+                    rel = self.relative(m.experiment, m.key, m.device_id, ".trace.json.gz")
+                    m = replace(m, trace_file=rel)
+                else:
+                    # The entry it replaces may have had a trace; it would name nothing now.
+                    new_trace.unlink(missing_ok=True)
+                    m = replace(m, trace_file=None)
                 _atomic_write(target, m.dumps().encode())
                 path.unlink()
-                moved.append((path, target))
-        return moved
+                done.append(Migration(path, target, superseded=False))
+        return done
+
+    def _readable(self, path: Path) -> Measurement | None:
+        try:
+            return Measurement.loads(path.read_text(encoding="utf-8"))
+        except (SchemaError, OSError, UnicodeDecodeError):
+            return None
+
+    def _unlink_unless_named(self, trace: Path | None, keeper: Measurement) -> None:
+        if trace is not None and keeper.trace_file != trace.relative_to(self.root).as_posix():
+            trace.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One legacy entry migrated: renamed to `new`, or (superseded) deleted because `new`,
+    that device's entry for the same key, was measured later."""
+
+    old: Path
+    new: Path
+    superseded: bool
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
