@@ -160,18 +160,103 @@ def load_script():
     return module
 
 
-def test_shared_requests_run_first_then_the_cheapest():
-    script = load_script()
-    requests = [
-        {"experiment": "slow", "requested": {}},
-        {"experiment": "forward_times", "requested": {}},
-        {"experiment": "cheap", "requested": {}},
-        {"experiment": "machine_ceilings", "requested": {}},
-        {"experiment": "unknown", "requested": {}},
+def load_plan():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import gpu_plan
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    return gpu_plan
+
+
+def test_requests_run_in_the_order_the_pages_need_them():
+    plan = load_plan()
+    names = ["wall_seq_len", "later", "forward_times", "nowhere", "winners_summary"]
+    names += ["naive_steps", "machine_ceilings", "earlier", "sdpa_backends"]
+    shown = {"earlier": ["01-a"], "wall_seq_len": ["05-b"], "later": ["09-c"]}
+    order = plan.run_order([{"experiment": n, "requested": {}} for n in names], shown)
+    assert [r["experiment"] for r in order] == [
+        "machine_ceilings",
+        "forward_times",
+        "naive_steps",
+        "sdpa_backends",
+        "winners_summary",
+        "earlier",  # then the chapters' order
+        "wall_seq_len",
+        "later",
+        "nowhere",  # then what no chapter shows
     ]
-    known = {"slow": 90.0, "cheap": 3.0, "forward_times": 200.0}
-    order = [r["experiment"] for r in script.run_order(requests, known, default=20.0)]
-    assert order == ["machine_ceilings", "forward_times", "cheap", "unknown", "slow"]
+
+
+def test_every_experiment_has_an_estimate_of_its_gpu_time():
+    """A new or renamed experiment gets gpu_plan.DEFAULT until tools/gpu_plan.py counts its
+    work (WORK); this test says which to add."""
+    from attention_docs.experiments.registry import REGISTRY
+
+    plan = load_plan()
+    get("naive_steps")  # loads every experiment
+    missing = []
+    for name, exp in sorted(REGISTRY.items()):
+        if name.startswith("_"):
+            continue  # the tests' own experiments
+        work, counted = plan.work(name, exp.resolve({}, "cuda"))
+        if not counted:
+            missing.append(name)
+        assert work.seconds > plan.START_S, name
+    assert missing == [], f"add these experiments to WORK in tools/gpu_plan.py: {missing}"
+    assert not set(plan.WORK) - set(REGISTRY), "WORK names experiments that no longer exist"
+
+
+def test_an_estimate_grows_with_the_work_it_counts():
+    plan = load_plan()
+    assert plan.Work(compiles=2).seconds - plan.Work(compiles=1).seconds == plan.COMPILE_S
+    decode = get("decode_cache_sweep").resolve({}, "cuda")
+    longer = {**decode, "max_cache_len": 4 * decode["max_cache_len"]}
+    assert (
+        plan.work("decode_cache_sweep", longer)[0].seconds
+        > plan.work("decode_cache_sweep", decode)[0].seconds
+    )
+    tiny = plan.work("forward_times", {"tiny": True})[0]
+    assert tiny.seconds < plan.work("forward_times", {"tiny": False})[0].seconds
+    assert plan.work("no_such_experiment", {}) == (plan.DEFAULT, False)
+    assert plan.work("naive_step_shares", {"renamed": 1}) == (plan.DEFAULT, False)
+
+
+def test_a_plan_over_budget_says_which_pages_would_lose_what(tmp_path, capsys):
+    manifest = tmp_path / "requests.json"
+    manifest.write_text(
+        json.dumps(
+            [
+                {"experiment": n, "requested": {}}
+                for n in ("flex_masks", "naive_steps", "machine_ceilings")
+            ]
+        )
+    )
+    args = ["--plan", "--requests", str(manifest), "--estimates", str(tmp_path)]
+    code = load_script().main([*args, "--budget-s", "20"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "1. machine_ceilings" in out and "2. naive_steps" in out  # the core first
+    assert "flex_masks {} [~" in out and "SKIPPED" in out
+    assert "requests would be skipped; these pages would lose them:" in out
+    assert "  10-flex-attention: flex_masks" in out
+    assert load_script().main([*args, "--budget-s", "10000"]) == 0
+    assert "all 3 requests fit the budget" in capsys.readouterr().out
+
+
+def test_a_stored_gpu_duration_beats_the_counted_estimate(tmp_path):
+    script = load_script()
+    entry = json.loads(
+        next((ROOT / "docs" / "measurements" / "naive_steps").glob("*.json")).read_text()
+    )
+    entry["provenance"]["device"]["kind"] = "cuda"
+    entry["provenance"]["duration_s"] = 123.0
+    (tmp_path / "naive_steps").mkdir()
+    (tmp_path / "naive_steps" / "x.cuda-h200.json").write_text(json.dumps(entry))
+    known = script.estimates(tmp_path, "cuda")
+    request = {"experiment": "naive_steps", "requested": entry["requested"]}
+    seconds, source = script.estimate(request, known, "cuda")
+    assert source == "measured" and seconds == 123.0 + load_plan().START_S
 
 
 def test_plan_lists_the_parameters_each_request_gets_on_cuda(tmp_path, capsys):
@@ -179,7 +264,7 @@ def test_plan_lists_the_parameters_each_request_gets_on_cuda(tmp_path, capsys):
     manifest.write_text(json.dumps([{"experiment": "naive_steps", "requested": {}}, QUICK]))
     code = load_script().main(["--plan", "--requests", str(manifest), "--estimates", str(tmp_path)])
     out = capsys.readouterr().out
-    assert code == 0
+    assert code == 0, out
     assert "2 requests, in run order, with their parameters on cuda" in out
     assert '"seq_len":2048' in out  # naive_steps' GPU default, not its CPU default of 256
     assert '{"seq_len":8,"causal":true}' in out

@@ -7,19 +7,22 @@ Usage (from the repository root; the lent GPU machine has no nox, so the source 
     PYTHONPATH=src python3 tools/gpu_measure.py --plan [--device cuda]
 
 Each request runs in its own worker process (attention_docs.workers, as a docs build runs
-it) and writes into a temporary store. The shared entries (`machine_ceilings`,
-`forward_times`, read by many pages) run first, then the rest, cheapest first by the
-durations the store at `--estimates` recorded for this device kind. A request is not started
-when the budget's remaining seconds are fewer than its estimate, and a started one is
-stopped when the budget runs out, so the archive is always written in time; what was skipped
-is listed. After every request the archive `OUT/measurements.tar.gz` is rewritten (the
-temporary store and a `run-log.json`: device, software, per-request seconds, status and the
-last lines of each failure), so a call killed at its limit still returns what it measured;
-the finished log is also written beside it as `OUT/run-log.json`.
+it) and writes into a temporary store. The requests run in the order tools/gpu_plan.py
+gives: what the pages need most first (the shared facts, the naive steps, the SDPA backends,
+FlashAttention and Triton, the winners map), then the chapters' order. Each has an estimate
+of its GPU time, from the store's GPU entry of it when there is one, else counted from its
+work (compiles, shapes, rounds; tools/gpu_plan.py). A request is not started when the
+budget's remaining seconds are fewer than its estimate, and a started one is stopped when
+the budget runs out, so the archive is always written in time; what was skipped is listed.
+After every request the archive `OUT/measurements.tar.gz` is rewritten (the temporary store
+and a `run-log.json`: device, software, per-request seconds, status and the last lines of
+each failure), so a call killed at its limit still returns what it measured; the finished
+log is also written beside it as `OUT/run-log.json`.
 Import it with `python -m attention_docs import-archive OUT/measurements.tar.gz`.
 `--plan` runs nothing: it lists the requests in run order with the parameters they resolve
-to on the device. Exit code 0: every request ran; 1: some failed or were skipped; 2: bad
-input.
+to on the device and their estimates, and, when they do not all fit the budget, which
+requests would be skipped and which pages would lose them. Exit code 0: every request ran
+(with --plan: all fit); 1: some failed or were skipped (would be); 2: bad input.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
-if str(SRC) not in sys.path:
-    sys.path.insert(0, str(SRC))
+for folder in (SRC, ROOT / "tools"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 # Workers are `python -m attention_docs`: they must find the same source tree.
 os.environ["PYTHONPATH"] = os.pathsep.join(
     dict.fromkeys(filter(None, [str(SRC), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]))
@@ -46,9 +50,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 ARCHIVE = "measurements.tar.gz"
 MAX_RETURNED_BYTES = 16 * 2**20  # the most the device tool brings back in one file from $OUT
-# Read by many pages: a budget overrun must not lose them.
-FIRST = ("machine_ceilings", "forward_times")
-PROCESS_S = 5.0  # a worker's start (Python, torch, CUDA context) on top of the experiment
 PROBE = """
 import json, platform, sys
 import torch
@@ -95,10 +96,10 @@ def load_manifest(path: Path) -> list[dict[str, Any]]:
 
 
 def estimates(store: Path, device_kind: str) -> dict[str, float]:
-    """Seconds each request took when the store's entries for this device kind were measured.
+    """Seconds each request took when the store's entries for this device kind were measured
+    (the worker's start added), keyed by `experiment + canonical requested JSON`."""
+    from gpu_plan import START_S
 
-    Keyed by `experiment` and by `experiment + canonical requested JSON`; the longest wins.
-    """
     found: dict[str, float] = {}
     for path in sorted(store.glob("*/*.json")):
         try:
@@ -106,10 +107,9 @@ def estimates(store: Path, device_kind: str) -> dict[str, float]:
             provenance = data["provenance"]
             if provenance["device"]["kind"] != device_kind:
                 continue
-            seconds = float(provenance["duration_s"]) + PROCESS_S
-            name = data["experiment"]
-            for ident in (name, _ident(name, data["requested"])):
-                found[ident] = max(found.get(ident, 0.0), seconds)
+            seconds = float(provenance["duration_s"]) + START_S
+            ident = _ident(data["experiment"], data["requested"])
+            found[ident] = max(found.get(ident, 0.0), seconds)
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return found
@@ -119,23 +119,24 @@ def _ident(experiment: str, requested: dict) -> str:
     return f"{experiment} {json.dumps(requested, sort_keys=True)}"
 
 
-def estimate(request: dict, known: dict[str, float], default: float) -> tuple[float, bool]:
-    """(seconds, whether it comes from a stored measurement)."""
-    for ident in (_ident(request["experiment"], request["requested"]), request["experiment"]):
-        if ident in known:
-            return known[ident], True
-    return default, False
+def estimate(request: dict, known: dict[str, float], device: str) -> tuple[float, str]:
+    """(seconds, where they come from: "measured", "counted" or "default")."""
+    from gpu_plan import work
+
+    ident = _ident(request["experiment"], request["requested"])
+    if ident in known:
+        return known[ident], "measured"
+    params, _ = resolve(request, device)
+    found, counted = work(request["experiment"], params)
+    return found.seconds, "counted" if counted else "default"
 
 
-def run_order(requests: list[dict], known: dict[str, float], default: float) -> list[dict]:
-    """Shared entries first (in FIRST's order), then the rest cheapest first (stable)."""
+def run_order(requests: list[dict]) -> list[dict]:
+    """The order of tools/gpu_plan.py: what the pages need most first."""
+    from gpu_plan import chapter_order
+    from gpu_plan import run_order as order
 
-    def rank(request: dict) -> tuple:
-        name = request["experiment"]
-        first = FIRST.index(name) if name in FIRST else len(FIRST)
-        return (first, estimate(request, known, default)[0])
-
-    return sorted(requests, key=rank)
+    return order(requests, chapter_order(ROOT / "docs" / "chapters"))
 
 
 def resolve(request: dict, device: str) -> tuple[dict | None, str | None]:
@@ -166,28 +167,48 @@ def probe(device: str, timeout_s: float) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def print_plan(
-    order: list[dict], device: str, known: dict[str, float], default: float, budget: float
-) -> int:
-    total, bad = 0.0, 0
+def print_plan(order: list[dict], device: str, known: dict[str, float], budget: float) -> int:
+    from gpu_plan import chapter_order
+
+    shown = chapter_order(ROOT / "docs" / "chapters")
+    elapsed, bad, skipped = 0.0, 0, []
     print(f"{len(order)} requests, in run order, with their parameters on {device}:")
     for i, request in enumerate(order, 1):
         params, error = resolve(request, device)
-        seconds, measured = estimate(request, known, default)
-        total += seconds
+        seconds, source = estimate(request, known, device)
         bad += error is not None
-        shown = (
+        shown_params = (
             json.dumps(params, separators=(",", ":")) if params is not None else f"INVALID: {error}"
         )
-        over = " OVER BUDGET" if total > budget else ""
-        when = f"~{seconds:.0f} s{'' if measured else ' (default)'}, done by ~{total:.0f} s{over}"
+        # As the run decides: a request whose estimate the rest of the budget cannot hold
+        # is skipped, and the next one is tried.
+        if seconds > budget - elapsed:
+            skipped.append(request)
+            when = f"~{seconds:.0f} s {source}: SKIPPED, {max(budget - elapsed, 0):.0f} s left"
+        else:
+            elapsed += seconds
+            when = f"~{seconds:.0f} s {source}, done by ~{elapsed:.0f} s"
+        pages = ", ".join(shown.get(request["experiment"], [])) or "no chapter"
         print(f"{i:3}. {request['experiment']} {json.dumps(request['requested'])} [{when}]")
-        print(f"       {shown}")
+        print(f"       {shown_params}")
+        print(f"       shown on: {pages}")
+    total = sum(estimate(r, known, device)[0] for r in order)
     print(
-        f"estimated total: ~{total:.0f} s against a budget of {budget:.0f} s (estimates: each "
-        "request's last run on this device kind in the store, else the default)"
+        f"estimated total: ~{total:.0f} s against a budget of {budget:.0f} s (estimates: "
+        "measured = the store's entry from this device kind; counted = from the request's "
+        "work, tools/gpu_plan.py; default = an experiment gpu_plan.WORK does not know)"
     )
-    return 2 if bad else 0
+    if skipped:
+        print(f"{len(skipped)} requests would be skipped; these pages would lose them:")
+        losses: dict[str, list[str]] = {}
+        for request in skipped:
+            for page in shown.get(request["experiment"], ["(no chapter)"]):
+                losses.setdefault(page, []).append(request["experiment"])
+        for page in sorted(losses):
+            print(f"  {page}: {', '.join(losses[page])}")
+    else:
+        print(f"all {len(order)} requests fit the budget")
+    return 2 if bad else (1 if skipped else 0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,12 +227,6 @@ def main(argv: list[str] | None = None) -> int:
         help="store whose entries' durations estimate each request (default: the manifest's folder)",
     )
     parser.add_argument(
-        "--default-estimate-s",
-        type=float,
-        default=20.0,
-        help="estimate for a request the store has no entry for (default: 20)",
-    )
-    parser.add_argument(
         "--plan", action="store_true", help="list what would run, with its parameters; run nothing"
     )
     args = parser.parse_args(argv)
@@ -221,9 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     known = estimates(args.estimates or args.requests.parent, args.device)
-    order = run_order(requests, known, args.default_estimate_s)
+    order = run_order(requests)
     if args.plan:
-        return print_plan(order, args.device, known, args.default_estimate_s, args.budget_s)
+        return print_plan(order, args.device, known, args.budget_s)
     if args.out is None:
         parser.error("--out is required unless --plan is given")
     return measure_all(order, args, known)
@@ -302,7 +317,7 @@ def measure_all(order: list[dict], args: argparse.Namespace, known: dict[str, fl
                 args.device,
                 store,
                 remaining=args.budget_s - elapsed(),
-                estimate_s=estimate(request, known, args.default_estimate_s)[0],
+                estimate_s=estimate(request, known, args.device)[0],
                 unusable=env.get("error"),
             )
             log["requests"].append(record)
