@@ -28,6 +28,11 @@ os.environ.setdefault("ATTENTION_DOCS_ALLOW_BUSY", "1")
 def pytest_collection_modifyitems(config, items):
     import torch
 
+    # Tests of the whole site share one build: run them on one worker (--dist loadgroup).
+    whole_site = pytest.mark.xdist_group("whole-site")
+    for item in items:
+        if "site" in getattr(item, "fixturenames", ()):
+            item.add_marker(whole_site)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

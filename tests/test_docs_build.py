@@ -7,9 +7,11 @@ import gzip
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -44,12 +46,49 @@ def mkdocs_build(
     )
 
 
+# The whole site is built once (per test worker: tests/conftest.py keeps every test that
+# uses it on one), in a process that then says whether it imported torch.
+BUILD_AND_SAY = (
+    "import runpy, sys\n"
+    "sys.argv = ['mkdocs', 'build', '--strict', '-f', sys.argv[1], '-d', sys.argv[2]]\n"
+    "try:\n"
+    "    runpy.run_module('mkdocs', run_name='__main__')\n"
+    "except SystemExit as exc:\n"
+    "    assert not exc.code, exc.code\n"
+    "print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
+)
+
+
+@dataclass(frozen=True)
+class Built:
+    site: Path
+    imported_torch: bool
+
+
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
+def built(tmp_path_factory) -> Built:
+    from attention_docs import book, declarations
+
+    # What a warm build finds under .cache/: the experiment index and this machine's device
+    # id (the first build after a source edit computes them, torch and all).
+    declarations.experiments(ROOT / ".cache")
+    declarations.device_id("auto", ROOT / ".cache", book._describe_device)
     out = tmp_path_factory.mktemp("site")
-    result = mkdocs_build(ROOT / "mkdocs.yml", out, ATTENTION_DOCS_MODE="frozen")
+    result = subprocess.run(
+        [sys.executable, "-c", BUILD_AND_SAY, str(ROOT / "mkdocs.yml"), str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "ATTENTION_DOCS_MODE": "frozen"},
+    )
     assert result.returncode == 0, f"strict build failed:\n{result.stderr[-6000:]}"
-    return out
+    return Built(out, result.stdout.strip().splitlines()[-1] == "torch imported")
+
+
+@pytest.fixture(scope="module")
+def site(built) -> Path:
+    return built.site
 
 
 def pages(site: Path) -> list[Path]:
@@ -348,6 +387,30 @@ print(render.tables.step_table(measure("_test_quick", seq_len=8)))
 """
 
 
+@pytest.fixture(scope="session")
+def quick_entries(tmp_path_factory) -> Path:
+    """A store holding _test_quick at seq_len 8 and 4, measured once for every test that
+    needs a stored entry to begin with (a build that measures costs a worker's start)."""
+    from attention_docs.experiments.runner import run_experiment
+    from attention_docs.measurements.store import Store
+
+    root = tmp_path_factory.mktemp("quick-entries")
+    for seq_len in (8, 4):
+        run_experiment("_test_quick", {"seq_len": seq_len}, device="cpu", store=Store(root))
+    return root
+
+
+def with_entries(quick_entries: Path, root: Path, *seq_lens: int) -> None:
+    """Copy the stored _test_quick entries at `seq_lens` into the minimal site at `root`."""
+    for source in quick_entries.glob("_test_quick/*.json"):
+        if json.loads(source.read_text())["requested"].get("seq_len") in seq_lens:
+            target = root / "docs" / "measurements" / "_test_quick"
+            target.mkdir(parents=True, exist_ok=True)
+            stem = source.name.removesuffix(".json")
+            for path in source.parent.glob(f"{stem}.*"):
+                shutil.copy2(path, target / path.name)
+
+
 def store_files(root: Path) -> dict[str, bytes]:
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
@@ -397,9 +460,9 @@ def _fake_gpu_entry(cpu_entry: Path, name: str, device_id: str) -> None:
     cpu_entry.with_name(f"{stem}.{device_id}.json").write_text(json.dumps(data))
 
 
-def test_stored_gpu_entries_win_in_the_configured_order(tmp_path):
+def test_stored_gpu_entries_win_in_the_configured_order(tmp_path, quick_entries):
     config = minimal_site(tmp_path, QUICK_PAGE)
-    assert mkdocs_build(config, tmp_path / "site").returncode == 0
+    with_entries(quick_entries, tmp_path, 8)
     cpu_entry = next((tmp_path / "docs" / "measurements").rglob("*.cpu-*.json"))
     _fake_gpu_entry(cpu_entry, "NVIDIA H100 80GB HBM3", "cuda-h100-sxm")
     _fake_gpu_entry(cpu_entry, "NVIDIA H200", "cuda-h200")
@@ -466,9 +529,9 @@ def test_a_frozen_build_shows_another_machines_entry_and_auto_measures_its_own(t
     assert store.get(m.experiment, m.key, m.device_id) is not None
 
 
-def test_corrupt_entry_is_named_and_measured_again(tmp_path):
+def test_corrupt_entry_is_named_and_measured_again(tmp_path, quick_entries):
     config = minimal_site(tmp_path, QUICK_PAGE)
-    assert mkdocs_build(config, tmp_path / "site").returncode == 0
+    with_entries(quick_entries, tmp_path, 8)
     entry = next((tmp_path / "docs" / "measurements").rglob("*.cpu-*.json"))
     entry.write_text('{"schema_version": 999}')
     again = mkdocs_build(config, tmp_path / "site")
@@ -554,29 +617,38 @@ def test_cuda_asked_of_a_machine_without_it_is_one_line(tmp_path):
     assert "Traceback" not in result.stderr and "use --device cpu" in result.stderr
 
 
-def test_companion_notebooks_run_as_scripts(tmp_path):
-    notebooks = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
-    assert notebooks
-    for nb in notebooks:
-        result = subprocess.run(
-            [sys.executable, str(nb)],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            check=False,
-            env={**os.environ, "ATTENTION_DOCS_TINY": "1"},
-            timeout=900,
-        )
-        assert result.returncode == 0, f"{nb.name} failed:\n{result.stderr[-3000:]}"
-        assert result.stdout.strip(), f"{nb.name} printed nothing"
+NOTEBOOKS = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
+def test_companion_notebook_runs_as_a_script(tmp_path, notebook):
+    """One test per notebook, so that the test workers share them out. A notebook runs in a
+    folder holding a copy of the committed store: what it asks `measure` for with a chapter's
+    parameters is read from there, not measured again (and the committed store is never
+    written); what it runs itself at ATTENTION_DOCS_TINY sizes runs live."""
+    shutil.copytree(ROOT / "docs" / "measurements", tmp_path / "docs" / "measurements")
+    result = subprocess.run(
+        [sys.executable, str(notebook)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        env={**os.environ, "ATTENTION_DOCS_TINY": "1"},
+        timeout=900,
+    )
+    assert result.returncode == 0, f"{notebook.name} failed:\n{result.stderr[-3000:]}"
+    assert result.stdout.strip(), f"{notebook.name} printed nothing"
 
 
 def manifest(root: Path) -> list[dict]:
     return json.loads((root / "docs" / "measurements" / "requests.json").read_text())
 
 
-def test_only_a_full_build_writes_the_manifest_and_the_site_publishes_it_current(tmp_path):
+def test_only_a_full_build_writes_the_manifest_and_the_site_publishes_it_current(
+    tmp_path, quick_entries
+):
     config = minimal_site(tmp_path, QUICK_PAGE)
+    with_entries(quick_entries, tmp_path, 8, 4)
     (tmp_path / "docs" / "other.md").write_text(
         QUICK_PAGE.replace("seq_len=8", "seq_len=4").replace('"quick-table"', '"other-table"')
     )
@@ -646,8 +718,10 @@ def site_files(site: Path) -> dict[str, bytes]:
     return {p.relative_to(site).as_posix(): p.read_bytes() for p in site.rglob("*") if p.is_file()}
 
 
-def test_two_builds_from_one_store_are_byte_identical_and_world_readable(tmp_path):
+def test_two_builds_from_one_store_are_byte_identical_and_world_readable(tmp_path, quick_entries):
     import nbformat
+
+    with_entries(quick_entries, tmp_path, 8)
 
     (tmp_path / "docs" / "notebooks").mkdir(parents=True)
     (tmp_path / "docs" / "index.md").write_text(textwrap.dedent(FIGURE_PAGE))
@@ -656,9 +730,8 @@ def test_two_builds_from_one_store_are_byte_identical_and_world_readable(tmp_pat
     cached.write_text(NOTEBOOK_CONFIG.replace("CACHE", ".cache"))
     uncached = tmp_path / "uncached.yml"
     uncached.write_text(NOTEBOOK_CONFIG.replace("CACHE", '""'))
-    assert mkdocs_build(cached, tmp_path / "first").returncode == 0  # measures
-    # Fills the caches (a caption says "from the store" now, not "measured during this build").
-    assert mkdocs_build(cached, tmp_path / "second", ATTENTION_DOCS_MODE="frozen").returncode == 0
+    # Fills the caches.
+    assert mkdocs_build(cached, tmp_path / "first", ATTENTION_DOCS_MODE="frozen").returncode == 0
     # A build that draws everything and one that reads it all from the cache, under a umask
     # that would make every new file private.
     fresh = mkdocs_build(uncached, tmp_path / "a", umask=0o077, ATTENTION_DOCS_MODE="frozen")
@@ -691,12 +764,14 @@ def _move_to_an_older_key(entry: Path, *, fingerprint: str | None = None) -> Pat
     return older
 
 
-def test_frozen_messages_say_missing_unreadable_or_changed_and_how_to_fix_it(tmp_path):
+def test_frozen_messages_say_missing_unreadable_or_changed_and_how_to_fix_it(
+    tmp_path, quick_entries
+):
     config = minimal_site(tmp_path, QUICK_PAGE)
     missing = mkdocs_build(config, tmp_path / "site", ATTENTION_DOCS_MODE="frozen")
     assert "_test_quick(seq_len=8) is not in the store" in missing.stderr
     assert "python -m attention_docs run _test_quick --seq-len 8 --store" in missing.stderr
-    assert mkdocs_build(config, tmp_path / "site").returncode == 0
+    with_entries(quick_entries, tmp_path, 8)
     entry = next((tmp_path / "docs" / "measurements").rglob("*.cpu-*.json"))
     good = entry.read_text()
     entry.write_text(good[: len(good) // 2])
@@ -753,25 +828,7 @@ def test_one_failure_in_a_session_is_reported_as_one_root_cause(tmp_path):
     assert err.index("Traceback (most recent call last)") < err.index(summary)
 
 
-def test_a_build_with_nothing_to_measure_never_imports_torch(site, tmp_path):
+def test_a_build_with_nothing_to_measure_never_imports_torch(built):
     """Importing torch costs seconds: a build whose measurements are all stored needs none
     (a page comparing devices once imported it to compute a key it already had)."""
-    code = (
-        "import runpy, sys\n"
-        "sys.argv = ['mkdocs', 'build', '--strict', '-f', sys.argv[1], '-d', sys.argv[2]]\n"
-        "try:\n"
-        "    runpy.run_module('mkdocs', run_name='__main__')\n"
-        "except SystemExit as exc:\n"
-        "    assert not exc.code, exc.code\n"
-        "print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code, str(ROOT / "mkdocs.yml"), str(tmp_path / "site")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "ATTENTION_DOCS_MODE": "frozen"},
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert result.stdout.strip().splitlines()[-1] == "no torch"
+    assert not built.imported_torch
