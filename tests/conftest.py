@@ -41,9 +41,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def tiny_measurement():
-    """A real measurement of naive attention at a tiny shape, made in this process."""
+    """A real measurement of naive attention at a tiny shape, made in this process once per
+    test worker (a Measurement is immutable). Renderer and claim tests read recorded ones
+    instead (tests/recorded.py)."""
     from attention_docs.experiments.runner import run_experiment
 
     return run_experiment(

@@ -32,10 +32,13 @@ def sourced(experiment: str) -> Sourced:
 
 def refresh(experiment: str) -> Path:
     """Copy the newest committed store entry of `experiment` over its recorded copy."""
-    entries = sorted(
-        (STORE / experiment).glob("*.json"),
-        key=lambda p: Measurement.loads(p.read_text(encoding="utf-8")).provenance.date,
-    )
+    # The chapter's request: the one given no parameters; the newest device's entry.
+    found = [
+        (m.provenance.date, path)
+        for path in (STORE / experiment).glob("*.json")
+        if not (m := Measurement.loads(path.read_text(encoding="utf-8"))).requested
+    ]
+    entries = [path for _, path in sorted(found)]
     if not entries:
         raise FileNotFoundError(f"the store {STORE} holds no entry of {experiment}")
     DATA.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, TESTS
+from recorded import recorded
 
 from attention_docs import build_cache
 from attention_docs.build_cache import RenderCache, RenderProxy, SourceGraph
@@ -66,6 +67,12 @@ RENDER_PACKAGE = {
 }
 
 
+@pytest.fixture
+def naive():
+    """naive_steps as the store recorded it (tests/data/measurements/)."""
+    return recorded("naive_steps")
+
+
 def test_source_graph_follows_imports_and_reexports_but_not_the_whole_package(tmp_path):
     package = write_package(tmp_path, "graphpkg", RENDER_PACKAGE)
     graph = SourceGraph("graphpkg", package)
@@ -85,7 +92,7 @@ def test_source_graph_follows_imports_and_reexports_but_not_the_whole_package(tm
     assert "attention_docs.render.timeline" not in real and "attention_docs.render" not in real
 
 
-def test_render_cache_keys_on_code_tokens_arguments_and_measurement(tmp_path, tiny_measurement):
+def test_render_cache_keys_on_code_tokens_arguments_and_measurement(tmp_path, naive):
     package = write_package(tmp_path, "graphpkg", RENDER_PACKAGE)
     sys.path.insert(0, str(tmp_path))
     try:
@@ -102,12 +109,10 @@ def test_render_cache_keys_on_code_tokens_arguments_and_measurement(tmp_path, ti
         cache.start_build()
         assert cache.key(shout, ("a",), {}) != key
         # Measurements are named by their content, sources by content and provenance too.
-        one = Sourced(tiny_measurement, "from the store", "x.json")
-        again = Sourced(
-            type(tiny_measurement).loads(tiny_measurement.dumps()), one.origin, "x.json"
-        )
+        one = Sourced(naive, "from the store", "x.json")
+        again = Sourced(type(naive).loads(naive.dumps()), one.origin, "x.json")
         assert cache.key(shout, (one,), {}) == cache.key(shout, (again,), {})
-        fresh = Sourced(tiny_measurement, "measured during this build", "x.json")
+        fresh = Sourced(naive, "measured during this build", "x.json")
         assert cache.key(shout, (one,), {}) != cache.key(shout, (fresh,), {})
         # An argument without a stable name is never cached: the call is simply made.
         assert cache.key(shout, (lambda: 1,), {}) is None
@@ -117,10 +122,10 @@ def test_render_cache_keys_on_code_tokens_arguments_and_measurement(tmp_path, ti
             del sys.modules[name]
 
 
-def test_a_cached_figure_is_the_same_bytes_and_is_not_drawn_again(tmp_path, tiny_measurement):
+def test_a_cached_figure_is_the_same_bytes_and_is_not_drawn_again(tmp_path, naive):
     from attention_docs.render.timeline import timeline_figure
 
-    sourced = Sourced(tiny_measurement, "from the store", "x.json")
+    sourced = Sourced(naive, "from the store", "x.json")
     first = RenderCache(tmp_path)
     drawn = first.call(timeline_figure, (sourced,), {})
     assert first.misses == 1 and first.hits == 0 and "<svg" in drawn

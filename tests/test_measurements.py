@@ -4,16 +4,23 @@ import shutil
 from dataclasses import replace
 
 import pytest
+from recorded import recorded
 
 from attention_docs.experiments.registry import get
 from attention_docs.measurements import SCHEMA_VERSION, Measurement, SchemaError, Store
 from attention_docs.measurements.keys import PACKAGE_ROOT, fingerprint, source_tokens, store_key
 
 
-def test_measurement_json_round_trips(tiny_measurement):
-    text = tiny_measurement.dumps()
+@pytest.fixture
+def naive():
+    """naive_steps as the store recorded it (tests/data/measurements/)."""
+    return recorded("naive_steps")
+
+
+def test_measurement_json_round_trips(naive):
+    text = naive.dumps()
     again = Measurement.loads(text)
-    assert again == tiny_measurement
+    assert again == naive
     assert again.dumps() == text
     assert json.loads(text)["schema_version"] == SCHEMA_VERSION
 
@@ -49,9 +56,9 @@ def test_unreadable_measurements_say_why(text, message):
         Measurement.loads(text)
 
 
-def test_store_put_get_and_report_corrupt(tmp_path, tiny_measurement):
+def test_store_put_get_and_report_corrupt(tmp_path, naive):
     store = Store(tmp_path)
-    m = tiny_measurement
+    m = naive
     stored = store.put(m, {"traceEvents": []})
     assert stored.trace_file == f"naive_steps/{m.key}.{m.device_id}.trace.json.gz"
     assert store.get("naive_steps", m.key, m.device_id) == stored
@@ -62,12 +69,12 @@ def test_store_put_get_and_report_corrupt(tmp_path, tiny_measurement):
     assert m.key in str(store.problems[-1])
 
 
-def test_store_rejects_an_entry_filed_under_the_wrong_key(tmp_path, tiny_measurement):
+def test_store_rejects_an_entry_filed_under_the_wrong_key(tmp_path, naive):
     store = Store(tmp_path)
-    store.put(tiny_measurement)
-    src = store.path("naive_steps", tiny_measurement.key, tiny_measurement.device_id)
-    shutil.copy(src, store.path("naive_steps", "0" * 16, tiny_measurement.device_id))
-    assert store.get("naive_steps", "0" * 16, tiny_measurement.device_id) is None
+    store.put(naive)
+    src = store.path("naive_steps", naive.key, naive.device_id)
+    shutil.copy(src, store.path("naive_steps", "0" * 16, naive.device_id))
+    assert store.get("naive_steps", "0" * 16, naive.device_id) is None
     assert "not naive_steps/0000000000000000" in str(store.problems[-1])
 
 
@@ -78,8 +85,8 @@ def _writer(root, text, n):
         store.put(replace(m, facts={"writer_round": i}), {"traceEvents": [{"i": i}]})
 
 
-def test_concurrent_writers_leave_a_valid_store(tmp_path, tiny_measurement):
-    text = tiny_measurement.dumps()
+def test_concurrent_writers_leave_a_valid_store(tmp_path, naive):
+    text = naive.dumps()
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_writer, args=(tmp_path, text, 15)) for _ in range(3)]
     for p in procs:
@@ -88,7 +95,7 @@ def test_concurrent_writers_leave_a_valid_store(tmp_path, tiny_measurement):
         p.join(120)
         assert p.exitcode == 0
     store = Store(tmp_path)
-    assert store.get("naive_steps", tiny_measurement.key, tiny_measurement.device_id) is not None
+    assert store.get("naive_steps", naive.key, naive.device_id) is not None
     assert not store.problems
     leftovers = [p.name for p in tmp_path.rglob("*") if p.suffix == ".tmp"]
     assert leftovers == []
@@ -138,7 +145,7 @@ def test_store_key_depends_on_name_params_and_code():
     assert store_key("a", {"x": 1, "y": 2}, "f") == store_key("a", {"y": 2, "x": 1}, "f")
 
 
-def test_timing_cells_keep_their_rounds_through_json(tiny_measurement):
+def test_timing_cells_keep_their_rounds_through_json(naive):
     """A table cell holding a Timing comes back whole: the rounds a page's spread is drawn
     from, not a low/median/high rebuilt from three columns."""
     from attention_docs.measurements.schema import Table
@@ -146,12 +153,12 @@ def test_timing_cells_keep_their_rounds_through_json(tiny_measurement):
 
     t = Timing(median_us=10.0, iqr_us=1.0, runs=30, method="test", rounds_us=(9.0, 10.0, 12.5))
     table = Table(("name", "time"), (("a", t), ("b", None)), {"time": "µs"})
-    m = replace(tiny_measurement, tables={"sweep": table})
+    m = replace(naive, tables={"sweep": table})
     again = Measurement.loads(m.dumps())
     cell = again.tables["sweep"].records()[0]["time"]
     assert isinstance(cell, Timing) and cell.rounds_us == (9.0, 10.0, 12.5)
     assert again.tables["sweep"].records()[1]["time"] is None
     # A version-2 entry (scalars only) is still read, as version 3.
-    data = json.loads(tiny_measurement.dumps())
+    data = json.loads(naive.dumps())
     data["schema_version"] = 2
     assert Measurement.from_json(data).schema_version == SCHEMA_VERSION

@@ -3,6 +3,7 @@ import re
 
 import pytest
 from conftest import python_prints
+from recorded import recorded
 
 from attention_docs import render
 from attention_docs.measurements import Measurement, Sourced, Store
@@ -10,8 +11,14 @@ from attention_docs.render import words as fmt
 
 
 @pytest.fixture
-def sourced(tiny_measurement, tmp_path):
-    stored = Store(tmp_path).put(tiny_measurement, {"traceEvents": []})
+def naive():
+    """naive_steps as the store recorded it (tests/data/measurements/)."""
+    return recorded("naive_steps")
+
+
+@pytest.fixture
+def sourced(naive, tmp_path):
+    stored = Store(tmp_path).put(naive, {"traceEvents": []})
     return Sourced(stored, "from the store", f"naive_steps/{stored.key}.cpu.json")
 
 
@@ -29,7 +36,8 @@ def test_step_table_has_a_row_per_step_and_a_caption(sourced):
     assert sum(shares[:-1]) == pytest.approx(100, abs=0.3)  # the last is the total row's 100%
     assert '<p class="ad-caption">' in table
     assert "@measurements/naive_steps/" in table
-    assert "from the store" in table and "seq_len=32" in table
+    seq_len = sourced.measurement.params["seq_len"]
+    assert "from the store" in table and f"seq_len={seq_len}" in table
 
 
 def test_op_table_lists_the_profiled_ops(sourced):
@@ -68,8 +76,8 @@ def test_renderers_are_byte_stable_across_processes(sourced, tmp_path):
     assert digests == {here}
 
 
-def test_claims_are_computed_from_the_measurement(tiny_measurement):
-    m = tiny_measurement
+def test_claims_are_computed_from_the_measurement(naive):
+    m = naive
     top = max(m.steps, key=lambda s: s.time_us)
     sentence = render.claims.dominant_step(m)
     # The largest step comes first, alone or tied with the next (the forwards decide).
@@ -117,10 +125,10 @@ def with_per_forward(m, per_forward):
     )
 
 
-def test_dominant_step_is_a_tie_when_the_forwards_overlap(tiny_measurement):
+def test_dominant_step_is_a_tie_when_the_forwards_overlap(naive):
     base = {"attention.scale": [1.0] * 3, "attention.mask": [1.0] * 3}
     apart = with_per_forward(
-        tiny_measurement,
+        naive,
         {
             **base,
             "attention.scores": [10.0, 11.0, 12.0],
@@ -132,7 +140,7 @@ def test_dominant_step_is_a_tie_when_the_forwards_overlap(tiny_measurement):
     assert sentence.startswith("`attention.scores` takes the largest share")
     assert "in each of the 3 profiled forwards" in sentence
     tied = with_per_forward(
-        tiny_measurement,
+        naive,
         {
             **base,
             "attention.scores": [10.0, 11.0, 12.0],
@@ -145,12 +153,12 @@ def test_dominant_step_is_a_tie_when_the_forwards_overlap(tiny_measurement):
     assert "ranged 10 µs–12 µs" in sentence and "9 µs–11.5 µs" in sentence
 
 
-def test_profiled_and_unprofiled_forward_are_set_side_by_side(tiny_measurement):
+def test_profiled_and_unprofiled_forward_are_set_side_by_side(naive):
     from fake_times import forward_times_for
 
     m = with_per_forward(
-        tiny_measurement,
-        {s.label: [100.0, 110.0, 120.0] for s in tiny_measurement.steps},
+        naive,
+        {s.label: [100.0, 110.0, 120.0] for s in naive.steps},
     )  # five steps: 500, 550 and 600 µs per forward
     times = forward_times_for(m, (400.0, 390.0, 410.0))
     claim = render.claims.profiled_vs_unprofiled(m, times)
@@ -161,18 +169,30 @@ def test_profiled_and_unprofiled_forward_are_set_side_by_side(tiny_measurement):
     assert "*shorter*" in shorter
 
 
-def test_intensity_and_mask_step_claims_come_from_the_cost_model_and_the_times(tiny_measurement):
+def test_intensity_and_mask_step_claims_come_from_the_cost_model_and_the_times(naive):
+    from dataclasses import replace
+
     from fake_times import forward_times_for
 
-    claim = render.claims.intensity_claim(tiny_measurement)  # seq_len 32, head_dim 16, float32
+    from attention_docs.analytic.cost import step_costs
+
+    # The recorded steps at a small shape, their FLOPs and bytes from the cost model there.
+    small = {"batch_size": 1, "num_heads": 2, "seq_len": 32, "head_dim": 16, "dtype": "float32"}
+    costs = {c.label: c for c in step_costs(1, 2, 32, 16, "float32", causal=True)}
+    steps = tuple(
+        replace(s, flops=costs[s.label].flops, bytes=costs[s.label].bytes) for s in naive.steps
+    )
+    tiny = replace(naive, params={**naive.params, **small}, steps=steps)
+    claim = render.claims.intensity_claim(tiny)
     # 2·N·D / (e·(2·D + N)) = 2·32·16 / (4·64) = 4 FLOP/B, half the cap 2·16/4 = 8.
-    assert "`attention.scores` 4," in claim and "**8 FLOP/B**" in claim and "50.0%" in claim
+    assert "`attention.scores` 4," in claim and "**8 FLOP/B**" in claim
+    assert f"{fmt.percent(0.5)} of that ceiling" in claim
     steps = {
         "attention.mask": (30.0, 28.0, 32.0),
         "attention.scores": (10.0, 9.0, 11.0),
         "attention.weighted_sum": (29.0, 27.0, 31.0),
     }
-    times = forward_times_for(tiny_measurement, (100.0, 95.0, 105.0), steps)
-    text = render.claims.mask_step_claim(tiny_measurement, times)
-    assert "3.00× (2.55–3.56×) the time of `attention.scores`" in text
+    times = forward_times_for(tiny, (100.0, 95.0, 105.0), steps)
+    text = render.claims.mask_step_claim(tiny, times)
+    assert "3× (2.55–3.56×) the time of `attention.scores`" in text
     assert "within noise of `attention.weighted_sum`" in text

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pytest
 import synthetic_forward
+from recorded import recorded
 
 from attention_docs.book import choose_device
 from attention_docs.findings.compare import compare
@@ -32,6 +33,12 @@ def timing(*rounds: float) -> Timing:
         method="test",
         rounds_us=tuple(rounds),
     )
+
+
+@pytest.fixture
+def naive():
+    """naive_steps as the store recorded it (tests/data/measurements/)."""
+    return recorded("naive_steps")
 
 
 def test_overlapping_rounds_are_a_tie_and_separate_ones_are_not():
@@ -117,11 +124,9 @@ def test_choose_device_follows_the_preference_order():
     assert choose_device(stored, ("local",), "cpu-amd-epyc") == "cpu-amd-epyc"
 
 
-def test_store_names_entries_by_device_and_migrates_kind_named_ones(
-    tmp_path, tiny_measurement: Measurement
-):
+def test_store_names_entries_by_device_and_migrates_kind_named_ones(tmp_path, naive: Measurement):
     store = Store(tmp_path)
-    m = store.put(tiny_measurement, chrome={"traceEvents": []})
+    m = store.put(naive, chrome={"traceEvents": []})
     device = m.device_id
     assert device.startswith("cpu-") and device != "cpu"
     assert store.devices(m.experiment, m.key) == [device]
@@ -151,9 +156,9 @@ def test_store_names_entries_by_device_and_migrates_kind_named_ones(
 # --- the forward-time fact table -----------------------------------------------------------
 
 
-def forward_measurement(tiny_measurement: Measurement, rows: list[tuple]) -> Measurement:
+def forward_measurement(naive: Measurement, rows: list[tuple]) -> Measurement:
     return replace(
-        tiny_measurement,
+        naive,
         experiment="forward_times",
         tables={"times": Table(fwd.COLUMNS, tuple(rows))},
         facts={"method": "test"},
@@ -167,11 +172,11 @@ def row(name: str, median, low, high, status: str = fwd.OK) -> tuple:
     return synthetic_forward.row(name, SHAPE, median, low, high, status=status)
 
 
-def test_forward_lookup_and_speedup_sentences(tiny_measurement):
+def test_forward_lookup_and_speedup_sentences(naive):
     from attention_docs.render import compare as cmp
 
     m = forward_measurement(
-        tiny_measurement,
+        naive,
         [
             row(fwd.NAIVE, 10_000.0, 9_800.0, 10_300.0),
             row(fwd.SDPA_FLASH, 4_000.0, 3_900.0, 4_100.0),
