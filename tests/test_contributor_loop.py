@@ -3,6 +3,7 @@
 # example followed into a new chapter that builds.
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -14,6 +15,7 @@ import textwrap
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,19 @@ def write_package(root: Path, name: str, files: dict[str, str]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
     return package
+
+
+@contextlib.contextmanager
+def importable(root: Path, name: str, files: dict[str, str]) -> Iterator[Path]:
+    """`write_package`, importable from `root` until the block ends (then forgotten)."""
+    package = write_package(root, name, files)
+    sys.path.insert(0, str(root))
+    try:
+        yield package
+    finally:
+        sys.path.remove(str(root))
+        for module in [m for m in sys.modules if m == name or m.startswith(f"{name}.")]:
+            del sys.modules[module]
 
 
 def touch_later(path: Path, text: str) -> None:
@@ -163,23 +178,18 @@ def test_blocks_see_the_renderers_through_the_cache_and_the_library_does_not(tmp
 
 
 def test_the_reloader_reloads_changed_modules_and_their_importers_in_order(tmp_path, caplog):
-    package = write_package(
-        tmp_path,
-        "livepkg",
-        {
-            "__init__.py": "",
-            "base.py": "VALUE = 1\n",
-            "user.py": """
-                from livepkg.base import VALUE
+    files = {
+        "__init__.py": "",
+        "base.py": "VALUE = 1\n",
+        "user.py": """
+            from livepkg.base import VALUE
 
-                def value():
-                    return VALUE
-            """,
-            "other.py": "OTHER = 1\n",
-        },
-    )
-    sys.path.insert(0, str(tmp_path))
-    try:
+            def value():
+                return VALUE
+        """,
+        "other.py": "OTHER = 1\n",
+    }
+    with importable(tmp_path, "livepkg", files) as package:
         import livepkg.other
         import livepkg.user
 
@@ -195,25 +205,16 @@ def test_the_reloader_reloads_changed_modules_and_their_importers_in_order(tmp_p
         with caplog.at_level("WARNING", logger="attention_docs"):
             assert reloader.reload_changed() == []
         assert "could not reload livepkg.base" in caplog.text and livepkg.user.value() == 2
-    finally:
-        sys.path.remove(str(tmp_path))
-        for name in [m for m in sys.modules if m.startswith("livepkg")]:
-            del sys.modules[name]
 
 
 def test_the_reloader_asks_for_a_restart_only_when_a_kept_module_was_edited(tmp_path, caplog):
     """The plugin's own modules are kept across rebuilds; a renderer they import is not."""
-    package = write_package(
-        tmp_path,
-        "keeppkg",
-        {
-            "__init__.py": "",
-            "renderer.py": "def draw():\n    return 1\n",
-            "plugin.py": "from keeppkg import renderer\n\ndef build():\n    return renderer.draw()\n",
-        },
-    )
-    sys.path.insert(0, str(tmp_path))
-    try:
+    files = {
+        "__init__.py": "",
+        "renderer.py": "def draw():\n    return 1\n",
+        "plugin.py": "from keeppkg import renderer\n\ndef build():\n    return renderer.draw()\n",
+    }
+    with importable(tmp_path, "keeppkg", files) as package:
         import keeppkg.plugin
 
         reloader = ModuleReloader("keeppkg", package, keep=("keeppkg.plugin",))
@@ -226,10 +227,6 @@ def test_the_reloader_asks_for_a_restart_only_when_a_kept_module_was_edited(tmp_
         with caplog.at_level("WARNING", logger="attention_docs"):
             reloader.reload_changed()
         assert "keeppkg.plugin changed: restart the server" in caplog.text
-    finally:
-        sys.path.remove(str(tmp_path))
-        for name in [m for m in sys.modules if m.startswith("keeppkg")]:
-            del sys.modules[name]
 
 
 # --- mkdocs serve, on a minimal site with its own copy of the library ----------------------

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from attention_docs.findings.compare import Comparison
 from attention_docs.findings.facts import Fact
+
+# How a request's parameters read (`batch_size=1, not causal`) is the store's too: the build
+# log and the command line name requests with it. Re-exported for the renderers.
+from attention_docs.measurements.keys import params_text  # noqa: F401
 from attention_docs.records.timing import Timing
 
 SIGNIFICANT = 3
@@ -212,17 +215,6 @@ def fact(f: Fact, *, with_spread: bool = True, emphasis: bool = False) -> str:
 
 
 # --- labels --------------------------------------------------------------------------------
-
-
-def params_text(params: Mapping[str, Any]) -> str:
-    """batch_size=1, num_heads=4, ... in declaration order; booleans by name."""
-    parts = []
-    for name, v in params.items():
-        if isinstance(v, bool):
-            parts.append(name if v else f"not {name}")
-        else:
-            parts.append(f"{name}={v}")
-    return ", ".join(parts)
 
 
 def series(items: Iterable[str]) -> str:
