@@ -2,6 +2,7 @@ import re
 
 import pytest
 import torch
+from recorded import recorded
 
 from attention_docs import render
 from attention_docs.attention.naive import naive_attention
@@ -54,15 +55,17 @@ def test_loglog_slope_recovers_the_exponent():
     assert render.plots.loglog_slope([1], [1]) is None
 
 
-def test_line_figure_marks_missing_points_and_states_the_slope(tiny_measurement):
+def test_line_figure_marks_missing_points_and_states_the_slope():
     from dataclasses import replace
+
+    base = recorded("naive_steps")  # only its provenance matters here
 
     table = Table(
         ("seq_len", "time_us", "status"),
         ((64, 1.0, "ok"), (128, 4.0, "ok"), (256, None, OUT_OF_MEMORY)),
         {"time_us": "µs"},
     )
-    s = Sourced(replace(tiny_measurement, tables={"sweep": table}), "from the store", "x.json")
+    s = Sourced(replace(base, tables={"sweep": table}), "from the store", "x.json")
     html = render.plots.line_figure(
         s, "sweep", x="seq_len", ys=["time_us"], what="Time.", logx=True, logy=True, fit_slope=True
     )
