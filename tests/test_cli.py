@@ -323,12 +323,17 @@ def store(tmp_path):
     [
         ("prune", "there is no store folder"),
         ("migrate", "there is no store folder"),
-        ("import-archive", "there is no store folder"),
     ],
 )
 def test_a_mistyped_store_path_is_an_error_not_an_empty_store(tmp_path, capsys, command, message):
-    args = [command, *(["x.tar.gz"] if command == "import-archive" else [])]
-    one_line_error(*main(capsys, *args, "--store", tmp_path / "mistyped")[::2], message)
+    one_line_error(*main(capsys, command, "--store", tmp_path / "mistyped")[::2], message)
+    assert not (tmp_path / "mistyped").exists()
+
+
+def test_an_archive_is_never_imported_into_a_mistyped_store(tmp_path, store, capsys):
+    archive = _archive(tmp_path, store, {"requests": []})
+    code, _, err = main(capsys, "import-archive", archive, "--store", tmp_path / "mistyped")
+    one_line_error(code, err, "there is no store folder")
     assert not (tmp_path / "mistyped").exists()
 
 

@@ -109,6 +109,7 @@ def test_rehearsal_measures_packs_and_imports(rehearsal):
     assert json.loads((tmp / "out" / "run-log.json").read_text()) == log
 
     store = tmp / "imported"
+    store.mkdir()
     out = subprocess.run(
         [sys.executable, "-m", "attention_docs", "import-archive", str(archive), "--store", store],
         capture_output=True,
@@ -312,6 +313,7 @@ def test_stale_and_corrupt_entries(rehearsal, tmp_path, capsys):
     data["requested"] = {"seq_len": 9}
     stale = pack(tmp_path / "stale.tar.gz", files | {entry: json.dumps(data).encode()})
     store = tmp_path / "store"
+    store.mkdir()
     code, out, _ = import_archive(capsys, stale, "--store", store)
     assert code == 1
     assert "stale, not imported" in out and "measured with other code" in out

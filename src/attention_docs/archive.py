@@ -238,6 +238,11 @@ def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -
     if not contents.entries:
         summary = _run_summary(contents.run_log)[0]
         raise ArchiveError(f"{Path(path).name} holds no measurement entries ({summary})")
+    if not Path(store_root).is_dir():  # a mistyped path must not become a new store
+        raise ArchiveError(
+            f"there is no store folder {store_root} (the committed store is "
+            "docs/measurements; to start a new one, create the folder first)"
+        )
     chosen = [e for e in contents.entries if allow_stale or e.stale is None]
     left_out = [e for e in contents.entries if e not in chosen]
     store = Store(store_root)
@@ -310,13 +315,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_import_archive(args: argparse.Namespace, prog: str = "python -m attention_docs") -> int:
     import sys
 
-    if not args.store.is_dir():
-        print(
-            f"{prog}: error: there is no store folder {args.store} (the committed store is "
-            "docs/measurements; create a new one first); nothing was imported.",
-            file=sys.stderr,
-        )
-        return 2
     try:
         result = import_archive(args.file, args.store, allow_stale=args.allow_stale)
     except ArchiveError as exc:

@@ -240,8 +240,9 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     _log.refreshed.add((experiment, key))
     if found.provenance.busy:
         log.warning(
-            "%s was measured while other work competed for the machine (%s); it is flagged "
-            "as busy in the build summary: measure it again on an idle machine",
+            "%s was measured while other work competed for the machine (%s) and stored as "
+            "allow_busy says; its caption and the build summary say so: measure it again on "
+            "an idle machine before committing it",
             what,
             found.provenance.load.describe(),
         )
