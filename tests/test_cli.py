@@ -1,22 +1,42 @@
+import contextlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
 
-def cli(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "attention_docs", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        check=False,
-    )
+@dataclass(frozen=True)
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args, cwd=None) -> Ran:
+    """`python -m attention_docs ARGS`, run as its `main` in this process (a new interpreter
+    per call would import torch each time): its exit code and what it printed."""
+    from attention_docs.cli import main as run_main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = Path.cwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = run_main([str(a) for a in args])
+            except SystemExit as exc:  # argparse's own errors and --help
+                code = exc.code if isinstance(exc.code, int) else 0
+    finally:
+        os.chdir(here)
+    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def test_list_shows_experiments_and_parameters():
