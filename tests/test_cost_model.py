@@ -12,6 +12,7 @@ import pytest
 import torch
 from conftest import DATA, python_prints
 from fake_times import forward_times_for
+from recorded import recorded
 from synthetic_forward import forward_times as synthetic_forward_times
 from synthetic_forward import row
 
@@ -158,10 +159,8 @@ def t(*rounds: float) -> Timing:
 
 @pytest.fixture(scope="module")
 def roofline():
-    """naive_steps: the one profile of the naive forward, which the roofline places."""
-    return run_experiment(
-        "naive_steps", {"seq_len": 32, "num_heads": 2, "head_dim": 16}, device="cpu"
-    )
+    """naive_steps (recorded): the one profile of the naive forward the roofline places."""
+    return recorded("naive_steps")
 
 
 def sweep_for(m, floor_us: float = 2.0):
@@ -204,7 +203,8 @@ def times_for(roof, step_us: float = 50.0, spread: float = 0.1):
     return forward_times_for(roof, (forward, forward * 0.95, forward * 1.05), steps)
 
 
-def test_naive_steps_keeps_structure_and_the_profilers_flops_but_no_times(roofline):
+def test_naive_steps_keeps_structure_and_the_profilers_flops_but_no_times(tiny_measurement):
+    roofline = tiny_measurement  # run here: the experiment's own output
     assert [s.label for s in roofline.steps] == list(STEPS)
     facts = roofline.facts
     assert "gpu_steps" not in facts and "launch_gaps" not in facts  # a CPU trace: no kernels
@@ -489,11 +489,11 @@ def test_the_matmul_limit_is_set_against_the_ridge_of_the_device_it_holds_on(roo
     """Issue 17: "long enough sequences make the matmuls compute-bound here" must say where."""
     times, sweep = times_for(roofline), sweep_for(roofline)
     here = Sourced(roofline, "x", "x.json")
-    above = text(render.roofline.finding(here, fake_ceilings(roofline, 1e10), times, sweep, []))
-    assert "at most reaches 8 FLOP/B, above it" in above  # 2 × 16 ÷ 4 against a ridge of 1
+    above = text(render.roofline.finding(here, fake_ceilings(roofline), times, sweep, []))
+    assert "at most reaches 32 FLOP/B, above it" in above  # 2 × 64 ÷ 4 against a ridge of 10
     assert "On this machine (CPU: " in above
-    below = text(render.roofline.finding(here, fake_ceilings(roofline), times, sweep, []))
-    assert "at most reaches 8 FLOP/B, below it" in below  # against a ridge of 10
+    below = text(render.roofline.finding(here, fake_ceilings(roofline, 1e12), times, sweep, []))
+    assert "at most reaches 32 FLOP/B, below it" in below  # against a ridge of 100
     assert "NVIDIA H200 in bfloat16" in below and "below the ridge however long" in below
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 from conftest import DATA
 from fake_times import forward_times_for
+from recorded import recorded
 
 from attention_docs import render
 from attention_docs.attention.naive import STEPS, naive_attention
@@ -196,9 +197,7 @@ def test_fault_groups_take_a_verdict_only_when_the_noise_allows(first_calls):
 
 @pytest.fixture(scope="module")
 def naive():
-    return run_experiment(
-        "naive_steps", {"seq_len": 32, "num_heads": 2, "head_dim": 16}, device="cpu"
-    )
+    return recorded("naive_steps")
 
 
 def test_dispatch_tree_shows_matmul_dispatching_to_bmm(naive):
