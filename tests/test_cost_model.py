@@ -28,6 +28,7 @@ from attention_docs.findings import steps as fs
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import Measurement, Sourced, Table
 from attention_docs.measurements import forward as fwd
+from attention_docs.profiling.ceilings import COLUMNS as CEILING_COLUMNS
 from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.records.timing import Timing
 from attention_docs.records.trace import (
@@ -275,20 +276,7 @@ def fake_ceilings(m, peak=1e11, bandwidth=1e10):
             "ok",
         ),
     )
-    columns = (
-        "kind",
-        "dtype",
-        "size",
-        "flops",
-        "bytes",
-        "time_us",
-        "low_us",
-        "high_us",
-        "flop_per_s",
-        "bytes_per_s",
-        "spec_per_s",
-        "status",
-    )
+    columns = (*CEILING_COLUMNS, "status")
     facts = {
         "peak_flops_float32": peak,
         "peak_flops_float32_low": peak * 0.99,

@@ -212,7 +212,7 @@ def test_mask_step_claim_compares_unprofiled_steps(tiny_measurement):
     times = forward_times_for(tiny_measurement, (100.0, 95.0, 105.0), steps)
     claim = text(render.claims.mask_step_claim(tiny_measurement, times))
     assert "takes 30 µs (28–32 µs): 3× (2.55–3.56×) the time of `attention.scores`" in claim
-    assert "within noise (1.03×) the time of `attention.weighted_sum`" in claim
+    assert "within noise of `attention.weighted_sum` (1.03×)" in claim
 
 
 def test_the_gpu_forecast_is_the_analytic_model_and_checks_a_gpu_entry(tiny_measurement):

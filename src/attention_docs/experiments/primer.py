@@ -41,6 +41,17 @@ MEASURES = (
     "profiling/profile.py",
     "profiling/timing.py",
 )
+# One row per profiled call: wall time and profiler step in the cold session, wall time in the
+# warm one, page faults in both, and the CUDA allocator's growth (None on a CPU).
+PER_CALL_COLUMNS = (
+    "call",
+    "cold_wall_us",
+    "cold_step_us",
+    "warm_session_wall_us",
+    "minor_page_faults",
+    "warm_session_page_faults",
+    "reserve_growth_bytes",
+)
 # Span kinds whose extra time on the first call the chapter lists (steps are not ops).
 FIRST_CALL_KINDS = ("range", "op", "runtime", "kernel", "memcpy", "memset")
 
@@ -232,15 +243,7 @@ def profile_first_calls(
     _, again_calls = profile_every_call(forward, ctx.device, calls)
     cold_steps = [s.dur_us for s in cold.steps]
     per_call = Table(
-        columns=(
-            "call",
-            "cold_wall_us",
-            "cold_step_us",
-            "warm_session_wall_us",
-            "minor_page_faults",
-            "warm_session_page_faults",
-            "reserve_growth_bytes",
-        ),
+        columns=PER_CALL_COLUMNS,
         rows=tuple(
             (
                 i + 1,

@@ -385,28 +385,17 @@ def gpu_steps(
         if alone is not None:
             t = fwd.step_timing(measured, k.label, shape)
             flop_rate, byte_rate = rates(k.label, cost, t, measured.device_id, shape)
-        if k.flops:
-            attainable = forecast(
-                FLOP_RATE,
-                k.label,
-                gpu,
-                k.flops / k.floor_us * 1e6,
-                "FLOP/s",
-                shape=shape,
-                detail="attainable",
-            )
-            rate = check(attainable, flop_rate)
-        else:
-            attainable = forecast(
-                BYTE_RATE,
-                k.label,
-                gpu,
-                k.bytes / k.floor_us * 1e6,
-                "B/s",
-                shape=shape,
-                detail="attainable",
-            )
-            rate = check(attainable, byte_rate)
+        # A step with FLOPs is placed by them; the mask, which has none, by its bytes.
+        metric, amount, unit, achieved = (
+            (FLOP_RATE, k.flops, "FLOP/s", flop_rate)
+            if k.flops
+            else (BYTE_RATE, k.bytes, "B/s", byte_rate)
+        )
+        attainable = amount / k.floor_us * 1e6
+        rate = check(
+            forecast(metric, k.label, gpu, attainable, unit, shape=shape, detail="attainable"),
+            achieved,
+        )
         floor = forecast(
             STEP_TIME, k.label, gpu, k.floor_us, "µs", shape=shape, detail="roofline floor"
         )

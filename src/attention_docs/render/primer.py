@@ -180,13 +180,7 @@ def overhead(sourced: Sourced, times: Sourced) -> str:
     the profiler in the same rounds; then the least and the most options in words."""
     found = fp.overhead(sourced.measurement)
     rows = [
-        (
-            o.configuration,
-            f"within noise ({fact(o.added)})" if o.tie else o.added,
-            words.versus_fact(o.ratio, o.versus),
-            o.events,
-            o.per_event,
-        )
+        (o.configuration, o.added, words.versus_fact(o.ratio, o.versus), o.events, o.per_event)
         for o in found
     ]
     header = "Profiler | Added per forward | × without it | Events per forward | Per event"
@@ -198,14 +192,18 @@ def overhead(sourced: Sourced, times: Sourced) -> str:
     table = facts_table(sourced, header, rows, what, "lrrrr")
     plain, full = found[0], found[-1]
     if plain.tie:
-        text = f"With activities only, the profiler's cost was within noise ({fact(plain.added)})"
+        text = f"With activities only, the profiler's cost, {fact(plain.added)}, was within noise"
     else:
         text = (
             f"Recording {fact(plain.events)} per forward added **{fact(plain.added)}** to each "
             f"forward, about {fact(plain.per_event, with_spread=False)} per event"
         )
     versus = words.versus_fact(full.ratio, full.versus)
-    text += f"; with every option on, a forward took {versus} the time without the profiler."
+    text += (
+        f"; with every option on, a forward was {versus} of the loop without the profiler."
+        if full.tie
+        else f"; with every option on, a forward took {versus} the time without the profiler."
+    )
     forward = forward_time(_m(times), NAIVE, Shape.of(sourced.measurement.params))
     return f"{table}\n\n{text}" + (
         f" For scale, the unprofiled forward takes {fact(forward)}. An op shorter than the "
