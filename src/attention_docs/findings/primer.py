@@ -12,7 +12,15 @@ from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.distribution import Distribution, distribution
-from attention_docs.findings.facts import COUNTED, MODEL, PROFILED, UNPROFILED, Fact, Quantity
+from attention_docs.findings.facts import (
+    COUNTED,
+    MODEL,
+    MODEL_DEVICE,
+    PROFILED,
+    UNPROFILED,
+    Fact,
+    Quantity,
+)
 from attention_docs.findings.forward import forward_time
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
@@ -21,7 +29,6 @@ from attention_docs.records.shape import Shape
 from attention_docs.records.timing import Timing
 from attention_docs.records.trace import Span, Trace
 
-MODEL_DEVICE = "model"  # a value computed from the parameters alone holds on every device
 # A warm call's page faults explain "most" of it when even the least costly reading is half
 # the forward, a "small" part when even the costliest is under a tenth.
 MOST, SMALL = 0.5, 0.1

@@ -12,9 +12,17 @@ from dataclasses import dataclass
 from attention_docs.analytic.cost import StepCost, itemsize
 from attention_docs.analytic.roofline import FIXED_SHARE, OVERHEAD_FACTOR, Roof
 from attention_docs.findings.bound import Bound, bound
-from attention_docs.findings.facts import COUNTED, MODEL, SPEC, UNPROFILED, Fact, Quantity
+from attention_docs.findings.facts import (
+    COUNTED,
+    MODEL,
+    MODEL_DEVICE,
+    SPEC,
+    UNPROFILED,
+    Fact,
+    Quantity,
+)
 from attention_docs.findings.forward import ceiling
-from attention_docs.findings.primer import MODEL_DEVICE, size_sweep
+from attention_docs.findings.primer import size_sweep
 from attention_docs.findings.steps import FLOP_RATE, Step, model_fact, steps
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement

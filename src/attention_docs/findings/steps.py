@@ -13,10 +13,18 @@ from dataclasses import dataclass, replace
 from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.cost import StepCost, itemsize
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import COUNTED, MODEL, PROFILED, UNPROFILED, Fact, Quantity
+from attention_docs.findings.facts import (
+    COUNTED,
+    MODEL,
+    MODEL_DEVICE,
+    PROFILED,
+    UNPROFILED,
+    Fact,
+    Quantity,
+)
 from attention_docs.findings.forecast import Check, check, forecast
 from attention_docs.findings.forward import FORWARD_TIME, STEP_TIME, forward_time, step_time
-from attention_docs.findings.primer import MODEL_DEVICE, samples
+from attention_docs.findings.primer import samples
 from attention_docs.findings.share import Largest, largest, shares
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement

@@ -103,7 +103,7 @@ def finding(naive: Sourced, gpu_times: list) -> str:
         f"Profiled on this machine ({m.provenance.device.label}) at {found.shape.text()}, the "
         f"two matmuls do "
         f"{fact(found.matmul_flops)} of the FLOPs but take only "
-        f"{fact(found.matmul_time, with_spread=False)} of the time: the three passes over the "
+        f"{fact(found.matmul_time, with_spread=False)} of the profiled time: the three passes over the "
         f"N×N scores take the rest. On an {g.gpu.label} in {g.shape.dtype} at "
         f"{g.shape.text()}, the data sheet puts "
         + ("all five steps" if g.memory_bound == len(g.steps) else f"{g.memory_bound} of the five")

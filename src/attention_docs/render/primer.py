@@ -48,7 +48,9 @@ def first_calls(sourced: Sourced, times: Sourced) -> str:
     f = fp.first_calls(sourced.measurement, _m(times))
     cells = zip(f.cold, f.again, f.cold_faults, f.again_faults, strict=True)
     rows = [(i, *r) for i, r in enumerate(cells, 1)]
-    header = "Call | Cold session | Second session | Faults, cold | Faults, second"
+    header = (
+        "Call | Cold session (profiled) | Second session (profiled) | Faults, cold | Faults, second"
+    )
     what = "Each call's wall time under the profiler (profiled clock), and its minor page faults."
     table = facts_table(sourced, header, rows, what, "rrrrr")
     if f.first_vs_settled.tie:
@@ -87,7 +89,9 @@ def faults(sourced: Sourced, times: Sourced) -> str:
     if found is None:
         return "This run recorded no page-fault counts."
     rows = [(g.faults, g.calls, g.cost, g.share, LEVELS[g.level]) for g in found.groups]
-    header = "Faults per call | Calls | Their cost | Of the unprofiled forward | Allocation"
+    header = (
+        "Faults per call | Calls | Their cost (unprofiled) | Of the unprofiled forward | Allocation"
+    )
     what = "Minor page faults of every profiled call, both sessions, in groups; cost unprofiled."
     table = facts_table(sourced, header, rows, what, "rrrrl")
     groups = words.series(f"{fact(g.faults)} faults in {fact(g.calls)} calls" for g in found.groups)
@@ -112,7 +116,7 @@ def first_call_ops_table(sourced: Sourced, limit: int = 8) -> str:
     """Where the first call's extra time went: names only it runs, then the largest extras."""
     ops = fp.first_call_ops(sourced.measurement)[:limit]
     rows = [(f"`{o.name[:57]}`", o.kind, o.first, o.warm, o.extra) for o in ops]
-    header = "Name | Kind | Self, first call | Self, settled calls | Extra"
+    header = "Name | Kind | Self, first call (profiled) | Self, settled calls (profiled) | Extra"
     what = "Self time by name (profiled clock): the first call against the settled ones."
     return facts_table(sourced, header, rows, what, "llrrr")
 

@@ -59,7 +59,7 @@ def costs(sourced: Sourced) -> str:
     rows = [
         [f"`{s.label}`", s.flops, s.bytes, s.intensity] for s in fs.steps(sourced.measurement).steps
     ]
-    header = ["Step", "FLOPs", "Bytes (minimum)", "Intensity"]
+    header = "Step | FLOPs (cost model) | Bytes (cost model, minimum) | Intensity (cost model)"
     table = facts_table(sourced, header, rows, "The cost model (computed, not measured).", "lrrr")
     p = fr.profiler_flops(sourced.measurement)
     if p is None:
