@@ -281,7 +281,7 @@ def test_serve_shows_a_renderer_edit_without_a_restart_and_rebuilds_only_its_pag
         server.wait_for("Serving on")
         assert ">Step<" in server.page()
         tables = tmp_path / "src" / "attention_docs" / "render" / "tables.py"
-        tables.write_text(tables.read_text().replace('["Step",', '["Step name",', 1))
+        tables.write_text(tables.read_text().replace('f"Step | Time', 'f"Step name | Time', 1))
         log = server.wait_for("Reloading browsers")
         assert "reloaded" in log and "attention_docs.render.tables" in log
         assert "rebuilding index.md: attention_docs/render/tables.py changed" in log
