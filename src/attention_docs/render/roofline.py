@@ -42,7 +42,7 @@ def finding(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced, g
     gpu_side = "above" if g.cap_above_ridge else "below"
     return (
         f"On this machine ({_m(naive).provenance.device.label}), each step timed alone without the profiler "
-        f"is {here}. Its ridge is {fact(r.ridge, with_spread=False)}, and a matmul of naive "
+        f"is {here}. The ridge here is {fact(r.ridge, with_spread=False)}, and a matmul of naive "
         f"attention at most reaches {fact(r.cap)}, {side} it. On an {g.gpu.label} in "
         f"{g.shape.dtype} the data sheet's ridge is {fact(g.ridge)} and the matmuls cannot pass "
         f"{fact(g.cap)}: {gpu_side} the ridge however long the sequence, which is why fusing the "

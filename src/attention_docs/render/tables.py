@@ -70,7 +70,7 @@ def step_table(
     header = f"Step | Time per forward ({clock}) | Share ({clock}) | "
     alone = t is not None and any(s.alone for s in found.steps)
     header += (
-        "Alone (unprofiled) | Achieved (unprofiled): FLOP/s, or bytes/s if element-wise"
+        "Alone (unprofiled) | Achieved (unprofiled)"
         if alone
         else "FLOPs (cost model) | Bytes (cost model, minimum)"
     )
@@ -81,7 +81,10 @@ def step_table(
     total = f"**{words.fact(found.summed)}**"
     rows.append((f"**{total_label}**", total, "", "", ""))
     what = f"Per step, median over {found.forwards} profiled forward(s) with their range" + (
-        "; unprofiled times are each step timed alone, in interleaved rounds." if alone else "."
+        "; unprofiled: each step timed alone in interleaved rounds, achieving FLOP/s (a matmul) "
+        "or bytes/s (an element-wise step)."
+        if alone
+        else "."
     )
     return facts_table(sourced, header, rows, what, "lrrrr")
 
