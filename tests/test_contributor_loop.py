@@ -312,14 +312,14 @@ def test_serve_shows_a_renderer_edit_without_a_restart_and_rebuilds_only_its_pag
     server = Served(tmp_path, env)
     try:
         server.wait_for("Serving on")
-        assert ">Calls<" in server.page()
+        assert ">Step<" in server.page()
         tables = tmp_path / "src" / "attention_docs" / "render" / "tables.py"
-        tables.write_text(tables.read_text().replace('"Calls",', '"Calls per forward",', 1))
+        tables.write_text(tables.read_text().replace('f"Step | Time', 'f"Step name | Time', 1))
         log = server.wait_for("Reloading browsers")
         assert "reloaded" in log and "attention_docs.render.tables" in log
         assert "rebuilding index.md: attention_docs/render/tables.py changed" in log
         assert "rebuilding other.md" not in log  # it uses no renderer
-        assert ">Calls per forward<" in server.page()
+        assert ">Step name<" in server.page()
         index = tmp_path / "docs" / "index.md"
         index.write_text(index.read_text().replace("Some prose.", "Edited prose."))
         log = server.wait_for("Reloading browsers")

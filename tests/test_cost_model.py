@@ -12,16 +12,25 @@ import pytest
 import torch
 from conftest import DATA, python_prints
 from fake_times import forward_times_for
+from recorded import recorded
+from synthetic_forward import forward_times as synthetic_forward_times
+from synthetic_forward import row
 
 from attention_docs import render
+from attention_docs.analytic import gpu
 from attention_docs.analytic.cost import attention_flops, step_costs
 from attention_docs.analytic.roofline import OVERHEAD_FACTOR, Prediction, Roof, predict
 from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.experiments.cost_model import gpu_step_work
+from attention_docs.experiments.naive import gpu_step_work
 from attention_docs.experiments.runner import run_experiment
+from attention_docs.findings import roofline as fr
+from attention_docs.findings import steps as fs
 from attention_docs.inputs import make_qkv
-from attention_docs.measurements import Measurement, Sourced
+from attention_docs.measurements import Measurement, Sourced, Table
+from attention_docs.measurements import forward as fwd
+from attention_docs.profiling.ceilings import COLUMNS as CEILING_COLUMNS
 from attention_docs.profiling.profile import Schedule, profile_callable
+from attention_docs.records.timing import Timing
 from attention_docs.records.trace import (
     GPU_WORK,
     Span,
@@ -29,13 +38,6 @@ from attention_docs.records.trace import (
     kernel_time_us,
     launch_gaps,
     trim_chrome,
-)
-from attention_docs.render.roofline import (
-    fixed_costs_us,
-    ops_per_step,
-    roof_of,
-    roofline_svg,
-    verdicts,
 )
 
 CEILINGS_TINY = {"matmul_size": 64, "copy_mb": 1}
@@ -148,27 +150,51 @@ def test_machine_ceilings_rates_are_their_work_over_their_time(ceilings):
     assert facts["bandwidth_bs"] == copies[-1]["bytes_per_s"]
 
 
-def test_ceilings_renderers_state_the_ceilings_as_facts(ceilings):
-    table = render.roofline.ceilings_table(Sourced(ceilings, "now", "x.json"))
-    assert "No spec sheet is used for this device" in table
-    fact = 'data-fact="ceiling;' + ceilings.device_id + ";peak_flops_float32"
-    assert table.count(fact) == 1  # the best matmul's row is the fact, marked once
-    assert table.count("\n| matmul (float32)") == 3
-    claim = render.roofline.ceilings_claim(ceilings)
-    assert "FLOP per byte" in claim
-    peak = render.compare.ceiling(ceilings, "peak_flops_float32", spread=True)
-    assert peak in claim  # the same helper, the same text: one fact, one number
-    ridge = ceilings.facts["peak_flops_float32"] / ceilings.facts["bandwidth_bs"]
-    assert f"**{ridge:.3g} FLOP per byte**" in claim
-    with pytest.raises(ValueError, match="--dtypes bfloat16"):
-        render.roofline.ceilings_claim(ceilings, "bfloat16")
+def text(html: str) -> str:
+    return re.sub(r"<[^>]+>", "", html)
+
+
+def t(*rounds: float) -> Timing:
+    return Timing(sorted(rounds)[len(rounds) // 2], 0.0, len(rounds), "test", tuple(rounds))
 
 
 @pytest.fixture(scope="module")
 def roofline():
-    return run_experiment(
-        "roofline_steps", {"seq_len": 32, "num_heads": 2, "head_dim": 16}, device="cpu"
+    """naive_steps (recorded): the one profile of the naive forward the roofline places."""
+    return recorded("naive_steps")
+
+
+def sweep_for(m, floor_us: float = 2.0):
+    """An op_size_sweep entry whose per-call floor is `floor_us` (10 GB/s above it)."""
+    rows = tuple(
+        (n, 12 * n, t(*(max(floor_us, 12 * n / 1e10 * 1e6) * f for f in (0.98, 1, 1.02))), "ok")
+        for n in (2**p for p in range(4, 20))
     )
+    return replace(
+        m,
+        experiment="op_size_sweep",
+        params={"dtype": "float32"},
+        tables={"sizes": Table(("elements", "bytes", "time", "status"), rows)},
+        facts={"op": "torch.add(a, b)"},
+    )
+
+
+def test_ceilings_renderers_state_the_ceilings_as_facts(ceilings, roofline):
+    table = render.roofline.ceilings_table(Sourced(ceilings, "now", "x.json"))
+    assert "Spec sheet" not in table  # no spec sheet is used for a CPU
+    assert table.count("\n| matmul (float32)") == 3
+    # Every row a fact: the best matmul is the device's ceiling fact, the others their own.
+    assert table.count('data-fact="achieved FLOP/s;matmul float32 n=') == 2
+    assert table.count('data-fact="ceiling;peak_flops_float32;;unprofiled;') == 1
+    times = times_for(roofline)
+    claim = render.roofline.ceilings_claim(roofline, ceilings, times)
+    peak = render.compare.ceiling(ceilings, "peak_flops_float32", spread=True)
+    assert peak in claim  # the same helper, the same text: one fact, one number
+    ridge = ceilings.facts["peak_flops_float32"] / ceilings.facts["bandwidth_bs"]
+    assert f"*ridge point*, is **{render.words.value(ridge, 'FLOP/B')}**" in text(claim)
+    bf16 = replace(roofline, params={**roofline.params, "dtype": "bfloat16"})
+    with pytest.raises(ValueError, match="--dtypes bfloat16"):
+        render.roofline.ceilings_claim(bf16, ceilings, times)
 
 
 def times_for(roof, step_us: float = 50.0, spread: float = 0.1):
@@ -178,67 +204,145 @@ def times_for(roof, step_us: float = 50.0, spread: float = 0.1):
     return forward_times_for(roof, (forward, forward * 0.95, forward * 1.05), steps)
 
 
-def test_roofline_steps_keeps_structure_and_a_cpu_floor_but_no_times_or_ceilings(roofline):
+def test_naive_steps_keeps_structure_and_the_profilers_flops_but_no_times(tiny_measurement):
+    roofline = tiny_measurement  # run here: the experiment's own output
     assert [s.label for s in roofline.steps] == list(STEPS)
     facts = roofline.facts
-    assert facts["floor_low_us"] <= facts["floor_us"] <= facts["floor_high_us"]
     assert "gpu_steps" not in facts and "launch_gaps" not in facts  # a CPU trace: no kernels
-    assert not {"peak_flops", "bandwidth_bs"} & set(facts) and roofline.timing is None
-    assert "matmul_size" not in roofline.params
+    assert not {"peak_flops", "bandwidth_bs", "floor_us"} & set(facts) and roofline.timing is None
     per_forward = roofline.tables["per_forward"]
     for s in roofline.steps:
         assert s.time_us == pytest.approx(sum(per_forward.column(s.label)) / len(per_forward.rows))
-    # Fixed cost on a CPU: top-level op calls × the CPU floor, per step.
-    calls = ops_per_step(roofline)
-    assert calls["attention.mask"] == 3  # ones, triu, masked_fill
-    assert fixed_costs_us(roofline) == {label: n * facts["floor_us"] for label, n in calls.items()}
-
-
-def test_verdicts_use_unprofiled_times_and_the_ceilings_entry(roofline, ceilings):
-    times = times_for(roofline)
-    roof = roof_of(ceilings, "float32")
-    found = {v.label: v for v in verdicts(roofline, ceilings, times)}
-    for s in roofline.steps:
-        p = found[s.label].prediction
-        assert p.measured_s == pytest.approx(50e-6)  # the unprofiled time, not the profiled one
-        assert p.compute_s == pytest.approx(s.flops / roof.peak_flops)
-        assert p.memory_s == pytest.approx(s.bytes / roof.bandwidth)
-        assert found[s.label].low.measured_s == pytest.approx(45e-6)
-        assert found[s.label].high.measured_s == pytest.approx(55e-6)
-    table = render.roofline.roofline_table(Sourced(roofline, "now", "x.json"), ceilings, times)
-    assert table.count("`attention.") == 5
-    assert len(re.findall(r"\*\*(compute|memory|overhead|inefficient)[^*]*\*\*", table)) == 5
-    assert "torch.utils.benchmark, the CPU wall clock" in table and "CPU floor" in table
-    assert 'data-fact="forward;' in table  # the step times are forward_times' facts
-    claim = render.roofline.roofline_claim(roofline, ceilings, times)
-    assert claim.startswith("With each step timed alone without the profiler")
-    assert "over the rounds" in claim
-    assert "CPU floor" in render.roofline.fixed_cost_claim(roofline)
-
-
-def test_a_verdict_whose_rounds_straddle_a_threshold_is_within_noise(roofline, ceilings):
-    roof = roof_of(ceilings, "float32")
-    softmax = roofline.step("attention.softmax")
-    predicted = max(softmax.flops / roof.peak_flops, softmax.bytes / roof.bandwidth) * 1e6
-    # Median at 4.9× the roofline time, slowest round at 6×: memory-bound or beyond it.
-    steps = {"attention.softmax": (4.9 * predicted, 4.5 * predicted, 6.0 * predicted)}
-    times = forward_times_for(roofline, (1e3, 900.0, 1100.0), steps)
-    found = {v.label: v for v in verdicts(roofline, ceilings, times)}
-    # Which roof is lower depends on this machine's measured ceilings at a tiny size.
-    lower = (
-        "memory" if softmax.bytes / roof.bandwidth >= softmax.flops / roof.peak_flops else "compute"
+    # The FLOP count comes from a profile of its own: the matmuls', as the cost model says.
+    flops = fr.profiler_flops(roofline)
+    assert flops.agree and flops.names == ("aten::bmm",)
+    assert (
+        next(o for o in roofline.ops if o.name == "aten::bmm").flops
+        == facts["profiler_flops"]["aten::bmm"]
     )
-    assert found["attention.softmax"].prediction.bound == lower
-    assert found["attention.softmax"].bound.endswith("(within noise)")
-    assert found["attention.scores"].bound == "not timed"
-    table = render.roofline.roofline_table(Sourced(roofline, "now", "x.json"), ceilings, times)
-    assert "not timed alone" in table
+    claim = text(render.roofline.costs(Sourced(roofline, "now", "x.json")))
+    assert "in a profile of its own" in claim and "— the same number" in claim
+    # Fixed cost on a CPU: top-level op calls × the per-call floor of op_size_sweep.
+    assert fr.op_calls(roofline.timeline, "attention.mask") == 3  # ones, triu, masked_fill
+    r = fr.roofline(roofline, fake_ceilings(roofline), times_for(roofline), sweep_for(roofline))
+    mask = next(p for p in r.placed if p.step.label == "attention.mask")
+    assert r.fixed_from == "floor" and r.floor_call.value == pytest.approx(2.0)
+    assert mask.fixed.value == pytest.approx(3 * 2.0)
+
+
+def fake_ceilings(m, peak=1e11, bandwidth=1e10):
+    """A machine_ceilings entry with known ceilings (100 GFLOP/s, 10 GB/s: ridge 10 FLOP/B)."""
+    rows = (
+        (
+            "matmul",
+            "float32",
+            2048,
+            2 * 2048**3,
+            0.0,
+            2 * 2048**3 / peak * 1e6,
+            2 * 2048**3 / peak * 1e6 * 0.99,
+            2 * 2048**3 / peak * 1e6 * 1.01,
+            peak,
+            None,
+            None,
+            "ok",
+        ),
+        (
+            "copy",
+            "float32",
+            2**20,
+            0.0,
+            2**21,
+            2**21 / 5e10 * 1e6,
+            2**21 / 5e10 * 1e6 * 0.9,
+            2**21 / 5e10 * 1e6 * 1.1,
+            None,
+            5e10,
+            None,
+            "ok",
+        ),
+        (
+            "copy",
+            "float32",
+            2**27,
+            0.0,
+            2**28,
+            2**28 / bandwidth * 1e6,
+            2**28 / bandwidth * 1e6 * 0.99,
+            2**28 / bandwidth * 1e6 * 1.01,
+            None,
+            bandwidth,
+            None,
+            "ok",
+        ),
+    )
+    columns = (*CEILING_COLUMNS, "status")
+    facts = {
+        "peak_flops_float32": peak,
+        "peak_flops_float32_low": peak * 0.99,
+        "peak_flops_float32_high": peak * 1.01,
+        "bandwidth_bs": bandwidth,
+        "bandwidth_bs_low": bandwidth * 0.99,
+        "bandwidth_bs_high": bandwidth * 1.01,
+        "cache_bandwidth_bs": 5e10,
+    }
+    return replace(
+        m,
+        experiment="machine_ceilings",
+        params={"dtypes": "float32"},
+        tables={"ceilings": Table(columns, rows)},
+        facts=facts,
+    )
+
+
+def test_verdicts_use_unprofiled_times_and_the_ceilings_entry(roofline):
+    ceilings = fake_ceilings(roofline)
+    times = times_for(roofline)
+    r = fr.roofline(roofline, ceilings, times, sweep_for(roofline))
+    assert r.ridge.value == pytest.approx(10.0)
+    for p in r.placed:
+        s = roofline.step(p.step.label)
+        assert p.bound.measured.median_us == pytest.approx(50.0)  # unprofiled, not profiled
+        assert p.compute.value == pytest.approx(s.flops / 1e11 * 1e6)
+        assert p.memory.value == pytest.approx(s.bytes / 1e10 * 1e6)
+        assert p.ratio.low == pytest.approx(45.0 / p.floor.value)
+        assert p.ratio.high == pytest.approx(55.0 / p.floor.value)
+    table = render.roofline.verdicts(
+        Sourced(roofline, "now", "x.json"), ceilings, times, sweep_for(roofline)
+    )
+    assert len([line for line in table.splitlines() if line.startswith("| `attention.")]) == 5
+    assert len(re.findall(r"\*\*(compute|memory|overhead|inefficient)[^*]*\*\*", table)) == 5
+    assert "Time alone (unprofiled)" in table
+    assert 'data-fact="step time alone;' in table  # the step times are forward_times' facts
+    rules = text(render.roofline.bound_rules(roofline, ceilings, times, sweep_for(roofline)))
+    assert "within **5×** of its roofline time" in rules and "at least 50%" in rules
+    assert "top-level op calls × the per-call floor" in rules and "2 µs" in rules
+
+
+def test_a_verdict_whose_rounds_straddle_a_threshold_is_not_settled(roofline):
+    ceilings = fake_ceilings(roofline)
+    softmax = roofline.step("attention.softmax")
+    floor = max(softmax.flops / 1e11, softmax.bytes / 1e10) * 1e6
+    # Median at 4.9× the roofline time, slowest round at 6×: the rounds disagree.
+    steps = {"attention.softmax": (4.9 * floor, 4.5 * floor, 6.0 * floor)}
+    times = forward_times_for(roofline, (1e3, 900.0, 1100.0), steps)
+    r = fr.roofline(roofline, ceilings, times, sweep_for(roofline))
+    found = {p.step.label: p for p in r.placed}
+    assert found["attention.softmax"].bound.verdict == "memory"
+    assert not found["attention.softmax"].bound.settled
+    assert found["attention.scores"].bound.verdict is None
+    table = text(
+        render.roofline.verdicts(
+            Sourced(roofline, "now", "x.json"), ceilings, times, sweep_for(roofline)
+        )
+    )
+    assert "not timed alone" in table and "memory-bound (not in every round)" in table
 
 
 def test_steps_ceilings_and_times_must_come_from_one_device(roofline, ceilings):
     other = replace(ceilings, provenance=replace(ceilings.provenance, device_id="cuda-h200"))
     with pytest.raises(ValueError, match="from one device"):
-        verdicts(roofline, other, times_for(roofline))
+        fr.roofline(roofline, other, times_for(roofline), None)
 
 
 def test_profiled_sum_is_set_against_the_unprofiled_forward(roofline):
@@ -246,9 +350,9 @@ def test_profiled_sum_is_set_against_the_unprofiled_forward(roofline):
     sums = [sum(r[s.label] for s in roofline.steps) for r in per_forward.records()]
     low = min(sums) / 3  # the unprofiled forward far below every profiled sum
     times = forward_times_for(roofline, (low, low * 0.9, low * 1.1))
-    claim = render.claims.profiled_vs_unprofiled(roofline, times)
-    assert f"**{render.words.time_us(sorted(sums)[1])}**" in claim  # the median forward
-    assert "profiler's own overhead" in claim and "within noise" not in claim
+    claim = text(render.claims.profiled_vs_unprofiled(roofline, times))
+    assert f"**{render.words.time_us(sorted(sums)[1])} (" in claim  # the median forward
+    assert "profiler's own cost" in claim and "within noise" not in claim
     assert f"**{render.words.time_us(sorted(sums)[1] - low)}** per forward" in claim
     tie = forward_times_for(roofline, (sorted(sums)[1], min(sums), max(sums)))
     assert "within noise of each other" in render.claims.profiled_vs_unprofiled(roofline, tie)
@@ -303,38 +407,32 @@ def test_gpu_step_work_on_a_kineto_trace_splits_its_gaps_and_kernels():
         assert work[phase]["busy_us"] == pytest.approx(busy[phase] / forwards, abs=1e-3)
 
 
-def test_roofline_renderers_read_the_gpu_clock_when_the_trace_has_kernels(roofline, ceilings):
+def test_roofline_renderers_read_the_gpu_clock_when_the_trace_has_kernels(roofline):
     trace = _kineto_trace()
-    gpu = gpu_step_work(trace, STEPS)
-    gaps = launch_gaps(trace)
+    work = gpu_step_work(trace, STEPS)
     device = replace(roofline.provenance.device, kind="cuda", name="NVIDIA H200")
     provenance = replace(roofline.provenance, device=device, device_id="cuda-h200")
-    facts = {k: v for k, v in roofline.facts.items() if not k.startswith("floor")}
-    facts["gpu_steps"] = gpu
-    facts["launch_gaps"] = {
-        "count": gaps.count,
-        "median_us": gaps.median_us,
-        "total_us": gaps.total_us / 2,
-        "busy_us": gaps.busy_us / 2,
-        "idle_share": gaps.idle_share,
-    }
-    gpu_roof = replace(roofline, provenance=provenance, facts=facts)
-    gpu_ceilings = replace(ceilings, provenance=replace(ceilings.provenance, device_id="cuda-h200"))
+    gpu_roof = replace(roofline, provenance=provenance, facts={**roofline.facts, "gpu_steps": work})
+    gpu_ceilings = fake_ceilings(gpu_roof)
     times = times_for(gpu_roof)
-    assert fixed_costs_us(gpu_roof) == {label: w["gap_us"] for label, w in gpu.items()}
-    table = render.roofline.roofline_table(Sourced(gpu_roof, "now", "x.json"), gpu_ceilings, times)
-    assert "CUDA events, the GPU clock" in table and "idle time" in table
-    assert "CPU floor" not in table
-    fixed = [row.split(" | ")[4] for row in table.splitlines() if row.startswith("| `")]
-    assert fixed[0] == render.words.time_us(gpu["attention.scores"]["gap_us"])
-    claim = render.roofline.fixed_cost_claim(gpu_roof)
-    assert render.words.percent(gaps.idle_share) in claim and "On this GPU" in claim
-    assert "GPU clock" in render.roofline.bound_rules(gpu_roof)
+    r = fr.roofline(gpu_roof, gpu_ceilings, times, None)
+    assert r.fixed_from == "gaps" and r.floor_call is None
+    assert {p.step.label: p.fixed.value for p in r.placed} == {
+        label: w["gap_us"] for label, w in work.items()
+    }
+    rules = render.roofline.bound_rules(gpu_roof, gpu_ceilings, times, None)
+    assert "GPU clock" in rules and "per-call floor" not in rules
 
 
-def test_roofline_figure_is_byte_stable_across_processes(roofline, ceilings, tmp_path):
+def test_roofline_figure_is_byte_stable_across_processes(roofline, tmp_path):
     paths = {}
-    for name, m in (("roof", roofline), ("ceil", ceilings), ("times", times_for(roofline))):
+    entries = (
+        ("roof", roofline),
+        ("ceil", fake_ceilings(roofline)),
+        ("times", times_for(roofline)),
+        ("sweep", sweep_for(roofline)),
+    )
+    for name, m in entries:
         paths[name] = tmp_path / f"{name}.json"
         paths[name].write_text(m.dumps())
     code = (
@@ -344,51 +442,100 @@ def test_roofline_figure_is_byte_stable_across_processes(roofline, ceilings, tmp
             f"{name} = Measurement.loads(open({str(path)!r}).read())"
             for name, path in paths.items()
         )
-        + "; print(hashlib.sha256(render.roofline.roofline_figure(Sourced(roof, 'x', 'x.json'), ceil, "
-        "times).encode()).hexdigest())"
+        + "; print(hashlib.sha256(render.roofline.roofline_figure(Sourced(roof, 'x', 'x.json'), "
+        "ceil, times, sweep).encode()).hexdigest())"
     )
     digests = {python_prints(code) for _ in range(2)}
     again = {name: Measurement.loads(path.read_text()) for name, path in paths.items()}
     here = hashlib.sha256(
         render.roofline.roofline_figure(
-            Sourced(again["roof"], "x", "x.json"), again["ceil"], again["times"]
+            Sourced(again["roof"], "x", "x.json"), again["ceil"], again["times"], again["sweep"]
         ).encode()
     )
     assert digests == {here.hexdigest()}
 
 
-def test_roofline_figure_places_steps_and_draws_the_spec_roof_when_known(roofline, ceilings):
-    times = times_for(roofline)
-    svg = roofline_svg(roofline, ceilings, times)
-    assert svg.startswith('<svg role="img"') and "ridge at" in svg
-    assert "Steps at their unprofiled time" in svg
-    assert "attention.mask: 0 FLOPs" in svg  # the causal mask is listed, not plotted
-    assert "spec-sheet roof" not in svg
-    device = replace(ceilings.provenance.device, spec={"fp32_tflops": 10.0, "hbm_gbs": 100.0})
-    gpu_like = replace(ceilings, provenance=replace(ceilings.provenance, device=device))
-    assert "Spec sheet: 10 TFLOP/s, 100 GB/s." in roofline_svg(roofline, gpu_like, times)
+def test_roofline_figure_places_the_steps_at_their_unprofiled_rates(roofline):
+    figure = render.roofline.roofline_figure(
+        Sourced(roofline, "x", "x.json"),
+        fake_ceilings(roofline),
+        times_for(roofline),
+        sweep_for(roofline),
+    )
+    assert '<svg role="img"' in figure and "ridge 10 FLOP/B" in figure
+    assert "Steps at their unprofiled time" in figure
+    assert "attention.mask: 0 FLOPs" in figure  # the causal mask is listed, not plotted
+    scores = roofline.step("attention.scores")
+    assert (
+        f"attention.scores: {render.words.value(scores.flops / 50e-6, 'FLOP/s')}"
+        in text(figure.replace("FLOP/B, ", ""))
+        or render.words.value(scores.flops / 50e-6, "FLOP/s") in figure
+    )
 
 
-def test_matmul_cap_claim_uses_the_ceilings_ridge(roofline, ceilings):
-    claim = render.roofline.matmul_cap_claim(roofline, ceilings)
-    assert "2 × 16 ÷ 4 = **8 FLOP/B**" in claim
-    ridge = ceilings.facts["peak_flops_float32"] / ceilings.facts["bandwidth_bs"]
-    assert f"ridge of {ridge:.3g} FLOP/B" in claim
+def test_the_matmul_limit_is_set_against_the_ridge_of_the_device_it_holds_on(roofline):
+    """Issue 17: "long enough sequences make the matmuls compute-bound here" must say where."""
+    times, sweep = times_for(roofline), sweep_for(roofline)
+    here = Sourced(roofline, "x", "x.json")
+    above = text(render.roofline.finding(here, fake_ceilings(roofline), times, sweep, []))
+    assert "at most reaches 32 FLOP/B, above it" in above  # 2 × 64 ÷ 4 against a ridge of 10
+    assert "On this machine (CPU: " in above
+    below = text(render.roofline.finding(here, fake_ceilings(roofline, 1e12), times, sweep, []))
+    assert "at most reaches 32 FLOP/B, below it" in below  # against a ridge of 100
+    assert "NVIDIA H200 in bfloat16" in below and "below the ridge however long" in below
 
 
-def test_a_step_faster_than_its_roof_is_explained_by_the_roof_it_beat(roofline, ceilings):
+def test_a_step_faster_than_its_roof_is_explained_by_the_roof_it_beat(roofline):
+    ceilings = fake_ceilings(roofline)
     times = times_for(roofline, step_us=1e-4, spread=0.01)  # far faster than any roof
-    found = verdicts(roofline, ceilings, times)
-    claim = render.roofline.roofline_claim(roofline, ceilings, times)
-    names = r"((?:`[^`]+`, )*`[^`]+`)"
-    memory = re.search(names + " moved (?:its|their) bytes faster than the large copy", claim)
-    compute = re.search(names + " did more FLOP/s than the measured peak", claim)
-    for v in found:
-        if not v.prediction.predicted_s:
-            continue  # no work, no roof to beat
-        beaten = memory if v.prediction.memory_s > v.prediction.compute_s else compute
-        assert beaten is not None and f"`{v.label}`" in beaten.group(1), v.label
-    assert "in every round" in claim
+    r = fr.roofline(roofline, ceilings, times, sweep_for(roofline))
+    assert all(p.beats_roof for p in r.placed if p.floor.value)
+    claim = text(
+        render.roofline.verdicts(
+            Sourced(roofline, "x", "x.json"), ceilings, times, sweep_for(roofline)
+        )
+    )
+    memory = [f"`{p.step.label}`" for p in r.placed if p.beats_roof and p.bound.roof == "memory"]
+    assert f"{render.words.series(memory)} moved bytes faster than the large copy" in claim
+    if any(p.beats_roof and p.bound.roof == "compute" for p in r.placed):
+        assert "beat the measured peak in every round" in claim
+
+
+def test_the_gpu_roofline_forecast_is_the_analytic_model(roofline):
+    """Chapter 03's box: each step's place on the H200's roofline and the ridge in bf16 and
+    float32, from analytic.gpu; with a cuda-h200 forward_times entry, measured beside it."""
+    h200 = gpu.sheet("h200")
+    shape = gpu.FORECAST_SHAPE
+    g = fs.gpu_steps([])
+    assert g.ridge.value == pytest.approx(gpu.ridge(h200, "bfloat16"))  # ≈ 206 FLOP/B
+    assert g.ridge_float32.value == pytest.approx(gpu.ridge(h200, "float32"))  # ≈ 14 FLOP/B
+    assert g.cap.value == 2 * shape.head_dim / 2 < g.ridge.value  # 128: below the ridge
+    for s, k in zip(g.steps, gpu.naive_steps(h200, shape), strict=True):
+        assert s.kernel == k and s.intensity.value == pytest.approx(k.intensity)
+        assert k.limit == "memory"  # every naive step, the score matmuls included
+        rate = k.flops / k.floor_us * 1e6 if k.flops else k.bytes / k.floor_us * 1e6
+        assert s.rate.forecast.value == pytest.approx(rate)
+    box = text(render.roofline.gpu_forecast([]))
+    assert "cannot pass 128 FLOP/B" in box and "ridge of 206 FLOP/B" in box
+    assert "the ridge drops to 14 FLOP/B" in box
+    finding = text(
+        render.roofline.finding(
+            Sourced(roofline, "x", "x.json"),
+            fake_ceilings(roofline),
+            times_for(roofline),
+            sweep_for(roofline),
+            [],
+        )
+    )
+    assert "below the ridge however long the sequence" in finding
+    # A synthetic H200 entry: every step at half its attainable rate.
+    base = replace(roofline, provenance=replace(roofline.provenance, device_id="cuda-h200"))
+    rows = [row(fwd.STEP_PREFIX + k.label, shape, 2 * k.kernel.floor_us) for k in g.steps]
+    rows.append(row(fwd.NAIVE, shape, 3 * gpu.naive_floor_us(h200)))
+    measured = fs.gpu_steps([synthetic_forward_times(base, rows)])
+    assert all(s.rate.ratio == pytest.approx(0.5) for s in measured.steps)
+    box = text(render.roofline.gpu_forecast([synthetic_forward_times(base, rows)]))
+    assert box.count("| 0.5× |") == len(STEPS) and "| not in the store | — |" in box
 
 
 def test_the_analytic_models_are_pure_arithmetic():

@@ -1,4 +1,5 @@
 import math
+import re
 from dataclasses import replace
 
 import pytest
@@ -16,8 +17,11 @@ from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.experiments.naive_variants import VARIANT_COLUMNS, parse_shapes
 from attention_docs.experiments.registry import ExperimentError
 from attention_docs.experiments.runner import run_experiment
+from attention_docs.findings import steps as fs
+from attention_docs.findings import variants as fv
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements import Sourced, Table
+from attention_docs.records.timing import Timing
 
 
 def reference(q, k, v, causal):
@@ -105,19 +109,18 @@ def test_mask_variants_experiment_counts_what_each_variant_allocates():
     # ones(N, N) and its triu: two bool masks, then the masked copy.
     assert rows["rebuild"]["mask_allocated_bytes"] == matrix + 2 * 32 * 32
     assert [rows[v]["prepared_bytes"] for v in MASK_VARIANTS] == [0, 32 * 32, 32 * 32, 32 * 32 * 4]
-    for r in rows.values():  # unprofiled, with each variant's rounds
-        assert r["mask_low_us"] <= r["mask_us"] <= r["mask_high_us"]
-        assert r["forward_low_us"] <= r["forward_us"] <= r["forward_high_us"]
+    for r in rows.values():  # unprofiled, each variant's rounds kept whole
+        assert len(r["mask"].rounds_us) == len(r["forward"].rounds_us) == 3
     assert "3 interleaved rounds" in m.facts["timing_method"]
 
 
 def test_dtypes_experiment_times_every_step_and_records_what_runs():
     m = run_experiment("naive_dtypes", TINY, device="cpu")
     table = m.tables["dtypes"]
-    assert table.columns == ("step", "dtype", "median_us", "low_us", "high_us")
+    assert table.columns == ("step", "dtype", "time")
     keys = [(r["step"], r["dtype"]) for r in table.records()]
     assert keys == [(step, d) for d in ("float32", "bfloat16") for step in ("forward", *STEPS)]
-    assert all(r["low_us"] <= r["median_us"] <= r["high_us"] for r in table.records())
+    assert all(len(r["time"].rounds_us) == 3 for r in table.records())
     assert m.facts["cpu_capability"]
     ops = m.tables["step_ops"].records()
     bmm = [r for r in ops if r["name"] == "aten::bmm" and r["step"] == "attention.scores"]
@@ -126,19 +129,28 @@ def test_dtypes_experiment_times_every_step_and_records_what_runs():
     assert softmax == {"float32", "bfloat16"}
 
 
-def test_step_shares_experiment_profiles_each_shape_with_its_spread():
+def test_step_shares_experiment_keeps_every_profiled_forward():
     m = run_experiment("naive_step_shares", {"shapes": "16x8,48x32", "num_heads": 1}, device="cpu")
     rows = m.tables["shares"].records()
-    assert [r["shape"] for r in rows] == ["16×8", "48×32"]
-    for r in rows:
-        for label in STEPS:
-            # The mean over three profiled forwards lies inside their range.
-            assert r[f"{label} low"] <= r[label] + 1e-6 and r[label] <= r[f"{label} high"] + 1e-6
+    assert [(r["shape"], r["forward"]) for r in rows] == [
+        (shape, i) for shape in ("16×8", "48×32") for i in (1, 2, 3)
+    ]
+    assert all(r[label] >= 0 for r in rows for label in STEPS)
+
+
+def t(*rounds: float) -> Timing:
+    return Timing(sorted(rounds)[len(rounds) // 2], 0.0, len(rounds), "test", tuple(rounds))
+
+
+def text(html: str) -> str:
+    return re.sub(r"<[^>]+>", "", html)
 
 
 def variants_measurement(m, timings):
-    """`m` with a hand-made variants table: variant -> (mask (median, low, high), forward)."""
-    rows = tuple((v, 1.0, 100.0, 0, *mask, *forward) for v, (mask, forward) in timings.items())
+    """`m` with a hand-made variants table: variant -> (mask rounds, forward rounds)."""
+    rows = tuple(
+        (v, 1.0, 100.0, 0, t(*mask), t(*forward)) for v, (mask, forward) in timings.items()
+    )
     return replace(
         m,
         tables={"variants": Table(VARIANT_COLUMNS, rows)},
@@ -147,32 +159,33 @@ def variants_measurement(m, timings):
 
 
 def test_mask_variant_renderers_call_overlapping_rounds_a_tie(tiny_measurement):
-    forward = (1000.0, 950.0, 1050.0)
+    forward = (950.0, 1000.0, 1050.0)
     m = variants_measurement(
         tiny_measurement,
         {
-            "rebuild": ((100.0, 90.0, 110.0), forward),
-            "masked_fill": ((50.0, 45.0, 55.0), (990.0, 940.0, 1040.0)),
-            "masked_fill_": ((20.0, 18.0, 22.0), (900.0, 880.0, 920.0)),
-            "additive": ((21.0, 19.0, 23.0), forward),
+            "rebuild": ((90.0, 100.0, 110.0), forward),
+            "masked_fill": ((45.0, 50.0, 55.0), (940.0, 990.0, 1040.0)),
+            "masked_fill_": ((18.0, 20.0, 22.0), (880.0, 900.0, 920.0)),
+            "additive": ((19.0, 21.0, 23.0), forward),
         },
     )
-    table = render.variants.mask_variants_table(Sourced(m, "now", "x.json"))
+    table = text(render.variants.mask_variants(Sourced(m, "now", "x.json")))
     assert "| `masked_fill` | 0.5× (0.409–0.611×) | within noise (0.99×) |" in table
-    claim = render.variants.mask_variants_claim(m)
-    assert "the cheapest mask step is `masked_fill_`'s, within noise of `additive`'s" in claim
-    assert "`masked_fill_`'s forward takes 0.9× (0.838–0.968×) the time of `rebuild`'s" in claim
-    assert "`additive`'s forward is within noise of `rebuild`'s (1×)" in claim
-    svg = render.variants.mask_variants_figure(Sourced(m, "now", "x.json"))
-    assert "masked_fill: 0.5× (0.409–0.611×)." in svg
+    assert "| `rebuild` | baseline | baseline |" in table
+    assert "the cheapest mask step is `masked_fill_`'s, within noise of `additive`'s" in table
+    found = fv.mask_variants(m)
+    assert not found.cheapest.clear
+    assert found.variants[1].mask_ratio.id.startswith(
+        "time ÷ rebuild's;mask step, masked_fill variant;b1 h2 n32 d16 float32 causal;unprofiled;"
+    )
 
 
 def dtypes_measurement(m, timings, ops=()):
-    rows = tuple((step, d, *t) for (step, d), t in timings.items())
+    rows = tuple((step, d, t(*r)) for (step, d), r in timings.items())
     return replace(
         m,
         tables={
-            "dtypes": Table(("step", "dtype", "median_us", "low_us", "high_us"), rows),
+            "dtypes": Table(("step", "dtype", "time"), rows),
             "step_ops": Table(("dtype", "step", "where", "name", "calls", "time_us"), tuple(ops)),
         },
         facts={"dtypes": "float32,bfloat16", "timing_method": "x, 3 interleaved rounds"},
@@ -180,16 +193,16 @@ def dtypes_measurement(m, timings, ops=()):
 
 
 def test_dtype_renderers_state_only_differences_beyond_noise(tiny_measurement):
-    f32 = (100.0, 95.0, 105.0)
+    f32 = (95.0, 100.0, 105.0)
     timings = {
         ("forward", "float32"): f32,
-        ("forward", "bfloat16"): (300.0, 290.0, 310.0),
+        ("forward", "bfloat16"): (290.0, 300.0, 310.0),
         ("attention.scores", "float32"): f32,
-        ("attention.scores", "bfloat16"): (700.0, 680.0, 720.0),
+        ("attention.scores", "bfloat16"): (680.0, 700.0, 720.0),
         ("attention.weighted_sum", "float32"): f32,
-        ("attention.weighted_sum", "bfloat16"): (2400.0, 2300.0, 2500.0),
+        ("attention.weighted_sum", "bfloat16"): (2300.0, 2400.0, 2500.0),
         ("attention.softmax", "float32"): f32,
-        ("attention.softmax", "bfloat16"): (102.0, 96.0, 108.0),
+        ("attention.softmax", "bfloat16"): (96.0, 102.0, 108.0),
     }
     bmm = [
         (d, step, "CPU", "aten::bmm", 1.0, 90.0)
@@ -201,43 +214,70 @@ def test_dtype_renderers_state_only_differences_beyond_noise(tiny_measurement):
         for step in ("attention.scores", "attention.weighted_sum")
     ]
     m = dtypes_measurement(tiny_measurement, timings, bmm + selects)
-    claim = render.variants.dtype_claim(m)
-    assert "takes **3× (2.76–3.26×)** the time of float32's — slower" in claim
-    assert "beyond noise: `attention.weighted_sum` 24×" in claim
-    assert "Within noise of float32: `attention.softmax`." in claim
-    ops = render.variants.dtype_ops_claim(m)
-    # 6 selects for batch_size × num_heads = 2 × 1... matrices: the per-matrix reading.
-    assert "6× `aten::select`" in ops and "per matrix of the batch" in ops
+    ops = render.variants.dtypes(Sourced(m, "now", "x.json"))
+    assert "takes **3× (2.76–3.26×)** float32's time: slower." in text(ops)
+    # 6 selects for batch_size × num_heads = 1 × 2 matrices: 3 per matrix.
+    assert "6× `aten::select`" in ops and "3 `aten::select` per matrix of the batch" in ops
     assert "the same path" in ops and "is not measured here" in ops
-    table = render.variants.dtype_table(Sourced(m, "now", "x.json"))
-    assert (
-        "| `attention.scores` | 7× (6.48–7.58×) | `aten::bmm` | `aten::bmm` + 6× `aten::select` |"
-        in table
-    )
+    table = text(ops)
+    assert "| `attention.scores` | 7× (6.48–7.58×) | `aten::bmm` | `aten::bmm` |" in table
+    assert "| `attention.softmax` | within noise (1.02×) |" in table
     # Different extra work in the two matmuls is named as the measured difference.
     copy = [("bfloat16", "attention.weighted_sum", "CPU", "aten::copy_", 1.0, 900.0)]
-    assert "the measured difference" in render.variants.dtype_ops_claim(
-        dtypes_measurement(tiny_measurement, timings, bmm + selects + copy)
+    assert "the measured difference" in render.variants.dtypes(
+        Sourced(dtypes_measurement(tiny_measurement, timings, bmm + selects + copy), "n", "x")
+    )
+    same = dict(timings)
+    same[("attention.weighted_sum", "bfloat16")] = (690.0, 710.0, 730.0)
+    assert "within noise of each other" in render.variants.dtypes(
+        Sourced(dtypes_measurement(tiny_measurement, same, bmm), "n", "x")
     )
 
 
-def test_shape_shares_claim_names_ties_from_the_profiled_spread(tiny_measurement):
-    columns = ("shape", *STEPS, *(f"{s} {end}" for s in STEPS for end in ("low", "high")))
+def shares_measurement(m, per_shape):
+    """A naive_step_shares entry: shape -> one tuple of step times per profiled forward."""
+    rows = []
+    for (n, d), forwards in per_shape.items():
+        for i, times in enumerate(forwards, 1):
+            rows.append((f"{n}×{d}", n, d, i, *times))
+    table = Table(("shape", "seq_len", "head_dim", "forward", *STEPS), tuple(rows))
+    params = {"batch_size": 1, "num_heads": 2, "dtype": "float32", "causal": True}
+    return replace(m, experiment="naive_step_shares", params=params, tables={"shares": table})
 
-    def row(shape, times, spread):
-        return (shape, *times, *(t * f for t in times for f in (1 - spread, 1 + spread)))
 
-    rows = (
-        row("64×64", (10.0, 5.0, 5.0, 9.5, 10.0), 0.1),
-        row("1024×64", (50.0, 5.0, 5.0, 20.0, 30.0), 0.1),
+def naive_at(m, forwards):
+    """`m` (naive_steps at 32×16) with its profiled forwards replaced."""
+    rows = tuple((i, *times) for i, times in enumerate(forwards, 1))
+    return replace(m, tables={"per_forward": Table(("forward", *STEPS), rows)})
+
+
+def test_the_shares_sweep_reads_naive_steps_point(tiny_measurement):
+    """Issue 16: one shape, one share. The sweep's row at naive_steps' shape gives way to
+    naive_steps' own forwards, so both figures state the same share."""
+    naive = naive_at(tiny_measurement, [(10.0, 5.0, 5.0, 20.0, 10.0)] * 3)
+    sweep = shares_measurement(
+        tiny_measurement,
+        {
+            (16, 8): [(10.0, 5.0, 5.0, 9.5, 10.0), (11.0, 5.0, 5.0, 10.0, 9.0)],
+            (32, 16): [(10.0, 5.0, 5.0, 5.0, 10.0)] * 2,  # a different profile of that shape
+            (64, 64): [(50.0, 5.0, 5.0, 20.0, 30.0)] * 2,
+        },
     )
-    m = replace(tiny_measurement, tables={"shares": Table(columns, rows)})
-    claim = render.variants.shape_shares_claim(m)
-    assert (
-        "shape 64×64: `attention.scores`, `attention.softmax`, `attention.weighted_sum` within noise"
-        in claim
+    found = fs.shares_by_shape(sweep, naive)
+    assert [s.label for s in found] == ["16×8", "32×16", "64×64"]
+    point = found[1]
+    assert point.shares["attention.softmax"].value == pytest.approx(0.4)  # naive_steps', not 0.14
+    table = fs.steps(naive)
+    assert point.shares["attention.softmax"].id == table.step("attention.softmax").share.id
+    assert point.matmuls.id == table.matmul_time.id
+    claim = text(render.variants.step_shares_claim(sweep, naive))
+    assert "16×8: `attention.scores`, 26.4% (25.3–27.5%) (within noise: " in claim
+    assert "32×16: `attention.softmax`, 40%;" in claim
+    assert "64×64: `attention.scores`, 45.5%." in claim
+    assert "The two matmuls together take 50.3% (50–50.6%) at 16×8 and 72.7% at 64×64" in claim
+    svg = render.variants.step_shares_figure(
+        Sourced(sweep, "now", "x.json"), Sourced(naive, "now", "y.json")
     )
-    assert (
-        "shape 1024×64: `attention.scores` (45.5%), beyond the noise of every other step" in claim
-    )
-    assert "take 50.6% of the five steps' profiled time at shape 64×64" in claim
+    assert "32×16: " in svg and "attention.softmax 40%" in svg
+    with pytest.raises(ValueError, match="naive_steps ran at"):
+        fs.shares_by_shape(replace(sweep, params={**sweep.params, "num_heads": 8}), naive)

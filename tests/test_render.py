@@ -1,43 +1,66 @@
 import hashlib
 import re
+from dataclasses import replace
 
 import pytest
 from conftest import python_prints
-from recorded import recorded
+from fake_times import forward_times_for
+from synthetic_forward import forward_times as synthetic_forward_times
+from synthetic_forward import row
 
 from attention_docs import render
+from attention_docs.analytic import gpu
+from attention_docs.findings import steps as fs
 from attention_docs.measurements import Measurement, Sourced, Store
+from attention_docs.measurements import forward as fwd
+from attention_docs.records.steps import STEPS
 from attention_docs.render import words as fmt
 
 
-@pytest.fixture
-def naive():
-    """naive_steps as the store recorded it (tests/data/measurements/)."""
-    return recorded("naive_steps")
+def text(html: str) -> str:
+    """What a reader sees: the fact spans' text without their markup."""
+    return re.sub(r"<[^>]+>", "", html)
 
 
 @pytest.fixture
-def sourced(naive, tmp_path):
-    stored = Store(tmp_path).put(naive, {"traceEvents": []})
+def sourced(tiny_measurement, tmp_path):
+    stored = Store(tmp_path).put(tiny_measurement, {"traceEvents": []})
     return Sourced(stored, "from the store", f"naive_steps/{stored.key}.cpu.json")
 
 
 def test_step_table_has_a_row_per_step_and_a_caption(sourced):
     table = render.tables.step_table(sourced)
-    for label in (
-        "attention.scores",
-        "attention.scale",
-        "attention.mask",
-        "attention.softmax",
-        "attention.weighted_sum",
-    ):
+    for label in STEPS:
         assert f"`{label}`" in table
-    shares = [float(x) for x in re.findall(r"\| ([\d.]+)% \|", table)]
-    assert sum(shares[:-1]) == pytest.approx(100, abs=0.3)  # the last is the total row's 100%
+    # Each share is a fact; the medians over the forwards lie inside their ranges' sums.
+    found = fs.steps(sourced.measurement)
+    assert sum(s.share.low for s in found.steps) <= 1 <= sum(s.share.high for s in found.steps)
+    assert table.count('data-fact="share of the profiled steps;') == len(STEPS)
+    assert "Time per forward (profiled)" in table and "FLOPs (cost model)" in table
+    assert "FLOP/s" not in table  # no rate from a profiled time
     assert '<p class="ad-caption">' in table
     assert "@measurements/naive_steps/" in table
-    seq_len = sourced.measurement.params["seq_len"]
-    assert "from the store" in table and f"seq_len={seq_len}" in table
+    assert "from the store" in table and "seq_len=32" in table
+
+
+def test_step_rates_come_from_the_unprofiled_step_times(tiny_measurement):
+    """Issue 16: "Achieved FLOP/s" divided profiled times (attention.scale at 500 µs where
+    its unprofiled time was 39 µs). Rates now divide the steps timed alone."""
+    steps = dict.fromkeys(STEPS, (40.0, 38.0, 44.0))
+    times = forward_times_for(tiny_measurement, (300.0, 290.0, 310.0), steps)
+    table = render.tables.step_table(Sourced(tiny_measurement, "now", "x.json"), times=times)
+    header = table.splitlines()[0]
+    assert "(profiled)" in header and "Alone (unprofiled)" in header
+    assert "Achieved (unprofiled)" in header and "FLOP/s (a matmul) or bytes/s" in table
+    rows = {line.split(" | ")[0]: line for line in table.splitlines()}
+    scale = tiny_measurement.step("attention.scale")
+    scores = tiny_measurement.step("attention.scores")
+    row = rows["| `attention.scale`"]  # element-wise: the bytes it moved per unprofiled second
+    assert f">{fmt.per_second(scale.bytes / 40e-6, 'B')} (" in row and "40 µs (38–44 µs)" in row
+    fact_id = "achieved bandwidth;attention.scale;b1 h2 n32 d16 float32 causal;unprofiled;"
+    assert f'data-fact="{fact_id}' in row
+    row = rows["| `attention.scores`"]  # a matmul: its FLOPs per unprofiled second
+    assert f">{fmt.per_second(scores.flops / 40e-6, 'FLOP')} (" in row
 
 
 def test_op_table_lists_the_profiled_ops(sourced):
@@ -76,13 +99,14 @@ def test_renderers_are_byte_stable_across_processes(sourced, tmp_path):
     assert digests == {here}
 
 
-def test_claims_are_computed_from_the_measurement(naive):
-    m = naive
-    top = max(m.steps, key=lambda s: s.time_us)
+def test_claims_are_computed_from_the_measurement(tiny_measurement):
+    m = tiny_measurement
+    found = fs.steps(m)
+    top = found.step(found.largest.part)
     sentence = render.claims.dominant_step(m)
-    # The largest step comes first, alone or tied with the next (the forwards decide).
+    # The largest step comes first, alone or tied with others (the forwards decide).
     assert sentence.startswith(f"`{top.label}` ")
-    assert fmt.percent(render.claims.share(m, top.label)) in sentence
+    assert fmt.percent(top.share.value) in sentence
     note = render.claims.device_note(m, cpu="on the cpu", cuda="on the gpu")
     assert "on the cpu" in note and "on the gpu" not in note and note.startswith("!!! info")
 
@@ -125,10 +149,10 @@ def with_per_forward(m, per_forward):
     )
 
 
-def test_dominant_step_is_a_tie_when_the_forwards_overlap(naive):
+def test_dominant_step_is_a_tie_when_the_forwards_overlap(tiny_measurement):
     base = {"attention.scale": [1.0] * 3, "attention.mask": [1.0] * 3}
     apart = with_per_forward(
-        naive,
+        tiny_measurement,
         {
             **base,
             "attention.scores": [10.0, 11.0, 12.0],
@@ -136,63 +160,81 @@ def test_dominant_step_is_a_tie_when_the_forwards_overlap(naive):
             "attention.weighted_sum": [8.0, 8.5, 9.0],
         },
     )
-    sentence = render.claims.dominant_step(apart)
+    sentence = text(render.claims.dominant_step(apart))
     assert sentence.startswith("`attention.scores` takes the largest share")
-    assert "in each of the 3 profiled forwards" in sentence
+    assert "beyond the noise of every other step over 3 profiled forwards" in sentence
     tied = with_per_forward(
-        naive,
+        tiny_measurement,
         {
             **base,
             "attention.scores": [10.0, 11.0, 12.0],
             "attention.softmax": [5.0, 6.0, 7.0],
-            "attention.weighted_sum": [9.0, 10.5, 11.5],
+            "attention.weighted_sum": [12.0, 10.5, 9.0],  # shares overlap forward by forward
         },
     )
-    sentence = render.claims.dominant_step(tied)
-    assert "`attention.scores` (" in sentence and "within noise of each other" in sentence
-    assert "ranged 10 µs–12 µs" in sentence and "9 µs–11.5 µs" in sentence
+    sentence = text(render.claims.dominant_step(tied))
+    assert sentence.startswith("`attention.scores` (")
+    assert "within noise of `attention.weighted_sum` (" in sentence
+    # Shares are facts with the range over the forwards.
+    assert "(34.5–40%)" in sentence  # shares are facts with their range over the forwards
 
 
-def test_profiled_and_unprofiled_forward_are_set_side_by_side(naive):
-    from fake_times import forward_times_for
-
+def test_profiled_and_unprofiled_forward_are_set_side_by_side(tiny_measurement):
     m = with_per_forward(
-        naive,
-        {s.label: [100.0, 110.0, 120.0] for s in naive.steps},
+        tiny_measurement,
+        {s.label: [100.0, 110.0, 120.0] for s in tiny_measurement.steps},
     )  # five steps: 500, 550 and 600 µs per forward
     times = forward_times_for(m, (400.0, 390.0, 410.0))
-    claim = render.claims.profiled_vs_unprofiled(m, times)
-    assert "sum to **550 µs** per forward (500 µs–600 µs over 3 profiled forwards)" in claim
-    assert "1.38× (1.22–1.54×) the unprofiled time" in claim
-    assert "**150 µs** per forward" in claim and "profiler's own overhead" in claim
+    claim = text(render.claims.profiled_vs_unprofiled(m, times))
+    assert "sum to **550 µs (500–600 µs)** per forward" in claim
+    assert "without it the forward takes 400 µs (390–410 µs)" in claim
+    assert "**150 µs** per forward" in claim and "profiler's own cost" in claim
     shorter = render.claims.profiled_vs_unprofiled(m, forward_times_for(m, (700.0, 690.0, 710.0)))
-    assert "*shorter*" in shorter
+    assert "150 µs shorter" in text(shorter)
+    tie = render.claims.profiled_vs_unprofiled(m, forward_times_for(m, (560.0, 540.0, 580.0)))
+    assert "within noise of each other" in tie
 
 
-def test_intensity_and_mask_step_claims_come_from_the_cost_model_and_the_times(naive):
-    from dataclasses import replace
-
-    from fake_times import forward_times_for
-
-    from attention_docs.analytic.cost import step_costs
-
-    # The recorded steps at a small shape, their FLOPs and bytes from the cost model there.
-    small = {"batch_size": 1, "num_heads": 2, "seq_len": 32, "head_dim": 16, "dtype": "float32"}
-    costs = {c.label: c for c in step_costs(1, 2, 32, 16, "float32", causal=True)}
-    steps = tuple(
-        replace(s, flops=costs[s.label].flops, bytes=costs[s.label].bytes) for s in naive.steps
-    )
-    tiny = replace(naive, params={**naive.params, **small}, steps=steps)
-    claim = render.claims.intensity_claim(tiny)
-    # 2·N·D / (e·(2·D + N)) = 2·32·16 / (4·64) = 4 FLOP/B, half the cap 2·16/4 = 8.
-    assert "`attention.scores` 4," in claim and "**8 FLOP/B**" in claim
-    assert f"{fmt.percent(0.5)} of that ceiling" in claim
+def test_mask_step_claim_compares_unprofiled_steps(tiny_measurement):
     steps = {
         "attention.mask": (30.0, 28.0, 32.0),
         "attention.scores": (10.0, 9.0, 11.0),
         "attention.weighted_sum": (29.0, 27.0, 31.0),
     }
-    times = forward_times_for(tiny, (100.0, 95.0, 105.0), steps)
-    text = render.claims.mask_step_claim(tiny, times)
-    assert "3× (2.55–3.56×) the time of `attention.scores`" in text
-    assert "within noise of `attention.weighted_sum`" in text
+    times = forward_times_for(tiny_measurement, (100.0, 95.0, 105.0), steps)
+    claim = text(render.claims.mask_step_claim(tiny_measurement, times))
+    assert "takes 30 µs (28–32 µs): 3× (2.55–3.56×) the time of `attention.scores`" in claim
+    assert "within noise of `attention.weighted_sum` (1.03×)" in claim
+
+
+def test_the_gpu_forecast_is_the_analytic_model_and_checks_a_gpu_entry(tiny_measurement):
+    """Chapter 02's box: each step on the H200 at the forecast shape, from analytic.gpu; with
+    a cuda-h200 forward_times entry in the store, measured beside forecast with the ratio."""
+    h200 = gpu.sheet("h200")
+    kernels = {k.label: k for k in gpu.naive_steps(h200, gpu.FORECAST_SHAPE)}
+    box = render.claims.gpu_forecast([])
+    assert box.startswith('!!! example "On a GPU: forecast for the NVIDIA H200')
+    for label, k in kernels.items():
+        assert f">{fmt.time_us(k.floor_us)}<" in box and f"`{label}` at" in box
+        assert f"{k.limit}-bound floor" in box
+    assert f">{fmt.time_us(gpu.naive_floor_us(h200))}<" in box
+    assert "Measured ÷ forecast" not in box and "predictions only" in box
+    # A synthetic H200 entry: every step at twice its floor, the forward at 3× the sum.
+    base = replace(
+        tiny_measurement,
+        provenance=replace(tiny_measurement.provenance, device_id="cuda-h200"),
+    )
+    rows = [
+        row(f"step {k}", gpu.FORECAST_SHAPE, 2 * v.floor_us, 1.9 * v.floor_us, 2.1 * v.floor_us)
+        for k, v in kernels.items()
+    ]
+    rows.append(row(fwd.NAIVE, gpu.FORECAST_SHAPE, 3 * gpu.naive_floor_us(h200)))
+    entry = synthetic_forward_times(base, rows)
+    measured = text(render.claims.gpu_forecast([tiny_measurement, entry]))
+    assert "Measured on the NVIDIA H200 | Measured ÷ forecast" in measured
+    assert measured.count("| 2× (1.9–2.1×) |") == len(kernels)
+    assert "| 3× |" in measured
+    assert "predictions only" not in measured
+    finding = text(render.claims.finding(Sourced(tiny_measurement, "now", "x.json"), []))
+    assert "all five steps under the memory ceiling" in finding
+    assert fmt.time_us(gpu.naive_floor_us(h200)) in finding

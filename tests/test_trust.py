@@ -204,7 +204,7 @@ def test_every_shape_another_experiment_profiles_is_in_the_grid():
     """A chapter that profiles at a shape reads that shape's forward time from the grid."""
     from attention_docs.experiments.registry import get
 
-    shaped = ["naive_steps", "roofline_steps", "fusion_kernels", "flash_tiled_vs_naive"]
+    shaped = ["naive_steps", "profile_first_calls", "fusion_kernels", "flash_tiled_vs_naive"]
     for kind in ("cpu", "cuda"):
         shapes = set(fwd.GRIDS[kind].shapes())
         for name in shaped:

@@ -35,7 +35,7 @@ from attention_docs.measurements.forward import GRIDS
 TINY = bool(os.environ.get("ATTENTION_DOCS_TINY"))
 kind = "cuda" if torch.cuda.is_available() else "cpu"
 # The shape must be one of the forward-time grid's (below): its first seq_len when tiny.
-shape = {"seq_len": GRIDS[kind].seq_lens[0], "head_dim": 64} if TINY else {}
+shape = {"seq_len": GRIDS[kind].teaching.seq_lens[0], "head_dim": 64} if TINY else {}
 
 # Unprofiled forward times come from one experiment, `forward_times`, as on the site: it
 # runs once, in a worker process, and is kept in ./notebook-measurements for the other
@@ -56,18 +56,20 @@ def here(m):
 
 # %%
 first = run_experiment("profile_first_calls", {**shape, "calls": 4 if TINY else 8})
-print(render.primer.first_calls_table(here(first), times))
-print(render.primer.first_calls_claim(first, times))
-print(render.primer.fault_verdict(first, times))
+print(render.primer.first_calls(here(first), times))
 print(render.primer.first_call_ops_table(here(first)))
+print(render.primer.faults(here(first), times))
 
 # %% [markdown]
 # ## Self time, total time and the dispatch chain
+#
+# The settled forward's profile is `naive_steps`', as on the site.
 
 # %%
-print(render.primer.dispatch_tree(here(first), "attention.scores"))
-print(render.primer.self_vs_total_claim(first, "attention.scores"))
-print(render.tables.op_table(here(first)))
+naive = run_experiment("naive_steps", shape)
+print(render.primer.dispatch_tree(here(naive), "attention.scores"))
+print(render.primer.self_vs_total_claim(naive, "attention.scores"))
+print(render.tables.op_table(here(naive), subject="naive (eager)"))
 
 # %% [markdown]
 # ## The same table, straight from torch
@@ -101,8 +103,7 @@ print(render.primer.size_sweep_claim(sweep))
 
 # %%
 overhead = run_experiment("profile_overhead", {**shape, "iterations": 3} if TINY else {})
-print(render.primer.overhead_table(here(overhead)))
-print(render.primer.overhead_claim(overhead, times))
+print(render.primer.overhead(here(overhead), times))
 
 # %% [markdown]
 # ## Try next

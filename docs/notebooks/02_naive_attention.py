@@ -33,7 +33,7 @@ from attention_docs.measurements.forward import GRIDS
 # Either is one of the forward-time grid's shapes, so that unprofiled times exist for it.
 TINY = bool(os.environ.get("ATTENTION_DOCS_TINY"))
 kind = "cuda" if torch.cuda.is_available() else "cpu"
-seq_len = GRIDS[kind].seq_lens[0] if TINY else 1024
+seq_len = GRIDS[kind].teaching.seq_lens[0] if TINY else 1024
 
 # Unprofiled forward times come from one experiment, `forward_times`, as on the site: it
 # runs once, in a worker process, and is kept in ./notebook-measurements for the other
@@ -58,16 +58,20 @@ print(inspect.getsource(naive_attention))
 # %%
 m = run_experiment("naive_steps", {"seq_len": seq_len})
 here = Sourced(m, "measured in this notebook", "-", base="")
-print(render.tables.step_table(here))
+print(render.tables.step_table(here, times=times))
 
 # %%
 print(render.claims.dominant_step(m))
 print(render.claims.profiled_vs_unprofiled(m, times))
-print(render.claims.intensity_claim(m))
 print(render.claims.mask_step_claim(m, times))
 
+# %% [markdown]
+# ## On a GPU
+#
+# The data sheet's forecast for each step (in Jupyter, wrap it in `IPython.display.Markdown`).
+
 # %%
-print(render.tables.op_table(here))
+print(render.claims.gpu_forecast([times]))
 
 # %% [markdown]
 # ## Try next
@@ -83,26 +87,20 @@ print(render.tables.op_table(here))
 
 # %%
 variants = run_experiment("naive_mask_variants", {"seq_len": seq_len})
-print(render.variants.mask_variants_table(Sourced(variants, "measured in this notebook", "-", base="")))
-print(render.variants.mask_variants_claim(variants))
+print(render.variants.mask_variants(Sourced(variants, "measured in this notebook", "-", base="")))
 
 # %% [markdown]
 # ## float32 or bfloat16
 
 # %%
 dtypes = run_experiment("naive_dtypes", {"seq_len": seq_len})
-print(render.variants.dtype_table(Sourced(dtypes, "measured in this notebook", "-", base="")))
-print(render.variants.dtype_claim(dtypes))
-print(render.variants.dtype_ops_claim(dtypes))
+print(render.variants.dtypes(Sourced(dtypes, "measured in this notebook", "-", base="")))
 
 # %% [markdown]
 # ## Which step dominates at which shape
 
 # %%
-shapes = (
-    "32x16,64x64"
-    if os.environ.get("ATTENTION_DOCS_TINY")
-    else "64x64,256x64,1024x64,1024x16,1024x256"
-)
+# The step shares of `m` (naive_steps) are its own shape's point of the sweep.
+shapes = "32x16,64x64" if TINY else "64x64,256x64,1024x16,1024x256"
 shares = run_experiment("naive_step_shares", {"shapes": shapes})
-print(render.variants.shape_shares_claim(shares, "shares", "shape"))
+print(render.variants.step_shares_claim(shares, m))

@@ -31,7 +31,7 @@ TINY = bool(os.environ.get("ATTENTION_DOCS_TINY"))
 kind = "cuda" if torch.cuda.is_available() else "cpu"
 ceiling_sizes = {"matmul_size": 128, "copy_mb": 4} if TINY else {}
 # The steps' shape must be one of the forward-time grid's: its first seq_len when tiny.
-shape = {"seq_len": GRIDS[kind].seq_lens[0]} if TINY else {}
+shape = {"seq_len": GRIDS[kind].teaching.seq_lens[0]} if TINY else {}
 
 # Unprofiled step times come from one experiment, `forward_times`, as on the site: it runs
 # once, in a worker process, and is kept in ./notebook-measurements for the other notebooks
@@ -57,28 +57,36 @@ for cost in step_costs(1, 4, 1024, 64, "bfloat16", causal=True):
     )
 
 # %% [markdown]
-# ## This machine's ceilings
+# ## This machine's ceilings, and its per-call floor
 
 # %%
 ceilings = run_experiment("machine_ceilings", ceiling_sizes)
 print(render.roofline.ceilings_table(here(ceilings)))
-print(render.roofline.ceilings_claim(ceilings))
+sweep = run_experiment("op_size_sweep", {"max_log2": 10} if TINY else {})
 
 # %% [markdown]
 # ## The five steps on the roofline
+#
+# Their structure from `naive_steps`' profile, their times from `forward_times`.
 
 # %%
-roof = run_experiment("roofline_steps", shape)
-print(render.roofline.cost_table(here(roof)))
-print(render.claims.profiled_vs_unprofiled(roof, times))
-print(render.roofline.fixed_cost_claim(roof))
-print(render.roofline.roofline_table(here(roof), ceilings, times))
-print(render.roofline.roofline_claim(roof, ceilings, times))
-print(render.roofline.matmul_cap_claim(roof, ceilings))
+naive = run_experiment("naive_steps", shape)
+print(render.roofline.costs(here(naive)))
+print(render.roofline.ceilings_claim(naive, ceilings, times))
+print(render.roofline.bound_rules(naive, ceilings, times, sweep))
+print(render.roofline.verdicts(here(naive), ceilings, times, sweep))
+print(render.roofline.finding(here(naive), ceilings, times, sweep, [times]))
 
 # %% [markdown]
 # In Jupyter, display the figure with
-# `IPython.display.HTML(render.roofline.roofline_figure(here(roof), ceilings, times))`.
+# `IPython.display.HTML(render.roofline.roofline_figure(here(naive), ceilings, times, sweep))`.
+#
+# ## On a GPU
+#
+# The same steps on an H200's roofline, from its data sheet.
+
+# %%
+print(render.roofline.gpu_forecast([times]))
 
 # %% [markdown]
 # ## Try next

@@ -2,17 +2,19 @@
 # bf16 step by step, and which step dominates at which shape. All of them profile the same
 # five labelled steps, so their tables line up with the chapter's first table.
 #
-# Speed comparisons between variants and between dtypes are made here, without the profiler,
-# in interleaved rounds (profiling/timing.py), so that each ratio carries its noise. Only the
-# ratios are shown: the absolute time of the naive forward and of its steps is
-# `forward_times`' fact, and the float32 and `rebuild` timings here are only the baselines of
-# this experiment's own comparisons.
+# Speed comparisons between variants and between dtypes are timed here, without the profiler,
+# in interleaved rounds (profiling/timing.py), and kept as Timings so that each ratio carries
+# its noise. Only the ratios are shown: the absolute time of the naive forward and of its
+# steps is `forward_times`' fact, and the float32 and `rebuild` timings here are only the
+# baselines of this experiment's own comparisons. Profiles taken here for allocations or for
+# what runs keep their options; the shares sweep profiles light, as naive_steps does, and
+# leaves naive_steps' own shape to it (one shape, one share).
 from __future__ import annotations
 
 import math
 from collections import defaultdict
 
-from attention_docs.analytic.cost import step_costs
+from attention_docs.analytic.cost import score_matrix_bytes, step_costs
 from attention_docs.attention.masking import (
     MASK_FUNCTIONS,
     MASK_VARIANTS,
@@ -21,8 +23,14 @@ from attention_docs.attention.masking import (
 )
 from attention_docs.attention.naive import STEPS, naive_attention, naive_steps_alone
 from attention_docs.experiments._observe import observe_forward
-from attention_docs.experiments.naive import with_per_forward
-from attention_docs.experiments.registry import ExperimentError, Observed, Param, experiment
+from attention_docs.experiments.naive import CAUSAL, LIGHT, per_forward_table
+from attention_docs.experiments.registry import (
+    ExperimentError,
+    Observed,
+    Param,
+    experiment,
+    shape_params,
+)
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import step_allocations, timeline_from_chrome
@@ -30,32 +38,14 @@ from attention_docs.profiling.profile import Schedule
 from attention_docs.profiling.timing import time_callables
 from attention_docs.records.trace import GPU_WORK, Trace, attribute
 
-SHAPE_PARAMS = {
-    "batch_size": Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
-    "num_heads": Param(4, gpu_default=16, minimum=1, help="attention heads"),
-    "seq_len": Param(256, gpu_default=2048, minimum=1, help="tokens per sequence (N)"),
-    "head_dim": Param(64, minimum=1, help="features per head (D)"),
-}
 SCHED = Schedule(wait=1, warmup=2, active=3)
-STEP_UNITS = dict.fromkeys(STEPS, "µs")
-TIMING_COLUMNS = ("median_us", "low_us", "high_us")
-
-
-def _cells(t) -> tuple[float, float, float]:
-    return round(t.median_us, 3), round(t.low_us, 3), round(t.high_us, 3)
-
-
 VARIANT_COLUMNS = (
     "variant",
     "mask_allocations",
     "mask_allocated_bytes",
     "prepared_bytes",
-    "mask_us",
-    "mask_low_us",
-    "mask_high_us",
-    "forward_us",
-    "forward_low_us",
-    "forward_high_us",
+    "mask",
+    "forward",
 )
 
 
@@ -70,8 +60,7 @@ VARIANT_COLUMNS = (
         "profiling/memory.py",
         "profiling/timing.py",
     ),
-    **SHAPE_PARAMS,
-    dtype=Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
+    **shape_params(),
 )
 def naive_mask_variants(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype) -> Observed:
     # GPU (4×16×2048², bf16: 512 MiB per N×N matrix): 4 × 6 profiled forwards, then 8
@@ -108,23 +97,19 @@ def naive_mask_variants(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype)
                 allocations[variant]["allocations"] / SCHED.active,
                 allocations[variant]["allocated"] / SCHED.active,
                 0 if kept is None else kept.numel() * kept.element_size(),
-                *_cells(timed[f"mask {variant}"]),
-                *_cells(timed[f"forward {variant}"]),
+                timed[f"mask {variant}"],
+                timed[f"forward {variant}"],
             )
         )
     table = Table(
         columns=VARIANT_COLUMNS,
         rows=tuple(rows),
-        units={
-            **dict.fromkeys(VARIANT_COLUMNS[4:], "µs"),
-            "mask_allocated_bytes": "B",
-            "prepared_bytes": "B",
-        },
+        units={"mask": "µs", "forward": "µs", "mask_allocated_bytes": "B", "prepared_bytes": "B"},
     )
     return Observed(
         tables={"variants": table},
         facts={
-            "matrix_bytes": batch_size * num_heads * seq_len * seq_len * q.element_size(),
+            "matrix_bytes": score_matrix_bytes(batch_size, num_heads, seq_len, dtype),
             "profiled_steps": SCHED.active,
             "timing_method": timed["forward rebuild"].method,
         },
@@ -159,8 +144,7 @@ def step_ops(trace: Trace, labels, forwards: int) -> list[tuple[str, str, str, f
     summary="The five steps in float32 and in bfloat16 (and float16 on a GPU): what runs in "
     "each step, and each step's time without the profiler against float32's.",
     measures=("attention/naive.py", "inputs.py", "analytic/cost.py", "profiling/timing.py"),
-    **SHAPE_PARAMS,
-    causal=Param(True, help="mask the future (decoder-style attention)"),
+    **{k: v for k, v in shape_params(causal=CAUSAL).items() if k != "dtype"},
 )
 def naive_dtypes(ctx, *, batch_size, num_heads, seq_len, head_dim, causal) -> Observed:
     # GPU (4×16×2048²; float32's N×N matrix is 1 GiB): 3 × 6 profiled forwards, then 18
@@ -191,7 +175,7 @@ def naive_dtypes(ctx, *, batch_size, num_heads, seq_len, head_dim, causal) -> Ob
     timed = time_callables(
         {f"{d}|{step}": fn for (d, step), fn in calls.items()}, ctx.device, cuda_runs=50
     )
-    rows = tuple((step, dtype, *_cells(timed[f"{dtype}|{step}"])) for (dtype, step) in calls)
+    rows = tuple((step, dtype, timed[f"{dtype}|{step}"]) for (dtype, step) in calls)
     facts = {
         "dtypes": ",".join(dtypes),
         "timing_method": next(iter(timed.values())).method,
@@ -203,9 +187,7 @@ def naive_dtypes(ctx, *, batch_size, num_heads, seq_len, head_dim, causal) -> Ob
         facts["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
     return Observed(
         tables={
-            "dtypes": Table(
-                ("step", "dtype", *TIMING_COLUMNS), rows, dict.fromkeys(TIMING_COLUMNS, "µs")
-            ),
+            "dtypes": Table(("step", "dtype", "time"), rows, {"time": "µs"}),
             "step_ops": Table(
                 ("dtype", "step", "where", "name", "calls", "time_us"),
                 tuple(ops_rows),
@@ -236,17 +218,15 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
 
 @experiment(
     "naive_step_shares",
-    summary="Which of the five steps dominates at which seq_len and head_dim.",
-    measures=("attention/naive.py", "inputs.py"),
-    batch_size=Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
-    num_heads=Param(4, gpu_default=16, minimum=1, help="attention heads"),
+    summary="Which of the five steps dominates at which seq_len and head_dim (naive_steps "
+    "holds the chapter's own shape).",
+    measures=("attention/naive.py", "inputs.py", "profiling/profile.py", "experiments/_observe.py"),
+    **{k: v for k, v in shape_params(causal=CAUSAL).items() if k not in ("seq_len", "head_dim")},
     shapes=Param(
-        "64x64,256x64,1024x64,1024x16,1024x256",
+        "64x64,1024x64,1024x16,1024x256",
         gpu_default="256x64,1024x64,4096x64,4096x16,4096x256",
-        help="comma-separated SEQ_LENxHEAD_DIM pairs",
+        help="comma-separated SEQ_LENxHEAD_DIM pairs (naive_steps' own shape is its point)",
     ),
-    dtype=Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
-    causal=Param(True, help="mask the future (decoder-style attention)"),
 )
 def naive_step_shares(ctx, *, batch_size, num_heads, shapes, dtype, causal) -> Observed:
     # GPU: the largest shape (4096×256, 2 GiB per N×N matrix) runs a forward in ~5 ms;
@@ -254,25 +234,19 @@ def naive_step_shares(ctx, *, batch_size, num_heads, shapes, dtype, causal) -> O
     rows = []
     for seq_len, head_dim in parse_shapes(shapes):
         q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
-        observed = with_per_forward(
-            observe_forward(
-                lambda q=q, k=k, v=v: naive_attention(q, k, v, causal=causal),
-                ctx,
-                labels=STEPS,
-                sched=Schedule(wait=1, warmup=1, active=3),
-            ),
-            STEPS,
+        observed = observe_forward(
+            lambda q=q, k=k, v=v: naive_attention(q, k, v, causal=causal),
+            ctx,
+            labels=STEPS,
+            sched=Schedule(wait=1, warmup=1, active=3),
+            **LIGHT,
         )
-        times = {s.label: s.time_us for s in observed.steps}
-        per_forward = observed.tables["per_forward"]
-        spread = [f(per_forward.column(label)) for label in STEPS for f in (min, max)]
-        rows.append(
-            (f"{seq_len}×{head_dim}", seq_len, head_dim, *(times[s] for s in STEPS), *spread)
-        )
-    spread_columns = tuple(f"{label} {end}" for label in STEPS for end in ("low", "high"))
+        # Every profiled forward is a row: a share's range is over forwards.
+        for r in per_forward_table(observed.chrome or {}, STEPS).rows:
+            rows.append((f"{seq_len}×{head_dim}", seq_len, head_dim, *r))
     table = Table(
-        columns=("shape", "seq_len", "head_dim", *STEPS, *spread_columns),
+        columns=("shape", "seq_len", "head_dim", "forward", *STEPS),
         rows=tuple(rows),
-        units={"shape": "seq_len×head_dim", **STEP_UNITS, **dict.fromkeys(spread_columns, "µs")},
+        units={"shape": "seq_len×head_dim", **dict.fromkeys(STEPS, "µs")},
     )
     return Observed(tables={"shares": table})

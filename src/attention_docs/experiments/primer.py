@@ -18,12 +18,10 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from attention_docs.analytic.cost import itemsize, step_costs
-from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.experiments._observe import observe_forward
+from attention_docs.analytic.cost import itemsize, score_matrix_bytes
+from attention_docs.attention.naive import naive_attention
 from attention_docs.experiments._sweep import sweep
-from attention_docs.experiments.naive import SHAPE_PARAMS
-from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.experiments.registry import Observed, Param, experiment, shape_params
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
@@ -42,6 +40,17 @@ MEASURES = (
     "analytic/cost.py",
     "profiling/profile.py",
     "profiling/timing.py",
+)
+# One row per profiled call: wall time and profiler step in the cold session, wall time in the
+# warm one, page faults in both, and the CUDA allocator's growth (None on a CPU).
+PER_CALL_COLUMNS = (
+    "call",
+    "cold_wall_us",
+    "cold_step_us",
+    "warm_session_wall_us",
+    "minor_page_faults",
+    "warm_session_page_faults",
+    "reserve_growth_bytes",
 )
 # Span kinds whose extra time on the first call the chapter lists (steps are not ops).
 FIRST_CALL_KINDS = ("range", "op", "runtime", "kernel", "memcpy", "memset")
@@ -215,15 +224,14 @@ def fault_cost(device: torch.device, nbytes: int) -> dict | None:
     "profile_first_calls",
     summary="Calls 1..N of a fresh forward under the profiler: the first is slow, and why.",
     measures=MEASURES,
-    **SHAPE_PARAMS,
-    causal=Param(True, help="mask the future (decoder-style attention)"),
+    **shape_params(causal=Param(True, help="mask the future (decoder-style attention)")),
     calls=Param(8, minimum=2, help="forwards profiled, every one recorded"),
 )
 def profile_first_calls(
     ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, calls
 ) -> Observed:
-    # GPU (4×16×2048², bf16): ~1 ms per forward; 2 × 8 profiled calls and 6 more under the
-    # standard schedule, three profiler start-ups: about 3 s.
+    # GPU (4×16×2048², bf16): ~1 ms per forward; 2 × 8 profiled calls, two profiler
+    # start-ups: about 2 s.
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
 
     def forward():
@@ -233,25 +241,9 @@ def profile_first_calls(
     cold, cold_calls = profile_every_call(forward, ctx.device, calls)
     # Session 2 repeats it with the forward warm: what remains on call 1 is the profiler's.
     _, again_calls = profile_every_call(forward, ctx.device, calls)
-    # The way the rest of the site profiles: wait/warmup/active. The unprofiled forward
-    # time the chapter sets these calls against is `forward_times`'.
-    standard = observe_forward(
-        forward,
-        ctx,
-        labels=STEPS,
-        costs=step_costs(batch_size, num_heads, seq_len, head_dim, dtype, causal=causal),
-    )
     cold_steps = [s.dur_us for s in cold.steps]
     per_call = Table(
-        columns=(
-            "call",
-            "cold_wall_us",
-            "cold_step_us",
-            "warm_session_wall_us",
-            "minor_page_faults",
-            "warm_session_page_faults",
-            "reserve_growth_bytes",
-        ),
+        columns=PER_CALL_COLUMNS,
         rows=tuple(
             (
                 i + 1,
@@ -277,15 +269,12 @@ def profile_first_calls(
         notes = ("The CPU allocator keeps no reserve: reserve_growth_bytes applies to CUDA only.",)
     # The forward's large allocations are N×N score matrices: price a fault on buffers of
     # that size.
-    matrix_bytes = batch_size * num_heads * seq_len * seq_len * q.element_size()
+    matrix_bytes = score_matrix_bytes(batch_size, num_heads, seq_len, dtype)
+    # The profile of a settled forward (its op table, timeline and dispatch tree) is
+    # naive_steps': one profile of the naive forward per shape.
     return Observed(
-        steps=standard.steps,
-        ops=standard.ops,
-        timeline=standard.timeline,
-        chrome=standard.chrome,
         tables={"per_call": per_call, "first_call_ops": first_call_extra(cold)},
         facts={
-            **standard.facts,
             "cold_ops_first": sum(1 for s in cold.spans if s.kind == "op" and s.step == first_id),
             "cold_ops_last": sum(1 for s in cold.spans if s.kind == "op" and s.step == last_id),
             "fault_cost": fault_cost(ctx.device, matrix_bytes),
@@ -332,25 +321,15 @@ def _round_timing(per_round: list[list[float]], method: str) -> Timing:
     )
 
 
-OVERHEAD_COLUMNS = (
-    "configuration",
-    "median_us",
-    "low_us",
-    "high_us",
-    "events_per_forward",
-    "overhead_us",
-    "overhead_low_us",
-    "overhead_high_us",
-    "overhead_per_event_us",
-)
+# What each setting adds is findings/primer.py's to compute: the table keeps the timings.
+OVERHEAD_COLUMNS = ("configuration", "time", "events_per_forward")
 
 
 @experiment(
     "profile_overhead",
     summary="The same forward with and without torch.profiler: the profiler's cost per recorded event.",
     measures=MEASURES,
-    **SHAPE_PARAMS,
-    causal=Param(True, help="mask the future (decoder-style attention)"),
+    **shape_params(causal=Param(True, help="mask the future (decoder-style attention)")),
     iterations=Param(10, minimum=2, help="timed forwards per configuration and round"),
 )
 def profile_overhead(
@@ -380,45 +359,14 @@ def profile_overhead(
                 times[label].append(_wall_per_call(forward, ctx.device, iterations))
             events[label].append(len(prof.events()) / (warm + iterations))
     method = f"time.perf_counter around each forward, {ROUNDS} interleaved rounds"
-    base = _round_timing(baseline, method)
-    rows = [("no profiler", *_timing_cells(base), 0.0, 0.0, 0.0, 0.0, None)]
+    rows = [("no profiler", _round_timing(baseline, method), 0.0)]
     for label, _ in OVERHEAD_CONFIGS:
-        t = _round_timing(times[label], method)
         per_forward = statistics.median(events[label])
-        extra = t.median_us - base.median_us
-        rows.append(
-            (
-                label,
-                *_timing_cells(t),
-                round(per_forward, 2),
-                round(extra, 3),
-                round(t.low_us - base.high_us, 3),  # the least overhead the rounds allow
-                round(t.high_us - base.low_us, 3),
-                round(extra / per_forward, 4) if per_forward else None,
-            )
-        )
+        rows.append((label, _round_timing(times[label], method), round(per_forward, 2)))
     return Observed(
-        tables={
-            "overhead": Table(
-                columns=OVERHEAD_COLUMNS,
-                rows=tuple(rows),
-                units={
-                    "median_us": "µs",
-                    "low_us": "µs",
-                    "high_us": "µs",
-                    "overhead_us": "µs",
-                    "overhead_low_us": "µs",
-                    "overhead_high_us": "µs",
-                    "overhead_per_event_us": "µs",
-                },
-            )
-        },
+        tables={"overhead": Table(OVERHEAD_COLUMNS, tuple(rows), {"time": "µs"})},
         facts={"iterations": iterations, "rounds": ROUNDS, "timer": method},
     )
-
-
-def _timing_cells(t: Timing) -> tuple[float, float, float]:
-    return round(t.median_us, 3), round(t.low_us, 3), round(t.high_us, 3)
 
 
 @experiment(
@@ -444,26 +392,14 @@ def op_size_sweep(ctx, *, min_log2, max_log2, dtype) -> Observed:
         a = torch.randn(n, device=ctx.device).to(torch_dtype)
         b = torch.randn(n, device=ctx.device).to(torch_dtype)
         t = time_callable(lambda: torch.add(a, b), ctx.device, min_run_time=0.05)
-        return {
-            "bytes": n * moved_per_element,
-            "time_us": round(t.median_us, 4),
-            "low_us": round(t.low_us, 4),
-            "high_us": round(t.high_us, 4),
-            "bandwidth_gbs": round(n * moved_per_element / t.median_us * 1e-3, 4),
-        }
+        return {"bytes": n * moved_per_element, "time": t}
 
     points = [{"elements": 2**p} for p in range(min_log2, max_log2 + 1)]
     table, notes = sweep(
         points,
         measure,
-        columns=("elements", "bytes", "time_us", "low_us", "high_us", "bandwidth_gbs"),
-        units={
-            "bytes": "B",
-            "time_us": "µs",
-            "low_us": "µs",
-            "high_us": "µs",
-            "bandwidth_gbs": "GB/s",
-        },
+        columns=("elements", "bytes", "time"),
+        units={"bytes": "B", "time": "µs"},
     )
     return Observed(
         tables={"sizes": table},

@@ -21,6 +21,9 @@ MODEL = "model"  # computed by an analytic model from the shape (FLOPs, bytes, i
 SPEC = "spec-sheet forecast"  # computed from a GPU's data sheet: a forecast, not a measurement
 COUNTED = "counted"  # counted by the profiler or the allocator (events, allocations, bytes)
 CLOCKS = (UNPROFILED, PROFILED, KERNEL, MODEL, SPEC, COUNTED)
+# The device of a MODEL quantity computed from a shape or a parameter alone: it holds on every
+# device, so every device's page states it with the same id.
+MODEL_DEVICE = "model"
 
 
 @dataclass(frozen=True)

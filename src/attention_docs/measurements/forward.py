@@ -98,7 +98,7 @@ class Grid:
 
 
 # Every shape another experiment profiles at must be in its device's grid (a test checks
-# it): naive_steps, roofline_steps, fusion and flash run at one of the teaching shapes.
+# it): naive_steps, profile_first_calls, fusion and flash run at one of the teaching shapes.
 # The CPU's map slice is small on purpose: 16 heads in two dtypes at two lengths keep the
 # cold CPU build within its budget.
 GRIDS = {

@@ -1,11 +1,15 @@
-# Measurement -> Markdown tables (with their captions). Pure: no torch, no I/O.
+# Measurement -> Markdown tables (with their captions): the pipe-table writer every renderer
+# uses, the per-step and per-op tables of a profiled forward, and a generic table. Every
+# number a step or op table shows is a fact (findings/steps.py), every header names its clock.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
+from attention_docs.findings import steps as fs
+from attention_docs.findings.facts import Fact
 from attention_docs.measurements.schema import Measurement, Sourced, Table
-from attention_docs.render import words as fmt
+from attention_docs.render import words
 from attention_docs.render.caption import caption_html
 
 
@@ -31,112 +35,90 @@ def _cell_text(text: str) -> str:
     )
 
 
-def step_total_us(m: Measurement) -> float:
-    return sum(s.time_us for s in m.steps)
+def measurement_of(source: Sourced | Measurement | None) -> Measurement | None:
+    """The Measurement of a Sourced entry (what `measure` returns), or the argument itself."""
+    return getattr(source, "measurement", source)
 
 
-def step_table(sourced: Sourced, total_label: str = "all five") -> str:
-    """Per step: calls, time per forward, share of the steps, FLOPs, bytes, achieved rates.
+def facts_table(
+    sourced: Sourced, header: str | Sequence[str], rows: Iterable[Sequence], what: str, align=""
+) -> str:
+    """A captioned table whose cells are Facts (stated with their ids), None (—) or text;
+    `header` as a list, or as the table's header line ("Step | Calls | …")."""
+    if isinstance(header, str):
+        header = [h.strip() for h in header.split(" | ")]
+    cells = [[_cell_of(c) for c in r] for r in rows]
+    return markdown_table(header, cells, align) + "\n\n" + caption_html(sourced, what)
 
-    `total_label` names the total row (other chapters label other steps).
-    """
+
+def _cell_of(cell) -> str:
+    if isinstance(cell, Fact):
+        return words.fact(cell)
+    return "—" if cell is None else str(cell)
+
+
+def step_table(
+    sourced: Sourced, total_label: str = "all five", times: Sourced | Measurement | None = None
+) -> str:
+    """Per step: calls, profiled time and share (ranges over the profiled forwards); with
+    `times` (forward_times), each step timed alone without the profiler and the FLOP/s (a
+    matmul) or bytes/s (an element-wise step) that reaches; without it, the cost model's."""
     m = sourced.measurement
-    total = step_total_us(m)
-    time_head = "GPU time" if m.device_kind == "cuda" else "Time"
-    per_forward = m.tables.get("per_forward")
-    spread = {}
-    if per_forward is not None and per_forward.rows:
-        # Each profiled forward on its own: the range a reader must allow between steps.
-        for s in m.steps:
-            values = per_forward.column(s.label)
-            spread[s.label] = f" ({fmt.time_us(min(values))}–{fmt.time_us(max(values))})"
-    rows = [
-        [
-            f"`{s.label}`",
-            str(s.calls),
-            fmt.time_us(s.time_us) + spread.get(s.label, ""),
-            fmt.percent(s.time_us / total) if total else "—",
-            fmt.count(s.flops),
-            fmt.nbytes(s.bytes),
-            fmt.rate(s.flops, s.time_us, "FLOP"),
-            fmt.rate(s.bytes, s.time_us, "B"),
-        ]
-        for s in m.steps
-    ]
-    rows.append(
-        [
-            f"**{total_label}**",
-            "",
-            f"**{fmt.time_us(total)}**",
-            "100%",
-            fmt.count(sum(s.flops for s in m.steps)),
-            fmt.nbytes(sum(s.bytes for s in m.steps)),
-            fmt.rate(sum(s.flops for s in m.steps), total, "FLOP"),
-            fmt.rate(sum(s.bytes for s in m.steps), total, "B"),
-        ]
+    t = getattr(times, "measurement", times)
+    found = fs.steps(m, t)
+    clock = "GPU kernel time, profiled" if m.device_kind == "cuda" else "profiled"
+    header = f"Step | Time per forward ({clock}) | Share ({clock}) | "
+    alone = t is not None and any(s.alone for s in found.steps)
+    header += (
+        "Alone (unprofiled) | Achieved (unprofiled)"
+        if alone
+        else "FLOPs (cost model) | Bytes (cost model, minimum)"
     )
-    header = [
-        "Step",
-        "Calls",
-        f"{time_head} / forward",
-        "Share",
-        "FLOPs",
-        "Bytes (min)",
-        "Achieved FLOP/s",
-        "Achieved B/s",
+    rows = [
+        (f"`{s.label}`", s.profiled, s.share, *((s.alone, s.rate) if alone else (s.flops, s.bytes)))
+        for s in found.steps
     ]
-    what = "Per step, profiled" + (
-        f"; time is the mean over {len(per_forward.rows)} profiled forwards, with their range."
-        if spread
+    total = f"**{words.fact(found.summed)}**"
+    rows.append((f"**{total_label}**", total, "", "", ""))
+    what = f"Per step, median over {found.forwards} profiled forward(s) with their range" + (
+        "; unprofiled: each step timed alone in interleaved rounds, achieving FLOP/s (a matmul) "
+        "or bytes/s (an element-wise step)."
+        if alone
         else "."
     )
-    return markdown_table(header, rows, "lrrrrrrr") + "\n\n" + caption_html(sourced, what)
+    return facts_table(sourced, header, rows, what, "lrrrr")
 
 
-def op_table(sourced: Sourced, limit: int = 10) -> str:
-    """The most expensive ops (CPU, by self time) and kernels (GPU), per forward."""
-    m = sourced.measurement
-    ops = list(m.ops)[:limit]
-    cpu_self = sum(o.self_us for o in m.ops if o.where == "CPU") or 1.0
-    gpu_total = sum(o.self_us for o in m.ops if o.where == "GPU") or 1.0
+def op_table(sourced: Sourced, limit: int = 10, subject: str | None = None) -> str:
+    """The most expensive ops (CPU, by self time) and kernels (GPU), per forward; FLOPs as
+    torch.profiler counts them (`with_flops`, in a profile of its own), where it has a formula."""
     rows = [
-        [
-            f"`{o.name}`" if len(o.name) <= 60 else f"`{o.name[:57]}…`",
-            o.where,
-            f"{o.calls:g}",
-            fmt.time_us(o.self_us),
-            fmt.percent(o.self_us / (gpu_total if o.where == "GPU" else cpu_self)),
-            fmt.time_us(o.total_us),
-            fmt.count(o.flops),
-        ]
-        for o in ops
+        (f"`{o.name[:57]}`", o.where, words.number(o.calls), o.own, o.share, o.total, o.flops)
+        for o in fs.ops(sourced.measurement, subject, limit)
     ]
-    header = [
-        "Op or kernel",
-        "Where",
-        "Calls",
-        "Self time",
-        "Share of self",
-        "Total time",
-        "FLOPs (profiler)",
-    ]
-    return markdown_table(header, rows, "llrrrrr") + "\n\n" + caption_html(sourced, "Top ops.")
+    header = (
+        "Op or kernel | Where | Calls | Self time (profiled) | Share of self | "
+        "Total time (profiled) | FLOPs (profiler's count)"
+    )
+    return facts_table(sourced, header, rows, "Top ops.", "llrrrrr")
 
 
 def records_table(sourced: Sourced, name: str, columns: Sequence[str] | None = None) -> str:
     """A generic result table stored in `measurement.tables[name]`."""
     table: Table = sourced.measurement.tables[name]
     columns = list(columns or table.columns)
-    header = [fmt.quantity_label(c, table.units.get(c)) for c in columns]
+    header = [words.quantity_label(c, table.units.get(c)) for c in columns]
     rows = [[_cell(r[c]) for c in columns] for r in table.records()]
     return markdown_table(header, rows) + "\n\n" + caption_html(sourced)
 
 
 def _cell(value) -> str:
-    """Compact: a float to 4 significant digits, with an SI prefix from 10 000 up (1.57 M);
-    integers (shapes, counts) exactly; — for missing."""
+    """Integers (shapes, counts) exactly; other numbers by the one precision rule (an SI
+    prefix from 10,000 up); a Timing as its median and range; — for missing."""
     if value is None:
         return "—"
+    if hasattr(value, "median_us"):
+        return words.timing(value)
     if isinstance(value, float):
-        return fmt.count(value) if abs(value) >= 1e4 else f"{value:.4g}"
+        return words.count(value) if abs(value) >= 1e4 else words.number(value)
     return str(value)

@@ -30,9 +30,7 @@ class TimelineSettings:
     width_in: float = 10.0
     row_height_in: float = 0.34
     max_cpu_depth: int = 3  # rows below the step ranges on a CPU lane
-    # A bar's name is written inside it, shortened to fit (the full name shows on hover);
-    # a bar too narrow for three characters shows it on hover only.
-    show_flows: bool = True
+    show_flows: bool = True  # an arrow from each launch to its kernel
     # Labelled ranges drawn in colour (label, colour); other ranges and ops stay grey.
     colors: tuple[tuple[str, str], ...] = tuple(STEP_COLORS.items())
     title: str = "Timeline of one forward."
@@ -40,6 +38,9 @@ class TimelineSettings:
 
 
 DEFAULT_SETTINGS = TimelineSettings()
+BAR = {"edgecolor": "white", "linewidth": 0.3}
+ARROW = {"arrowstyle": "-|>", "color": MUTED, "lw": 0.5, "alpha": 0.6}
+LEGEND = {"frameon": False, "fontsize": 8}
 
 
 @dataclass(frozen=True)
@@ -115,31 +116,22 @@ def describe(trace: Trace) -> str:
 
 
 def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) -> str:
+    from matplotlib.patches import Patch
+
     rows, bars, flows = layout(trace, settings)
     height = 1.0 + settings.row_height_in * len(rows)
     end = max((b.start_us + b.dur_us for b in bars), default=1.0)
     with new_figure(settings.width_in, height) as fig:
         ax = fig.add_subplot()
-        drawn_bars = []
         for b in bars:
+            extent = [(b.start_us, max(b.dur_us, end * 1e-4))]
             drawn = ax.broken_barh(
-                [(b.start_us, max(b.dur_us, end * 1e-4))],
-                (b.row - 0.4, 0.8),
-                facecolors=b.color,
-                alpha=b.alpha,
-                edgecolor="white",
-                linewidth=0.3,
+                extent, (b.row - 0.4, 0.8), facecolors=b.color, **BAR, alpha=b.alpha
             )
             tooltip(drawn, f"{b.span.name} · {fmt.time_us(b.dur_us)}")
-            drawn_bars.append(b)
-        if settings.show_flows:
-            for launch, kernel in flows:
-                ax.annotate(
-                    "",
-                    xy=(kernel.start_us, kernel.row - 0.4),
-                    xytext=(launch.start_us, launch.row + 0.4),
-                    arrowprops={"arrowstyle": "-|>", "color": MUTED, "lw": 0.5, "alpha": 0.6},
-                )
+        for launch, kernel in flows if settings.show_flows else ():
+            start, end_ = (launch.start_us, launch.row + 0.4), (kernel.start_us, kernel.row - 0.4)
+            ax.annotate("", xy=end_, xytext=start, arrowprops=ARROW)
         ax.set_yticks(range(len(rows)), rows)
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.set_xlim(0, end * 1.01)
@@ -148,17 +140,15 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
         ax.spines[["top", "right"]].set_visible(False)
         drawn = {b.span.name for b in bars if b.span.kind == "range"}
         handles = [
-            _patch(color, label.removeprefix("attention."))
+            Patch(facecolor=color, label=label.removeprefix("attention."))
             for label, color in settings.colors
             if label in drawn
         ]
         if handles:
-            fig.legend(
-                handles=handles, loc="outside lower center", ncols=5, frameon=False, fontsize=8
-            )
+            fig.legend(handles=handles, loc="outside lower center", ncols=5, **LEGEND)
         # Labels last, in the final layout: each is measured against its bar in pixels.
         settle(fig)
-        for b in drawn_bars:
+        for b in bars:
             # A solid bar takes white or dark text, whichever contrasts more; a pale one, dark.
             color = text_color_for(b.color) if b.alpha == 1.0 else INK
             label_in_box(
@@ -171,12 +161,6 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
                 color=color,
             )
         return to_svg(fig, describe(trace))
-
-
-def _patch(color: str, label: str):
-    from matplotlib.patches import Patch
-
-    return Patch(facecolor=color, label=label)
 
 
 def timeline_figure(sourced: Sourced, settings: TimelineSettings = DEFAULT_SETTINGS) -> str:

@@ -124,8 +124,11 @@ def intensity(flop_per_byte: float) -> str:
 
 
 def span(low: float, high: float, say=time_us) -> str:
-    """A range: `9.5–9.8 ms` (each end in its own unit when they differ: `850 µs–1.2 ms`)."""
+    """A range: `9.5–9.8 ms` (each end in its own unit when they differ: `850 µs–1.2 ms`);
+    a range that starts below zero reads `−171 ms to 47.4 ms` (a dash would read as a minus)."""
     a, b = say(low), say(high)
+    if low < 0:
+        return f"{a.replace('-', '−', 1)} to {b.replace('-', '−', 1)}"
     unit_a, unit_b = a.rpartition(" ")[2], b.rpartition(" ")[2]
     if " " in a and unit_a == unit_b:
         return f"{a.rpartition(' ')[0]}–{b}"
@@ -190,7 +193,9 @@ def value(v: float | None, unit: str) -> str:
     say = _SAY.get(unit)
     if say is not None:
         return say(v)
-    return f"{count(v)} {unit}".rstrip() if unit else count(v)
+    if not unit:  # a bare count: in full below 10,000 ("1,280"), with a prefix above
+        return number(v) if abs(v) < 1e4 else count(v)
+    return f"{count(v)} {unit}"
 
 
 def fact_span(fact_id: str, text: str) -> str:
@@ -212,6 +217,11 @@ def fact(f: Fact, *, with_spread: bool = True, emphasis: bool = False) -> str:
     if with_spread and f.low is not None and f.high is not None and f.low != f.high:
         text += f" ({span(f.low, f.high, lambda v: value(v, f.unit))})"
     return fact_span(f.quantity.id, text)
+
+
+def versus_fact(f: Fact, c: Comparison) -> str:
+    """A comparison stated as the ratio fact `f` it is: `2.2× (2.1–2.3×)`, or a tie."""
+    return fact_span(f.quantity.id, versus(c))
 
 
 # --- labels --------------------------------------------------------------------------------

@@ -1,0 +1,493 @@
+# Verdicts of the profiler primer: how the first profiled calls of a fresh process compare
+# with the settled ones and with the unprofiled forward; how page faults per call are
+# distributed and what each group costs; what each profiler setting adds per forward and per
+# event; and the two regimes of a size sweep (a per-call floor, then time in proportion to the
+# bytes), with the size that moved bytes fastest. Facts and flags only: render/primer.py says
+# them.
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from attention_docs.findings.compare import Comparison, compare
+from attention_docs.findings.distribution import Distribution, distribution
+from attention_docs.findings.facts import (
+    COUNTED,
+    MODEL,
+    MODEL_DEVICE,
+    PROFILED,
+    UNPROFILED,
+    Fact,
+    Quantity,
+)
+from attention_docs.findings.forward import forward_time
+from attention_docs.measurements import forward as fwd
+from attention_docs.measurements.schema import Measurement
+from attention_docs.records.kernels import is_bookkeeping
+from attention_docs.records.shape import Shape
+from attention_docs.records.timing import Timing
+from attention_docs.records.trace import Span, Trace
+
+# A warm call's page faults explain "most" of it when even the least costly reading is half
+# the forward, a "small" part when even the costliest is under a tenth.
+MOST, SMALL = 0.5, 0.1
+
+
+def samples(values: Sequence[float], method: str) -> Timing:
+    """Separate observations (calls, profiled forwards) as a Timing: each one a round."""
+    return Timing(statistics.median(values), 0.0, len(values), method, tuple(values))
+
+
+def _q(m: Measurement, metric: str, subject: str, clock: str, detail: str = "") -> Quantity:
+    return Quantity(metric, subject, m.device_id, clock, Shape.of(m.params), detail)
+
+
+def ratio_fact(q: Quantity, c: Comparison) -> Fact:
+    """A comparison as a fact: the ratio of medians, with its range over the rounds."""
+    return Fact(q, c.ratio, "×", c.low, c.high)
+
+
+# --- The first calls --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FirstCalls:
+    cold: tuple[Fact, ...]  # each call's profiled wall time, first (cold) session
+    again: tuple[Fact, ...]  # the same in a second session, the forward already warm
+    cold_faults: tuple[Fact | None, ...]  # each call's minor page faults (None: not counted)
+    again_faults: tuple[Fact | None, ...]
+    warm: Fact  # the unprofiled forward (forward_times)
+    settled: Fact  # the cold session's second half, median and range
+    first_vs_settled: Comparison  # ratio = first call / settled calls
+    first_over_settled: Fact  # that ratio as a fact
+    first_vs_warm: Fact  # first call ÷ unprofiled forward (×)
+    startup: Fact  # the second session's first call minus its settled median
+    startup_shows: bool  # that first call is slower than every settled call of its session
+    cold_start: Fact  # first call of the cold session minus that of the warm one
+    cold_start_shows: bool  # slower by more than the spread of settled calls
+
+
+def first_calls(m: Measurement, times: Measurement) -> FirstCalls:
+    """Calls 1..N of `profile_first_calls` against each other and the unprofiled forward."""
+    table = m.tables["per_call"]
+    cold, again = table.column("cold_wall_us"), table.column("warm_session_wall_us")
+    shape = Shape.of(m.params)
+    warm = forward_time(times, fwd.NAIVE, shape)
+    if warm is None:
+        raise ValueError(f"forward_times has no naive forward at {shape.text()}")
+    half = len(cold) // 2
+    settled, settled_again = samples(cold[half:], "calls"), samples(again[half:], "calls")
+
+    def call(i: int, v: float, session: str) -> Fact:
+        detail = f"call {i}, {session} session"
+        return Fact(_q(m, "profiled call time", fwd.NAIVE, PROFILED, detail), v, "µs")
+
+    def faults(column: str, session: str) -> tuple[Fact | None, ...]:
+        metric = "minor page faults"
+        return tuple(
+            None
+            if v is None
+            else Fact(_q(m, metric, fwd.NAIVE, COUNTED, f"call {i}, {session} session"), v, "")
+            for i, v in enumerate(table.column(column), 1)
+        )
+
+    vs_settled = compare(settled, samples([cold[0]], "call"))
+    noise = max(settled.high_us - settled.low_us, settled_again.high_us - settled_again.low_us)
+    first_vs_warm = compare(fwd.timing(times, fwd.NAIVE, shape), samples([cold[0]], "call"))
+    return FirstCalls(
+        cold=tuple(call(i, v, "cold") for i, v in enumerate(cold, 1)),
+        again=tuple(call(i, v, "second") for i, v in enumerate(again, 1)),
+        cold_faults=faults("minor_page_faults", "cold"),
+        again_faults=faults("warm_session_page_faults", "second"),
+        warm=warm,
+        settled=Fact.of_timing(
+            _q(m, "profiled call time", fwd.NAIVE, PROFILED, "settled calls, cold session"),
+            settled,
+        ),
+        first_vs_settled=vs_settled,
+        first_over_settled=ratio_fact(
+            _q(m, "first profiled call ÷ settled calls", fwd.NAIVE, PROFILED), vs_settled
+        ),
+        first_vs_warm=ratio_fact(
+            _q(m, "first profiled call ÷ unprofiled forward", fwd.NAIVE, PROFILED), first_vs_warm
+        ),
+        startup=Fact(
+            _q(m, "profiler start-up", fwd.NAIVE, PROFILED, "first call over settled calls"),
+            again[0] - settled_again.median_us,
+            "µs",
+        ),
+        startup_shows=again[0] > settled_again.high_us,
+        cold_start=Fact(
+            _q(m, "cold start", fwd.NAIVE, PROFILED, "first call, cold minus warm session"),
+            cold[0] - again[0],
+            "µs",
+        ),
+        cold_start_shows=cold[0] - again[0] > noise,
+    )
+
+
+@dataclass(frozen=True)
+class FirstCallOp:
+    name: str
+    kind: str
+    first: Fact  # self time in the first call
+    warm: Fact  # mean self time in the settled calls
+    extra: Fact
+    only_first: bool  # no settled call runs it
+
+
+def first_call_ops(m: Measurement) -> tuple[FirstCallOp, ...]:
+    """What the first call spent its extra time in, by name (first-only names first)."""
+    out = []
+    for r in m.tables["first_call_ops"].records():
+
+        def f(metric: str, v: float, detail: str, name: str = r["name"]) -> Fact:
+            return Fact(_q(m, metric, name, PROFILED, detail), v, "µs")
+
+        out.append(
+            FirstCallOp(
+                r["name"],
+                r["kind"],
+                f("profiled self time", r["self_first_us"], "first call, cold session"),
+                f("profiled self time", r["self_warm_us"], "mean of the settled calls"),
+                f("first call's extra self time", r["extra_us"], "over the settled calls"),
+                not r["calls_warm"],
+            )
+        )
+    return tuple(out)
+
+
+# --- Self time and total time -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One labelled range of a profiled forward: its times, the op its line of Python called
+    (the longest) and the op that did the work (the most self time, views excluded)."""
+
+    label: str
+    total: Fact
+    own: Fact  # the range's self time
+    outer: str
+    outer_total: Fact
+    outer_own: Fact
+    worker: str
+    worker_own: Fact
+    worker_share: Fact  # of the range's total
+
+
+def range_spans(trace: Trace, label: str) -> tuple[Span, list[Span]]:
+    """The (first) range named `label` and every span nested in it on its lane."""
+    top = next((s for s in trace.spans if s.kind == "range" and s.name == label), None)
+    if top is None:
+        raise KeyError(f"the trace has no range named {label!r}")
+    inside = [
+        s
+        for s in trace.spans
+        if s.lane == top.lane
+        and s is not top
+        and s.depth > top.depth
+        and top.start_us <= s.start_us
+        and s.end_us <= top.end_us + 1e-3
+    ]
+    return top, inside
+
+
+def dispatch(m: Measurement, label: str) -> Dispatch:
+    """The dispatch chain of `label` in `m`'s one profiled forward."""
+    if m.timeline is None:
+        raise ValueError(f"{m.experiment} recorded no timeline")
+    top, inside = range_spans(m.timeline, label)
+    ops = [s for s in inside if s.kind == "op"]
+    if not ops:
+        raise ValueError(f"{label} holds no op in {m.experiment}'s timeline")
+    outer = max(ops, key=lambda s: s.dur_us)
+    # Views and reshapes can out-time the worker at tiny sizes, never out-work it.
+    worker = max([s for s in ops if not is_bookkeeping(s.name)] or ops, key=lambda s: s.self_us)
+
+    def f(span: Span, which: str) -> Fact:
+        subject = label if span is top else f"{label} › {span.name}"
+        metric = f"{which} time in one profiled forward"
+        value = span.dur_us if which == "total" else span.self_us
+        return Fact(_q(m, metric, subject, PROFILED), value, "µs")
+
+    return Dispatch(
+        label,
+        f(top, "total"),
+        f(top, "self"),
+        outer.name,
+        f(outer, "total"),
+        f(outer, "self"),
+        worker.name,
+        f(worker, "self"),
+        Fact(
+            _q(m, "share of the range", f"{label} › {worker.name}", PROFILED, "self time"),
+            worker.self_us / top.dur_us if top.dur_us else 0.0,
+            "%",
+        ),
+    )
+
+
+# --- Page faults ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FaultGroup:
+    """One mode of the faults-per-call distribution and what its faults cost."""
+
+    faults: Fact  # faults per call: the group's median and range
+    calls: Fact  # how many calls fell in it
+    cost: Fact | None  # faults × the cost of a fresh page (None: that cost was not resolved)
+    share: Fact | None  # that cost as a fraction of the unprofiled forward
+    level: str | None  # MOST, SMALL, "part" or "open": how much of a call it explains
+
+
+@dataclass(frozen=True)
+class Faults:
+    distribution: Distribution
+    groups: tuple[FaultGroup, ...]
+    page_cost: Fact | None  # one fresh page; None when fresh and mapped writes tie
+    buffer: Fact  # the buffer it was priced on (one N×N score matrix, in whole pages)
+
+
+def _level(low: float, high: float) -> str:
+    if low >= MOST:
+        return "most"
+    if high < SMALL:
+        return "small"
+    return "open" if low < SMALL else "part"
+
+
+def faults(m: Measurement, times: Measurement) -> Faults | None:
+    """Minor page faults of every profiled call (both sessions) as a distribution, each
+    group priced with the measured cost of one fresh page; None without fault counts."""
+    table = m.tables["per_call"]
+    values = [
+        v
+        for column in ("minor_page_faults", "warm_session_page_faults")
+        for v in table.column(column)
+        if v is not None
+    ]
+    cost = m.facts.get("fault_cost")
+    if not values or cost is None:
+        return None
+    dist = distribution(values)
+    warm = forward_time(times, fwd.NAIVE, Shape.of(m.params))
+    fresh, mapped = Timing.from_json(cost["fresh"]), Timing.from_json(cost["mapped"])
+    per_buffer = cost["faults_per_buffer"]
+    page = None
+    if per_buffer >= 1 and not compare(mapped, fresh).tie:
+        page = Fact(
+            Quantity("fresh page cost", "one minor page fault", m.device_id, UNPROFILED),
+            (fresh.median_us - mapped.median_us) / per_buffer,
+            "µs",
+            max(fresh.low_us - mapped.high_us, 0.0) / per_buffer,
+            (fresh.high_us - mapped.low_us) / per_buffer,
+        )
+    groups = []
+    for mode in dist.modes:
+        members = [v for v in dist.values if mode.low <= v <= mode.high]
+        typical = statistics.median(members)
+        detail = f"calls with {mode.low:g}-{mode.high:g} faults"
+        cost_fact = share = level = None
+        if page is not None and warm is not None:
+            spent = (typical * page.value, typical * page.low, typical * page.high)
+            q = _q(m, "page fault time per call", fwd.NAIVE, MODEL, detail)
+            cost_fact = Fact(q, spent[0], "µs", spent[1], spent[2])
+            low, high = spent[1] / warm.high, spent[2] / warm.low
+            share = Fact(
+                _q(m, "page faults ÷ unprofiled forward", fwd.NAIVE, MODEL, detail),
+                spent[0] / warm.value,
+                "%",
+                low,
+                high,
+            )
+            level = _level(low, high)
+        groups.append(
+            FaultGroup(
+                Fact(
+                    _q(m, "minor page faults per call", fwd.NAIVE, COUNTED, detail),
+                    typical,
+                    "",
+                    mode.low,
+                    mode.high,
+                ),
+                Fact(_q(m, "profiled calls", fwd.NAIVE, COUNTED, detail), mode.count, ""),
+                cost_fact,
+                share,
+                level,
+            )
+        )
+    buffer = Fact(
+        Quantity("buffer priced", "fresh page cost", MODEL_DEVICE, MODEL, Shape.of(m.params)),
+        cost["buffer_bytes"],
+        "B",
+    )
+    return Faults(dist, tuple(groups), page, buffer)
+
+
+# --- What the profiler costs ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Overhead:
+    configuration: str
+    versus: Comparison  # ratio = under the profiler ÷ without it, same rounds
+    ratio: Fact  # that ratio as a fact
+    added: Fact  # per forward: median difference; range pairs the rounds' extremes
+    events: Fact  # events recorded per forward
+    per_event: Fact | None  # None when the added time is within noise
+
+    @property
+    def tie(self) -> bool:
+        return self.versus.tie
+
+
+def overhead(m: Measurement) -> tuple[Overhead, ...]:
+    """Each profiler setting of `profile_overhead` against the loop without the profiler."""
+    rows = m.tables["overhead"].records()
+    base = rows[0]["time"]
+    found = []
+    for r in rows[1:]:
+        t, what = r["time"], r["configuration"]
+        c = compare(base, t)
+        added = Fact(
+            _q(m, "profiler time added per forward", fwd.NAIVE, UNPROFILED, what),
+            t.median_us - base.median_us,
+            "µs",
+            t.low_us - base.high_us,
+            t.high_us - base.low_us,
+        )
+        events = Fact(
+            _q(m, "profiler events per forward", fwd.NAIVE, COUNTED, what),
+            r["events_per_forward"],
+            "events",
+        )
+        per_event = None
+        if not c.tie and r["events_per_forward"]:
+            n = r["events_per_forward"]
+            per_event = Fact(
+                _q(m, "profiler time per event", fwd.NAIVE, UNPROFILED, what),
+                added.value / n,
+                "µs",
+                added.low / n,
+                added.high / n,
+            )
+        ratio = ratio_fact(_q(m, "profiled ÷ unprofiled forward", fwd.NAIVE, UNPROFILED, what), c)
+        found.append(Overhead(what, c, ratio, added, events, per_event))
+    return tuple(found)
+
+
+# --- The size sweep ---------------------------------------------------------------------------
+
+SMALLEST = 4  # points whose median makes the floor
+
+
+@dataclass(frozen=True)
+class SizePoint:
+    elements: int
+    bytes: float
+    moved: Fact  # bytes moved per call (read a and b, write the sum)
+    timing: Timing
+    time: Fact
+    rate: Fact  # bytes moved per second, range over the rounds
+
+
+@dataclass(frozen=True)
+class SizeSweep:
+    points: tuple[SizePoint, ...]
+    floor: Fact  # per-call floor: median of the smallest sizes' medians, their range
+    flat: bool  # the smallest sizes are within noise of one another
+    bandwidth: Fact  # the largest size's rate (a point of `points`)
+    crossover: Fact  # bytes where bytes ÷ bandwidth equals the floor
+    crossover_elements: Fact
+    fastest: SizePoint  # the point that moved bytes fastest (median)
+    fastest_vs_largest: Comparison  # time per byte: ratio = largest ÷ fastest
+    fastest_ratio: Fact  # that ratio as a fact
+    fastest_beyond_noise: bool  # False when the fastest is the largest, or a tie
+
+    def model_us(self, nbytes: float) -> float:
+        """max(floor, bytes ÷ bandwidth): the two regimes drawn over the points."""
+        return max(self.floor.value, nbytes / self.bandwidth.value * 1e6)
+
+
+def _per_byte(t: Timing, nbytes: float) -> Timing:
+    return Timing(
+        t.median_us / nbytes, 0.0, t.runs, t.method, tuple(r / nbytes for r in t.rounds_us)
+    )
+
+
+def size_sweep(m: Measurement) -> SizeSweep:
+    """The floor, the bandwidth of the largest size, the crossover, and whether a smaller
+    size moved bytes faster than the largest beyond the noise of both."""
+    op = f"{m.facts.get('op', 'op')} {m.params.get('dtype', 'float32')}"
+    device = m.device_id
+
+    def q(metric: str, clock: str = UNPROFILED, detail: str = "") -> Quantity:
+        return Quantity(metric, op, device, clock, None, detail)
+
+    points = []
+    for r in m.tables["sizes"].records():
+        t = r["time"]
+        if t is None:
+            continue
+        n, b = r["elements"], r["bytes"]
+        points.append(
+            SizePoint(
+                n,
+                b,
+                Fact(
+                    Quantity(
+                        "bytes moved per call", op, MODEL_DEVICE, MODEL, None, f"{n} elements"
+                    ),
+                    b,
+                    "B",
+                ),
+                t,
+                Fact.of_timing(q("time per call", detail=f"{n} elements"), t),
+                Fact(
+                    q("achieved bandwidth", detail=f"{n} elements"),
+                    b / t.median_us * 1e6,
+                    "B/s",
+                    b / t.high_us * 1e6,
+                    b / t.low_us * 1e6,
+                ),
+            )
+        )
+    if len(points) < SMALLEST + 1:
+        raise ValueError(
+            f"a size sweep needs at least {SMALLEST + 1} measured sizes to find two regimes; "
+            f"{m.experiment} has {len(points)}"
+        )
+    small = [p.time for p in points[:SMALLEST]]
+    floor = Fact(
+        q("per-call floor", detail=f"median of the {SMALLEST} smallest sizes"),
+        statistics.median(f.value for f in small),
+        "µs",
+        min(f.value for f in small),
+        max(f.value for f in small),
+    )
+    largest = points[-1]
+    crossover_bytes = floor.value * 1e-6 * largest.rate.value
+    per_byte = {p.elements: _per_byte(p.timing, p.bytes) for p in points}
+    fastest = max(points, key=lambda p: p.rate.value)
+    versus = compare(per_byte[fastest.elements], per_byte[largest.elements])
+    return SizeSweep(
+        points=tuple(points),
+        floor=floor,
+        flat=max(f.low for f in small) <= min(f.high for f in small),
+        bandwidth=largest.rate,
+        crossover=Fact(q("crossover", MODEL, "floor × bandwidth"), crossover_bytes, "B"),
+        crossover_elements=Fact(
+            q("crossover", MODEL, "floor × bandwidth, elements"),
+            crossover_bytes / (largest.bytes / largest.elements),
+            "elements",
+        ),
+        fastest=fastest,
+        fastest_vs_largest=versus,
+        fastest_ratio=ratio_fact(
+            q("bytes/s ÷ the largest size's", detail=f"{fastest.elements} elements"), versus
+        ),
+        fastest_beyond_noise=fastest is not largest and not versus.tie,
+    )

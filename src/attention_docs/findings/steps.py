@@ -1,0 +1,487 @@
+# Verdicts about the labelled steps of a profiled forward. From the profile (structure): each
+# step's time and share over the profiled forwards, the largest share, the matmuls' share of
+# the profiled time against their share of the FLOPs, the profiled sum against the unprofiled
+# forward. From `forward_times` (speed): each step's unprofiled time and the FLOP/s and bytes/s
+# it reached. From the shape (the cost model): FLOPs, minimum bytes, intensity. And the same
+# steps forecast on a GPU from its data sheet, checked against that GPU's `forward_times`
+# entry when the store holds one. Facts and flags only: the renderers say them.
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from attention_docs.analytic import gpu as gpus
+from attention_docs.analytic.cost import StepCost, itemsize
+from attention_docs.findings.compare import Comparison, compare
+from attention_docs.findings.facts import (
+    COUNTED,
+    MODEL,
+    MODEL_DEVICE,
+    PROFILED,
+    UNPROFILED,
+    Fact,
+    Quantity,
+)
+from attention_docs.findings.forecast import Check, check, forecast
+from attention_docs.findings.forward import FORWARD_TIME, STEP_TIME, forward_time, step_time
+from attention_docs.findings.primer import samples
+from attention_docs.findings.share import Largest, largest, shares
+from attention_docs.measurements import forward as fwd
+from attention_docs.measurements.schema import Measurement
+from attention_docs.records.device import SpecSheet
+from attention_docs.records.shape import Shape
+from attention_docs.records.steps import MATMULS
+from attention_docs.records.timing import Timing
+
+FLOP_RATE, BYTE_RATE = "achieved FLOP/s", "achieved bandwidth"
+
+
+def shape_of(m: Measurement) -> Shape | None:
+    """The attention shape a measurement ran at, or None when its parameters name none."""
+    try:
+        return Shape.of(m.params)
+    except (TypeError, ValueError):
+        return None
+
+
+def model_fact(metric: str, label: str, shape: Shape | None, value: float, unit: str) -> Fact:
+    return Fact(Quantity(metric, label, MODEL_DEVICE, MODEL, shape), value, unit)
+
+
+def rates(label: str, cost: StepCost, t: Timing, device: str, shape: Shape) -> tuple[Fact, Fact]:
+    """FLOP/s and bytes/s over an unprofiled time; each range from the rounds' extremes."""
+
+    def rate(metric: str, amount: float, unit: str) -> Fact:
+        q = Quantity(metric, label, device, UNPROFILED, shape)
+        return Fact(
+            q, amount / t.median_us * 1e6, unit, amount / t.high_us * 1e6, amount / t.low_us * 1e6
+        )
+
+    return rate(FLOP_RATE, cost.flops, "FLOP/s"), rate(BYTE_RATE, cost.bytes, "B/s")
+
+
+@dataclass(frozen=True)
+class Step:
+    label: str
+    calls: int
+    cost: StepCost
+    profiled: Fact  # per forward: median over the profiled forwards, their range
+    share: Fact  # of the profiled steps' sum, forward by forward
+    flops: Fact  # the cost model's
+    bytes: Fact  # the cost model's minimum
+    intensity: Fact | None  # None for a step that moves no bytes
+    alone: Fact | None  # timed alone without the profiler (forward_times); None: not timed
+    flop_rate: Fact | None  # FLOPs ÷ that time
+    byte_rate: Fact | None
+
+    @property
+    def rate(self) -> Fact | None:
+        """The rate the step's roof is about: FLOP/s for a matmul, bytes/s otherwise."""
+        return self.flop_rate if self.label in MATMULS else self.byte_rate
+
+
+@dataclass(frozen=True)
+class Steps:
+    shape: Shape | None
+    steps: tuple[Step, ...]
+    forwards: int  # profiled forwards behind the ranges
+    total: Timing  # the profiled steps' sum, forward by forward
+    summed: Fact  # that sum as a fact
+    largest: Largest
+    matmul_flops: Fact | None  # the matmuls' share of the FLOPs (model)
+    matmul_time: Fact | None  # and of the profiled time, forward by forward
+
+    def step(self, label: str) -> Step:
+        return next(s for s in self.steps if s.label == label)
+
+
+def _samples(m: Measurement) -> dict[str, list[float]]:
+    """Each step's profiled time in each profiled forward (the mean when not kept apart)."""
+    table = m.tables.get("per_forward")
+    if table is not None and table.rows:
+        return {s.label: table.column(s.label) for s in m.steps}
+    return {s.label: [s.time_us] for s in m.steps}
+
+
+def steps(m: Measurement, times: Measurement | None = None) -> Steps:
+    """The facts of every labelled step of `m`; unprofiled ones when `times` is given."""
+    shape = shape_of(m)
+    detail = "" if shape else m.experiment
+    per = _samples(m)
+    found = shares(per)
+    forwards = len(next(iter(per.values())))
+    clock = "kernel time" if m.device_kind == "cuda" else ""
+    out = []
+    for s in m.steps:
+        cost = StepCost(s.label, s.flops, s.bytes)
+
+        def q(metric: str, label: str = s.label) -> Quantity:
+            return Quantity(metric, label, m.device_id, PROFILED, shape, detail or clock)
+
+        t = samples(per[s.label], "profiled forwards")
+        sh = found[s.label]
+        alone = flop_rate = byte_rate = None
+        if times is not None and shape is not None and _timed(times, s.label, shape):
+            alone = step_time(times, s.label, shape)
+            if alone is not None:
+                timing = fwd.step_timing(times, s.label, shape)
+                flop_rate, byte_rate = rates(s.label, cost, timing, times.device_id, shape)
+        out.append(
+            Step(
+                s.label,
+                s.calls,
+                cost,
+                Fact.of_timing(q("profiled step time per forward"), t),
+                Fact(q("share of the profiled steps"), sh.fraction, "%", sh.low, sh.high),
+                model_fact("FLOPs", s.label, shape, s.flops, "FLOP"),
+                model_fact("minimum bytes", s.label, shape, s.bytes, "B"),
+                model_fact("arithmetic intensity", s.label, shape, cost.intensity, "FLOP/B")
+                if s.bytes
+                else None,
+                alone,
+                flop_rate if s.flops else None,
+                byte_rate if s.bytes else None,
+            )
+        )
+    labels = [s.label for s in m.steps]
+    total = samples([sum(per[label][i] for label in labels) for i in range(forwards)], "sum")
+    matmul_flops = matmul_time = None
+    mm = [label for label in labels if label in MATMULS]
+    if mm and len(mm) < len(labels):
+        all_flops = sum(s.flops for s in m.steps)
+        if all_flops:
+            matmul_flops = model_fact(
+                "share of the FLOPs",
+                " + ".join(mm),
+                shape,
+                sum(m.step(label).flops for label in mm) / all_flops,
+                "%",
+            )
+        grouped = shares(
+            {
+                "mm": [sum(per[x][i] for x in mm) for i in range(forwards)],
+                "rest": [sum(per[x][i] for x in labels if x not in mm) for i in range(forwards)],
+            }
+        )["mm"]
+        matmul_time = Fact(
+            Quantity(
+                "share of the profiled steps",
+                " + ".join(mm),
+                m.device_id,
+                PROFILED,
+                shape,
+                detail or clock,
+            ),
+            grouped.fraction,
+            "%",
+            grouped.low,
+            grouped.high,
+        )
+    summed = Fact.of_timing(
+        Quantity(
+            "profiled steps' sum per forward",
+            " + ".join(labels),
+            m.device_id,
+            PROFILED,
+            shape,
+            detail or clock,
+        ),
+        total,
+    )
+    return Steps(
+        shape, tuple(out), forwards, total, summed, largest(found), matmul_flops, matmul_time
+    )
+
+
+def _timed(times: Measurement, label: str, shape: Shape) -> bool:
+    try:
+        fwd.status(times, fwd.STEP_PREFIX + label, shape)
+    except fwd.NotMeasuredError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """The profiled steps' sum against the unprofiled forward of the same shape."""
+
+    summed: Fact
+    unprofiled: Fact
+    versus: Comparison  # ratio = profiled sum ÷ unprofiled forward
+    difference: Fact  # profiled sum minus the unprofiled forward
+    events: int  # events in one profiled forward (ranges, ops, runtime calls)
+    per_event: Fact | None  # the difference over those events, when positive and not a tie
+
+
+def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | None:
+    shape = shape_of(m)
+    unprofiled = fwd.timing(times, fwd.NAIVE, shape) if shape else None
+    if unprofiled is None:
+        return None
+    found = steps(m)
+    summed = found.total
+    c = compare(unprofiled, summed)
+    diff = summed.median_us - unprofiled.median_us
+    events = (
+        sum(1 for s in m.timeline.spans if s.kind in ("range", "op", "runtime"))
+        if m.timeline
+        else 0
+    )
+    per_event = None
+    if diff > 0 and not c.tie and events and m.device_kind != "cuda":
+        per_event = Fact(
+            Quantity(
+                "profiler time per event",
+                fwd.NAIVE,
+                m.device_id,
+                PROFILED,
+                shape,
+                "profiled sum minus unprofiled forward",
+            ),
+            diff / events,
+            "µs",
+        )
+    return Profiled(
+        found.summed,
+        forward_time(times, fwd.NAIVE, shape),
+        c,
+        Fact(
+            Quantity(
+                "profiler time added per forward",
+                fwd.NAIVE,
+                m.device_id,
+                PROFILED,
+                shape,
+                "profiled sum minus unprofiled forward",
+            ),
+            diff,
+            "µs",
+        ),
+        events,
+        per_event,
+    )
+
+
+# --- Shares per shape -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShapeShares:
+    label: str  # "256×64" (seq_len×head_dim)
+    shape: Shape
+    shares: Mapping[str, Fact]  # per step
+    largest: Largest
+    matmuls: Fact  # the two matmuls' share together
+
+
+def shares_by_shape(sweep: Measurement, point: Measurement) -> tuple[ShapeShares, ...]:
+    """The shares sweep with `point` (naive_steps) in it at its own shape: one shape, one
+    share. Rows of the sweep at that shape give way to it."""
+    here = shape_of(point)
+    rows: dict[tuple[int, int], dict[str, list[float]]] = {}
+    table = sweep.tables["shares"]
+    labels = [c for c in table.columns if c.startswith("attention.")]
+    for r in table.records():
+        per = rows.setdefault((r["seq_len"], r["head_dim"]), {label: [] for label in labels})
+        for label in labels:
+            per[label].append(r[label])
+    base = Shape.of(sweep.params, seq_len=1, head_dim=1)
+    if (here.batch_size, here.num_heads, here.dtype, here.causal) != (
+        base.batch_size,
+        base.num_heads,
+        base.dtype,
+        base.causal,
+    ):
+        raise ValueError(f"naive_steps ran at {here.text()}, the sweep at {base.text()}")
+    rows[(here.seq_len, here.head_dim)] = _samples(point)
+    out = []
+    for (n, d), per in sorted(rows.items()):
+        shape = Shape.of(sweep.params, seq_len=n, head_dim=d)
+        source = point if (n, d) == (here.seq_len, here.head_dim) else sweep
+        found = shares(per)
+        mm = shares(
+            {
+                "mm": [sum(v) for v in zip(*(per[x] for x in MATMULS), strict=True)],
+                "rest": [
+                    sum(v) for v in zip(*(per[x] for x in per if x not in MATMULS), strict=True)
+                ],
+            }
+        )["mm"]
+
+        def q(subject: str, shape=shape, source=source) -> Quantity:
+            clock = "kernel time" if source.device_kind == "cuda" else ""
+            return Quantity(
+                "share of the profiled steps", subject, source.device_id, PROFILED, shape, clock
+            )
+
+        out.append(
+            ShapeShares(
+                f"{n}×{d}",
+                shape,
+                {x: Fact(q(x), s.fraction, "%", s.low, s.high) for x, s in found.items()},
+                largest(found),
+                Fact(q(" + ".join(MATMULS)), mm.fraction, "%", mm.low, mm.high),
+            )
+        )
+    return tuple(out)
+
+
+# --- On a GPU: the forecast and its check -----------------------------------------------------
+
+
+def on_gpu(entries: Iterable, gpu: SpecSheet) -> Measurement | None:
+    """The entry measured on `gpu` among `measure_each_device`'s (Sourced or Measurement)."""
+    for e in entries:
+        m = getattr(e, "measurement", e)
+        if m.device_id == f"cuda-{gpu.slug}":
+            return m
+    return None
+
+
+@dataclass(frozen=True)
+class StepForecast:
+    label: str
+    kernel: gpus.KernelForecast
+    intensity: Fact  # the cost model's, at the forecast shape
+    floor: Check  # the roofline floor against the step timed alone on that GPU
+    rate: Check  # attainable FLOP/s (bytes/s for a step without FLOPs) against the achieved
+
+
+@dataclass(frozen=True)
+class GpuSteps:
+    gpu: SpecSheet
+    shape: Shape
+    ridge: Fact  # where the shape's dtype's matmul peak meets the bandwidth
+    ridge_float32: Fact
+    cap: Fact  # a matmul's intensity as N grows: 2 · head_dim / itemsize
+    cap_float32: Fact  # the same in float32
+    steps: tuple[StepForecast, ...]
+    forward: Check  # the five kernels' floors against the naive forward
+
+    @property
+    def cap_above_ridge(self) -> bool:
+        return self.cap.value >= self.ridge.value
+
+    @property
+    def cap_float32_above_ridge(self) -> bool:
+        return self.cap_float32.value >= self.ridge_float32.value
+
+    @property
+    def densest_elementwise(self) -> StepForecast:
+        """The element-wise step with the most FLOPs per byte."""
+        rest = [s for s in self.steps if s.label not in MATMULS]
+        return max(rest, key=lambda s: s.kernel.intensity)
+
+    @property
+    def memory_bound(self) -> int:
+        """How many of the steps the memory ceiling limits."""
+        return sum(1 for s in self.steps if s.kernel.limit == "memory")
+
+
+def gpu_steps(
+    entries: Iterable = (), gpu: SpecSheet | None = None, shape: Shape = gpus.FORECAST_SHAPE
+) -> GpuSteps:
+    """Each naive step on `gpu` at `shape` from its data sheet, checked against that GPU's
+    forward_times entry when `entries` (every device's, `measure_each_device`) hold one."""
+    gpu = gpu or gpus.sheet()
+    measured = on_gpu(entries, gpu)
+    out = []
+    for k in gpus.naive_steps(gpu, shape):
+        cost = StepCost(k.label, k.flops, k.bytes)
+        alone = step_time(measured, k.label, shape) if measured else None
+        flop_rate = byte_rate = None
+        if alone is not None:
+            t = fwd.step_timing(measured, k.label, shape)
+            flop_rate, byte_rate = rates(k.label, cost, t, measured.device_id, shape)
+        # A step with FLOPs is placed by them; the mask, which has none, by its bytes.
+        metric, amount, unit, achieved = (
+            (FLOP_RATE, k.flops, "FLOP/s", flop_rate)
+            if k.flops
+            else (BYTE_RATE, k.bytes, "B/s", byte_rate)
+        )
+        attainable = amount / k.floor_us * 1e6
+        rate = check(
+            forecast(metric, k.label, gpu, attainable, unit, shape=shape, detail="attainable"),
+            achieved,
+        )
+        floor = forecast(
+            STEP_TIME, k.label, gpu, k.floor_us, "µs", shape=shape, detail="roofline floor"
+        )
+        out.append(
+            StepForecast(
+                k.label,
+                k,
+                model_fact("arithmetic intensity", k.label, shape, k.intensity, "FLOP/B"),
+                check(floor, alone),
+                rate,
+            )
+        )
+    naive = forward_time(measured, fwd.NAIVE, shape) if measured else None
+    floor = forecast(
+        FORWARD_TIME,
+        fwd.NAIVE,
+        gpu,
+        gpus.naive_floor_us(gpu, shape),
+        "µs",
+        shape=shape,
+        detail="roofline floor, five kernels",
+    )
+
+    def ridge(dtype: str) -> Fact:
+        return forecast("ridge", f"{dtype} matmul", gpu, gpus.ridge(gpu, dtype), "FLOP/B")
+
+    def cap(dtype: str) -> Fact:
+        limit = 2 * shape.head_dim / itemsize(dtype)
+        on = replace(shape, dtype=dtype)
+        return model_fact("matmul intensity limit", "2 · head_dim / itemsize", on, limit, "FLOP/B")
+
+    return GpuSteps(
+        gpu,
+        shape,
+        ridge(shape.dtype),
+        ridge("float32"),
+        cap(shape.dtype),
+        cap("float32"),
+        tuple(out),
+        check(floor, naive),
+    )
+
+
+# --- The per-op table -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    where: str
+    calls: float
+    own: Fact  # self time per forward (profiled)
+    share: Fact  # of all self time on its side (CPU or GPU)
+    total: Fact
+    flops: Fact | None  # torch.profiler's with_flops count, where it has a formula
+
+
+def ops(m: Measurement, subject: str | None = None, limit: int = 10) -> tuple[Op, ...]:
+    """The most expensive ops (CPU, by self time) and kernels (GPU) of `m`'s profile, per
+    forward; `subject` names what was profiled (default: the experiment)."""
+    shape = shape_of(m)
+    within = subject or m.experiment
+    side = {w: sum(o.self_us for o in m.ops if o.where == w) or 1.0 for w in ("CPU", "GPU")}
+    out = []
+    for o in list(m.ops)[:limit]:
+
+        def q(metric: str, clock: str = PROFILED, name: str = o.name) -> Quantity:
+            return Quantity(metric, f"{name} in {within}", m.device_id, clock, shape)
+
+        out.append(
+            Op(
+                o.name,
+                o.where,
+                o.calls,
+                Fact(q("op self time per forward"), o.self_us, "µs"),
+                Fact(q("share of the self time"), o.self_us / side[o.where], "%"),
+                Fact(q("op total time per forward"), o.total_us, "µs"),
+                Fact(q("FLOPs per forward", COUNTED), o.flops, "FLOP") if o.flops else None,
+            )
+        )
+    return tuple(out)

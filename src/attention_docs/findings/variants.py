@@ -1,0 +1,157 @@
+# Verdicts of "Naive attention": four ways to apply the causal mask against rebuilding it on
+# every call, and each step in a half-precision dtype against float32 — ratios of unprofiled
+# timings taken in interleaved rounds (a tie when their rounds overlap), with what the profile
+# says each variant allocates and what each step runs. Facts and flags only.
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from attention_docs.findings.compare import Comparison, compare
+from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, Quantity
+from attention_docs.findings.primer import ratio_fact
+from attention_docs.findings.rank import Ranking, rank
+from attention_docs.measurements.schema import Measurement
+from attention_docs.records.kernels import is_bookkeeping
+from attention_docs.records.shape import Shape
+from attention_docs.records.steps import MATMULS
+
+BASELINE = "rebuild"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    mask: Comparison | None  # mask step ÷ the baseline's (None for the baseline)
+    mask_ratio: Fact | None
+    forward: Comparison | None
+    forward_ratio: Fact | None
+    allocations: Fact  # in the mask step, per forward (profiler)
+    allocated: Fact  # bytes allocated in the mask step, per forward
+    kept: Fact  # bytes of the mask kept between calls
+
+
+@dataclass(frozen=True)
+class MaskVariants:
+    variants: tuple[Variant, ...]
+    cheapest: Ranking  # of the mask steps' unprofiled times
+    matrix: Fact  # one N×N score matrix, the unit allocations are read in
+
+
+def mask_variants(m: Measurement) -> MaskVariants:
+    shape = Shape.of(m.params)
+    rows = {r["variant"]: r for r in m.tables["variants"].records()}
+    base = rows[BASELINE]
+
+    def q(metric: str, subject: str, clock: str = UNPROFILED) -> Quantity:
+        return Quantity(metric, subject, m.device_id, clock, shape)
+
+    out = []
+    for name, r in rows.items():
+        ratios = {}
+        for part in ("mask", "forward"):
+            c = None if name == BASELINE else compare(base[part], r[part])
+            subject = f"{'mask step' if part == 'mask' else 'forward'}, {name} variant"
+            ratios[part] = (c, c and ratio_fact(q(f"time ÷ {BASELINE}'s", subject), c))
+        out.append(
+            Variant(
+                name,
+                *ratios["mask"],
+                *ratios["forward"],
+                Fact(
+                    q("allocations per forward", f"mask step, {name} variant", COUNTED),
+                    r["mask_allocations"],
+                    "",
+                ),
+                Fact(
+                    q("bytes allocated per forward", f"mask step, {name} variant", COUNTED),
+                    r["mask_allocated_bytes"],
+                    "B",
+                ),
+                Fact(
+                    q("bytes kept between calls", f"mask, {name} variant", COUNTED),
+                    r["prepared_bytes"],
+                    "B",
+                ),
+            )
+        )
+    return MaskVariants(
+        tuple(out),
+        rank({name: r["mask"] for name, r in rows.items()}),
+        Fact(q("bytes", "one N×N score matrix", COUNTED), m.facts["matrix_bytes"], "B"),
+    )
+
+
+@dataclass(frozen=True)
+class DtypeStep:
+    step: str  # a step label, or "forward"
+    dtype: str
+    versus: Comparison  # this dtype's time ÷ float32's
+    ratio: Fact
+    top: str | None  # the op (CPU, by self time) or kernel (GPU) that took the most time
+    extra: tuple[tuple[str, float], ...]  # (name, calls per forward) float32 does not run
+    # An extra op called a whole number of times per matrix of the batch (batch_size ×
+    # num_heads): the batched product taken apart matrix by matrix. (name, calls per matrix)
+    per_matrix: tuple[str, float] | None
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    dtypes: tuple[str, ...]
+    steps: tuple[str, ...]  # "forward" first, then the step labels
+    found: dict[tuple[str, str], DtypeStep]  # (step, dtype), float32 excluded
+    capability: str | None  # the CPU's best vector instruction set, as PyTorch reports it
+    matrices: int  # batch_size × num_heads
+
+    def matmuls_apart(self, dtype: str) -> bool:
+        """The two matmuls' ratios to float32 differ beyond the noise."""
+        a, b = (self.found[(x, dtype)].versus for x in MATMULS)
+        return a.low > b.high or b.low > a.high
+
+    def matmuls_same_path(self, dtype: str) -> bool:
+        """Both matmuls run the same extra work (or none) in this dtype."""
+        a, b = ({n for n, _ in self.found[(x, dtype)].extra} for x in MATMULS)
+        return a == b
+
+
+def dtypes(m: Measurement) -> Dtypes:
+    names = tuple(str(m.facts["dtypes"]).split(","))
+    timings = {(r["step"], r["dtype"]): r["time"] for r in m.tables["dtypes"].records()}
+    order = tuple(dict.fromkeys(step for step, _ in timings))
+    where = "GPU" if m.device_kind == "cuda" else "CPU"
+    work: dict[tuple[str, str], dict[str, tuple[float, float]]] = defaultdict(dict)
+    for r in m.tables["step_ops"].records():
+        if r["where"] == where and not is_bookkeeping(r["name"]):
+            work[(r["dtype"], r["step"])][r["name"]] = (r["calls"], r["time_us"])
+    matrices = int(m.params.get("batch_size", 1)) * int(m.params.get("num_heads", 1))
+    found = {}
+    for d in names[1:]:
+        shape = Shape.of(m.params, dtype=d)
+        for step in order:
+            c = compare(timings[(step, names[0])], timings[(step, d)])
+            subject = "naive (eager)" if step == "forward" else step
+            detail = "forward" if step == "forward" else "step timed alone"
+            q = Quantity(f"time ÷ {names[0]}'s", subject, m.device_id, UNPROFILED, shape, detail)
+            here, base = work.get((d, step), {}), work.get((names[0], step), {})
+            top = max(here, key=lambda n: here[n][1]) if here else None
+            extra = tuple((n, here[n][0]) for n in sorted(here) if n not in base)
+            whole = [
+                (n, calls / matrices)
+                for n, calls in extra
+                if calls >= matrices and calls % matrices == 0
+            ]
+            per_matrix = whole[0] if whole else None
+            found[(step, d)] = DtypeStep(step, d, c, ratio_fact(q, c), top, extra, per_matrix)
+    return Dtypes(names, order, found, m.facts.get("cpu_capability"), matrices)
+
+
+def top_op(m: Measurement, dtype: str, step: str) -> str | None:
+    """The name that took the most time in `step` in `dtype` (float32 included)."""
+    where = "GPU" if m.device_kind == "cuda" else "CPU"
+    rows = [
+        r
+        for r in m.tables["step_ops"].records()
+        if (r["dtype"], r["step"], r["where"]) == (dtype, step, where)
+        and not is_bookkeeping(r["name"])
+    ]
+    return max(rows, key=lambda r: r["time_us"])["name"] if rows else None
