@@ -5,12 +5,13 @@ from attention_docs.analytic.memory import max_seq_len, naive_peak
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv
-from attention_docs.profiling.memory import (
-    memory_timeline,
+from attention_docs.profiling.memory import memory_timeline, step_allocations, timeline_from_chrome
+from attention_docs.profiling.scratch import (
+    OpTimeline,
+    op_timeline,
+    ops_around,
     scratch_by_op,
-    step_allocations,
     tensor_peak,
-    timeline_from_chrome,
 )
 
 CPU = torch.device("cpu")
@@ -31,10 +32,10 @@ def test_peak_formula_matches_the_tensors_and_scratch_is_the_rest(shape, causal,
     under ONEDNN_MAX_CPU_ISA=AVX2; both must hold."""
     b, h, n, d, m = shape
     q, k, v = make_qkv(b, h, n, d, dtype=dtype, kv_seq_len=m)
-    tl = memory_timeline(lambda: naive_attention(q, k, v, causal=causal), CPU, STEPS)
+    tl = op_timeline(lambda: naive_attention(q, k, v, causal=causal), CPU, STEPS)
     predicted = naive_peak(b, h, n, d, dtype, causal=causal, kv_seq_len=m)
     assert tensor_peak(tl) == predicted.peak_bytes
-    measured = max(e.live for e in tl.events)
+    measured = max(e.live for e in tl.timeline.events)
     largest_scratch = max((largest for _, largest in scratch_by_op(tl).values()), default=0)
     assert predicted.peak_bytes <= measured <= predicted.peak_bytes + largest_scratch
     assert predicted.inputs_bytes == sum(t.numel() * t.element_size() for t in (q, k, v))
@@ -71,10 +72,12 @@ def scratch_chrome():
 
 
 def test_scratch_is_what_an_op_frees_before_it_returns():
-    tl = timeline_from_chrome(scratch_chrome(), STEPS, "cpu")
-    assert [e.scratch for e in tl.events] == [False, True, True, False]
-    assert [e.op for e in tl.events] == ["aten::bmm", "aten::bmm", "aten::bmm", None]
-    assert max(e.live for e in tl.events) == 1300 and tensor_peak(tl) == 1000
+    found = ops_around(scratch_chrome(), "cpu")
+    assert [scratch for _, scratch in found] == [False, True, True, False]
+    assert [op for op, _ in found] == ["aten::bmm", "aten::bmm", "aten::bmm", None]
+    base = timeline_from_chrome(scratch_chrome(), STEPS, "cpu")
+    tl = OpTimeline(base, tuple(o for o, _ in found), tuple(s for _, s in found))
+    assert max(e.live for e in base.events) == 1300 and tensor_peak(tl) == 1000
     assert scratch_by_op(tl) == {("attention.scores", "aten::bmm"): (1, 300)}
 
 

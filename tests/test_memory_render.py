@@ -56,11 +56,11 @@ def test_step_table_and_claims_state_facts(timeline):
 
 def test_live_matrices_are_counted_by_size_not_by_bytes_live(timeline):
     # An output larger than a score matrix (head_dim > seq_len) must not count as one.
-    m = replace(timeline, facts={**timeline.facts, "matrix_bytes": 100})
+    m = replace(timeline, facts={**timeline.facts, "matrix_bytes": 1024})
     events = Table(
         ("t_us", "bytes", "live_bytes", "step", "op", "scratch"),
-        ((0, 100, 100, "s", None, False), (1, 100, 200, "s", None, False),
-         (2, 400, 600, "s", None, False), (3, -100, 500, "s", None, False)),
+        ((0, 1024, 1024, "s", None, False), (1, 1024, 2048, "s", None, False),
+         (2, 4096, 6144, "s", None, False), (3, -1024, 5120, "s", None, False)),
     )  # fmt: skip
     assert fm.matrices(replace(m, tables={**m.tables, "events": events})).live_at_once.value == 2
 
@@ -130,7 +130,7 @@ def test_the_forecast_shows_a_stored_h200_timeline_beside_it(timeline):
     device = DeviceInfo("cuda", "NVIDIA H200", capability="90", memory_bytes=141 * 10**9)
     gpu = replace(
         timeline, params=params, facts={**timeline.facts, "measured_peak_bytes": predicted + 2**25},
-        provenance=replace(timeline.provenance, device=device),
+        provenance=replace(timeline.provenance, device=device, device_id="cuda-h200"),
     )  # fmt: skip
     assert gpu.device_id == "cuda-h200"
     local = Sourced(timeline, "from the store", "x.json", base="")

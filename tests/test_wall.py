@@ -235,7 +235,7 @@ def test_the_gpu_forecast_shows_a_stored_h200_forward_times_beside_it():
             ("SDPA flash", *s.dims, "bfloat16", True, timing(400.0, 0.02), "ok"))  # fmt: skip
     device = DeviceInfo("cuda", "NVIDIA H200", capability="90", memory_bytes=141 * 10**9)
     gpu = replace(times, tables={"times": Table(fwd.COLUMNS, rows)},
-                  provenance=replace(times.provenance, device=device))  # fmt: skip
+                  provenance=replace(times.provenance, device=device, device_id="cuda-h200"))  # fmt: skip
     _, pts = fw.forecasts(g.sheet("h200"), gpu)
     at = next(p for p in pts if p.seq_len == 4096)
     assert at.naive.measured.value == 5000.0 and at.fused.measured.value == 400.0

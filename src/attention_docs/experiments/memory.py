@@ -28,13 +28,9 @@ from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.headroom import free_memory_bytes
-from attention_docs.profiling.memory import (
-    memory_timeline,
-    scratch_by_op,
-    step_allocations,
-    tensor_peak,
-)
+from attention_docs.profiling.memory import step_allocations
 from attention_docs.profiling.onednn import onednn_matmul
+from attention_docs.profiling.scratch import op_timeline, scratch_by_op, tensor_peak
 
 DTYPE = Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16"))
 AFTER = "after the steps"  # the frees when naive_attention returns
@@ -44,13 +40,14 @@ MEASURES = (
     "inputs.py",
     "analytic/memory.py",
     "profiling/memory.py",
+    "profiling/scratch.py",
     "profiling/onednn.py",
 )
 
 
 def _profile(shape: dict, dtype: str, causal: bool, device: torch.device):
     q, k, v = make_qkv(*shape.values(), dtype=dtype, device=device)
-    return memory_timeline(lambda: naive_attention(q, k, v, causal=causal), device, STEPS)
+    return op_timeline(lambda: naive_attention(q, k, v, causal=causal), device, STEPS)
 
 
 def _backend(shape: dict, dtype: str, device: torch.device) -> dict:
@@ -93,13 +90,16 @@ def memory_timeline_experiment(
     for other in DTYPES:
         if other not in timelines:
             timelines[other] = _profile(shape, other, causal, ctx.device)
-    timeline = timelines[dtype]
+    ops = timelines[dtype]
+    timeline = ops.timeline
     model = naive_peak(*shape.values(), dtype, causal=causal)
     events = Table(
         columns=("t_us", "bytes", "live_bytes", "step", "op", "scratch"),
         rows=tuple(
-            (e.t_us, e.bytes, e.live, step or AFTER, e.op, e.scratch)
-            for e, step in zip(timeline.events, timeline.steps, strict=True)
+            (e.t_us, e.bytes, e.live, step or AFTER, op, scratch)
+            for e, step, op, scratch in zip(
+                timeline.events, timeline.steps, ops.ops, ops.scratch, strict=True
+            )
         ),
         units={"t_us": "µs", "bytes": "B", "live_bytes": "B"},
     )
@@ -139,7 +139,7 @@ def memory_timeline_experiment(
         dtype_rows.append(
             (
                 name,
-                max((e.live for e in tl.events), default=0),
+                max((e.live for e in tl.timeline.events), default=0),
                 tensor_peak(tl),
                 naive_peak(*shape.values(), name, causal=causal).peak_bytes,
                 backend["backend"],
@@ -180,7 +180,7 @@ def memory_timeline_experiment(
         },
         facts={
             "measured_peak_bytes": max((e.live for e in timeline.events), default=0),
-            "tensor_peak_bytes": tensor_peak(timeline),
+            "tensor_peak_bytes": tensor_peak(ops),
             "predicted_peak_bytes": model.peak_bytes,
             "matrix_bytes": model.matrix_bytes,
             "mask_bytes": model.mask_bytes,
@@ -245,7 +245,7 @@ def memory_peak(
             "head_dim": head_dim,
         }
         tl = _profile(shape, dtype, causal, ctx.device)
-        peak = max((e.live for e in tl.events), default=0)
+        peak = max((e.live for e in tl.timeline.events), default=0)
         return {
             "measured_peak_bytes": peak,
             "scratch_at_peak_bytes": peak - tensor_peak(tl),

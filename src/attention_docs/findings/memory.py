@@ -137,10 +137,10 @@ def matrices(m: Measurement) -> Matrices:
         Fact(
             Quantity("N×N tensors created", NAIVE, m.device_id, COUNTED, s),
             sum(r["score_sized"] for r in steps),
-            "tensors",
+            "",
         ),
         tuple(r["step"] for r in steps if r["score_sized"]),
-        Fact(Quantity("N×N tensors live at once", NAIVE, m.device_id, COUNTED, s), most, "tensors"),
+        Fact(Quantity("N×N tensors live at once", NAIVE, m.device_id, COUNTED, s), most, ""),
     )
 
 

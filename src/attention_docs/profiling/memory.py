@@ -22,12 +22,6 @@ class MemoryEvent:
     t_us: float
     bytes: int
     live: int  # bytes allocated by the call and still live after this event
-    # The innermost op running when the event happened (None outside every op), and whether
-    # the block is scratch: allocated and freed again inside one call of the outermost op
-    # around its allocation (a backend's workspace, such as oneDNN's for a bf16 matmul),
-    # rather than a tensor the op hands back.
-    op: str | None = None
-    scratch: bool = False
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -155,79 +149,18 @@ def timeline_from_chrome(
         )
         for e in ranges
     )
-    ops = _ops_around(trace_events, raw)
     # --8<-- [start:attribute]
     live = 0
     events = []
     steps = []
-    for e, (op, scratch) in zip(raw, ops, strict=True):
+    for e in raw:
         t = round(float(e["ts"]) - origin, 3)
         delta = int(e["args"]["Bytes"])
         live += delta
-        events.append(MemoryEvent(t, delta, live, op, scratch))
+        events.append(MemoryEvent(t, delta, live))
         steps.append(next((b.label for b in bands if b.start_us <= t <= b.end_us), None))
     # --8<-- [end:attribute]
     return MemoryTimeline(events=tuple(events), steps=tuple(steps), bands=bands)
-
-
-def _ops_around(trace_events, raw: list[Mapping]) -> list[tuple[str | None, bool]]:
-    """Per memory event: the innermost op around it, and whether it is scratch.
-
-    An allocation is scratch when the free of its address follows before the outermost op
-    around the allocation ends (the op made it for itself and did not return it); its free
-    is marked too, so that the two leave a running total of tensors alone."""
-    ops = sorted(
-        (
-            (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), str(e["name"]))
-            for e in trace_events
-            if e.get("ph") == "X" and e.get("cat") == "cpu_op"
-        ),
-        key=lambda o: (o[0], -o[1]),
-    )
-
-    def around(t: float) -> list[tuple[float, float, str]]:
-        return [o for o in ops if o[0] <= t <= o[1]]
-
-    out: list[tuple[str | None, bool]] = []
-    open_blocks: dict[object, int] = {}  # address -> index of its live allocation in `out`
-    for e in raw:
-        t, args = float(e["ts"]), e.get("args", {})
-        enclosing = around(t)
-        op = min(enclosing, key=lambda o: o[1] - o[0])[2] if enclosing else None
-        address = args.get("Addr")
-        if int(args["Bytes"]) > 0:
-            open_blocks[address] = len(out)
-            out.append((op, False))
-            continue
-        start = open_blocks.pop(address, None)
-        scratch = False
-        if start is not None and address is not None:
-            outer = around(float(raw[start]["ts"]))
-            scratch = bool(outer) and t <= min(outer, key=lambda o: (o[0], -o[1]))[1]
-            if scratch:
-                out[start] = (out[start][0], True)
-        out.append((op, scratch))
-    return out
-
-
-def tensor_peak(timeline: MemoryTimeline) -> int:
-    """The peak of the running total with scratch left out: the tensors alone."""
-    live = most = 0
-    for e in timeline.events:
-        if not e.scratch:
-            live += e.bytes
-            most = max(most, live)
-    return most
-
-
-def scratch_by_op(timeline: MemoryTimeline) -> dict[tuple[str | None, str | None], tuple[int, int]]:
-    """(step, op) -> (scratch allocations, the largest one in bytes), in event order."""
-    found: dict[tuple[str | None, str | None], tuple[int, int]] = {}
-    for e, step in zip(timeline.events, timeline.steps, strict=True):
-        if e.scratch and e.bytes > 0:
-            count, largest = found.get((step, e.op), (0, 0))
-            found[(step, e.op)] = (count + 1, max(largest, e.bytes))
-    return found
 
 
 def step_allocations(timeline: MemoryTimeline, labels: tuple[str, ...] | list[str]) -> dict:

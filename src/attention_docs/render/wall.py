@@ -139,8 +139,9 @@ def step_shares_claim(wall: Sourced, name: str) -> str:
     for lead in fw.leaders(m, pts, x):
         where = f"{x.replace('_', ' ')} {words.series(f'{v:,}' for v in lead.xs)}"
         if lead.step:
+            ends = (lead.shares[0], lead.shares[-1])[: len(lead.shares)]
             parts.append(
-                f"`{lead.step}` is the largest at {where} ({words.series(fact(f) for f in lead.shares)})"
+                f"`{lead.step}` is the largest at {where} ({' to '.join(fact(f) for f in ends)})"
             )
         else:
             parts.append(
