@@ -46,9 +46,13 @@ def model_total(s: Shape) -> Fact:
     return Fact(Quantity(PEAK, NAIVE, ANALYTIC, MODEL, s, "with the inputs"), p.total_bytes, "B")
 
 
-def matrix(s: Shape) -> Fact:
+def matrix(s: Shape, part: str = "matrix") -> Fact:
+    """One of the model's parts in bytes: "matrix" (one N×N score matrix), "mask", "output"."""
     p = naive_peak(*s.dims, s.dtype, causal=s.causal, kv_seq_len=s.kv_len)
-    return Fact(Quantity("one N×N matrix", "scores", ANALYTIC, MODEL, s), p.matrix_bytes, "B")
+    metric, subject = {"matrix": ("one N×N matrix", "scores"), "mask": ("bool mask", NAIVE),
+                       "output": ("output", NAIVE)}[part]  # fmt: skip
+    value = {"matrix": p.matrix_bytes, "mask": p.mask_bytes, "output": p.output_bytes}[part]
+    return Fact(Quantity(metric, subject, ANALYTIC, MODEL, s), value, "B")
 
 
 @dataclass(frozen=True)

@@ -86,14 +86,14 @@ def _here(m: Measurement) -> fm.DtypePeak:
 
 def peak_claim(m: Measurement) -> str:
     """The measured peak against the model's parts, in the timeline's dtype."""
-    here, f = _here(m), m.facts
-    parts = [f"{f['live_matrices_predicted']} × {fact(fm.matrix(fm.shape(m)))} (N×N)"]
-    parts += [f"{words.nbytes(f['mask_bytes'])} (bool mask)"] if f["mask_bytes"] else []
-    parts += [f"{words.nbytes(f['output_bytes'])} (output)"]
+    here, s = _here(m), fm.shape(m)
+    parts = [f"two N×N matrices of {fact(fm.matrix(s))}"]
+    parts += [f"the bool mask ({fact(fm.matrix(s, 'mask'))})"] if s.causal else []
+    parts += [f"the output ({fact(fm.matrix(s, 'output'))})"]
     verdict = "to the byte" if here.measured.value == here.model.value else "once scratch is added"
     return (
         f"The forward's peak is {fact(here.measured, emphasis=True)} above its inputs. The model "
-        f"predicts {' + '.join(parts)} = {fact(here.model)}: it matches {verdict}."
+        f"predicts {words.series(parts)}: {fact(here.model)}. It matches {verdict}."
     )
 
 
@@ -186,9 +186,9 @@ def finding(m: Measurement) -> str:
         f"{fact(fm.matrix(s))} live at once, plus the mask and the output — {match}."
     )
     for p in fm.dtype_peaks(m):
-        if p is not here and p.scratch_at_peak.value:
+        if p.dtype != here.dtype and p.scratch_at_peak.value:
             text += f" In {p.dtype} the matmul runs in {_backend(p)}, whose scratch adds {fact(p.scratch_at_peak)} to the peak: the tensors alone still match the model."  # fmt: skip
-        elif p is not here:
+        elif p.dtype != here.dtype:
             text += f" In {p.dtype} no backend adds scratch at the peak: the model is exact there too."  # fmt: skip
     base = g.FORECAST_SHAPE.key().replace(f" n{g.FORECAST_SHAPE.seq_len} ", " ")
     longest = fm.forecasts(g.sheet())["longest"].forecast

@@ -109,7 +109,7 @@ def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
         f" From **{t.turn:,}** tokens on, every doubling multiplies time by at least "
         f"{words.times(2**QUADRATIC)} even at the rounds' extremes: that is the quadratic wall."
         if t.turn
-        else " No stretch at the end of the sweep stays that steep outside the noise."
+        else f" No stretch at the end keeps every doubling at {words.times(2**QUADRATIC)} or more outside the noise."
     )
     if t.steep is None:
         return text + " No doubling is steeper than N² outside the rounds' noise."
