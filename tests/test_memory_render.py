@@ -51,7 +51,7 @@ def test_step_table_and_claims_state_facts(timeline):
     assert claim.startswith("One forward creates **4** N×N tensors")
     assert "but never more than **2** are live at once" in claim
     text = render.memory.peak_claim(timeline)
-    assert "it matches to the byte" in text and 'data-fact="peak memory;naive (eager);' in text
+    assert "It matches to the byte." in text and 'data-fact="peak memory;naive (eager);' in text
 
 
 def test_live_matrices_are_counted_by_size_not_by_bytes_live(timeline):
