@@ -74,6 +74,12 @@ def sweep_shapes(p: dict) -> dict[str, list[Shape]]:
     }
 
 
+def _largest_bytes(p: dict) -> int:
+    """The most any shape of the sweeps needs at once: its inputs and the model's peak."""
+    shapes = {s for v in sweep_shapes(p).values() for s in v}
+    return max(naive_peak(*s.dims, s.dtype, causal=s.causal).total_bytes for s in shapes)
+
+
 def _profiled(samples: list[float]) -> Timing:
     ordered = sorted(samples)
     return Timing(
@@ -96,6 +102,7 @@ def _profiled(samples: list[float]) -> Timing:
         "profiling/timing.py",
         "profiling/cache.py",
     ),
+    estimate_bytes=_largest_bytes,
     batch_size=Param(1, gpu_default=4, minimum=1, help="sequences per batch (seq_len, head_dim)"),
     num_heads=Param(2, gpu_default=8, minimum=1, help="heads (seq_len, tokens, head_dim sweeps)"),
     head_dim=Param(64, minimum=1, help="head_dim (seq_len and tokens sweeps)"),
