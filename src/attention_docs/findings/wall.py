@@ -28,6 +28,11 @@ NAIVE = fwd.NAIVE
 OVERHEAD = 1.0  # a local slope below this: doubling the work less than doubles the time
 QUADRATIC = trend.QUADRATIC
 SWEEP_NAMES = ("seq_len", "tokens", "heads", "head_dim")
+# What "the wall" means here, as the pages state it: each doubling of seq_len multiplies the
+# time by at least 2^QUADRATIC, over the rounds' whole range.
+WALL_STEP = Fact(
+    Quantity("time per doubling", "the quadratic wall", "analytic", MODEL), 2**QUADRATIC, "×"
+)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ from dataclasses import replace
 
 from attention_docs.analytic import gpu as g
 from attention_docs.findings import wall as fw
-from attention_docs.findings.trend import QUADRATIC
 from attention_docs.measurements.schema import Measurement, Sourced, Table
 from attention_docs.records.steps import STEPS
 from attention_docs.render import words
@@ -52,8 +51,7 @@ def sweep_table(wall: Sourced, name: str, times: Sourced | None = None) -> str:
 def sweep_figure(
     wall: Sourced, name: str, *, y: str, what: str, times: Sourced | None = None
 ) -> str:
-    """Time (with its range over the rounds as a band) or peak memory against a sweep's x,
-    log-log, with the fitted slope in the legend and in the alt text."""
+    """Time (its range over the rounds as a band) or peak memory against a sweep's x, log-log."""
     x = X[name]
     pts = [p for p in _pts(wall, name, times) if (p.time if y == "time" else p.peak)]  # fmt: skip
     facts = [p.time if y == "time" else p.peak for p in pts]
@@ -107,9 +105,9 @@ def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
         )
     text += (
         f" From **{t.turn:,}** tokens on, every doubling multiplies time by at least "
-        f"{words.times(2**QUADRATIC)} even at the rounds' extremes: that is the quadratic wall."
+        f"{fact(fw.WALL_STEP)} even at the rounds' extremes: that is the quadratic wall."
         if t.turn
-        else f" No stretch at the end keeps every doubling at {words.times(2**QUADRATIC)} or more outside the noise."
+        else f" No stretch at the end keeps every doubling at {fact(fw.WALL_STEP)} or more outside the noise."
     )
     if t.steep is None:
         return text + " No doubling is steeper than N² outside the rounds' noise."
@@ -221,7 +219,9 @@ def finding(wall: Sourced, times: Sourced | None = None) -> str:
             f"of {fact(t.whole, emphasis=True)} from seq_len {t.xs[0]:,} to {t.xs[-1]:,}"
         )
         if t.turn:
-            text += f"; from {t.turn:,} tokens on, every doubling costs at least {words.times(2**QUADRATIC)}"
+            text += (
+                f"; from {t.turn:,} tokens on, every doubling costs at least {fact(fw.WALL_STEP)}"
+            )
         text += "."
     return text + (
         f" On an {g.sheet().label} (a data-sheet forecast, {fw.FORECAST_BASE}) the five unfused steps need at "
