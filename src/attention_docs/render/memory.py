@@ -182,7 +182,7 @@ def finding(m: Measurement) -> str:
     match = "exactly the model's prediction" if exact else f"the model's {fact(here.model)} plus scratch"  # fmt: skip
     text = (
         f"One naive forward at {s.text()} peaks at {fact(here.measured, emphasis=True)} above its "
-        f"inputs on {m.provenance.device.label}: {fact(parts.live_at_once)} N×N matrices of "
+        f"inputs ({m.provenance.device.label}): {fact(parts.live_at_once)} N×N matrices of "
         f"{fact(fm.matrix(s))} live at once, plus the mask and the output — {match}."
     )
     for p in fm.dtype_peaks(m):
