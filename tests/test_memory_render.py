@@ -1,122 +1,161 @@
+# Renderers of the memory chapter (and the dtype and mask-variant tables of the naive-attention
+# chapters), on recorded measurements: no experiment runs here, and no assertion reads a live
+# timing. Synthetic edits of a recorded entry test the sentences' other branches.
 import re
 from dataclasses import replace
 
 import pytest
+from recorded import recorded, sourced
 
 from attention_docs import render
-from attention_docs.experiments.runner import run_experiment
-from attention_docs.measurements import Measurement, Sourced
+from attention_docs.analytic import gpu as g
+from attention_docs.analytic.memory import fused_peak, naive_peak
+from attention_docs.findings import memory as fm
+from attention_docs.findings.facts import UNPROFILED
+from attention_docs.measurements import Measurement, Sourced, Table
+from attention_docs.records.device import DeviceInfo
+
+FACT = re.compile(r'<span class="ad-fact" data-fact="([^"]*)">(.*?)</span>')
+
+
+def plain(text: str) -> str:
+    """Text with the fact spans reduced to what a reader sees."""
+    return FACT.sub(lambda m: m.group(2), text)
 
 
 @pytest.fixture(scope="module")
-def timeline():
-    return run_experiment("memory_timeline", {"seq_len": 40, "head_dim": 16}, device="cpu")
+def timeline() -> Measurement:
+    return recorded("memory_timeline")
 
 
 @pytest.fixture(scope="module")
-def peak():
-    return run_experiment("memory_peak", {"start": 16, "max_measured": 64}, device="cpu")
+def peak() -> Measurement:
+    return recorded("memory_peak")
 
 
-@pytest.fixture(scope="module")
-def variants():
-    return run_experiment(
-        "naive_mask_variants", {"num_heads": 1, "seq_len": 24, "head_dim": 8}, device="cpu"
+def test_timeline_figure_is_byte_stable_and_described(timeline):
+    html = render.memory.memory_timeline_figure(sourced("memory_timeline"))
+    assert html == render.memory.memory_timeline_figure(sourced("memory_timeline"))
+    assert (
+        "<metadata>" not in html and 'role="img"' in html and "Allocations of one forward." in html
     )
+    size = naive_peak(*fm.shape(timeline).dims, "float32", causal=True).matrix_bytes
+    assert f"one N×N matrix is {render.words.nbytes(size)}" in html
+    assert "attention.mask: 3 allocations" in html
 
 
-@pytest.fixture(scope="module")
-def dtypes():
-    return run_experiment(
-        "naive_dtypes", {"num_heads": 1, "seq_len": 24, "head_dim": 8}, device="cpu"
+def test_step_table_and_claims_state_facts(timeline):
+    table = render.memory.memory_step_table(sourced("memory_timeline"))
+    assert "| `attention.softmax` | 1 | 1 |" in plain(table)
+    claim = plain(render.memory.allocation_claim(timeline))
+    assert claim.startswith("One forward creates **4** N×N tensors")
+    assert "but never more than **2** are live at once" in claim
+    text = render.memory.peak_claim(timeline)
+    assert "It matches to the byte." in text and 'data-fact="peak memory;naive (eager);' in text
+
+
+def test_live_matrices_are_counted_by_size_not_by_bytes_live(timeline):
+    # An output larger than a score matrix (head_dim > seq_len) must not count as one.
+    m = replace(timeline, facts={**timeline.facts, "matrix_bytes": 1024})
+    events = Table(
+        ("t_us", "bytes", "live_bytes", "step", "op", "scratch"),
+        ((0, 1024, 1024, "s", None, False), (1, 1024, 2048, "s", None, False),
+         (2, 4096, 6144, "s", None, False), (3, -1024, 5120, "s", None, False)),
+    )  # fmt: skip
+    assert fm.matrices(replace(m, tables={**m.tables, "events": events})).live_at_once.value == 2
+
+
+def with_dtypes(m: Measurement, scratch: int) -> Measurement:
+    """The recorded timeline with its bfloat16 row given `scratch` bytes of oneDNN scratch."""
+    rows = []
+    bf16 = {"backend": "oneDNN", "kernel": "brg_matmul:avx10_1_512_amx", "isa": "Intel AMX"}
+    for r in m.tables["dtypes"].records():
+        if r["dtype"] == "bfloat16":
+            bf16["measured_peak_bytes"] = r["tensor_peak_bytes"] + scratch
+            rows.append(tuple({**r, **bf16}.values()))
+        else:
+            rows.append(tuple(r.values()))
+    scratch_rows = (
+        (("bfloat16", "attention.weighted_sum", "aten::bmm", 1, scratch),) if scratch else ()
     )
+    tables = {**m.tables, "dtypes": Table(m.tables["dtypes"].columns, tuple(rows)),
+              "scratch": Table(m.tables["scratch"].columns, scratch_rows)}  # fmt: skip
+    return replace(m, tables=tables)
 
 
-def sourced(m: Measurement) -> Sourced:
-    return Sourced(m, "measured now", "x.json", base="")
+def test_scratch_is_stated_per_backend_and_the_tensors_still_match(timeline):
+    text = plain(render.memory.scratch_claim(with_dtypes(timeline, 42_624)))
+    assert text.startswith("In float32 the model matches the allocator to the byte.")
+    assert "In bfloat16, oneDNN `brg_matmul:avx10_1_512_amx` on this CPU's Intel AMX" in text
+    assert "`aten::bmm` in `attention.weighted_sum` 42.6 kB" in text and "it adds 42.6 kB" in text
+    none = plain(render.memory.scratch_claim(with_dtypes(timeline, 0)))
+    assert none == "In float32 and bfloat16 the model matches the allocator to the byte."
+    finding = plain(render.memory.finding(with_dtypes(timeline, 42_624)))
+    assert "exactly the model's prediction" in finding and "scratch adds 42.6 kB" in finding
+    assert "no backend adds scratch" in plain(render.memory.finding(with_dtypes(timeline, 0)))
+    table = plain(render.memory.dtype_table(sourced("memory_timeline")))
+    assert table.count("\n| float32 |") == table.count("\n| bfloat16 |") == 1
 
 
-def roundtrip(m: Measurement) -> Measurement:
-    return Measurement.loads(m.dumps())
-
-
-def test_memory_timeline_figure_is_byte_stable_and_described(timeline):
-    svg = render.memory.memory_timeline_svg(timeline)
-    assert svg == render.memory.memory_timeline_svg(roundtrip(timeline))
-    assert "<metadata>" not in svg and 'role="img"' in svg
-    matrix = 4 * 40 * 40 * 4
-    assert f"one N×N matrix is {matrix / 1e3:.3g} kB" in svg
-    assert "attention.mask: 3 allocations" in svg
-    html = render.memory.memory_timeline_figure(sourced(timeline))
-    assert html.startswith('<figure class="ad-figure">') and "Allocations of one forward." in html
-
-
-def test_memory_step_table_and_claims(timeline):
-    table = render.memory.memory_step_table(sourced(timeline))
-    assert "| `attention.softmax` | 1 | 1 |" in table
-    assert render.memory.allocation_claim(timeline).startswith(
-        "One forward creates **4** N×N tensors"
-    )
-    assert "but never more than **2** are live at once" in render.memory.allocation_claim(timeline)
-    claim = render.memory.peak_claim(timeline)
-    assert "it matches exactly" in claim and "2 × 25.6 kB (N×N)" in claim
-    off = replace(timeline, facts={**timeline.facts, "measured_peak_bytes": 70000})
-    assert "within " in render.memory.peak_claim(off)
-
-
-def test_live_matrices_are_counted_by_size_not_by_bytes_live():
-    # head_dim 64 > seq_len 16: the output (1·2·16·64·4 = 8 kB) is larger than one score
-    # matrix (1·2·16·16·4 = 2 kB); it must not count as one, nor make the peak read as four.
-    m = run_experiment(
-        "memory_timeline", {"seq_len": 16, "head_dim": 64, "num_heads": 2}, device="cpu"
-    )
-    assert m.facts["output_bytes"] > m.facts["matrix_bytes"]
-    assert [r["score_sized"] for r in m.tables["steps"].records()] == [1, 1, 1, 1, 0]
-    assert render.memory.live_matrices(m) == 2
-    assert m.facts["measured_peak_bytes"] // m.facts["matrix_bytes"] > 2  # the old reading
-
-
-def test_peak_table_figure_and_oom_claim(peak):
-    table = render.memory.peak_table(sourced(peak))
-    assert "| too large for the free memory |" in table and "| 16 |" in table
-    assert "GiB" not in table
-    figure = render.memory.peak_figure(sourced(peak))
-    assert figure == render.memory.peak_figure(sourced(roundtrip(peak)))
+def test_peak_table_and_oom_claim(peak):
+    table = plain(render.memory.peak_table(sourced("memory_peak")))
+    assert "| too large for the free memory |" in table and "GiB" not in table
+    first = peak.tables["peak"].records()[0]
+    assert f"| {first['seq_len']} |" in table
+    figure = render.memory.peak_figure(sourced("memory_peak"))
+    assert figure == render.memory.peak_figure(sourced("memory_peak"))
     assert re.search(r"predicted \(slope [\d.]+\)", figure)
-    claim = render.memory.oom_claim(peak)
-    assert "of system RAM" in claim and "equals the prediction to the byte" in claim
-    assert "of it free when the sweep began" in claim
-    assert "would fit but was not run" in claim
-    last = peak.tables["peak"].records()[-1]
-    assert f"**seq_len = {last['seq_len']:,}** was not tried" in claim
-    ran = [r for r in peak.tables["peak"].records() if r["measured_peak_bytes"] is not None]
-    slope = render.plots.loglog_slope(
-        [r["seq_len"] for r in ran], [r["measured_peak_bytes"] for r in ran]
-    )
-    assert slope < 1.9  # at 16 to 64 tokens the output is a large part of the peak
-    text = render.memory.peak_slope_claim(peak)
-    assert f"fitted slope of **{slope:.2f}** over the whole sweep, below 2" in text
-    assert "It is below 2 because not all of the peak is N×N" in text
-    failed = replace(peak, facts={**peak.facts, "first_out_of_memory_seq_len": 64})
-    assert "The first length that really ran out of memory was **64**." in render.memory.oom_claim(
-        failed
-    )
+    claim = plain(render.memory.oom_claim(peak))
+    assert "of system RAM" in claim and "equals the model's to the byte" in claim
+    assert f"{peak.facts['predicted_max_seq_len_free']:,} tokens" in claim
+    failed = replace(peak, facts={**peak.facts, "first_out_of_memory_seq_len": 4096})
+    assert "really ran out of memory was **4,096**" in render.memory.oom_claim(failed)
 
 
-def test_mask_variant_renderers(variants):
-    table = render.variants.mask_variants(sourced(variants))
+def test_the_forecast_is_the_analytic_model_of_the_h200():
+    box = render.memory.forecast()
+    s, h200 = g.FORECAST_SHAPE, g.sheet("h200")
+    assert box.startswith('!!! example "On a GPU: forecast for the NVIDIA H200')
+    text = plain(box)
+    assert f"{g.longest_naive_seq_len(h200):,} tokens" in text
+    assert render.words.nbytes(naive_peak(*s.dims, s.dtype, causal=True).peak_bytes) in text
+    assert render.words.nbytes(fused_peak(*s.dims, s.dtype)) in text
+    assert "Measured" not in text and "predictions only" in text
+
+
+def test_the_forecast_shows_a_stored_h200_timeline_beside_it(timeline):
+    s = g.FORECAST_SHAPE
+    params = {**timeline.params, **{k: getattr(s, k) for k in ("batch_size", "num_heads", "seq_len", "head_dim", "dtype", "causal")}}  # fmt: skip
+    predicted = naive_peak(*s.dims, s.dtype, causal=True).peak_bytes
+    device = DeviceInfo("cuda", "NVIDIA H200", capability="90", memory_bytes=141 * 10**9)
+    gpu = replace(
+        timeline, params=params, facts={**timeline.facts, "measured_peak_bytes": predicted + 2**25},
+        provenance=replace(timeline.provenance, device=device, device_id="cuda-h200"),
+    )  # fmt: skip
+    assert gpu.device_id == "cuda-h200"
+    local = Sourced(timeline, "from the store", "x.json", base="")
+    box = plain(render.memory.forecast([local, Sourced(gpu, "from the store", "y.json", base="")]))
+    assert "Measured on the NVIDIA H200" in box and "not in the store" in box
+    assert render.words.times((predicted + 2**25) / predicted) in box
+    assert fm.forecasts(g.sheet(), gpu)["naive peak"].measured.quantity.clock != UNPROFILED
+
+
+def test_mask_variant_renderers():
+    table = render.variants.mask_variants_table(sourced("naive_mask_variants"))
     assert table.count("\n| `") == 4
-    assert "the cheapest mask step is" in table
-    assert table == render.variants.mask_variants(sourced(roundtrip(variants)))
+    claim = render.variants.mask_variants_claim(recorded("naive_mask_variants"))
+    assert "`rebuild`" in claim and ("within noise" in claim or "×" in claim)
+    figure = render.variants.mask_variants_figure(sourced("naive_mask_variants"))
+    assert figure == render.variants.mask_variants_figure(sourced("naive_mask_variants"))
 
 
-def test_dtype_renderers(dtypes):
-    table = render.variants.dtypes(sourced(dtypes))
+def test_dtype_renderers():
+    table = render.variants.dtype_table(sourced("naive_dtypes"))
     assert "bfloat16 ÷ float32 (unprofiled)" in table and "\n| forward |" in table
-    claim = re.sub(r"<[^>]+>", "", table)
+    claim = plain(render.variants.dtype_claim(recorded("naive_dtypes")))
     assert re.search(
-        r"In bfloat16 the unprofiled forward (takes \*\*[\d.]+× \([\d.]+–[\d.]+×\)\*\* "
-        r"float32's time: (slower|faster)|is \*\*within noise \([\d.]+×\)\*\* of float32's)",
+        r"In bfloat16 the unprofiled forward (takes \*\*[\d.]+× \([\d.]+–[\d.]+×\)\*\* the "
+        r"time of float32's — (slower|faster)|is within noise of float32's)",
         claim,
     )
     assert "best vector instruction set" in claim

@@ -44,6 +44,17 @@ print(render.memory.allocation_claim(timeline))
 print(render.memory.peak_claim(timeline))
 
 # %% [markdown]
+# ## Tensors and scratch
+#
+# The timeline is also profiled in the other dtype; allocations an op frees before it returns
+# are scratch (oneDNN's bfloat16 matmul on CPUs with AVX-512 bf16 or AMX). Try
+# `ONEDNN_MAX_CPU_ISA=AVX2` before starting Python to see the scratch disappear.
+
+# %%
+print(render.memory.dtype_table(here(timeline)))
+print(render.memory.scratch_claim(timeline))
+
+# %% [markdown]
 # ## The memory model
 #
 # `naive_peak` gives the bytes live at the peak; `max_seq_len` the longest sequence that

@@ -29,27 +29,37 @@ def here(m):
 
 
 # %% [markdown]
+# ## Four sweeps, one experiment
+#
+# Every distinct shape of the four sweeps is measured once and timed in interleaved rounds.
+
+# %%
+small = {"max_seq_len": 64, "tokens": 64, "model_dim": 32, "seq_len": 32, "max_head_dim": 64}
+wall = here(run_experiment("wall", small if tiny else {}))
+
+# %% [markdown]
 # ## Doubling seq_len
 
 # %%
-wall = run_experiment("wall_seq_len", {"max_seq_len": 64} if tiny else {})
-print(render.wall.sweep_table(here(wall), "seq_len", ["seq_len", "time_us", "peak_bytes", "status"]))
+print(render.wall.sweep_table(wall, "seq_len"))
 print(render.wall.seq_len_claim(wall))
-print(render.wall.step_shares_claim(wall, "seq_len", "seq_len"))
+print(render.wall.step_shares_claim(wall, "seq_len"))
 
 # %% [markdown]
 # ## The same tokens, split differently
 
 # %%
-split = run_experiment(
-    "wall_batch_heads", {"tokens": 64, "model_dim": 32, "seq_len": 32} if tiny else {}
-)
-print(render.wall.tokens_claim(split))
-print(render.wall.heads_claim(split))
+print(render.wall.tokens_claim(wall))
+print(render.wall.heads_claim(wall))
 
 # %% [markdown]
 # ## head_dim at a fixed seq_len
 
 # %%
-dims = run_experiment("wall_head_dim", {"seq_len": 32, "max_head_dim": 64} if tiny else {})
-print(render.wall.head_dim_claim(dims))
+print(render.wall.head_dim_claim(wall))
+
+# %% [markdown]
+# ## The wall on a GPU (a forecast from the data sheet)
+
+# %%
+print(render.wall.forecast())

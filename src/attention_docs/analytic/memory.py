@@ -31,6 +31,11 @@ class PeakModel:
         return self.peak_bytes + self.inputs_bytes
 
 
+# The cuBLAS workspace PyTorch sets for each handle and stream on a Hopper GPU: the size the
+# cuBLAS API reference recommends there (cublasSetWorkspace; PyTorch PR 120925). PyTorch
+# allocates it through its caching allocator on a stream's first matmul and keeps it.
+CUBLAS_WORKSPACE_HOPPER = 32 * 2**20
+
 # CUDA's caching allocator hands out blocks in multiples of 512 bytes (the CPU's events carry
 # the exact tensor size), so two sizes are "the same tensor size" when they round alike.
 ALLOCATION_GRANULE = 512
@@ -115,3 +120,13 @@ def max_seq_len(
     while fits(n + 1):
         n += 1
     return n
+
+
+def fused_peak(
+    batch_size: int, num_heads: int, seq_len: int, head_dim: int, dtype: str = "float32"
+) -> int:
+    """What a fused (FlashAttention-style) forward keeps above its inputs: the output and the
+    float32 log-sum-exp of each query row (saved for the backward). Its scores live one tile
+    at a time in on-chip memory and never reach the device's memory, so nothing is N×N."""
+    bh = batch_size * num_heads
+    return bh * seq_len * head_dim * itemsize(dtype) + bh * seq_len * 4

@@ -4,11 +4,22 @@
 # is not tried (on the CPU going past it gets the process killed; on a GPU a failed try
 # fragments the allocator): its row says so in words.
 #
-# GPU sizes (one H200): memory_timeline profiles one forward at batch 4, 16 heads, bf16,
-# seq_len 4096 (two 1.1 GB matrices): ~2 s with the profiler's start. memory_peak runs one
-# forward per length from 1024 up to just under the free-memory limit (~22k tokens, two 62 GB
-# matrices, ~0.1 s at 4 TB/s for its ~7 passes over them): ~3 s for its seven lengths.
+# Every allocation is attributed to the op that made it, so that a backend's scratch (memory
+# an op allocates and frees again before it returns: oneDNN's bfloat16 matmul on CPUs with
+# AVX-512 bf16 or AMX, cuBLAS's workspace on a GPU) is told apart from the tensors the model
+# counts. The timeline also profiles the forward in the other dtype, so that the page can say
+# in which dtype the tensors model is the whole peak on this machine, and what the backend adds.
+#
+# GPU sizes (one H200), at the site's forecast shape (batch 4, 16 heads, head_dim 128, bf16):
+# memory_timeline profiles one forward per dtype at seq_len 4096 (two 2.1 GB bf16 matrices;
+# 4.3 GB in float32): ~3 s with the profiler's start. memory_peak profiles one forward per
+# length (after two warm-up calls) from 1024 up to just under the free-memory limit (~20k
+# tokens, two ~55 GB matrices, ~0.1 s a call at 4 TB/s): ~10 s for its seven lengths.
 from __future__ import annotations
+
+import os
+
+import torch
 
 from attention_docs.analytic.memory import is_matrix_sized, max_seq_len, naive_peak
 from attention_docs.attention.naive import STEPS, naive_attention
@@ -17,34 +28,78 @@ from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.headroom import free_memory_bytes
-from attention_docs.profiling.memory import memory_timeline, peak_memory_bytes, step_allocations
+from attention_docs.profiling.memory import step_allocations
+from attention_docs.profiling.onednn import onednn_matmul
+from attention_docs.profiling.scratch import op_timeline, scratch_by_op, tensor_peak
 
 DTYPE = Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16"))
 AFTER = "after the steps"  # the frees when naive_attention returns
+DTYPES = ("float32", "bfloat16")  # the timeline profiles both: the backends differ
+MEASURES = (
+    "attention/naive.py",
+    "inputs.py",
+    "analytic/memory.py",
+    "profiling/memory.py",
+    "profiling/scratch.py",
+    "profiling/onednn.py",
+)
+
+
+def _profile(shape: dict, dtype: str, causal: bool, device: torch.device):
+    q, k, v = make_qkv(*shape.values(), dtype=dtype, device=device)
+    return op_timeline(lambda: naive_attention(q, k, v, causal=causal), device, STEPS)
+
+
+def _backend(shape: dict, dtype: str, device: torch.device) -> dict:
+    """Which library ran the score matmul in `dtype`, and on what instruction set."""
+    if device.type == "cuda":
+        return {"backend": "cuBLAS", "kernel": None, "isa": None, "user_scratchpad": None}
+    b, h, n, d = shape.values()
+    q, k, _ = make_qkv(b, h, n, d, dtype=dtype)
+    found = onednn_matmul(q.reshape(b * h, n, d), k.reshape(b * h, n, d).transpose(1, 2))
+    return {
+        "backend": "oneDNN" if found.kernel else "ATen",
+        "kernel": found.kernel,
+        "isa": found.isa,
+        "user_scratchpad": found.user_scratchpad,
+    }
 
 
 @experiment(
     "memory_timeline",
-    summary="Every allocation and free of one naive forward, attributed to the five steps.",
-    measures=("attention/naive.py", "inputs.py", "analytic/memory.py", "profiling/memory.py"),
+    summary="Every allocation and free of one naive forward, attributed to the five steps and "
+    "to the op that made it; scratch told apart from tensors, in float32 and bfloat16.",
+    measures=MEASURES,
     batch_size=Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
     num_heads=Param(4, gpu_default=16, minimum=1, help="attention heads"),
     seq_len=Param(512, gpu_default=4096, minimum=1, help="tokens per sequence (N)"),
-    head_dim=Param(64, minimum=1, help="features per head (D)"),
+    head_dim=Param(64, gpu_default=128, minimum=1, help="features per head (D)"),
     dtype=DTYPE,
     causal=Param(True, help="mask the future (decoder-style attention)"),
 )
 def memory_timeline_experiment(
     ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal
 ) -> Observed:
-    q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
-    timeline = memory_timeline(lambda: naive_attention(q, k, v, causal=causal), ctx.device, STEPS)
-    model = naive_peak(batch_size, num_heads, seq_len, head_dim, dtype, causal=causal)
+    shape = {
+        "batch_size": batch_size,
+        "num_heads": num_heads,
+        "seq_len": seq_len,
+        "head_dim": head_dim,
+    }
+    timelines = {dtype: _profile(shape, dtype, causal, ctx.device)}
+    for other in DTYPES:
+        if other not in timelines:
+            timelines[other] = _profile(shape, other, causal, ctx.device)
+    ops = timelines[dtype]
+    timeline = ops.timeline
+    model = naive_peak(*shape.values(), dtype, causal=causal)
     events = Table(
-        columns=("t_us", "bytes", "live_bytes", "step"),
+        columns=("t_us", "bytes", "live_bytes", "step", "op", "scratch"),
         rows=tuple(
-            (e.t_us, e.bytes, e.live, step or AFTER)
-            for e, step in zip(timeline.events, timeline.steps, strict=True)
+            (e.t_us, e.bytes, e.live, step or AFTER, op, scratch)
+            for e, step, op, scratch in zip(
+                timeline.events, timeline.steps, ops.ops, ops.scratch, strict=True
+            )
         ),
         units={"t_us": "µs", "bytes": "B", "live_bytes": "B"},
     )
@@ -58,20 +113,12 @@ def memory_timeline_experiment(
     for label in STEPS:
         in_step = [e for e, s in zip(timeline.events, timeline.steps, strict=True) if s == label]
         stats = per_step[label]
+        sized = sum(
+            1 for e in in_step if e.bytes > 0 and is_matrix_sized(e.bytes, model.matrix_bytes)
+        )
+        live_after = in_step[-1].live if in_step else None
         rows.append(
-            (
-                label,
-                stats["allocations"],
-                sum(
-                    1
-                    for e in in_step
-                    if e.bytes > 0 and is_matrix_sized(e.bytes, model.matrix_bytes)
-                ),
-                stats["allocated"],
-                stats["freed"],
-                max((e.live for e in in_step), default=None),
-                in_step[-1].live if in_step else None,
-            )
+            (label, stats["allocations"], sized, stats["allocated"], stats["freed"], live_after)
         )
     steps = Table(
         columns=(
@@ -80,23 +127,68 @@ def memory_timeline_experiment(
             "score_sized",
             "allocated_bytes",
             "freed_bytes",
-            "peak_live_bytes",
             "live_after_bytes",
         ),
         rows=tuple(rows),
-        units={"allocated_bytes": "B", "freed_bytes": "B", "peak_live_bytes": "B"},
+        units={"allocated_bytes": "B", "freed_bytes": "B", "live_after_bytes": "B"},
     )
-    measured_peak = max((e.live for e in timeline.events), default=0)
+    dtype_rows, scratch_rows = [], []
+    for name in DTYPES:
+        tl = timelines[name]
+        backend = _backend(shape, name, ctx.device)
+        dtype_rows.append(
+            (
+                name,
+                max((e.live for e in tl.timeline.events), default=0),
+                tensor_peak(tl),
+                naive_peak(*shape.values(), name, causal=causal).peak_bytes,
+                backend["backend"],
+                backend["kernel"],
+                backend["isa"],
+                backend["user_scratchpad"],
+            )
+        )
+        for (step, op), (count, largest) in scratch_by_op(tl).items():
+            scratch_rows.append((name, step or AFTER, op, count, largest))
+    units = {"measured_peak_bytes": "B", "tensor_peak_bytes": "B", "model_peak_bytes": "B"}
+    dtypes = Table(
+        columns=(
+            "dtype",
+            "measured_peak_bytes",
+            "tensor_peak_bytes",
+            "model_peak_bytes",
+            "backend",
+            "kernel",
+            "isa",
+            "user_scratchpad",
+        ),
+        rows=tuple(dtype_rows),
+        units=units,
+    )
+    scratch = Table(
+        columns=("dtype", "step", "op", "allocations", "largest_bytes"),
+        rows=tuple(scratch_rows),
+        units={"largest_bytes": "B"},
+    )
     return Observed(
-        tables={"events": events, "bands": bands, "steps": steps},
+        tables={
+            "events": events,
+            "bands": bands,
+            "steps": steps,
+            "dtypes": dtypes,
+            "scratch": scratch,
+        },
         facts={
-            "measured_peak_bytes": measured_peak,
+            "measured_peak_bytes": max((e.live for e in timeline.events), default=0),
+            "tensor_peak_bytes": tensor_peak(ops),
             "predicted_peak_bytes": model.peak_bytes,
             "matrix_bytes": model.matrix_bytes,
             "mask_bytes": model.mask_bytes,
             "output_bytes": model.output_bytes,
             "inputs_bytes": model.inputs_bytes,
             "live_matrices_predicted": model.matrices,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"),
         },
     )
 
@@ -117,16 +209,10 @@ def _points(start: int, limit: int) -> list[int]:
     "memory_peak",
     summary="Peak memory of one naive forward against seq_len: measured, predicted, and where it "
     "stops fitting.",
-    measures=(
-        "attention/naive.py",
-        "inputs.py",
-        "analytic/memory.py",
-        "profiling/memory.py",
-        "profiling/headroom.py",
-    ),
+    measures=(*MEASURES, "profiling/headroom.py"),
     batch_size=Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
     num_heads=Param(4, gpu_default=16, minimum=1, help="attention heads"),
-    head_dim=Param(64, minimum=1, help="features per head (D)"),
+    head_dim=Param(64, gpu_default=128, minimum=1, help="features per head (D)"),
     dtype=DTYPE,
     causal=Param(True, help="mask the future (decoder-style attention)"),
     start=Param(128, gpu_default=1024, minimum=1, help="the shortest seq_len measured"),
@@ -150,12 +236,20 @@ def memory_peak(
         return naive_peak(batch_size, num_heads, n, head_dim, dtype, causal=causal)
 
     def measure(point) -> dict:
-        n = point["seq_len"]
-        q, k, v = make_qkv(batch_size, num_heads, n, head_dim, dtype=dtype, device=ctx.device)
-        peak = peak_memory_bytes(lambda: naive_attention(q, k, v, causal=causal), ctx.device)
+        # The timeline's method (two warm-up calls, then one profiled), so that a length
+        # both experiments measure has one peak.
+        shape = {
+            "batch_size": batch_size,
+            "num_heads": num_heads,
+            "seq_len": point["seq_len"],
+            "head_dim": head_dim,
+        }
+        tl = _profile(shape, dtype, causal, ctx.device)
+        peak = max((e.live for e in tl.timeline.events), default=0)
         return {
             "measured_peak_bytes": peak,
-            "measured_over_predicted": peak / predicted(n).peak_bytes,
+            "scratch_at_peak_bytes": peak - tensor_peak(tl),
+            "measured_over_predicted": peak / predicted(point["seq_len"]).peak_bytes,
         }
 
     columns = (
@@ -163,6 +257,7 @@ def memory_peak(
         "predicted_peak_bytes",
         "predicted_total_bytes",
         "measured_peak_bytes",
+        "scratch_at_peak_bytes",
         "measured_over_predicted",
     )
     runnable = [n for n in points if n <= max_measured]
@@ -177,11 +272,7 @@ def memory_peak(
         ],
         measure,
         columns=columns,
-        units={
-            "predicted_peak_bytes": "B",
-            "predicted_total_bytes": "B",
-            "measured_peak_bytes": "B",
-        },
+        units={c: "B" for c in columns if c.endswith("_bytes")},
         estimate_bytes=lambda point: point["predicted_total_bytes"],
         device=ctx.device,
     )
@@ -190,7 +281,7 @@ def memory_peak(
         if n > max_measured:
             model = predicted(n)
             status = TOO_LARGE if model.total_bytes > free else "not run: above max_measured"
-            rows.append((n, model.peak_bytes, model.total_bytes, None, None, status))
+            rows.append((n, model.peak_bytes, model.total_bytes, None, None, None, status))
     measured_ok = [r[0] for r in rows if r[-1] == "ok"]
     failed = [r[0] for r in rows if r[-1] == OUT_OF_MEMORY]
     return Observed(

@@ -1,288 +1,227 @@
-# The memory chapter's renderers: the allocation timeline of one forward (live bytes over
-# time, over the five step bands), its per-step table, the peak-vs-seq_len table, and the
-# sentences that state the measured peak, the model's prediction and the out-of-memory
-# length. Pure: they read a Measurement's tables and facts, never torch.
+# The memory chapter's renderers: the allocation timeline of one forward, its per-step table,
+# the peak per dtype with a backend's scratch, the peak against seq_len, and the forecast for
+# a GPU. Facts and verdicts come from findings/memory.py; words from render/words.py.
 from __future__ import annotations
 
-from attention_docs.analytic.memory import is_matrix_sized, naive_peak
+from attention_docs.analytic import gpu as g
+from attention_docs.findings import memory as fm
+from attention_docs.findings.facts import COUNTED, Fact, Quantity
 from attention_docs.measurements.schema import Measurement, Sourced
-from attention_docs.render import words as fmt
+from attention_docs.render import words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
+from attention_docs.render.forecast import forecast_box
+from attention_docs.render.plots import line_figure
 from attention_docs.render.tables import markdown_table
 
-AFTER = "after the steps"
-TOO_LARGE = "too large for the free memory"  # experiments/_sweep.py's status for such a point
-ABOVE_MAX = "not run: above max_measured"
+fact = words.fact
 
 
-def memory_timeline_svg(m: Measurement) -> str:
-    """Live bytes (above the inputs) after each allocation and free, over the step bands."""
-    events = m.tables["events"].records()
-    bands = m.tables["bands"].records()
-    matrix = m.facts["matrix_bytes"]
+def memory_timeline_figure(sourced: Sourced) -> str:
+    """Live bytes above the inputs after each allocation and free, over the step bands; dotted
+    lines at one and two N×N matrices, dashed at the model's peak."""
+    m = sourced.measurement
+    events, bands = m.tables["events"].records(), m.tables["bands"].records()
+    size, predicted = m.facts["matrix_bytes"], m.facts["predicted_peak_bytes"]
     end = max([e["t_us"] for e in events] + [b["end_us"] for b in bands] + [1.0])
-    scale, unit = _byte_unit(max([e["live_bytes"] for e in events] + [matrix]))
+    scale, unit = (1e6, "MB") if max(predicted, size) >= 1e6 else (1e3, "kB")
     with new_figure(7.6, 3.4) as fig:
         ax = fig.add_subplot()
         for b in bands:
-            color = STEP_COLORS.get(b["step"], MUTED)
-            ax.axvspan(b["start_us"], b["end_us"], color=color, alpha=0.16, linewidth=0)
-            ax.text(
-                (b["start_us"] + b["end_us"]) / 2,
-                1.01,
-                b["step"].removeprefix("attention."),
-                transform=ax.get_xaxis_transform(),
-                ha="center",
-                va="bottom",
-                fontsize=7,
-                color=INK,
-                rotation=30,
-            )
-        xs = [0.0] + [e["t_us"] for e in events] + [end]
+            span, color = (b["start_us"], b["end_us"]), STEP_COLORS.get(b["step"], MUTED)
+            ax.axvspan(*span, color=color, alpha=0.16, lw=0)
+            ax.text(sum(span) / 2, 1.01, b["step"].removeprefix("attention."), transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=7, color=INK, rotation=30)  # fmt: skip
         ys = [0.0] + [e["live_bytes"] / scale for e in events]
-        ys.append(ys[-1])
-        ax.step(xs, ys, where="post", color=INK, linewidth=1.4, label="live bytes")
+        ax.step([0.0] + [e["t_us"] for e in events] + [end], [*ys, ys[-1]], where="post", color=INK, lw=1.4, label="live bytes")  # fmt: skip
         for k in (1, 2):
-            ax.axhline(k * matrix / scale, color=MUTED, linestyle=":", linewidth=0.8)
-        matrices = ax.secondary_yaxis(
-            "right", functions=(lambda y: y * scale / matrix, lambda n: n * matrix / scale)
-        )
-        matrices.set_ylabel("in N×N score matrices")
-        matrices.set_yticks([0, 1, 2])
-        predicted = m.facts["predicted_peak_bytes"] / scale
-        ax.axhline(
-            predicted, color="#D55E00", linestyle="--", linewidth=0.9, label="predicted peak"
-        )
-        ax.set_xlim(0, end * 1.01)
-        ax.set_ylim(0, max([*ys, predicted]) * 1.12)
+            ax.axhline(k * size / scale, color=MUTED, linestyle=":", lw=0.8)
+        ax.axhline(predicted / scale, color="#D55E00", ls="--", lw=0.9, label="predicted peak")
+        ax.set(xlim=(0, end * 1.01), ylim=(0, max([*ys, predicted / scale]) * 1.12))
         ax.set_xlabel("time since the start of the forward (µs)")
         ax.set_ylabel(f"allocated by the forward ({unit})")
         ax.spines[["top", "right"]].set_visible(False)
         ax.legend(frameon=False, fontsize=8, loc="upper left")
-        return to_svg(fig, _timeline_alt(m))
-
-
-def _timeline_alt(m: Measurement) -> str:
-    steps = m.tables["steps"].records()
-    parts = "; ".join(
-        f"{r['step']}: {r['allocations']} allocations, {fmt.nbytes(r['allocated_bytes'])} allocated, "
-        f"{fmt.nbytes(r['freed_bytes'])} freed"
-        for r in steps
-    )
-    return (
-        f"Memory timeline of one forward. Peak {fmt.nbytes(m.facts['measured_peak_bytes'])} "
-        f"above the inputs; one N×N matrix is {fmt.nbytes(m.facts['matrix_bytes'])}. {parts}."
-    )
-
-
-def _byte_unit(largest: float) -> tuple[float, str]:
-    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if largest >= scale:
-            return scale, unit
-    return 1.0, "B"
-
-
-def memory_timeline_figure(sourced: Sourced) -> str:
-    """The allocation timeline of `memory_timeline` as a captioned <figure>."""
-    return figure_html(
-        memory_timeline_svg(sourced.measurement), sourced, "Allocations of one forward."
-    )
+        steps = "; ".join(
+            f"{r['step']}: {r['allocations']} allocations, {words.nbytes(r['allocated_bytes'])} "
+            f"allocated, {words.nbytes(r['freed_bytes'])} freed"
+            for r in m.tables["steps"].records()
+        )
+        peak = words.nbytes(m.facts["measured_peak_bytes"])
+        alt = f"Memory timeline of one forward. Peak {peak} above the inputs; one N×N matrix is {words.nbytes(size)}. {steps}."  # fmt: skip
+        svg = to_svg(fig, alt)
+    return figure_html(svg, sourced, "Allocations of one forward.")
 
 
 def memory_step_table(sourced: Sourced) -> str:
-    """Per step: allocations, how many were score-sized, bytes allocated and freed, live after."""
+    """Per step: allocations, how many were N×N, bytes allocated and freed, live at its end."""
     m = sourced.measurement
+
+    def counted(r: dict, column: str) -> str:
+        q = Quantity(column.replace("_", " "), r["step"], m.device_id, COUNTED, fm.shape(m))
+        return fact(Fact(q, r[column], "B"))
+
+    columns = ("allocated_bytes", "freed_bytes", "live_after_bytes")
     rows = [
-        [
-            f"`{r['step']}`",
-            str(r["allocations"]),
-            str(r["score_sized"]),
-            fmt.nbytes(r["allocated_bytes"]),
-            fmt.nbytes(r["freed_bytes"]),
-            fmt.nbytes(r["live_after_bytes"]),
-        ]
+        [f"`{r['step']}`", str(r["allocations"]), str(r["score_sized"]), *(counted(r, c) for c in columns)]
         for r in m.tables["steps"].records()
-    ]
-    header = [
-        "Step",
-        "Allocations",
-        "Of them N×N",
-        "Allocated",
-        "Freed",
-        "Live at its end",
-    ]
+    ]  # fmt: skip
+    header = ["Step", "Allocations", "Of them N×N", "Allocated", "Freed", "Live at its end"]
     return markdown_table(header, rows) + "\n\n" + caption_html(sourced, "Allocations per step.")
-
-
-def peak_claim(m: Measurement) -> str:
-    """The measured peak against the model's prediction, and what it is made of."""
-    f = m.facts
-    measured, predicted = f["measured_peak_bytes"], f["predicted_peak_bytes"]
-    matrices = measured / f["matrix_bytes"]
-    off = abs(measured - predicted) / predicted if predicted else 0.0
-    parts = [f"{f['live_matrices_predicted']} × {fmt.nbytes(f['matrix_bytes'])} (N×N)"]
-    if f["mask_bytes"]:
-        parts.append(f"{fmt.nbytes(f['mask_bytes'])} (bool mask)")
-    parts.append(f"{fmt.nbytes(f['output_bytes'])} (output)")
-    agreement = "exactly" if measured == predicted else f"within {fmt.percent(off)}"
-    return (
-        f"The forward's peak is **{fmt.nbytes(measured)}** above its inputs, "
-        f"{matrices:.2f} times one N×N matrix. The model predicts {' + '.join(parts)} = "
-        f"{fmt.nbytes(predicted)}: it matches {agreement}."
-    )
-
-
-def live_matrices(m: Measurement) -> int:
-    """The most N×N tensors live at once: allocations of exactly a score matrix's size minus
-    frees of that size, event by event (the mask and the output, other sizes, are not)."""
-    matrix = m.facts["matrix_bytes"]
-    live = most = 0
-    for e in m.tables["events"].records():
-        if is_matrix_sized(e["bytes"], matrix):
-            live += 1 if e["bytes"] > 0 else -1
-            most = max(most, live)
-    return most
 
 
 def allocation_claim(m: Measurement) -> str:
     """How many N×N tensors one forward creates, against how many are live at once."""
-    steps = m.tables["steps"].records()
-    created = sum(r["score_sized"] for r in steps)
-    makers = [r["step"] for r in steps if r["score_sized"]]
-    listed = ", ".join(f"`{s}`" for s in makers)
+    found = fm.matrices(m)
+    makers = words.series(f"`{s}`" for s in found.makers)
     return (
-        f"One forward creates **{created}** N×N tensors ({listed} each allocate one), "
-        f"but never more than **{live_matrices(m)}** are live at once."
+        f"One forward creates {fact(found.created, emphasis=True)} N×N tensors ({makers} each "
+        f"allocate one), but never more than {fact(found.live_at_once, emphasis=True)} are live "
+        f"at once."
     )
 
 
-def _status(status: str) -> str:
-    """A row's status without the sweep's GiB figures: the prose states them in one unit."""
-    return status.split(" (", maxsplit=1)[0]
+def _here(m: Measurement) -> fm.DtypePeak:
+    return next(p for p in fm.dtype_peaks(m) if p.dtype == m.params["dtype"])
+
+
+def peak_claim(m: Measurement) -> str:
+    """The measured peak against the model's parts, in the timeline's dtype."""
+    here, s = _here(m), fm.shape(m)
+    parts = [f"two N×N matrices of {fact(fm.matrix(s))}"]
+    parts += [f"the bool mask ({fact(fm.matrix(s, 'mask'))})"] if s.causal else []
+    parts += [f"the output ({fact(fm.matrix(s, 'output'))})"]
+    verdict = "to the byte" if here.measured.value == here.model.value else "once scratch is added"
+    return (
+        f"The forward's peak is {fact(here.measured, emphasis=True)} above its inputs. The model "
+        f"predicts {words.series(parts)}: {fact(here.model)}. It matches {verdict}."
+    )
+
+
+def _backend(p: fm.DtypePeak) -> str:
+    return f"{p.backend} `{p.kernel}`" if p.kernel else p.backend
+
+
+def dtype_table(sourced: Sourced) -> str:
+    """Per dtype: the counted peak, the tensors alone, the model, the scratch at the peak, and
+    which library ran the matmul."""
+    rows = [
+        [p.dtype, *(fact(f) for f in (p.measured, p.tensors, p.model, p.scratch_at_peak)), _backend(p)]
+        for p in fm.dtype_peaks(sourced.measurement)
+    ]  # fmt: skip
+    header = ["dtype", "Peak (allocator)", "Tensors alone", "Model", "Scratch at the peak", "Matmul ran in"]  # fmt: skip
+    return markdown_table(header, rows, "lrrrrl") + "\n\n" + caption_html(sourced, "Peak per dtype.")  # fmt: skip
+
+
+def scratch_claim(m: Measurement) -> str:
+    """In which dtype the tensors model is the whole peak here, and what each backend adds."""
+    found = fm.dtype_peaks(m)
+    exact = [p.dtype for p in found if p.exact and not p.scratch_at_peak.value]
+    text = f"In {words.series(exact)} the model matches the allocator to the byte." if exact else ""
+    for p in found:
+        big = [x for x in p.scratch if x.per_call.value >= 64]  # not the 2–4 byte scalar of `√d`
+        if p.scratch_at_peak.value and big:
+            where = words.series(f"`{x.op}` in `{x.step}` {fact(x.per_call)}" for x in big)
+            isa = f" on this CPU's {p.isa}" if p.isa else ""
+            text += (
+                f" In {p.dtype}, {_backend(p)}{isa} allocates scratch per call and frees it before "
+                f"returning ({where}); at the peak it adds {fact(p.scratch_at_peak)}, so the peak "
+                f"is {fact(p.measured)} while the tensors alone, {fact(p.tensors)}, still match the model."
+            )  # fmt: skip
+    return text.strip()
 
 
 def peak_table(sourced: Sourced) -> str:
     """seq_len, predicted peak and total, measured peak, their ratio and the row's status."""
-    m = sourced.measurement
     rows = [
-        [
-            str(r["seq_len"]),
-            fmt.nbytes(r["predicted_peak_bytes"]),
-            fmt.nbytes(r["predicted_total_bytes"]),
-            fmt.nbytes(r["measured_peak_bytes"]),
-            "—" if r["measured_over_predicted"] is None else f"{r['measured_over_predicted']:.3f}",
-            _status(r["status"]),
-        ]
-        for r in m.tables["peak"].records()
-    ]
-    header = [
-        "seq_len",
-        "Predicted peak",
-        "Predicted with inputs",
-        "Measured peak",
-        "Measured / predicted",
-        "Status",
-    ]
+        [str(r.seq_len), *(fact(f) if f else "—" for f in (r.model, r.total, r.measured, r.ratio)), r.status]
+        for r in fm.peak_rows(sourced.measurement)
+    ]  # fmt: skip
+    header = ["seq_len", "Predicted peak", "Predicted with inputs", "Measured peak", "Measured ÷ predicted", "Status"]  # fmt: skip
     return markdown_table(header, rows, "rrrrrl") + "\n\n" + caption_html(sourced, "Peak memory.")
-
-
-def oom_claim(m: Measurement) -> str:
-    """Where this device runs out of memory: predicted against the free memory the run had,
-    measured where it was tried, and in words for every length that was not tried."""
-    f = m.facts
-    rows = m.tables["peak"].records()
-    measured = [r for r in rows if r["measured_over_predicted"] is not None]
-    worst = max((abs(r["measured_over_predicted"] - 1) for r in measured), default=None)
-    free = f.get("free_bytes", f["memory_bytes"])
-    text = (
-        f"This device has **{fmt.nbytes(f['memory_bytes'])}** of {f['memory_kind']}, "
-        f"{fmt.nbytes(free)} of it free when the sweep began. The model says the longest "
-        f"sequence whose inputs and peak fit in that free memory is "
-        f"**seq_len = {f.get('predicted_max_seq_len_free', f['predicted_max_seq_len']):,}** "
-        f"({f['predicted_max_seq_len']:,} if all of it were free)."
-    )
-    if worst is not None:
-        agreement = (
-            "equals the prediction to the byte"
-            if worst == 0
-            else f"is within {fmt.percent(worst)} of the prediction"
-        )
-        text += (
-            f" Where the forward was run ({len(measured)} lengths up to "
-            f"{f['largest_measured_seq_len']:,}), the measured peak {agreement}."
-        )
-    first = f["first_out_of_memory_seq_len"]
-    if first is not None:
-        text += f" The first length that really ran out of memory was **{first:,}**."
-    too_large = [r for r in rows if r["status"].startswith(TOO_LARGE)]
-    if too_large:
-        r = too_large[0]
-        text += (
-            f" **seq_len = {r['seq_len']:,}** was not tried: its inputs and peak, "
-            f"{fmt.nbytes(r['predicted_total_bytes'])} by the model, are more than the "
-            f"{fmt.nbytes(free)} that were free"
-            + (
-                f", and neither were the {len(too_large) - 1} longer lengths after it"
-                if len(too_large) > 1
-                else ""
-            )
-            + "."
-        )
-    skipped = [r["seq_len"] for r in rows if r["status"] == ABOVE_MAX]
-    if skipped:
-        span = f"{skipped[0]:,}" if len(skipped) == 1 else f"{skipped[0]:,} to {skipped[-1]:,}"
-        text += (
-            f" seq_len {span} would fit but was not run, to keep the build's memory use small "
-            f"(max_measured = {m.params['max_measured']:,}): those rows are the prediction alone."
-        )
-    return text
-
-
-def peak_slope_claim(m: Measurement) -> str:
-    """The fitted slope of the measured peaks against seq_len, worded from the fit, and the
-    share of the peak that is N×N at the ends (the model's matrices and mask)."""
-    from attention_docs.render.wall import memory_slope_sentence
-
-    p = m.params
-    rows = []
-    for r in m.tables["peak"].records():
-        if r["measured_peak_bytes"] is None:
-            continue
-        model = naive_peak(
-            p["batch_size"],
-            p["num_heads"],
-            r["seq_len"],
-            p["head_dim"],
-            p["dtype"],
-            causal=p["causal"],
-        )
-        quadratic = model.matrices * model.matrix_bytes + model.mask_bytes
-        rows.append(
-            {
-                "seq_len": r["seq_len"],
-                "peak_bytes": r["measured_peak_bytes"],
-                "quadratic_bytes": quadratic,
-            }
-        )
-    if len(rows) < 3:
-        return "Too few lengths were measured to fit a slope."
-    return memory_slope_sentence(rows)
 
 
 def peak_figure(sourced: Sourced) -> str:
     """Predicted and measured peak against seq_len, log-log, with fitted slopes."""
-    from attention_docs.render.plots import line_figure
-
     return line_figure(
-        sourced,
-        "peak",
-        x="seq_len",
-        ys=["predicted_peak_bytes", "measured_peak_bytes"],
-        labels=["predicted", "measured"],
-        what="Peak memory of one forward against seq_len.",
-        ylabel="bytes above the inputs",
-        logx=True,
-        logy=True,
-        fit_slope=True,
+        sourced, "peak", x="seq_len", ys=["predicted_peak_bytes", "measured_peak_bytes"],
+        labels=["predicted", "measured"], what="Peak memory of one forward against seq_len.",
+        ylabel="bytes above the inputs", logx=True, logy=True, fit_slope=True,
+    )  # fmt: skip
+
+
+def oom_claim(m: Measurement) -> str:
+    """Where this device runs out by the model, how the measured peaks compare, and what share
+    of them is N×N at the ends of the sweep."""
+    rows = fm.peak_rows(m)
+    ran = [r for r in rows if r.ratio is not None]
+    text = (
+        f"This device has {fact(fm.memory_fact(m, 'memory_bytes'))} of {m.facts['memory_kind']}, "
+        f"{fact(fm.memory_fact(m, 'free_bytes'))} of it free when the sweep began. By the model, "
+        f"the longest sequence whose inputs and peak fit in that free memory is "
+        f"{fact(fm.longest(m, free=True), emphasis=True)} ({fact(fm.longest(m, free=False))} if "
+        f"all of it were free)."
     )
+    if ran:
+        same = "equals the model's to the byte" if all(r.ratio.value == 1 for r in ran) else "is the model's times the ratio in the table"  # fmt: skip
+        text += (
+            f" Where the forward ran, the measured peak {same}; its N×N part (two matrices and "
+            f"the mask) is {fact(ran[0].nxn)} of it at seq_len {ran[0].seq_len:,} and "
+            f"{fact(ran[-1].nxn)} at {ran[-1].seq_len:,} — the output, which grows like N, is the rest."
+        )  # fmt: skip
+    first = m.facts["first_out_of_memory_seq_len"]
+    if first is not None:
+        text += f" The first length that really ran out of memory was **{first:,}**."
+    return text
+
+
+def finding(m: Measurement) -> str:
+    """The chapter's finding: the peak and what it is made of, what a backend's scratch adds in
+    the other dtype, and where naive attention runs out on the forecast GPU."""
+    here, s, parts = _here(m), fm.shape(m), fm.matrices(m)
+    exact = here.measured.value == here.model.value
+    match = "exactly the model's prediction" if exact else f"the model's {fact(here.model)} plus scratch"  # fmt: skip
+    text = (
+        f"One naive forward at {s.text()} peaks at {fact(here.measured, emphasis=True)} above its "
+        f"inputs ({m.provenance.device.label}): {fact(parts.live_at_once)} N×N matrices of "
+        f"{fact(fm.matrix(s))} live at once, plus the mask and the output — {match}."
+    )
+    for p in fm.dtype_peaks(m):
+        if p.dtype != here.dtype and p.scratch_at_peak.value:
+            text += f" In {p.dtype} the matmul runs in {_backend(p)}, whose scratch adds {fact(p.scratch_at_peak)} to the peak: the tensors alone still match the model."  # fmt: skip
+        elif p.dtype != here.dtype:
+            text += f" In {p.dtype} no backend adds scratch at the peak: the model is exact there too."  # fmt: skip
+    base = g.FORECAST_SHAPE.key().replace(f" n{g.FORECAST_SHAPE.seq_len} ", " ")
+    longest = fm.forecasts(g.sheet())["longest"].forecast
+    return text + (
+        f" On an {g.sheet().label} ({base}; a forecast from its data sheet), naive attention runs "
+        f"out of memory past {fact(longest, emphasis=True)}."
+    )
+
+
+def forecast(entries: list[Sourced] | None = None) -> str:
+    """How long a sequence naive attention can hold on the forecast GPU, its peak at the
+    forecast shape (beside a stored timeline of that GPU), and what a fused kernel keeps."""
+    gpu = g.sheet()
+    stored = next((e.measurement for e in entries or [] if e.measurement.device_id == f"cuda-{gpu.slug}"), None)  # fmt: skip
+    c = fm.forecasts(gpu, stored)
+    rows = [
+        (f"{gpu.label} memory", c["memory"]),
+        ("Naive peak above the inputs", c["naive peak"]),
+        ("One N×N score matrix", c["matrix"]),
+        ("Longest seq_len whose naive forward fits (this batch, heads, head_dim, dtype)", c["longest"]),
+        ("A fused kernel's peak above the inputs (output, float32 log-sum-exp)", c["fused peak"]),
+        ("cuBLAS workspace per stream (cuBLAS's recommendation for Hopper)", c["workspace"]),
+    ]  # fmt: skip
+    lead = (
+        f"Naive attention on an {gpu.label} runs out of memory past "
+        f"{fact(c['longest'].forecast, emphasis=True)}; a fused kernel keeps "
+        f"{fact(c['fused peak'].forecast)} where naive attention keeps {fact(c['naive peak'].forecast)}."
+    )  # fmt: skip
+    model = (
+        "The naive peak is this chapter's model; the fused kernel keeps its output and one float32 "
+        "per query row, its scores living one tile at a time on chip. Neither counts the CUDA "
+        "context, nor cuBLAS's workspace, which PyTorch allocates through its caching allocator on "
+        "a stream's first matmul and keeps: like oneDNN's scratch on a CPU, it can lift the "
+        "allocator's peak above the tensors'."
+    )
+    return forecast_box(gpu, rows, shape=g.FORECAST_SHAPE, lead=lead, model=model)

@@ -183,6 +183,8 @@ _SAY = {
     "%": percent,
     "×": times,
     "FLOP/B": intensity,
+    # A whole count of tokens (a seq_len): exact, since it is a length, not a measurement.
+    "tokens": lambda v: f"{round(v):,} tokens",
 }
 
 

@@ -1,0 +1,240 @@
+# Memory verdicts for the memory chapter, as facts: one forward's peak above its inputs as the
+# allocator counted it, as the tensors alone (scratch left out) and as the model predicts it;
+# the scratch a backend allocates per op call; how many N×N tensors are created and how many
+# are live at once; the peak sweep's rows; and the forecasts for a GPU with their checks.
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attention_docs.analytic import gpu as g
+from attention_docs.analytic.memory import (
+    CUBLAS_WORKSPACE_HOPPER,
+    fused_peak,
+    is_matrix_sized,
+    naive_peak,
+)
+from attention_docs.findings.facts import COUNTED, MODEL, Fact, Quantity
+from attention_docs.findings.forecast import Check, check, forecast
+from attention_docs.measurements.forward import NAIVE
+from attention_docs.measurements.schema import Measurement
+from attention_docs.records.device import SpecSheet
+from attention_docs.records.shape import Shape
+
+PEAK = "peak memory"
+ABOVE = "above the inputs"
+TENSORS = "tensors only, above the inputs"
+ANALYTIC = "analytic"  # the device of a model's value: it holds on every device
+FUSED = "fused kernel (FlashAttention)"
+
+
+def shape(m: Measurement, **overrides) -> Shape:
+    return Shape.of(m.params, **overrides)
+
+
+def peak_fact(m: Measurement, value: float | None, s: Shape, detail: str = ABOVE) -> Fact:
+    """A peak the allocator counted on `m`'s device."""
+    return Fact(Quantity(PEAK, NAIVE, m.device_id, COUNTED, s, detail), value, "B")
+
+
+def model_peak(s: Shape) -> Fact:
+    p = naive_peak(*s.dims, s.dtype, causal=s.causal, kv_seq_len=s.kv_len)
+    return Fact(Quantity(PEAK, NAIVE, ANALYTIC, MODEL, s, ABOVE), p.peak_bytes, "B")
+
+
+def model_total(s: Shape) -> Fact:
+    p = naive_peak(*s.dims, s.dtype, causal=s.causal, kv_seq_len=s.kv_len)
+    return Fact(Quantity(PEAK, NAIVE, ANALYTIC, MODEL, s, "with the inputs"), p.total_bytes, "B")
+
+
+def matrix(s: Shape, part: str = "matrix") -> Fact:
+    """One of the model's parts in bytes: "matrix" (one N×N score matrix), "mask", "output"."""
+    p = naive_peak(*s.dims, s.dtype, causal=s.causal, kv_seq_len=s.kv_len)
+    metric, subject = {"matrix": ("one N×N matrix", "scores"), "mask": ("bool mask", NAIVE),
+                       "output": ("output", NAIVE)}[part]  # fmt: skip
+    value = {"matrix": p.matrix_bytes, "mask": p.mask_bytes, "output": p.output_bytes}[part]
+    return Fact(Quantity(metric, subject, ANALYTIC, MODEL, s), value, "B")
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """Scratch one op allocated and freed again inside one call, in one step."""
+
+    step: str
+    op: str
+    per_call: Fact  # the largest such block
+
+
+@dataclass(frozen=True)
+class DtypePeak:
+    """One forward's peak in one dtype: counted, tensors alone, predicted; what ran the
+    matmul; and the scratch each op allocated. `exact`: the tensors equal the model."""
+
+    dtype: str
+    measured: Fact
+    tensors: Fact
+    model: Fact
+    scratch_at_peak: Fact
+    exact: bool
+    backend: str
+    kernel: str | None
+    isa: str | None
+    scratch: tuple[Scratch, ...]
+
+
+def dtype_peaks(m: Measurement) -> tuple[DtypePeak, ...]:
+    """Per dtype the timeline profiled (memory_timeline's `dtypes` and `scratch` tables)."""
+    out = []
+    for r in m.tables["dtypes"].records():
+        s = shape(m, dtype=r["dtype"])
+        scratch = tuple(
+            Scratch(
+                x["step"],
+                x["op"],
+                Fact(
+                    Quantity("scratch per call", x["op"], m.device_id, COUNTED, s, x["step"]),
+                    x["largest_bytes"],
+                    "B",
+                ),
+            )
+            for x in m.tables["scratch"].records()
+            if x["dtype"] == r["dtype"]
+        )
+        extra = r["measured_peak_bytes"] - r["tensor_peak_bytes"]
+        out.append(
+            DtypePeak(
+                r["dtype"],
+                peak_fact(m, r["measured_peak_bytes"], s),
+                peak_fact(m, r["tensor_peak_bytes"], s, TENSORS),
+                model_peak(s),
+                peak_fact(m, extra, s, "scratch live at the peak"),
+                r["tensor_peak_bytes"] == r["model_peak_bytes"],
+                r["backend"],
+                r["kernel"],
+                r["isa"],
+                scratch,
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Matrices:
+    """N×N tensors one forward creates (and in which steps), and the most live at once."""
+
+    created: Fact
+    makers: tuple[str, ...]
+    live_at_once: Fact
+
+
+def matrices(m: Measurement) -> Matrices:
+    """Counted by size, event by event: allocations of exactly a score matrix's size minus
+    frees of that size (the mask and the output are other sizes, and are not counted)."""
+    size = m.facts["matrix_bytes"]
+    live = most = 0
+    for e in m.tables["events"].records():
+        if is_matrix_sized(e["bytes"], size):
+            live += 1 if e["bytes"] > 0 else -1
+            most = max(most, live)
+    steps = m.tables["steps"].records()
+    s = shape(m)
+    return Matrices(
+        Fact(
+            Quantity("N×N tensors created", NAIVE, m.device_id, COUNTED, s),
+            sum(r["score_sized"] for r in steps),
+            "",
+        ),
+        tuple(r["step"] for r in steps if r["score_sized"]),
+        Fact(Quantity("N×N tensors live at once", NAIVE, m.device_id, COUNTED, s), most, ""),
+    )
+
+
+@dataclass(frozen=True)
+class PeakRow:
+    seq_len: int
+    model: Fact
+    total: Fact
+    measured: Fact | None
+    ratio: Fact | None  # measured ÷ model
+    nxn: Fact | None  # the model's N×N part (two matrices and the mask) over the measured peak
+    status: str
+
+
+def peak_rows(m: Measurement) -> tuple[PeakRow, ...]:
+    """memory_peak's rows as facts (a row that did not run has no measured value)."""
+    out = []
+    for r in m.tables["peak"].records():
+        s = shape(m, seq_len=r["seq_len"])
+        measured = (
+            None if r["measured_peak_bytes"] is None else peak_fact(m, r["measured_peak_bytes"], s)
+        )
+        ratio = nxn = None
+        if measured is not None and measured.value:
+            q = Quantity("measured ÷ model", PEAK, m.device_id, COUNTED, s, ABOVE)
+            ratio = Fact(q, r["measured_over_predicted"], "×")
+            p = naive_peak(*s.dims, s.dtype, causal=s.causal)
+            q = Quantity("N×N share", PEAK, m.device_id, COUNTED, s, ABOVE)
+            nxn = Fact(q, (p.matrices * p.matrix_bytes + p.mask_bytes) / measured.value, "%")
+        status = r["status"].split(" (")[0]
+        out.append(
+            PeakRow(r["seq_len"], model_peak(s), model_total(s), measured, ratio, nxn, status)
+        )
+    return tuple(out)
+
+
+def longest(m: Measurement, *, free: bool) -> Fact:
+    """The model's longest seq_len whose inputs and peak fit in the device's memory (all of
+    it, or what was free when the sweep began)."""
+    key = "predicted_max_seq_len_free" if free else "predicted_max_seq_len"
+    s = shape(m, seq_len=1)
+    what = "free memory" if free else "all memory"
+    detail = f"{s.key().replace(' n1 ', ' ')}; {what}"
+    q = Quantity("longest seq_len that fits", NAIVE, m.device_id, MODEL, None, detail)
+    return Fact(q, m.facts[key], "tokens")
+
+
+def memory_fact(m: Measurement, key: str) -> Fact:
+    """The device's memory (`memory_bytes`) or what was free at the start (`free_bytes`)."""
+    return Fact(
+        Quantity(key.replace("_", " "), m.facts["memory_kind"], m.device_id, COUNTED),
+        m.facts[key],
+        "B",
+    )
+
+
+def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> dict[str, Check]:
+    """The memory chapter's forecasts for `gpu` at the site's forecast shape: the naive
+    peak (checked against a stored memory_timeline of that GPU at that shape), the longest
+    seq_len whose naive forward fits, and what a fused kernel keeps instead."""
+    s = g.FORECAST_SHAPE
+    naive = naive_peak(*s.dims, s.dtype, causal=s.causal)
+    measured = None
+    if stored is not None and shape(stored) == s:
+        measured = peak_fact(stored, stored.facts["measured_peak_bytes"], s)
+    longest_detail = f"{s.key().replace(f' n{s.seq_len} ', ' ')}; all memory"
+    return {
+        "naive peak": check(
+            forecast(PEAK, NAIVE, gpu, naive.peak_bytes, "B", shape=s, detail=ABOVE), measured
+        ),
+        "matrix": check(
+            forecast("one N×N matrix", "scores", gpu, naive.matrix_bytes, "B", shape=s), None
+        ),
+        "longest": check(
+            forecast(
+                "longest seq_len that fits",
+                NAIVE,
+                gpu,
+                g.longest_naive_seq_len(gpu, s),
+                "tokens",
+                detail=longest_detail,
+            ),
+            None,
+        ),
+        "fused peak": check(
+            forecast(PEAK, FUSED, gpu, fused_peak(*s.dims, s.dtype), "B", shape=s, detail=ABOVE),
+            None,
+        ),
+        "memory": check(forecast("memory", "HBM", gpu, g.memory_bytes(gpu), "B"), None),
+        "workspace": check(
+            forecast("workspace per stream", "cuBLAS", gpu, CUBLAS_WORKSPACE_HOPPER, "B"), None
+        ),
+    }
