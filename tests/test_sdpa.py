@@ -204,10 +204,10 @@ def test_the_priority_claim_says_what_the_measurement_recorded():
     claim = render.sdpa.priority_claim(m)
     assert " → ".join(f"`{b}`" for b in f["sdpa_priority"]) in claim
     assert "dispatched to `flash`: its selector keeps a fixed order of its own" in claim
-    assert "(none was active)" in claim
-    follows = replace(m, facts={**f, "set_priority_math_first": "math", "flash_impls": None})
-    text = render.sdpa.priority_claim(follows)
-    assert "its selector follows the order" in text and "list_flash_attention_impls" not in text
+    follows = replace(m, facts={**f, "set_priority_math_first": "math"})
+    assert "its selector follows the order" in render.sdpa.priority_claim(follows)
+    older = replace(m, facts={**f, "sdpa_priority": None, "set_priority_supported": False})
+    assert render.sdpa.priority_claim(older) == ""  # nothing recorded, nothing claimed
 
 
 def test_torchs_guess_about_turned_off_kernels_never_reaches_a_reason():

@@ -164,12 +164,16 @@ def rules_table() -> str:
     for r in rules.CUDA_RULES.values():
         head = "any" if r.max_head_dim is None else f"≤ {r.max_head_dim}"
         if r.max_head_dim_hopper:
-            head += f" ({r.max_head_dim_hopper[0]} on sm_90, recent cuDNN)"
-        head += "".join(f"; {d}: × {n}" for d, n in r.head_dim_multiple.items())
+            head += f" (≤ {r.max_head_dim_hopper[0]} on sm_90, recent cuDNN)"
+        multiples = r.head_dim_multiple
+        for n in sorted(set(multiples.values()), reverse=True):
+            head += (
+                f"; a multiple of {n} in {' or '.join(d for d, k in multiples.items() if k == n)}"
+            )
         where = f"sm_{r.capability[0]}–sm_{r.capability[1]}" if r.capability else "any"
         mask = "yes" if r.attn_mask else "no"
         rows.append([f"`{r.backend}`", ", ".join(r.dtypes), head, mask, r.dropout, where])
-    header = ["Backend", "dtypes", "head_dim (× a multiple of)", "attn_mask", "dropout", "GPUs"]
+    header = ["Backend", "dtypes", "head_dim", "attn_mask", "dropout", "GPUs"]
     return markdown_table(header, rows, "llllll") + f'\n\n<p class="ad-caption">{RULES_CAPTION}</p>'
 
 
