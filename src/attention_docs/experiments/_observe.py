@@ -20,10 +20,16 @@ def observe_forward(
     costs: Iterable[StepCost] = (),
     sched: Schedule | None = None,
     top_ops: int = 12,
+    profile_memory: bool = True,
+    with_flops: bool = True,
 ) -> Observed:
-    """Profile `fn` (one forward per profiler step) and summarise per forward."""
+    """Profile `fn` (one forward per profiler step) and summarise per forward. A profile
+    taken for structure (ops, kernels, shares) passes `profile_memory=False,
+    with_flops=False`: the memory and FLOP bookkeeping inflates every op's time."""
     sched = sched or Schedule()
-    run = profile_callable(fn, ctx.device, sched=sched)
+    run = profile_callable(
+        fn, ctx.device, sched=sched, profile_memory=profile_memory, with_flops=with_flops
+    )
     per = float(sched.active)
     cost_of = {c.label: c for c in costs}
     spans = step_span_times(run.trace, labels)

@@ -51,6 +51,9 @@ MEASURES = (
     "records/kernels.py",
     "profiling/memory.py",
 )
+# The profiles here are for structure (which kernels, which steps): no memory or FLOP
+# bookkeeping inflating the ops' times.
+STRUCTURE = {"profile_memory": False, "with_flops": False}
 # sdpa_backends' shape, a shape of the forward grid: the chapter reads forward times and
 # SDPA's peak memory there.
 COMPILE_PARAMS = shape_params(
@@ -194,6 +197,7 @@ def fusion_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, caus
         ctx,
         labels=STEPS,
         costs=step_costs(batch_size, num_heads, seq_len, head_dim, dtype, causal=causal),
+        **STRUCTURE,
     )
     headers_before = ctx.device.type == "cpu" and _precompiled_headers_present()
 
@@ -224,7 +228,7 @@ def fusion_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, caus
         # kernel's name although the kernel does it, and names are all a trace shows.
         compiled = compiled_attention()
         compiled(q, k, v, causal=causal)
-    observed = observe_forward(lambda: compiled(q, k, v, causal=causal), ctx)
+    observed = observe_forward(lambda: compiled(q, k, v, causal=causal), ctx, **STRUCTURE)
 
     step_names = names_per_step(eager_seen.timeline, STEPS)
     eager_rows = []

@@ -204,7 +204,11 @@ def sdpa_backends(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causa
                 for s in seen["top"]
             )
         observed = observe_forward(
-            lambda: sdpa_attention(q, k, v, causal=causal), ctx, labels=(LABEL,)
+            lambda: sdpa_attention(q, k, v, causal=causal),
+            ctx,
+            labels=(LABEL,),
+            profile_memory=False,  # a timeline for structure: no bookkeeping in the ops' times
+            with_flops=False,
         )
         offers = what_torch_offers(q, k, v, causal=causal)
     table = Table(
