@@ -24,6 +24,7 @@ import torch
 from torch.nn.attention import SDPBackend
 from torch.profiler import ProfilerActivity, profile
 
+from attention_docs.analytic.gpu import FORECAST_SHAPE
 from attention_docs.analytic.sdpa_dispatch import BOOL_MASK, FLOAT_MASK, IS_CAUSAL, why_variants
 from attention_docs.attention.naive import causal_mask, naive_attention
 from attention_docs.attention.sdpa import (
@@ -264,7 +265,14 @@ def _mask_kwargs(kind: str, seq_len: int, dtype: torch.dtype, device) -> dict:
     batch_size=Param(1, minimum=1, help="sequences per batch"),
     num_heads=Param(2, minimum=1, help="attention heads"),
     seq_len=Param(128, gpu_default=1024, minimum=1, help="tokens per sequence (N)"),
-    head_dim=Param(64, minimum=1, help="features per head (D) of the baseline"),
+    # On a GPU, the forecast shape's head_dim: the page's forecast and this run ask about the
+    # same inputs there.
+    head_dim=Param(
+        64,
+        gpu_default=FORECAST_SHAPE.head_dim,
+        minimum=1,
+        help="features per head (D) of the baseline",
+    ),
     big_head_dim=Param(512, minimum=1, help="head_dim of the large-head variant"),
     dtype=Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
 )
