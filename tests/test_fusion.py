@@ -1,15 +1,20 @@
 # torch.compile on naive attention: the compiled function's numerics, the trace analysis that
-# names fused kernels' steps (on small hand-made traces), the three experiments at tiny
-# shapes, and their renderers.
+# names fused kernels' steps (on small hand-made traces), the two experiments at tiny shapes,
+# the break-even finding, and the renderers (on recorded and synthetic measurements), with the
+# forecast for a GPU checked against the analytic model.
+
+from dataclasses import replace
 
 import pytest
 import torch
+from recorded import recorded, sourced
 from reference import attention_reference
 from synthetic_forward import at
 
 from attention_docs.attention.compiled import compiled_attention
 from attention_docs.attention.naive import STEPS
 from attention_docs.experiments.runner import run_experiment
+from attention_docs.findings import compile as fcompile
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Sourced
@@ -20,9 +25,9 @@ from attention_docs.records.kernels import (
     steps_of,
     work_items,
 )
-from attention_docs.records.timing import Timing
+from attention_docs.records.shape import Shape
 from attention_docs.records.trace import Span, Trace
-from attention_docs.render import fusion
+from attention_docs.render import fusion, words
 
 
 def reference(q, k, v, causal):
@@ -138,11 +143,6 @@ def test_fusion_kernels_finds_one_fused_kernel_for_scale_mask_softmax(kernels):
     assert f["compiled_work_calls"] < f["eager_work_calls"]
     assert f["step_ranges_in_compiled_trace"] == 0
     assert kernels.timing is None  # forward times are forward_times' job
-    text = fusion.fusion_summary(kernels) + fusion.ranges_note(kernels)
-    assert fused[0]["name"] in text and "0 of the five" in text
-    here = Sourced(kernels, "measured now", "x.json")
-    assert "Steps it does" in fusion.compiled_work_table(here)
-    assert "attention.mask" in fusion.eager_work_table(here)
 
 
 def test_the_cold_compile_misses_every_cache_and_the_warm_one_hits(kernels):
@@ -151,40 +151,83 @@ def test_the_cold_compile_misses_every_cache_and_the_warm_one_hits(kernels):
     assert cold["cache_hits"] == 0 and cold["cache_misses"] >= 1
     assert cold["aot_cache_hits"] == 0
     assert warm["cache_misses"] == 0 and (warm["cache_hits"] >= 1 or warm["aot_cache_hits"] >= 1)
-    assert cold["seconds"] > warm["seconds"]
+
+
+def test_fusion_kernels_measures_the_matrix_fusion_keeps(kernels):
+    peaks = {r["variant"]: r for r in kernels.tables["peaks"].records()}
+    assert set(peaks) == {fwd.NAIVE, fwd.COMPILED}  # forward_times' names
+    assert peaks[fwd.NAIVE]["peak_bytes"] > peaks[fwd.COMPILED]["peak_bytes"] > 0
+    assert peaks[fwd.COMPILED]["peak_in_matrices"] >= 1.0  # the N×N scores are still there
+
+
+def test_the_work_tables_and_the_ranges_note_read_the_traces():
+    here = sourced("fusion_kernels")
+    m = here.measurement
+    compiled = fusion.work_table(here, "compiled")
+    assert "Steps it does" in compiled and "*fused kernel*" in compiled
+    assert 'data-fact="time per forward;compiled: ' in compiled and "(profiled)" in compiled
+    assert "`attention.mask`" in fusion.work_table(here, "eager")
+    assert "**0 of the five**" in fusion.ranges_note(m)
 
 
 def test_break_even_divides_the_compile_by_the_time_saved():
-    eager = Timing(10_000.0, 0.0, 9, "test", (9_000.0, 10_000.0, 11_000.0))
-    compiled = Timing(4_000.0, 0.0, 9, "test", (3_000.0, 4_000.0, 5_000.0))
-    mid, fewest, most = fusion.break_even(6.0, eager, compiled)
-    assert mid == pytest.approx(1_000)  # 6 s / 6 ms saved per forward
-    assert fewest == pytest.approx(6e6 / 8_000)  # eager's slowest round, compiled's fastest
-    assert most == pytest.approx(6e6 / 4_000)
-
-
-def test_compile_cost_reads_forward_times_and_says_never_on_a_tie(kernels):
-    shape = fusion.shape_of(kernels)
-    faster = at(
-        kernels,
+    m = recorded("fusion_kernels")
+    shape = Shape.of(m.params)
+    times = at(
+        m,
         shape,
-        {fwd.NAIVE: (10_000.0, 9_900.0, 10_100.0), fwd.COMPILED: (5_000.0, 4_900.0, 5_100.0)},
+        {fwd.NAIVE: (10_000.0, 9_000.0, 11_000.0), fwd.COMPILED: (4_000.0, 3_000.0, 5_000.0)},
     )
-    text = fusion.compile_cost(kernels, faster)
-    cold = kernels.tables["compiles"].records()[0]["seconds"]
-    assert f"{cold * 1e6 / 5_000:,.0f} forwards" in text
-    imported = kernels.facts["compiler_import_s"]  # timed in a new interpreter
-    assert f"**{imported:.1f} s** here" in text
-    assert f"first cold compile after about **{(cold + imported) * 1e6 / 5_000:,.0f}**" in text
-    assert 'data-fact="forward;' in text and "2.00× (1.94–2.06×) faster" in text
+    compile = fcompile.first_call("f", m.device_id, shape, 6.0, "cold caches")
+    b = fcompile.break_even(compile, times, fwd.COMPILED, fwd.NAIVE, shape)
+    assert b.never is None and b.forwards.value == pytest.approx(1_000)  # 6 s / 6 ms saved
+    assert b.forwards.low == pytest.approx(6e6 / 8_000)  # eager's slowest round, compiled's fastest
+    assert b.forwards.high == pytest.approx(6e6 / 4_000)
+    assert b.forwards.quantity.detail == "cold caches"
     tied = at(
-        kernels,
+        m,
         shape,
         {fwd.NAIVE: (10_000.0, 9_000.0, 11_000.0), fwd.COMPILED: (9_500.0, 8_000.0, 10_500.0)},
     )
-    assert "within noise" in fusion.compile_cost(kernels, tied)
-    table = fusion.compile_table(Sourced(kernels, "measured now", "x.json"), tied)
-    assert table.count("never, within noise") == 2
+    assert fcompile.break_even(compile, tied, fwd.COMPILED, fwd.NAIVE, shape).never == fcompile.TIE
+    slower = at(
+        m,
+        shape,
+        {fwd.NAIVE: (5_000.0, 4_900.0, 5_100.0), fwd.COMPILED: (9_000.0, 8_900.0, 9_100.0)},
+    )
+    assert (
+        fcompile.break_even(compile, slower, fwd.COMPILED, fwd.NAIVE, shape).never
+        == fcompile.SLOWER
+    )
+    elsewhere = fcompile.first_call("f", "cuda-h200", shape, 6.0, "cold caches")
+    with pytest.raises(ValueError, match="needs both from one device"):
+        fcompile.break_even(elsewhere, times, fwd.COMPILED, fwd.NAIVE, shape)
+
+
+def test_the_compile_table_and_the_finding_read_forward_times():
+    m, backends = recorded("fusion_kernels"), recorded("sdpa_backends")
+    shape = Shape.of(m.params)
+    faster = at(
+        m,
+        shape,
+        {fwd.NAIVE: (10_000.0, 9_900.0, 10_100.0), fwd.COMPILED: (5_000.0, 4_900.0, 5_100.0)},
+    )
+    here = Sourced(faster, "from the store", "t.json")
+    cold = m.tables["compiles"].records()[0]["seconds"]
+    table = fusion.compile_table(sourced("fusion_kernels"), here)
+    assert words.value(cold * 1e6 / 5_000, "forwards") in table
+    assert 'data-fact="forwards to repay the compile;naive + torch.compile;' in table
+    assert "import Dynamo and Inductor" in table
+    finding = fusion.finding(m, here, backends)
+    assert "naive + torch.compile is 2× (1.94–2.06×) faster" in finding
+    assert finding.count(". ") <= 3 and "HBM bytes saved by fusion" in finding
+    tied = at(
+        m,
+        shape,
+        {fwd.NAIVE: (10_000.0, 9_000.0, 11_000.0), fwd.COMPILED: (9_500.0, 8_000.0, 10_500.0)},
+    )
+    table = fusion.compile_table(sourced("fusion_kernels"), Sourced(tied, "x", "t.json"))
+    assert table.count("never: within noise") == 2
 
 
 def test_fusion_recompile_compiles_once_per_shape_and_records_the_guard():
@@ -195,33 +238,59 @@ def test_fusion_recompile_compiles_once_per_shape_and_records_the_guard():
     assert any("40" in reason for reason in m.facts["guard_failures"])
     claim = fusion.recompile_claim(m)
     assert "from 64 to 40" in claim and "guard" in claim
-    assert "New graphs" in fusion.recompile_table(Sourced(m, "measured now", "x.json"))
+    table = fusion.recompile_table(Sourced(m, "measured now", "x.json"))
+    assert "New graphs" in table and 'data-fact="first-call time;' in table
 
 
-def test_fusion_speed_memory_shows_the_matrix_fusion_keeps():
-    torch._dynamo.reset()
-    m = run_experiment("fusion_speed_memory", {**TINY, "seq_len": 256}, device="cpu")
-    rows = {r["variant"]: r for r in m.tables["variants"].records()}
-    assert set(rows) == {fwd.NAIVE, fwd.COMPILED, fwd.SDPA_FLASH}  # forward_times' names
-    eager, comp, sdpa = rows[fwd.NAIVE], rows[fwd.COMPILED], rows[fwd.SDPA_FLASH]
-    assert eager["peak_bytes"] > comp["peak_bytes"] > sdpa["peak_bytes"] > 0
-    assert comp["peak_in_matrices"] >= 1.0  # the N×N scores are still materialised
-    assert m.timing is None and "time_us" not in m.tables["variants"].columns
+def test_the_speed_and_memory_table_reads_each_fact_from_its_home():
+    m, backends = recorded("fusion_kernels"), sourced("sdpa_backends")
+    shape = Shape.of(m.params)
     times = at(
         m,
-        fusion.shape_of(m),
+        shape,
         {
             fwd.NAIVE: (9_000.0, 8_800.0, 9_200.0),
             fwd.COMPILED: (4_500.0, 4_400.0, 4_600.0),
             fwd.SDPA_FLASH: (4_400.0, 4_300.0, 4_700.0),
         },
     )
-    table = fusion.speed_memory_table(Sourced(m, "measured now", "x.json"), times)
-    assert "9 ms (8.8 ms–9.2 ms over 3 rounds)" in table and "2.00× (1.91–2.09×)" in table
-    claim = fusion.speed_claim(m, times)
-    assert "naive + torch.compile is 2.00×" in claim
-    assert "SDPA flash and naive + torch.compile are within noise" in claim
-    assert "SDPA" in fusion.speed_memory_claim(m)
-    figure = fusion.speed_figure(Sourced(times, "measured now", "x.json"), m)
-    assert "<svg" in figure and "SDPA flash: 4.4 ms (4.3 ms–4.7 ms)" in figure
-    assert figure.count("within noise of SDPA flash") == 1  # compiled; eager is clearly slower
+    table = fusion.speed_memory_table(
+        sourced("fusion_kernels"), Sourced(times, "x", "t.json"), backends
+    )
+    assert "9 ms (8.8–9.2 ms)" in table and "2× (1.91–2.09×)" in table
+    sdpa_peak = next(
+        r for r in backends.measurement.tables["backends"].records() if r["backend"] == "flash"
+    )
+    assert 'data-fact="peak memory;SDPA flash;' in table
+    assert (
+        words.nbytes(sdpa_peak["peak_bytes"]) in table
+    )  # sdpa_backends' value, not measured twice
+    other = replace(
+        backends,
+        measurement=replace(
+            backends.measurement, params={**backends.measurement.params, "seq_len": 7}
+        ),
+    )
+    with pytest.raises(ValueError, match="another shape"):
+        fusion.speed_memory_table(sourced("fusion_kernels"), Sourced(times, "x", "t.json"), other)
+
+
+def test_the_fusion_forecast_is_the_analytic_model_for_the_h200():
+    from attention_docs.analytic import fusion as model
+    from attention_docs.analytic.cost import score_matrix_bytes
+    from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_floor_us, sheet
+
+    gpu, s = sheet("h200"), FORECAST_SHAPE
+    matrix = score_matrix_bytes(s.batch_size, s.num_heads, s.seq_len, s.dtype)
+    # Eager: scale, mask, softmax each read and write the matrix; the mask reads a bool N×N.
+    assert model.bytes_saved(gpu) == 4 * matrix + s.seq_len**2
+    assert model.fused_elementwise(gpu).limit == "memory"
+    assert model.compiled_floor_us(gpu) < naive_floor_us(gpu)
+    box = fusion.fusion_forecast([sourced("fusion_kernels")])
+    assert box.startswith('!!! example "On a GPU: forecast for the NVIDIA H200')
+    assert words.nbytes(6 * matrix + s.seq_len**2) in box and words.nbytes(2 * matrix) in box
+    assert (
+        words.time_us(naive_floor_us(gpu)) in box
+        and words.time_us(model.compiled_floor_us(gpu)) in box
+    )
+    assert "predictions only" in box

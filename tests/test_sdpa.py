@@ -3,8 +3,12 @@ from dataclasses import replace
 
 import pytest
 import torch
+from recorded import recorded, sourced
 from reference import attention_reference, rel_err
+from synthetic_forward import at, forward_times, row
 
+from attention_docs import render
+from attention_docs.analytic.sdpa_dispatch import why_variants
 from attention_docs.attention.naive import causal_mask, naive_attention
 from attention_docs.attention.sdpa import (
     BACKENDS,
@@ -23,8 +27,9 @@ from attention_docs.attention.sdpa import (
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import Table
-from attention_docs.measurements import forward as fwd
-from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.measurements.schema import Sourced
+from attention_docs.records.shape import Shape
+from attention_docs.records.timing import Timing
 
 
 def reference(q, k, v, causal):
@@ -191,18 +196,18 @@ def test_what_this_torch_offers_is_read_from_it(backends_measurement):
     assert f["set_priority_supported"] and f["set_priority_math_first"] == "flash"
     assert f["flash_impls"] == list(attention.list_flash_attention_impls())
     assert f["flash_impl_active"] is None
-    from attention_docs import render
 
-    claim = render.sdpa.priority_claim(backends_measurement)
+
+def test_the_priority_claim_says_what_the_measurement_recorded():
+    m = recorded("sdpa_backends")
+    f = m.facts
+    claim = render.sdpa.priority_claim(m)
     assert " → ".join(f"`{b}`" for b in f["sdpa_priority"]) in claim
-    assert "dispatched to `flash`, so its selector does not follow that order" in claim
-    assert "(none was active in this run)" in claim
-    follows = replace(
-        backends_measurement, facts={**f, "set_priority_math_first": "math", "flash_impls": None}
-    )
-    text = render.sdpa.priority_claim(follows)
-    assert "so its selector follows the order" in text
-    assert "has no `list_flash_attention_impls()`" in text
+    assert "dispatched to `flash`: its selector keeps a fixed order of its own" in claim
+    follows = replace(m, facts={**f, "set_priority_math_first": "math"})
+    assert "its selector follows the order" in render.sdpa.priority_claim(follows)
+    older = replace(m, facts={**f, "sdpa_priority": None, "set_priority_supported": False})
+    assert render.sdpa.priority_claim(older) == ""  # nothing recorded, nothing claimed
 
 
 def test_torchs_guess_about_turned_off_kernels_never_reaches_a_reason():
@@ -216,81 +221,86 @@ def test_torchs_guess_about_turned_off_kernels_never_reaches_a_reason():
     assert "This is likely due" not in cleaned and cleaned.endswith('was found."')
 
 
-def forward_times(tiny_measurement, rows) -> Measurement:
-    """A forward_times entry at TINY's shape, causal, with these (name, median, low, high)."""
-    table = [
-        (name, 1, 2, 32, 16, "float32", True, med, lo, hi, 9, "ok" if med else "not available")
-        for name, med, lo, hi in rows
-    ]
-    return replace(
-        tiny_measurement,
-        experiment="forward_times",
-        tables={"times": Table(fwd.COLUMNS, tuple(table))},
-        facts={"method": "test"},
-    )
-
-
-def test_backend_times_and_speedup_come_from_forward_times(backends_measurement, tiny_measurement):
-    from attention_docs import render
-
+def test_backend_times_and_the_finding_come_from_forward_times():
+    m, why = recorded("sdpa_backends"), recorded("sdpa_why")
+    shape = Shape.of(m.params)
+    missing = "not available on this device for these inputs"
     times = forward_times(
-        tiny_measurement,
+        m,
         [
-            ("SDPA math", 300.0, 290.0, 310.0),
-            ("SDPA flash", 100.0, 95.0, 105.0),
-            ("SDPA efficient", None, None, None),
-            ("SDPA cudnn", None, None, None),
+            row("SDPA math", shape, 300.0, 290.0, 310.0),
+            row("SDPA flash", shape, 100.0, 95.0, 105.0),
+            row("SDPA efficient", shape, None, status=missing),
+            row("SDPA cudnn", shape, None, status=missing),
         ],
     )
-    here = Sourced(backends_measurement, "measured now", "x.json")
-    table = render.sdpa.backend_times(Sourced(times, "from the store", "t.json"), here)
-    assert 'data-fact="forward;' in table and "3.00× (2.76–3.26×)" in table
+    table = render.sdpa.backend_times(
+        Sourced(times, "from the store", "t.json"), sourced("sdpa_backends")
+    )
+    assert 'data-fact="forward time;SDPA flash;' in table and "3× (2.76–3.26×)" in table
     rows = [line for line in table.splitlines() if line.startswith("|")]
     assert len({line.count("|") for line in rows}) == 1  # facts in cells split no cell
     assert table.count("not available") == 2
-    claims = render.sdpa.backend_claims(backends_measurement, times)
-    assert "**`flash`**" in claims
-    assert "SDPA flash is 3.00× (2.76–3.26×) faster than SDPA math" in claims
-    assert 'data-fact="ratio;' in claims
-    tied = forward_times(
-        tiny_measurement,
-        [("SDPA math", 100.0, 90.0, 110.0), ("SDPA flash", 98.0, 95.0, 105.0)],
-    )
-    assert "within noise" in render.sdpa.backend_claims(backends_measurement, tied)
+    finding = render.sdpa.finding(m, times, why)
+    assert "SDPA runs **`flash`**" in finding and finding.count(". ") <= 3
+    assert "SDPA flash is 3× (2.76–3.26×) faster than SDPA math" in finding
+    assert 'data-fact="peak memory;SDPA math;' in finding
+    assert "it picked `flash` for 7 of them here" in finding
+    assert "forecast `flash` for 3 of the 8 (1 when cuDNN comes first)" in finding
+    assert "float32, float64, bool mask, float mask and head_dim 512 go to other kernels" in finding
+    tied = at(m, shape, {"SDPA math": (100.0, 90.0, 110.0), "SDPA flash": (98.0, 95.0, 105.0)})
+    assert "within noise" in render.sdpa.finding(m, tied, why)
 
 
-def test_sdpa_backends_renders(backends_measurement):
-    from attention_docs import render
-
-    here = Sourced(backends_measurement, "measured now", "x.json")
-    table = render.sdpa.backend_table(here)
+def test_the_backend_table_states_counted_facts():
+    table = render.sdpa.backend_table(sourced("sdpa_backends"))
     assert "**chosen**" in table and table.count("unavailable") == 2
-    assert "CPU-side time (profiled)" in table and "Kernels / call" not in table
+    assert "Kernels / call" not in table and "CPU-side time" not in table  # a CPU entry
+    assert 'data-fact="peak memory;SDPA math;' in table and "`bmm`" in table
     assert table.splitlines()[0].count("|") <= 7  # at most six columns
-    timeline = render.sdpa.sdpa_timeline(here)
-    assert "Timeline of one SDPA call." in timeline and ">sdpa<" in timeline
-    assert "aten::bmm" in render.sdpa.backend_ops_table(here)
-    assert "not available on this device" in render.sdpa.unavailable_backends(here)
-    assert "score matrix" in render.sdpa.math_score_bytes(backends_measurement)
 
 
 def test_sdpa_why_explains_each_variant():
     m = run_experiment("sdpa_why", {"seq_len": 16, "head_dim": 8, "big_head_dim": 64}, device="cpu")
     rows = m.tables["verdicts"].records()
     variants = list(dict.fromkeys(r["variant"] for r in rows))
+    assert variants == [name for name, _ in why_variants("float32", 8, 64)]
     assert len(rows) == len(variants) * len(BACKENDS)
     chosen = {r["variant"]: r["backend"] for r in rows if r["status"] == CHOSEN}
     assert set(chosen) == set(variants)
     assert chosen["dropout 0.1"] == "math" and chosen["baseline"] == "flash"
     assert all(r["reason"] for r in rows if r["status"] in (REJECTED, UNAVAILABLE))
-    from attention_docs import render
 
-    here = Sourced(m, "measured now", "x.json")
+
+def test_the_why_tables_and_the_forecast_box_render():
+    here = sourced("sdpa_why")
     matrix = render.sdpa.why_matrix(here)
-    assert "head_dim 64" in matrix and "dropout 0.1" in matrix
+    assert "head_dim 512" in matrix and "dropout 0.1" in matrix and "baseline: float32" in matrix
     reasons = render.sdpa.why_reasons(here)
     assert "dropout" in reasons and "not available on this device" in reasons
-    assert "dropout 0.1 (→ `math`)" in render.sdpa.why_claims(m)
+    box = render.sdpa.dispatch_forecast([here])
+    assert box.startswith('!!! example "On a GPU: forecast for the NVIDIA H200')
+    assert "baseline: bfloat16, head_dim 128, no mask" in box
+    assert "`efficient` (`flash`: attn_mask)" in box  # a mask rules flash out
+    assert "`flash` (`cudnn`: dropout)" in box  # dropout 0.1 is no multiple of 1/16
+    assert "predictions only" in box and "Measured on" not in box
+    rules_table = render.sdpa.rules_table()
+    assert "| `flash` | float16, bfloat16 | ≤ 256 | no |" in rules_table
+    assert "ad-caption" in rules_table
+
+
+def test_the_forecast_box_sets_a_stored_gpu_run_beside_the_forecast():
+    cpu = recorded("sdpa_why")
+    on_h200 = replace(
+        cpu,
+        provenance=replace(cpu.provenance, device_id="cuda-h200"),
+        tables={
+            "verdicts": Table(("variant", "backend", "status"), (("baseline", "cudnn", "chosen"),))
+        },
+    )
+    box = render.sdpa.dispatch_forecast([Sourced(cpu, "x", "x"), Sourced(on_h200, "x", "y")])
+    assert "Measured on the NVIDIA H200" in box and "| `cudnn` |" in box
+    assert "come from this site's store" in box
 
 
 @pytest.fixture(scope="module")
@@ -298,7 +308,7 @@ def masks_measurement():
     return run_experiment("sdpa_masks", TINY, device="cpu")
 
 
-def test_sdpa_masks_shows_the_cost_and_the_polarity_trap(masks_measurement):
+def test_sdpa_masks_measures_the_cost_and_the_polarity_trap(masks_measurement):
     m = masks_measurement
     rows = m.tables["masks"].records()
     assert rows[0]["mask"] == "is_causal=True"
@@ -307,27 +317,34 @@ def test_sdpa_masks_shows_the_cost_and_the_polarity_trap(masks_measurement):
     assert keep["mask_bytes"] == 32 * 32 and add["mask_bytes"] == 4 * 32 * 32
     for r in (causal, keep, add):
         assert r["max_abs_error"] < 1e-4
-        assert r["time_low_us"] <= r["time_us"] <= r["time_high_us"]
+        assert len(r["time"].rounds_us) >= 3  # a Timing cell, every round kept
     assert wrong["max_abs_error"] is None or wrong["max_abs_error"] > 0.1
     assert "aten::where" in keep["prep_ops"] and causal["prep_ops"] == "none"
-    from attention_docs import render
-
-    here = Sourced(m, "measured now", "x.json")
-    table = render.sdpa.mask_table(here)
-    assert "| 1 (baseline) |" in table and "Time ÷ is_causal's" in table
-    assert table.splitlines()[0].count("|") <= 7
-    claims = render.sdpa.mask_claims(m)
-    assert "masked_fill" in claims and "`aten::where`" in claims
 
 
 def test_mask_times_are_ratios_to_is_causal_with_their_range_or_a_tie():
-    from attention_docs.render.sdpa import versus_causal
+    m = recorded("sdpa_masks")
+    table = m.tables["masks"]
+    i = table.columns.index("time")
 
-    base = {"time_us": 100.0, "time_low_us": 95.0, "time_high_us": 105.0}
-    slower = {"time_us": 150.0, "time_low_us": 140.0, "time_high_us": 160.0}
-    close = {"time_us": 103.0, "time_low_us": 99.0, "time_high_us": 110.0}
-    assert versus_causal(base, slower) == "1.50× (1.33–1.68×)"
-    assert versus_causal(base, close) == "within noise (1.03×)"
+    def timed(rows):
+        return replace(m, tables={**m.tables, "masks": replace(table, rows=tuple(rows))})
+
+    times = [
+        (95.0, 100.0, 105.0),
+        (140.0, 150.0, 160.0),
+        (99.0, 103.0, 110.0),
+        (95.0, 100.0, 105.0),
+    ]
+    rows = [
+        (*r[:i], Timing(t[1], 0.0, 9, "test", t), *r[i + 1 :])
+        for r, t in zip(table.rows, times, strict=True)
+    ]
+    text = render.sdpa.mask_table(Sourced(timed(rows), "x", "x.json"))
+    assert "| 1 (baseline) |" in text and "Time ÷ is_causal's (unprofiled)" in text
+    assert "1.5× (1.33–1.68×)" in text and "within noise (1.03×)" in text
+    assert text.splitlines()[0].count("|") <= 7
+    assert "`aten::where`" in render.sdpa.mask_claims(m)
 
 
 def test_the_empty_row_is_stated_for_the_backends_that_ran_here(masks_measurement):
@@ -338,27 +355,23 @@ def test_the_empty_row_is_stated_for_the_backends_that_ran_here(masks_measuremen
     for name in ("SDPA efficient", "SDPA cudnn"):
         assert empty[name]["empty_row"] == "did not run"
         assert empty[name]["why_not_run"] == "not available on this device for these inputs"
-    from attention_docs import render
-
     claim = render.sdpa.empty_row_claim(m)
     assert "Measured on this CPU" in claim
     assert "SDPA math and SDPA flash returned zeros" in claim
     assert "naive attention (plain softmax) returned NaN" in claim
     assert "SDPA efficient and SDPA cudnn did not run here (not available on this device" in claim
-    assert "does not even leave a NaN" in claim
-    assert "This is likely due" not in claim
+    assert "leaves not even a NaN" in claim and "This is likely due" not in claim
     # A backend that returned NaN withdraws the "no NaN to notice" sentence.
-    records = m.tables["empty_row"].records()
     rows = tuple(
         (
             r["implementation"],
             "NaN" if r["implementation"] == "SDPA flash" else r["empty_row"],
             r["why_not_run"],
         )
-        for r in records
+        for r in m.tables["empty_row"].records()
     )
     nan = replace(m, tables={**m.tables, "empty_row": replace(m.tables["empty_row"], rows=rows)})
-    assert "does not even leave a NaN" not in render.sdpa.empty_row_claim(nan)
+    assert "leaves not even a NaN" not in render.sdpa.empty_row_claim(nan)
 
 
 @pytest.mark.parametrize("backend", ["math", "flash"])

@@ -193,6 +193,6 @@ def test_every_experiment_that_reads_forward_times_runs_at_a_shape_of_its_grid(k
     from attention_docs.experiments.registry import get
 
     grid = set(fwd.GRIDS[kind].shapes())
-    for name in ("fusion_kernels", "fusion_speed_memory", "winners_summary", "flex_masks"):
+    for name in ("fusion_kernels", "sdpa_backends", "winners_summary", "flex_masks"):
         params = get(name).resolve({}, kind)
         assert fwd.Shape.of({"causal": True, **params}) in grid, (name, kind, params)

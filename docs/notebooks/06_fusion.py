@@ -50,18 +50,21 @@ print(inspect.getsource(compiled_attention))
 # every shape of the device's grid, in interleaved rounds (minutes; seconds when tiny).
 
 # %%
-times = run_experiment("forward_times", {"tiny": tiny})
+times = here(run_experiment("forward_times", {"tiny": tiny}))
 
 # %% [markdown]
 # ## What Inductor fused, and what the compile costs cold and warm
+#
+# SDPA's peak memory, for the comparison, is the SDPA chapter's experiment at the same shape.
 
 # %%
 m = run_experiment("fusion_kernels", shape)
-print(render.fusion.compiled_work_table(here(m)))
-print(render.fusion.fusion_summary(m))
+backends = here(run_experiment("sdpa_backends", shape))
+print(render.fusion.finding(m, times, backends.measurement))
+print(render.fusion.work_table(here(m), "compiled"))
 print(render.fusion.ranges_note(m))
 print(render.fusion.compile_table(here(m), times))
-print(render.fusion.compile_cost(m, times))
+print(render.fusion.speed_memory_table(here(m), times, backends))
 
 # %% [markdown]
 # ## A new shape: guards and a recompile
@@ -72,10 +75,7 @@ print(render.fusion.recompile_table(here(m)))
 print(render.fusion.recompile_claim(m))
 
 # %% [markdown]
-# ## Speed and memory against eager and SDPA
+# ## On a GPU: what fusion saves (a forecast from the data sheet)
 
 # %%
-m = run_experiment("fusion_speed_memory", shape)
-print(render.fusion.speed_memory_table(here(m), times))
-print(render.fusion.speed_claim(m, times))
-print(render.fusion.speed_memory_claim(m))
+print(render.fusion.fusion_forecast([times]))

@@ -55,16 +55,28 @@ times = run_experiment("forward_times", {"tiny": True} if tiny else {})
 times_here = Sourced(times, "measured in this notebook", "-", base="")
 print(render.sdpa.backend_table(here))
 print(render.sdpa.backend_times(times_here, here))
-print(render.sdpa.backend_claims(m, times))
 print(render.sdpa.priority_claim(m))
 
 # %% [markdown]
 # ## Why this backend? Over a set of input variants
 
 # %%
-why = run_experiment("sdpa_why", {"seq_len": 16, "big_head_dim": 64} if tiny else {})
-print(render.sdpa.why_matrix(Sourced(why, "measured in this notebook", "-", base="")))
-print(render.sdpa.why_reasons(Sourced(why, "measured in this notebook", "-", base="")))
+why = Sourced(
+    run_experiment("sdpa_why", {"seq_len": 16, "big_head_dim": 64} if tiny else {}),
+    "measured in this notebook",
+    "-",
+    base="",
+)
+print(render.sdpa.finding(m, times_here, why.measurement))
+print(render.sdpa.why_matrix(why))
+print(render.sdpa.why_reasons(why))
+
+# %% [markdown]
+# ## On a GPU: which backend torch's rules pick (a forecast)
+
+# %%
+print(render.sdpa.rules_table())
+print(render.sdpa.dispatch_forecast([why]))
 
 # %% [markdown]
 # ## Masks: is_causal, boolean, float, and the wrong polarity
@@ -78,5 +90,5 @@ print(render.sdpa.empty_row_claim(masks))
 # %% [markdown]
 # ## Try next
 #
-# Pass `{"dtype": "bfloat16"}` on a GPU and watch `flash` take over from `efficient`; give
-# `why_backend` an explicit mask and see which backends refuse it.
+# Pass `{"dtype": "bfloat16"}` on a GPU and compare the backend SDPA picks with the forecast
+# above; give `why_backend` an explicit mask and see which backends refuse it.

@@ -1,17 +1,16 @@
 # Experiments on torch.compile (TorchDynamo + Inductor) applied to naive attention: which
-# kernels it fuses, what compiling costs with cold and with warm caches, what a new shape
-# costs, and which memory fusion cannot save. Forward times are not taken here: they are
-# `forward_times`' job (one fact, one number), and the chapter reads them there. Every
-# distinct compiled graph costs seconds of compile time, so each experiment compiles as few
-# as it can.
+# kernels it fuses, what compiling costs with cold and with warm caches and the peak memory
+# of the compiled forward (fusion_kernels), and what a new shape costs (fusion_recompile).
+# Forward times are not taken here: they are `forward_times`' job (one fact, one number),
+# and the chapter reads them there; SDPA's peak memory is `sdpa_backends`'. Every distinct
+# compiled graph costs seconds of compile time, so each experiment compiles as few as it can.
 #
-# GPU sizes (batch 4, 16 heads, seq_len 2048, bfloat16), estimated on an H200: the compiles
-# dominate, the forwards (~1 ms each: 2·4·16·2048²·64·2 ≈ 70 GFLOP of matmuls plus ~5
-# passes over a 512 MiB score matrix) do not. fusion_kernels compiles three times (cold
-# ~10-20 s with Triton's cache empty, warm ~2-5 s, then the static graph ~5 s) and profiles
-# ~10 forwards; fusion_recompile compiles two static graphs (~5-10 s each); fusion_speed_memory
-# finds the dynamic graph in Inductor's cache (~3 s) and runs 3 forwards under the memory
-# profiler. About 60 s in all, process starts included.
+# GPU sizes (batch 4, 16 heads, seq_len 4096, bfloat16: sdpa_backends' shape), estimated on
+# an H200: the compiles dominate, the forwards (~4 ms each: 2·4·16·4096²·64·2 ≈ 275 GFLOP of
+# matmuls plus ~5 passes over a 2.1 GB score matrix) do not. fusion_kernels compiles three
+# times (cold ~10-20 s with Triton's cache empty, warm ~2-5 s, then the static graph ~5 s),
+# profiles ~10 forwards and measures two peaks; fusion_recompile compiles two static graphs
+# (~5-10 s each). About 60 s in all, process starts included.
 from __future__ import annotations
 
 import logging
@@ -25,21 +24,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from torch.nn.functional import scaled_dot_product_attention
 
-from attention_docs.analytic.cost import itemsize, step_costs
+from attention_docs.analytic.cost import score_matrix_bytes, step_costs
 from attention_docs.attention.compiled import compiled_attention
 from attention_docs.attention.naive import STEPS, naive_attention
-from attention_docs.attention.sdpa import backend_of_op
 from attention_docs.experiments._observe import observe_forward
-from attention_docs.experiments.naive import SHAPE_PARAMS
-from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.experiments.registry import Observed, Param, experiment, shape_params
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
 from attention_docs.profiling.memory import peak_memory_bytes
-from attention_docs.profiling.profile import profile_callable
 from attention_docs.records.kernels import (
     fused_ops,
     is_bookkeeping,
@@ -56,11 +51,15 @@ MEASURES = (
     "records/kernels.py",
     "profiling/memory.py",
 )
-COMPILE_PARAMS = {
-    **SHAPE_PARAMS,
-    "seq_len": Param(512, gpu_default=2048, minimum=1, help="tokens per sequence (N)"),
-    "causal": Param(True, help="mask the future (decoder-style attention)"),
-}
+# The profiles here are for structure (which kernels, which steps): no memory or FLOP
+# bookkeeping inflating the ops' times.
+STRUCTURE = {"profile_memory": False, "with_flops": False}
+# sdpa_backends' shape, a shape of the forward grid: the chapter reads forward times and
+# SDPA's peak memory there.
+COMPILE_PARAMS = shape_params(
+    seq_len=Param(512, gpu_default=4096, minimum=1, help="tokens per sequence (N)"),
+    causal=Param(True, help="mask the future (decoder-style attention)"),
+)
 
 
 @contextmanager
@@ -132,13 +131,14 @@ def _precompiled_headers_present() -> bool:
     return bool(folder) and Path(folder).is_dir() and any(Path(folder).iterdir())
 
 
-def compile_cold_and_warm(build, call, device) -> list[dict]:
+def compile_cold_and_warm(build, call, device, then=None) -> tuple[list[dict], object]:
     """Compile `build()` twice and time each first call `call(fn)`: cold (Inductor's and
     Triton's cache folders new and empty, Dynamo reset) and warm (the same folders, Dynamo
     and the in-memory caches reset again: a later process on the same machine). One row per
-    compile: seconds, graphs compiled, FX graph and AOTAutograd cache hits and misses. The
-    process is left with nothing compiled."""
-    rows = []
+    compile: seconds, graphs compiled, FX graph and AOTAutograd cache hits and misses; and
+    what `then(fn)` returns for the warm function, while its code still exists. The process
+    is left with nothing compiled."""
+    rows, after_warm = [], None
     with tempfile.TemporaryDirectory(prefix="attention-docs-compile-") as folder:
         with _cache_folders(folder):
             for label in ("cold", "warm"):
@@ -154,8 +154,10 @@ def compile_cold_and_warm(build, call, device) -> list[dict]:
                         **{k: after[k] - before[k] for k in after},
                     }
                 )
+            if then is not None:
+                after_warm = then(fn)
         _forget_compiled_code()  # nothing may point into the folder about to go
-    return rows
+    return rows, after_warm
 
 
 def compiler_import_seconds() -> float:
@@ -183,39 +185,54 @@ def _timed_call(fn, device) -> tuple[float, object]:
 
 @experiment(
     "fusion_kernels",
-    summary="What Inductor fuses in naive attention (eager ops against compiled kernels), and "
-    "what the compile costs with cold and with warm caches.",
+    summary="What Inductor fuses in naive attention (eager ops against compiled kernels), what "
+    "the compile costs with cold and with warm caches, and the peak memory it leaves.",
     measures=MEASURES,
     **COMPILE_PARAMS,
 )
 def fusion_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal) -> Observed:
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
-    eager = observe_forward(
+    eager_seen = observe_forward(
         lambda: naive_attention(q, k, v, causal=causal),
         ctx,
         labels=STEPS,
         costs=step_costs(batch_size, num_heads, seq_len, head_dim, dtype, causal=causal),
+        **STRUCTURE,
     )
     headers_before = ctx.device.type == "cpu" and _precompiled_headers_present()
+
+    def eager():
+        return naive_attention(q, k, v, causal=causal)
+
+    def peaks(fn) -> list[tuple]:
+        """Peak memory of one forward, eager and compiled, in bytes and in N×N matrices."""
+        matrix = score_matrix_bytes(batch_size, num_heads, seq_len, dtype)
+        found = []
+        for name, call in ((fwd.NAIVE, eager), (fwd.COMPILED, lambda: fn(q, k, v, causal=causal))):
+            peak = peak_memory_bytes(call, ctx.device)
+            found.append((name, peak, peak / matrix))
+        return found
+
     with _captured_torch_logs() as logs:
-        # The compile's cost is measured on the function forward_times times (symbolic
-        # sizes, dynamic=True), so that the cost and the forward time it buys belong to one
-        # compiled function.
-        compiles = compile_cold_and_warm(
+        # The compile's cost and the peak memory are measured on the function forward_times
+        # times (symbolic sizes, dynamic=True), so that they and the forward time it buys
+        # belong to one compiled function.
+        compiles, peak_rows = compile_cold_and_warm(
             lambda: compiled_attention(dynamic=True),
             lambda fn: fn(q, k, v, causal=causal),
             ctx.device,
+            then=peaks,
         )
         # The kernels are read from the graph specialised to this shape (dynamic=False):
         # with symbolic sizes Inductor leaves the division by √head_dim out of the fused
         # kernel's name although the kernel does it, and names are all a trace shows.
         compiled = compiled_attention()
         compiled(q, k, v, causal=causal)
-    observed = observe_forward(lambda: compiled(q, k, v, causal=causal), ctx)
+    observed = observe_forward(lambda: compiled(q, k, v, causal=causal), ctx, **STRUCTURE)
 
-    step_names = names_per_step(eager.timeline, STEPS)
+    step_names = names_per_step(eager_seen.timeline, STEPS)
     eager_rows = []
-    for item in work_items(eager.timeline):
+    for item in work_items(eager_seen.timeline):
         steps = [s for s, names in step_names.items() if item.name in names]
         eager_rows.append((item.name, ", ".join(steps) or "—", item.calls, item.time_us))
     compiled_rows = []
@@ -248,7 +265,7 @@ def fusion_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, caus
         "aot_cache_misses",
     )
     return Observed(
-        steps=eager.steps,
+        steps=eager_seen.steps,
         ops=observed.ops,
         timeline=observed.timeline,
         chrome=observed.chrome,
@@ -268,6 +285,11 @@ def fusion_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, caus
                 rows=tuple(tuple(r[c] for c in compile_columns) for r in compiles),
                 units={"seconds": "s"},
             ),
+            "peaks": Table(
+                columns=("variant", "peak_bytes", "peak_in_matrices"),
+                rows=tuple(peak_rows),
+                units={"peak_bytes": "B"},
+            ),
         },
         facts={
             "compile_cost_of": "compiled_attention(dynamic=True)",
@@ -281,59 +303,6 @@ def fusion_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, caus
             "record_function_warning": dropped[0] if dropped else None,
             "compiled_wrappers": wrappers,
             "torch_version": torch.__version__,
-        },
-    )
-
-
-def _sdpa_op_name(fn, device) -> str | None:
-    run = profile_callable(fn, device, record_shapes=False, profile_memory=False, with_flops=False)
-    spans = [s for s in run.trace.spans if s.kind == "op" and "scaled_dot_product" in s.name]
-    return max(spans, key=lambda s: s.depth).name if spans else None  # the backend's own op
-
-
-@experiment(
-    "fusion_speed_memory",
-    summary="Eager, compiled and SDPA attention side by side: peak memory of one forward (their "
-    "times are forward_times' rows at the same shape).",
-    measures=MEASURES,
-    **COMPILE_PARAMS,
-)
-def fusion_speed_memory(
-    ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal
-) -> Observed:
-    q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
-    compiled = compiled_attention(dynamic=True)  # the function forward_times times
-    compiled(q, k, v, causal=causal)  # compile outside the memory measurement
-
-    def sdpa():
-        return scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-    sdpa_op = _sdpa_op_name(sdpa, ctx.device)
-    backend = backend_of_op(sdpa_op) if sdpa_op else None
-    # Each variant under the name forward_times gives it, so pages read its time there.
-    variants = {
-        fwd.NAIVE: lambda: naive_attention(q, k, v, causal=causal),
-        fwd.COMPILED: lambda: compiled(q, k, v, causal=causal),
-        f"SDPA {backend}" if backend else "SDPA": sdpa,
-    }
-    matrix_bytes = batch_size * num_heads * seq_len * seq_len * itemsize(dtype)
-    rows = []
-    for name, fn in variants.items():
-        peak = peak_memory_bytes(fn, ctx.device)
-        rows.append((name, peak, peak / matrix_bytes))
-    return Observed(
-        tables={
-            "variants": Table(
-                columns=("variant", "peak_bytes", "peak_in_matrices"),
-                rows=tuple(rows),
-                units={"peak_bytes": "B"},
-            )
-        },
-        facts={
-            "score_matrix_bytes": matrix_bytes,
-            "output_bytes": batch_size * num_heads * seq_len * head_dim * itemsize(dtype),
-            "sdpa_op": sdpa_op,
-            "sdpa_backend": backend,
         },
     )
 

@@ -3,7 +3,9 @@
 # that choice, and what each way of masking costs. A backend this device does not have
 # becomes a row that says so, never an exception. No forward is timed here for its own sake:
 # a backend's forward time is `forward_times`' fact; `sdpa_masks` times its mask variants
-# against one another, in interleaved rounds, and states only their ratios.
+# against one another, in interleaved rounds (Timing cells), and pages state only their ratios.
+# The input variants `sdpa_why` asks about are analytic/sdpa_dispatch.py's, so the page's
+# forecast for a GPU and a GPU's measurement describe the same calls.
 #
 # GPU sizes (one H200, batch 4, 16 heads, seq_len 4096, bf16, a shape of the forward-time
 # grid): sdpa_backends profiles each runnable backend (4 calls each; math's 2.1 GB matrices
@@ -22,6 +24,8 @@ import torch
 from torch.nn.attention import SDPBackend
 from torch.profiler import ProfilerActivity, profile
 
+from attention_docs.analytic.gpu import FORECAST_SHAPE
+from attention_docs.analytic.sdpa_dispatch import BOOL_MASK, FLOAT_MASK, IS_CAUSAL, why_variants
 from attention_docs.attention.naive import causal_mask, naive_attention
 from attention_docs.attention.sdpa import (
     BACKENDS,
@@ -37,7 +41,7 @@ from attention_docs.attention.sdpa import (
 )
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments.forward import unavailable
-from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.experiments.registry import Observed, Param, experiment, shape_params
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import peak_memory_bytes
@@ -47,16 +51,12 @@ from attention_docs.records.trace import op_stats, step_span_times
 
 MEASURES = ("attention/sdpa.py", "attention/naive.py", "inputs.py")
 LABEL = "attention.sdpa"
-TIME_COLUMNS = ("time_us", "time_low_us", "time_high_us")
 SCHED = Schedule(wait=1, warmup=1, active=2)
 
-SHAPE_PARAMS = {
-    "batch_size": Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
-    "num_heads": Param(4, gpu_default=16, minimum=1, help="attention heads"),
-    "seq_len": Param(512, gpu_default=4096, minimum=1, help="tokens per sequence (N)"),
-    "head_dim": Param(64, minimum=1, help="features per head (D)"),
-    "dtype": Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
-}
+# A shape of the forward grid's teaching slice, so that each backend's forward time is there.
+SHAPE_PARAMS = shape_params(
+    seq_len=Param(512, gpu_default=4096, minimum=1, help="tokens per sequence (N)")
+)
 
 
 # torch's "No viable backend" error goes on to guess why ("This is likely due to turning off
@@ -205,7 +205,11 @@ def sdpa_backends(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causa
                 for s in seen["top"]
             )
         observed = observe_forward(
-            lambda: sdpa_attention(q, k, v, causal=causal), ctx, labels=(LABEL,)
+            lambda: sdpa_attention(q, k, v, causal=causal),
+            ctx,
+            labels=(LABEL,),
+            profile_memory=False,  # a timeline for structure: no bookkeeping in the ops' times
+            with_flops=False,
         )
         offers = what_torch_offers(q, k, v, causal=causal)
     table = Table(
@@ -244,27 +248,12 @@ def sdpa_backends(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causa
     )
 
 
-def _why_variants(dtype: str, head_dim: int, big_head_dim: int):
-    """(name, dtype, head_dim, mask kind, dropout_p) for each input variant."""
-    other = "float32" if dtype != "float32" else "bfloat16"
-    return (
-        ("baseline", dtype, head_dim, "none", 0.0),
-        (other, other, head_dim, "none", 0.0),
-        ("float64", "float64", head_dim, "none", 0.0),
-        ("is_causal", dtype, head_dim, "is_causal", 0.0),
-        ("bool mask", dtype, head_dim, "bool", 0.0),
-        ("float mask", dtype, head_dim, "float", 0.0),
-        (f"head_dim {big_head_dim}", dtype, big_head_dim, "none", 0.0),
-        ("dropout 0.1", dtype, head_dim, "none", 0.1),
-    )
-
-
 def _mask_kwargs(kind: str, seq_len: int, dtype: torch.dtype, device) -> dict:
-    if kind == "is_causal":
+    if kind == IS_CAUSAL:
         return {"causal": True}
-    if kind == "bool":
+    if kind == BOOL_MASK:
         return {"attn_mask": keep_mask(seq_len, device=device)}
-    if kind == "float":
+    if kind == FLOAT_MASK:
         return {"attn_mask": additive_mask(seq_len, dtype=dtype, device=device)}
     return {}
 
@@ -276,19 +265,28 @@ def _mask_kwargs(kind: str, seq_len: int, dtype: torch.dtype, device) -> dict:
     batch_size=Param(1, minimum=1, help="sequences per batch"),
     num_heads=Param(2, minimum=1, help="attention heads"),
     seq_len=Param(128, gpu_default=1024, minimum=1, help="tokens per sequence (N)"),
-    head_dim=Param(64, minimum=1, help="features per head (D) of the baseline"),
+    # On a GPU, the forecast shape's head_dim: the page's forecast and this run ask about the
+    # same inputs there.
+    head_dim=Param(
+        64,
+        gpu_default=FORECAST_SHAPE.head_dim,
+        minimum=1,
+        help="features per head (D) of the baseline",
+    ),
     big_head_dim=Param(512, minimum=1, help="head_dim of the large-head variant"),
     dtype=Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
 )
 def sdpa_why(ctx, *, batch_size, num_heads, seq_len, head_dim, big_head_dim, dtype) -> Observed:
     rows = []
-    for name, vdtype, d, mask, dropout_p in _why_variants(dtype, head_dim, big_head_dim):
-        q, k, v = make_qkv(batch_size, num_heads, seq_len, d, dtype=vdtype, device=ctx.device)
-        kwargs = _mask_kwargs(mask, seq_len, q.dtype, ctx.device)
+    for name, i in why_variants(dtype, head_dim, big_head_dim):
+        q, k, v = make_qkv(
+            batch_size, num_heads, seq_len, i.head_dim, dtype=i.dtype, device=ctx.device
+        )
+        kwargs = _mask_kwargs(i.mask, seq_len, q.dtype, ctx.device)
         with torch.no_grad():
-            verdicts = [_site(x) for x in why_backend(q, k, v, dropout_p=dropout_p, **kwargs)]
+            verdicts = [_site(x) for x in why_backend(q, k, v, dropout_p=i.dropout_p, **kwargs)]
         rows.extend(
-            (name, vdtype, d, mask, dropout_p, x.backend, x.status, x.op, x.reason)
+            (name, i.dtype, i.head_dim, i.mask, i.dropout_p, x.backend, x.status, x.op, x.reason)
             for x in verdicts
         )
     table = Table(
@@ -397,19 +395,14 @@ def sdpa_masks(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype) -> Obser
             "backend",
             "mask_bytes",
             "peak_bytes",
-            "time_us",
-            "time_low_us",
-            "time_high_us",
+            "time",
             "ops_per_call",
             "max_abs_error",
             "nan_rows",
             "prep_ops",
         ),
-        rows=tuple(
-            (*r[:4], t.median_us, t.low_us, t.high_us, *r[4:])
-            for r, t in ((r, timings[r[0]]) for r in rows)
-        ),
-        units={"mask_bytes": "B", "peak_bytes": "B", **dict.fromkeys(TIME_COLUMNS, "µs")},
+        rows=tuple((*r[:4], timings[r[0]], *r[4:]) for r in rows),
+        units={"mask_bytes": "B", "peak_bytes": "B", "time": "µs"},
     )
     empty_table = Table(columns=("implementation", "empty_row", "why_not_run"), rows=tuple(empty))
     return Observed(

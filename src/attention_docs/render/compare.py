@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings.compare import Comparison
+from attention_docs.findings.facts import COUNTED, Fact, Quantity
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
@@ -95,3 +96,15 @@ def ceiling(ceilings: Sourced | Measurement, key: str, *, spread: bool = False) 
     """One of the device's measured ceilings (`peak_flops_float32`, `bandwidth_bs`...) as a
     marked fact: `95 GFLOP/s`, with `spread` its range over the rounds too."""
     return words.fact(ffwd.ceiling(_m(ceilings), key), with_spread=spread)
+
+
+def stated(
+    m: Measurement, metric: str, subject: str, value: float | None, unit: str, *, clock=COUNTED
+) -> str:
+    """A value `m` recorded (a count, a peak, a profiled time) as a marked fact of its device
+    and shape; "—" when it has none. `clock` says how it was read (counted, profiled...)."""
+    if value is None:
+        return "—"
+    return words.fact(
+        Fact(Quantity(metric, subject, m.device_id, clock, Shape.of(m.params)), value, unit)
+    )

@@ -8,9 +8,16 @@ import textwrap
 from collections.abc import Sequence
 
 from attention_docs.findings.forecast import Check
+from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
 from attention_docs.render import words
+
+
+def stored_on(each_device: Sequence[Sourced], gpu: SpecSheet) -> Measurement | None:
+    """The entry measured on `gpu` among `book.measure_each_device`'s, or None."""
+    wanted = f"cuda-{gpu.slug}"
+    return next((s.measurement for s in each_device if s.measurement.device_id == wanted), None)
 
 
 def forecast_box(
@@ -45,10 +52,34 @@ def forecast_box(
                 )
                 cells += [words.fact(c.measured), ratio]
         lines.append("| " + " | ".join(cells) + " |")
+    return _box(gpu, lines, measured_any, shape=shape, lead=lead, model=model)
+
+
+def choice_box(
+    gpu: SpecSheet,
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    measured: bool,
+    shape: Shape | None = None,
+    lead: str = "",
+    model: str = "",
+) -> str:
+    """The forecast admonition for forecasts that are choices, not numbers (which backend a
+    dispatcher picks): a table of `rows` under `header`, cells as given. `measured`: whether
+    a column holds what the GPU did (else the box says these are predictions only)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return _box(gpu, lines, measured, shape=shape, lead=lead, model=model)
+
+
+def _box(
+    gpu: SpecSheet, lines: list[str], measured: bool, *, shape: Shape | None, lead: str, model: str
+) -> str:
     where = f" at {shape.text()}" if shape else ""
     status = (
         "Measured values come from this site's store."
-        if measured_any
+        if measured
         else f"The store holds no measurement from an {gpu.label} yet: these are predictions only."
     )
     body = [
@@ -58,6 +89,6 @@ def forecast_box(
         "",
         f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()} {status}".strip(),
     ]
-    text = "\n".join(line for line in body if line is not None).strip()
+    text = "\n".join(body).strip()
     title = f"On a GPU: forecast for the {gpu.label} (data sheet, not a measurement)"
     return f'!!! example "{title}"\n\n' + textwrap.indent(text, "    ") + "\n"

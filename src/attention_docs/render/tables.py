@@ -24,6 +24,13 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: 
     return "\n".join([line(header), line(rule), *(line(r) for r in rows)])
 
 
+def captioned_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], align: str, sourced: Sourced, what: str
+) -> str:
+    """A pipe table with, under it, the caption of the measurement it shows."""
+    return markdown_table(header, rows, align) + "\n\n" + caption_html(sourced, what)
+
+
 def _cell_text(text: str) -> str:
     """A cell's text with its pipes escaped: `\\|` in text (the table syntax's escape), but
     `&#124;` inside an HTML tag, where a backslash would stay in the attribute (a fact id
