@@ -114,7 +114,9 @@ print(render.flash.tiles_table())
 # %%
 tri = run_experiment("flash_triton_vs_sdpa")
 ceilings = run_experiment("machine_ceilings", ceiling_sizes) if torch.cuda.is_available() else None
-print(render.flash.triton_section(Sourced(tri, "measured in this notebook", "-", base=""), ceilings))
+print(
+    render.flash.triton_section(Sourced(tri, "measured in this notebook", "-", base=""), ceilings)
+)
 
 # %% [markdown]
 # ## Try next
