@@ -75,13 +75,14 @@ display(HTML(render.flash.tile_grid_svg(300, 64, 32, causal=True, highlight_row=
 times = run_experiment("forward_times", {"tiny": tiny})
 m = run_experiment("flash_tiled_vs_naive", {**shape, **tiles})
 here = Sourced(m, "measured in this notebook", "-", base="")
+here_times = Sourced(times, "measured in this notebook", "-", base="")
+print(render.flash.finding(here, here_times, [here_times]))
 print(render.flash.implementations_table(here, times))
 print(render.flash.memory_claim(m))
-print(render.flash.time_claim(m, times))
 
 # %%
-print(render.tables.step_table(here, total_label="all four phases"))
-print(render.flash.traffic_table(here))
+print(render.flash.phase_table(here))
+print(render.flash.traffic_table(here, times))
 display(HTML(render.flash.memory_figure(here)))
 
 # %% [markdown]
@@ -94,21 +95,28 @@ print(render.flash.block_table(here_blocks))
 print(render.flash.block_claim(blocks))
 
 # %% [markdown]
+# ## FlashAttention 2 on a GPU, counted
+#
+# Programs per launch, output-rescaling FLOPs and the tiles that fit in one block's shared
+# memory, for the GPU this site forecasts for (an NVIDIA H200), from its data sheet.
+
+# %%
+print(render.flash.generations_table())
+print(render.flash.tiles_table())
+
+# %% [markdown]
 # ## The Triton kernel
 #
 # On a CUDA GPU with `triton` installed this compares the kernel with SDPA's fused backends
-# under this machine's measured matmul ceiling; elsewhere it says what is missing (and checks
-# the kernel under Triton's interpreter).
+# under this machine's measured matmul ceiling; on a CPU it runs the kernel under Triton's
+# interpreter and compares it with SDPA and float64.
 
 # %%
-if torch.cuda.is_available() or not tiny:
-    tri = run_experiment("flash_triton_vs_sdpa")
-    ceilings = run_experiment("machine_ceilings", ceiling_sizes)
-    print(
-        render.flash.triton_section(
-            Sourced(tri, "measured in this notebook", "-", base=""), ceilings
-        )
-    )
+tri = run_experiment("flash_triton_vs_sdpa")
+ceilings = run_experiment("machine_ceilings", ceiling_sizes) if torch.cuda.is_available() else None
+print(
+    render.flash.triton_section(Sourced(tri, "measured in this notebook", "-", base=""), ceilings)
+)
 
 # %% [markdown]
 # ## Try next

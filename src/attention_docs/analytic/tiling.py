@@ -240,6 +240,81 @@ def working_set_bytes(block_q: int, block_k: int, head_dim: int, dtype: str = "b
     )
 
 
-def kv_reads(seq_len: int, block_q: int) -> int:
-    """How many times a non-causal fused kernel reads each K and V row: once per query tile."""
-    return math.ceil(seq_len / block_q)
+def programs(batch_size: int, num_heads: int, seq_len: int, block_q: int | None = None) -> int:
+    """Programs (thread blocks) one fused forward launches.
+
+    FlashAttention 1 (`block_q=None`) runs one program per (batch, head), which loops over
+    every query tile itself. FlashAttention 2 puts the query tiles in the outer loop: each is
+    independent, so each gets its own program, and a launch has `⌈seq_len / block_q⌉` times
+    more of them to spread over the streaming multiprocessors.
+    """
+    per_head = 1 if block_q is None else math.ceil(seq_len / block_q)
+    return batch_size * num_heads * per_head
+
+
+@dataclass(frozen=True)
+class RescaleFlops:
+    """Element-wise FLOPs on the output block, outside the two matmuls, in each version."""
+
+    fa1: float
+    fa2: float
+
+    @property
+    def saved(self) -> float:
+        return self.fa1 - self.fa2
+
+
+def output_rescale_flops(
+    batch_size: int,
+    num_heads: int,
+    seq_len: int,
+    head_dim: int,
+    *,
+    causal: bool,
+    block_q: int,
+    block_k: int,
+    kv_seq_len: int | None = None,
+) -> RescaleFlops:
+    """What deferring the normalisation saves, counted over the tiles a forward visits.
+
+    FlashAttention 1 (its Algorithm 1, line 12) keeps the output normalised after every key
+    tile: `diag(l_new)⁻¹ (diag(l) e^(m - m_new) O + e^(m_tile - m_new) P V)`, four FLOPs per
+    output element per visited tile (three scalings and an add). FlashAttention 2 (its
+    Algorithm 1, lines 10 and 12) keeps the output unnormalised: `e^(m - m_new) O + P V`, two
+    FLOPs per element per visited tile, and one division by `l` per query, after the last
+    tile. Per-row scalars (`e^(m - m_new)`, `l`) are O(rows) and left out of both.
+    """
+    grid = tile_grid(seq_len, block_q, block_k, causal=causal, kv_seq_len=kv_seq_len)
+    rows_visited = sum(t.rows for row in grid for t in row if t.state != SKIPPED)
+    per_row = batch_size * num_heads * head_dim  # output elements per query row, all heads
+    return RescaleFlops(
+        fa1=4.0 * per_row * rows_visited, fa2=per_row * (2.0 * rows_visited + seq_len)
+    )
+
+
+@dataclass(frozen=True)
+class TileFit:
+    """One tile size against one thread block's on-chip memory."""
+
+    block_q: int
+    block_k: int
+    working_set: int  # bytes, working_set_bytes
+    fits: bool
+
+
+def tile_fits(
+    capacity_bytes: int,
+    head_dim: int,
+    dtype: str,
+    tiles: tuple[tuple[int, int], ...] = ((64, 64), (128, 64), (128, 128), (256, 128)),
+) -> tuple[TileFit, ...]:
+    """Each tile's working set, and whether it fits in `capacity_bytes` (the most shared
+    memory one thread block may use). Conservative: a real kernel keeps the score tile and
+    the accumulator in registers, so a tile that fits here fits there."""
+    if capacity_bytes < 1:
+        raise ValueError(f"capacity_bytes must be positive, got {capacity_bytes}")
+    out = []
+    for block_q, block_k in tiles:
+        ws = working_set_bytes(block_q, block_k, head_dim, dtype)
+        out.append(TileFit(block_q, block_k, ws, ws <= capacity_bytes))
+    return tuple(out)

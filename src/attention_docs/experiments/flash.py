@@ -1,6 +1,7 @@
 # Experiments of the FlashAttention chapter: the tiled algorithm against naive attention and
 # SDPA (profile, peak memory, numerics, bytes by the traffic model), the effect of the block
-# size, and the Triton kernel against SDPA's fused backends on a GPU.
+# size, and the Triton kernel: against SDPA's fused backends on a GPU, and on a CPU under
+# Triton's interpreter, where its output is checked against SDPA and float64.
 #
 # One fact, one number: the unprofiled forward times of naive, tiled and SDPA at the chapter's
 # shape are `forward_times`' (the page reads them there), and the machine's matmul ceiling is
@@ -11,7 +12,7 @@
 # GPU sizes (one H200; ~5–10 µs per eager kernel launch, ~700 TFLOP/s bf16):
 #   flash_tiled_vs_naive (4, 16, 2048, 64, bf16, 64×64 tiles): 32 query tiles, 528 computed
 #     tiles, ~13 eager ops each: ~7k launches, ~50 ms per forward; 3 profiled forwards, peak
-#     memory of 3 implementations at 4 lengths, one allocation profile: ~5 s.
+#     memory of 3 implementations at 4 lengths: ~5 s.
 #   flash_block_sweep (1, 16, 2048, 64, bf16, blocks 32..512): block 32 computes 2080 tiles,
 #     ~27k launches, ~0.2 s per forward; 13 forwards (warm-up, 3 rounds of 3, peak memory):
 #     ~3 s; every larger block a quarter of the one before: ~5 s in all.
@@ -28,16 +29,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from attention_docs.analytic.cost import attention_flops
 from attention_docs.analytic.tiling import (
-    OUTSIDE_RANGES,
     TILED_STEPS,
     computed_fraction,
     fused_traffic,
@@ -48,7 +46,7 @@ from attention_docs.analytic.tiling import (
     tiled_step_costs,
     working_set_bytes,
 )
-from attention_docs.attention.naive import STEPS, naive_attention
+from attention_docs.attention.naive import naive_attention
 from attention_docs.attention.sdpa import sdpa_attention
 from attention_docs.attention.tiled import tiled_attention
 from attention_docs.attention.triton_flash import (
@@ -59,11 +57,16 @@ from attention_docs.attention.triton_flash import (
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments._sweep import sweep
 from attention_docs.experiments.forward import unavailable
-from attention_docs.experiments.registry import ExperimentError, Observed, Param, experiment
+from attention_docs.experiments.registry import (
+    ExperimentError,
+    Observed,
+    Param,
+    experiment,
+    shape_params,
+)
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
-from attention_docs.profiling.device import synchronize
 from attention_docs.profiling.memory import (
     is_out_of_memory,
     peak_memory_bytes,
@@ -75,22 +78,11 @@ from attention_docs.records.timing import Timing
 
 MEMORY_COLUMNS = ("naive_peak", "tiled_peak", "sdpa_flash_peak")
 NO_GPU_NOTE = "the Triton kernel needs a CUDA GPU (this build ran on CPU)"
+NO_TRITON = "not run: triton is not installed"
 FA3 = "SDPA flash, FA3"  # SDPA's flash backend with torch's FlashAttention-3 switch on
 
 
-def _shape_params(
-    seq_len: int, gpu_seq_len: int, *, num_heads: int = 4, gpu_batch_size: int = 4
-) -> dict[str, Param]:
-    return {
-        "batch_size": Param(1, gpu_default=gpu_batch_size, minimum=1, help="sequences per batch"),
-        "num_heads": Param(num_heads, gpu_default=16, minimum=1, help="attention heads"),
-        "seq_len": Param(seq_len, gpu_default=gpu_seq_len, minimum=1, help="tokens (N)"),
-        "head_dim": Param(64, minimum=1, help="features per head (D)"),
-        "dtype": Param(
-            "float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")
-        ),
-        "causal": Param(True, help="mask the future (decoder-style attention)"),
-    }
+CAUSAL = Param(True, help="mask the future (decoder-style attention)")
 
 
 def _sdpa_flash(q, k, v, causal):
@@ -116,8 +108,8 @@ def _implementations(q, k, v, *, causal, block_q, block_k) -> dict[str, Callable
 @experiment(
     "flash_tiled_vs_naive",
     summary="FlashAttention's tiled loop in PyTorch against naive attention and SDPA's flash "
-    "backend: profile of the tiles, peak memory and what is live at it, numerics, modelled "
-    "bytes, memory vs seq_len. Forward times are forward_times'.",
+    "backend: profile of the tiles, peak memory, numerics, modelled bytes, memory vs seq_len. "
+    "Forward times are forward_times'.",
     measures=(
         "attention/tiled.py",
         "attention/naive.py",
@@ -126,7 +118,10 @@ def _implementations(q, k, v, *, causal, block_q, block_k) -> dict[str, Callable
         "inputs.py",
     ),
     # A shape of forward_times' grid (tiled loop included) on both kinds of device.
-    **_shape_params(512, 2048),
+    **shape_params(
+        seq_len=Param(512, gpu_default=2048, minimum=1, help="tokens per sequence (N)"),
+        causal=CAUSAL,
+    ),
     block_q=Param(64, minimum=1, help="queries per tile (forward_times times 64)"),
     block_k=Param(64, minimum=1, help="keys per tile (forward_times times 64)"),
 )
@@ -188,7 +183,6 @@ def flash_tiled_vs_naive(
         "block_k": block_k,
     }
     memory, oom_notes = _memory_by_seq_len(ctx, known=peaks, seq_len=seq_len, **shape_kw)
-    live = _peak_composition(ctx, seq_len=memory.column("seq_len")[0], **shape_kw)
     counts = tile_counts(tile_grid(seq_len, block_q, block_k, causal=causal))
     online, online_facts = _online_softmax_row(q, k, block_k)
     return Observed(
@@ -199,7 +193,6 @@ def flash_tiled_vs_naive(
             "implementations": impl_table,
             "traffic": traffic,
             "memory_by_seq_len": memory,
-            "live_at_peak": live,
             "online_softmax_row": online,
         },
         facts={
@@ -279,92 +272,6 @@ def _memory_by_seq_len(
     )
 
 
-def _peak_composition(
-    ctx, *, seq_len, batch_size, num_heads, head_dim, dtype, causal, block_q, block_k
-) -> Table:
-    """What is live at naive's and the tiled loop's peaks, by the labelled range that
-    allocated it: the memory figure's shortest length, where the two are closest."""
-    q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
-    impls = _implementations(q, k, v, causal=causal, block_q=block_q, block_k=block_k)
-    rows = []
-    for name, labels in ((fwd.NAIVE, STEPS), (fwd.TILED, TILED_STEPS)):
-        for phase, tensors, nbytes in live_at_peak(impls[name], ctx.device, labels):
-            rows.append((seq_len, name, phase, tensors, nbytes))
-    return Table(
-        columns=("seq_len", "implementation", "phase", "tensors", "bytes"),
-        rows=tuple(rows),
-        units={"bytes": "B"},
-    )
-
-
-def live_at_peak(
-    fn: Callable[[], object], device: torch.device, labels: tuple[str, ...]
-) -> list[tuple[str, int, int]]:
-    """The allocations of one call of `fn` still live at its peak, grouped by the labelled
-    range (`record_function`) they were allocated in: `(range, tensors, bytes)` per range,
-    in the order of `labels`, then those allocated outside every range.
-
-    Allocations and frees are paired by address in the profiler's memory events; the output
-    is part of the call (it is live until the call's caller lets it go).
-    """
-    fn()  # a first call's one-off allocations (caches, workspaces) are not the call's own
-    synchronize(device)
-    activities = [ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    with profile(activities=activities, profile_memory=True) as prof:
-        result = fn()
-        synchronize(device)
-    del result
-    with tempfile.TemporaryDirectory(prefix="attention-docs-live-") as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        chrome = json.loads(path.read_text(encoding="utf-8"))
-    return group_live_at_peak(chrome, labels, device.type)
-
-
-def group_live_at_peak(
-    chrome: Mapping, labels: tuple[str, ...], device_type: str
-) -> list[tuple[str, int, int]]:
-    """`live_at_peak` on a Chrome trace already recorded (see there)."""
-    wanted = 1 if device_type == "cuda" else 0  # the profiler's "Device Type": 0 CPU, 1 CUDA
-    events = chrome.get("traceEvents", [])
-    ranges = [
-        (float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"])
-        for e in events
-        if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e.get("name") in labels
-    ]
-    memory = sorted(
-        (
-            e
-            for e in events
-            if e.get("name") == "[memory]"
-            and int(e.get("args", {}).get("Device Type", 0)) == wanted
-        ),
-        key=lambda e: float(e["ts"]),
-    )
-    live: dict[int, tuple[int, str]] = {}
-    total, peak, at_peak = 0, 0, {}
-    for e in memory:
-        args = e["args"]
-        delta, addr = int(args["Bytes"]), int(args["Addr"])
-        total += delta
-        if delta > 0:
-            t = float(e["ts"])
-            phase = next((name for a, b, name in ranges if a <= t <= b), OUTSIDE_RANGES)
-            live[addr] = (delta, phase)
-        else:
-            live.pop(addr, None)
-        if total > peak:
-            peak, at_peak = total, dict(live)
-    groups = {}
-    for nbytes, phase in at_peak.values():
-        count, size = groups.get(phase, (0, 0))
-        groups[phase] = (count + 1, size + nbytes)
-    order = [*labels, OUTSIDE_RANGES]
-    return [(p, *groups[p]) for p in sorted(groups, key=order.index)]
-
-
 @experiment(
     "flash_block_sweep",
     summary="The tiled loop at several square block sizes, timed in interleaved rounds: time "
@@ -373,7 +280,11 @@ def group_live_at_peak(
     measures=("attention/tiled.py", "analytic/tiling.py", "analytic/cost.py", "inputs.py"),
     # Off forward_times' grid on purpose (2 heads on the CPU, batch 1 on a GPU): the 64×64 row
     # would otherwise be a second, differently timed value of the tiled loop's forward time.
-    **_shape_params(256, 2048, num_heads=2, gpu_batch_size=1),
+    **shape_params(
+        batch_size=Param(1, minimum=1, help="sequences per batch"),
+        num_heads=Param(2, gpu_default=16, minimum=1, help="attention heads"),
+        causal=CAUSAL,
+    ),
     blocks=Param(
         "32,64,128,256", gpu_default="32,64,128,256,512", help="block sizes, comma-separated"
     ),
@@ -410,9 +321,7 @@ def flash_block_sweep(
         return {
             "tiles_computed": tile_counts(grid)["computed"],
             "scores_computed": computed_fraction(grid),
-            "time_us": t.median_us,
-            "low_us": t.low_us,
-            "high_us": t.high_us,
+            "time": t,
             "peak_bytes": peak_memory_bytes(loop(b), dev),
             "loop_bytes": tiled_loop_traffic(*shape, dtype, **model),
             "fused_bytes": fused_traffic(*shape, dtype, **model),
@@ -423,9 +332,7 @@ def flash_block_sweep(
         "block",
         "tiles_computed",
         "scores_computed",
-        "time_us",
-        "low_us",
-        "high_us",
+        "time",
         "peak_bytes",
         "loop_bytes",
         "fused_bytes",
@@ -436,9 +343,7 @@ def flash_block_sweep(
         measure,
         columns=columns,
         units={
-            "time_us": "µs",
-            "low_us": "µs",
-            "high_us": "µs",
+            "time": "µs",
             "peak_bytes": "B",
             "loop_bytes": "B",
             "fused_bytes": "B",
@@ -455,10 +360,13 @@ def flash_block_sweep(
     "flash_triton_vs_sdpa",
     summary="The Triton FlashAttention kernel beside SDPA's flash, memory-efficient and cuDNN "
     "backends (and FlashAttention-3 where torch offers it) on a GPU: kernel times in "
-    "interleaved rounds (do_bench, cold L2) and the Triton/SDPA-flash ratio with its noise.",
+    "interleaved rounds (do_bench, cold L2). On a CPU, the kernel under Triton's interpreter "
+    "against SDPA flash and float64 (relative errors).",
     measures=(
         "attention/triton_flash.py",
         "attention/_flash_kernel.py",
+        "attention/sdpa.py",
+        "attention/naive.py",
         "analytic/cost.py",
         "inputs.py",
     ),
@@ -481,8 +389,7 @@ def flash_triton_vs_sdpa(
 ) -> Observed:
     ok, why = triton_available()
     if ctx.device.type != "cuda":
-        check = interpreter_check(batch_size, num_heads, seq_len, head_dim, causal)
-        return Observed(notes=(NO_GPU_NOTE,), facts={"triton": why, **check})
+        return interpreter_check(batch_size, num_heads, seq_len, head_dim, causal)
     if not ok:
         return Observed(notes=(f"the Triton kernel cannot run here: {why}",), facts={"triton": why})
     return compare_kernels(
@@ -644,7 +551,7 @@ def _time_ready(
     return {name: ("out of memory" if s == fwd.OK else s) for name, s in statuses.items()}, {}
 
 
-KERNEL_COLUMNS = ("seq_len", "implementation", "flops", "median_us", "low_us", "high_us", "status")
+KERNEL_COLUMNS = ("seq_len", "implementation", "flops", "time", "status")
 
 
 def compare_kernels(
@@ -689,7 +596,7 @@ def compare_kernels(
     for n in lengths:
         flops = attention_flops(batch_size, num_heads, n, head_dim) * (0.5 if causal else 1.0)
         if stopped:
-            rows.append((n, fwd.TRITON, flops, None, None, None, "skipped after an out-of-memory"))
+            rows.append((n, fwd.TRITON, flops, None, "skipped after an out-of-memory"))
             continue
         q, k, v = make_qkv(batch_size, num_heads, n, head_dim, dtype=dtype, device=dev)
         candidates = _kernel_candidates(
@@ -698,14 +605,12 @@ def compare_kernels(
         statuses, timings = _time_ready(candidates, dev)
         stopped = "out of memory" in statuses.values()
         for name, status in statuses.items():
-            t = timings.get(name)
-            values = (t.median_us, t.low_us, t.high_us) if t else (None, None, None)
-            rows.append((n, name, flops, *values, status))
+            rows.append((n, name, flops, timings.get(name), status))
         del candidates, q, k, v
     table = Table(
         columns=KERNEL_COLUMNS,
         rows=tuple(rows),
-        units={"flops": "FLOP", "median_us": "µs", "low_us": "µs", "high_us": "µs"},
+        units={"flops": "FLOP", "time": "µs"},
     )
     n = lengths[len(lengths) // 2]  # profile both kernels once, at a middle length
     q, k, v = make_qkv(batch_size, num_heads, n, head_dim, dtype=dtype, device=dev)
@@ -726,29 +631,41 @@ def compare_kernels(
 
 _CHECK = """
 import json, sys
-import torch
 from attention_docs.attention.naive import naive_attention
+from attention_docs.attention.sdpa import sdpa_attention
 from attention_docs.attention.triton_flash import triton_flash_attention
 from attention_docs.inputs import make_qkv
 b, h, n, d, causal = json.loads(sys.argv[1])
-errors = {}
+def err(out, ref):
+    return None if out is None else float((out.double() - ref).norm() / ref.norm())
+rows = []
 for dtype in ("float32", "bfloat16"):
     q, k, v = make_qkv(b, h, n, d, dtype=dtype, seed=1)
-    out = triton_flash_attention(q, k, v, causal=causal, block_m=16, block_n=16)
+    tri = triton_flash_attention(q, k, v, causal=causal, block_m=16, block_n=16)
+    try:
+        sdpa = sdpa_attention(q, k, v, causal=causal, backend="flash")
+    except RuntimeError:
+        sdpa = None
     ref = naive_attention(q.double(), k.double(), v.double(), causal=causal)
-    errors[dtype] = float((out.double() - ref).norm() / ref.norm())
-print(json.dumps(errors))
+    rows.append([dtype, err(tri, ref), err(sdpa, ref),
+                 None if sdpa is None else err(tri, sdpa.double())])
+print(json.dumps(rows))
 """
+INTERPRETER_COLUMNS = (
+    "dtype",
+    "triton_vs_float64",
+    "sdpa_flash_vs_float64",
+    "triton_vs_sdpa_flash",
+)
 
 
-def interpreter_check(batch_size, num_heads, seq_len, head_dim, causal) -> dict:
-    """Run the kernel under Triton's interpreter in a fresh process; its errors vs float64.
-
-    A fresh process because TRITON_INTERPRET must be set before the kernel is defined. The
-    float32 run uses the kernel's default input precision, "ieee" (exact float32 products).
-    """
+def interpreter_check(batch_size, num_heads, seq_len, head_dim, causal) -> Observed:
+    """The kernel under Triton's interpreter, in a fresh process (TRITON_INTERPRET must be set
+    before the kernel is defined): its relative error against a float64 reference and against
+    SDPA's flash backend on the same inputs, in float32 and bfloat16. The float32 run uses the
+    kernel's default input precision, "ieee" (exact float32 products)."""
     if importlib.util.find_spec("triton") is None:
-        return {"interpreter_check": "not run: triton is not installed"}
+        return Observed(notes=(NO_GPU_NOTE,), facts={"interpreter_check": NO_TRITON})
     args = json.dumps([batch_size, num_heads, seq_len, head_dim, causal])
     proc = subprocess.run(
         [sys.executable, "-c", _CHECK, args],
@@ -760,11 +677,12 @@ def interpreter_check(batch_size, num_heads, seq_len, head_dim, causal) -> dict:
     )
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
-        return {"interpreter_check": f"failed: {tail[0][:200]}"}
-    errors = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {
-        "interpreter_check": "ok",
-        "interpreter_shape": f"{batch_size}×{num_heads}×{seq_len}×{head_dim}",
-        "interpreter_input_precision": "ieee",
-        **{f"interpreter_rel_error_{k}": v for k, v in errors.items()},
-    }
+        return Observed(
+            notes=(NO_GPU_NOTE,), facts={"interpreter_check": f"failed: {tail[0][:200]}"}
+        )
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Observed(
+        tables={"interpreter": Table(INTERPRETER_COLUMNS, tuple(tuple(r) for r in rows))},
+        facts={"interpreter_check": "ok", "interpreter_input_precision": "ieee"},
+        notes=(NO_GPU_NOTE,),
+    )

@@ -20,7 +20,9 @@ KERNEL = "kernel"  # GPU kernel time (CUDA events or the profiler's device clock
 MODEL = "model"  # computed by an analytic model from the shape (FLOPs, bytes, intensity)
 SPEC = "spec-sheet forecast"  # computed from a GPU's data sheet: a forecast, not a measurement
 COUNTED = "counted"  # counted by the profiler or the allocator (events, allocations, bytes)
-CLOCKS = (UNPROFILED, PROFILED, KERNEL, MODEL, SPEC, COUNTED)
+NUMERIC = "numeric"  # an output compared with a reference (a relative error), not a time
+PUBLISHED = "published"  # quoted from a paper (device `paper:...`): cited, not measured here
+CLOCKS = (UNPROFILED, PROFILED, KERNEL, MODEL, SPEC, COUNTED, NUMERIC, PUBLISHED)
 # The device of a MODEL quantity computed from a shape or a parameter alone: it holds on every
 # device, so every device's page states it with the same id.
 MODEL_DEVICE = "model"
@@ -59,7 +61,8 @@ class Fact:
     """A stated value: the median (or the only value), its range when it has one, its unit.
 
     Units: "µs", "B", "B/s", "FLOP", "FLOP/s", "FLOP/B", "%" (the value a fraction), "×", or a
-    word ("events", "tokens"). `low`/`high`: the range over rounds or profiled forwards.
+    word ("events", "tokens"). `low`/`high`: the range over rounds or profiled forwards. A
+    value known only as a range (a paper's "50–73%") has `value` None and both ends.
     """
 
     quantity: Quantity

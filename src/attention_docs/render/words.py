@@ -123,6 +123,21 @@ def intensity(flop_per_byte: float) -> str:
     return f"{number(flop_per_byte)} FLOP/B"
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def relative_error(x: float | None) -> str:
+    """A relative error as a reader of numerics writes it: 0.0042, 2.6 × 10⁻⁷ (a power of ten
+    below 0.001, where a decimal would need a row of zeros to say it)."""
+    if x is None or x == 0 or abs(x) >= 1e-3:
+        return number(x)
+    exponent = math.floor(math.log10(abs(x)))
+    mantissa = number(x / 10**exponent, 2)
+    if mantissa == "10":  # 9.97e-8 rounds up a decade
+        mantissa, exponent = "1", exponent + 1
+    return f"{mantissa} × 10{str(exponent).translate(_SUPERSCRIPT)}"
+
+
 def span(low: float, high: float, say=time_us) -> str:
     """A range: `9.5–9.8 ms` (each end in its own unit when they differ: `850 µs–1.2 ms`);
     a range that starts below zero reads `−171 ms to 47.4 ms` (a dash would read as a minus)."""
@@ -185,16 +200,20 @@ _SAY = {
     "FLOP/B": intensity,
     # A whole count of tokens (a seq_len): exact, since it is a length, not a measurement.
     "tokens": lambda v: f"{round(v):,} tokens",
+    "relative error": relative_error,
 }
 
 
 def value(v: float | None, unit: str) -> str:
-    """A bare value in its unit (a fraction for "%"); unknown units follow the number."""
+    """A bare value in its unit (a fraction for "%"); unknown units follow the number, and
+    a whole count of things below 10,000 is exact ("2,048 tiles", not "2.05 k tiles")."""
     if v is None:
         return "—"
     say = _SAY.get(unit)
     if say is not None:
         return say(v)
+    if float(v).is_integer() and abs(v) < 1e4:  # a count of things: exact
+        return f"{int(v):,} {unit}".rstrip()
     if not unit:  # a bare count: in full below 10,000 ("1,280"), with a prefix above
         return number(v) if abs(v) < 1e4 else count(v)
     return f"{count(v)} {unit}"
@@ -213,11 +232,17 @@ def fact(f: Fact, *, with_spread: bool = True, emphasis: bool = False) -> str:
 
     `with_spread=False` leaves the range out (prose that already gave it, or a figure label);
     the value is the same either way, so both spellings are one fact."""
-    text = value(f.value, f.unit)
+
+    def say(v: float | None) -> str:
+        return value(v, f.unit)
+
+    if f.value is None and f.low is not None and f.high is not None:  # a range, no median
+        return fact_span(f.quantity.id, span(f.low, f.high, say))
+    text = say(f.value)
     if emphasis:
         text = f"**{text}**"
     if with_spread and f.low is not None and f.high is not None and f.low != f.high:
-        text += f" ({span(f.low, f.high, lambda v: value(v, f.unit))})"
+        text += f" ({span(f.low, f.high, say)})"
     return fact_span(f.quantity.id, text)
 
 
