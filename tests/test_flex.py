@@ -128,15 +128,15 @@ TINY = {"batch_size": 1, "num_heads": 2, "seq_len": 256, "head_dim": 16}
 def test_flex_masks_compiles_every_mod_sweeps_sparsity_and_profiles_one_step():
     # flex_attention warns once per process; earlier tests here have used the fallback.
     flex_module._WARNINGS_SHOWN.discard("flex_attention_performance")
-    m = run_experiment(
-        "flex_masks", {**TINY, "window": 128, "documents": 3, "min_window": 64}, device="cpu"
-    )
+    # 512 tokens: four query tiles, so that a narrower window skips more of them.
+    params = {**TINY, "seq_len": 512, "window": 128, "documents": 3, "min_window": 64}
+    m = run_experiment("flex_masks", params, device="cpu")
     rows = {r["mask"]: r for r in m.tables["masks"].records()}
     assert set(rows) == {"causal", "sliding_window", "alibi", "document"}
     for r in rows.values():
         assert r["status"] == "ok", r
         assert r["rel_err_vs_float64"] < 1e-5
-        assert r["compile_s"] > 0 and r["total_blocks"] == 4 and r["first_build_us"] > 0
+        assert r["compile_s"] > 0 and r["total_blocks"] == 16 and r["first_build_us"] > 0
         for name in ("eager", "sdpa_dense"):
             assert isinstance(r[name], Timing) and len(r[name].rounds_us) == 3
     # Plain causal compiled FlexAttention is forward_times' row: not timed twice.
@@ -146,11 +146,11 @@ def test_flex_masks_compiles_every_mod_sweeps_sparsity_and_profiles_one_step():
     assert "torch.compile" in m.facts["fallback_warning"]
     # The sweep passes through the masks' window: that point is the masks table's time.
     sweep = {r["window"]: r for r in m.tables["sweep"].records()}
-    assert list(sweep) == [64, 128, 256]
+    assert list(sweep) == [64, 128, 256, 512]
     assert sweep[128]["time"] == rows["sliding_window"]["compiled"]
     computed = [r["computed_fraction"] for r in sweep.values()]
     assert computed == sorted(computed) and computed[0] < computed[-1]
-    assert sweep[256]["proportional_us"] == pytest.approx(sweep[256]["time"].median_us)
+    assert sweep[512]["proportional_us"] == pytest.approx(sweep[512]["time"].median_us)
     # One profiled step: the BlockMask build, then the compiled call, which ran generated code.
     ranges = {s.name for s in m.timeline.spans if s.kind == "range"}
     assert {"flex.block_mask", "flex.compiled"} <= ranges

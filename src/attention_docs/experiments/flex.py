@@ -165,8 +165,8 @@ def flex_masks(
             new_hits, new_misses = _fx_cache()
             row["fx_cache"] = "hit" if new_hits > hits and new_misses == misses else "miss"
             row["rel_err_vs_float64"] = _rel_err(out, reference(q, k, v, allowed, bias))
-            if kind not in TIMED_IN_FORWARD_TIMES:
-                fns["compiled"] = run
+            if kind not in (*TIMED_IN_FORWARD_TIMES, "sliding_window"):
+                fns["compiled"] = run  # the sliding window's is the sweep's point below
         except Exception as exc:  # a backend this device lacks becomes a row, not a crash
             if is_out_of_memory(exc):
                 raise
@@ -193,6 +193,18 @@ def flex_masks(
         )
         row |= timings
         rows.append(row)
+    sliding_row = next(r for r in rows if r["mask"] == "sliding_window")
+    swept, swept_notes = _sparsity(
+        flex,
+        sliding,
+        width,
+        qkv=(q, k, v),
+        ctx=ctx,
+        min_window=min_window,
+        ok=sliding_row["status"] == "ok",
+    )
+    if sliding_row["status"] == "ok":
+        sliding_row["compiled"] = next(r["time"] for r in swept.records() if r["window"] == window)
     columns = (
         "mask",
         "score_mod",
@@ -215,10 +227,6 @@ def flex_masks(
         units={"compile_s": "s", "first_build_us": "µs"}
         | dict.fromkeys(("compiled", "eager", "sdpa_dense"), "µs"),
     )
-    sliding_row = next(r for r in rows if r["mask"] == "sliding_window")
-    swept, swept_notes = _sparsity(
-        flex, sliding, width, sliding_row=sliding_row, qkv=(q, k, v), ctx=ctx, min_window=min_window
-    )
     profiled = _profile(q, k, v, seq_len, ctx)
     return Observed(
         tables={"masks": table, "sweep": swept},
@@ -237,10 +245,11 @@ def flex_masks(
     )
 
 
-def _sparsity(flex, mod, width, *, sliding_row, qkv, ctx, min_window):
+def _sparsity(flex, mod, width, *, qkv, ctx, min_window, ok):
     """Compiled sliding-window FlexAttention at widths from `min_window`, doubling, to the
-    whole sequence: time against the share of tiles computed. The masks table's window is
-    not timed again: its row's time is this sweep's point."""
+    whole sequence, each timed alone in its rounds: time against the share of tiles
+    computed. The masks table's window is one of the widths: its compiled time is this
+    sweep's point (`ok`: the kernel compiled; else no width is timed)."""
     q, k, v = qkv
     seq_len, window = q.size(-2), int(width)
     widths = sorted(
@@ -251,10 +260,7 @@ def _sparsity(flex, mod, width, *, sliding_row, qkv, ctx, min_window):
         width.fill_(point["window"])
         block_mask = block_mask_for(mod, seq_len, ctx.device)
         counts = block_counts(block_mask)
-        if point["window"] == window:
-            t = sliding_row.get("compiled")
-        else:
-            t = time_callable(lambda: flex(q, k, v, block_mask=block_mask), ctx.device)
+        t = time_callable(lambda: flex(q, k, v, block_mask=block_mask), ctx.device) if ok else None
         return {
             "computed_fraction": 1 - counts["skipped"] / counts["total"],
             "partial_blocks": counts["partial"],

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attention_docs.analytic import backward as model
-from attention_docs.analytic.gpu import FORECAST_SHAPE
+from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_steps
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import COUNTED, MODEL, PROFILED, UNPROFILED, Fact, Quantity
 from attention_docs.findings.forecast import Check, check, forecast
@@ -237,3 +237,14 @@ def trade(gpu: SpecSheet) -> tuple[Fact, Fact]:
             shape=FORECAST_SHAPE,
         ),
     )
+
+
+def limits(gpu: SpecSheet) -> tuple[str, str]:
+    """Which ceiling sets the floors at the forecast shape ("memory" or "compute"): the one
+    behind most of naive attention's floor time (both passes), and FlashAttention's backward's."""
+    kernels = (*naive_steps(gpu, FORECAST_SHAPE), *model.naive_backward(gpu))
+    by_limit = {
+        limit: sum(k.floor_us for k in kernels if k.limit == limit)
+        for limit in ("memory", "compute")
+    }
+    return max(by_limit, key=by_limit.get), model.flash_backward(gpu).limit

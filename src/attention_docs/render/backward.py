@@ -18,10 +18,11 @@ from attention_docs.render.timeline import ranges_settings, timeline_figure
 
 VERDICT = {
     fb.AS_COUNTED: "as counted",
-    fb.SLOWER_PER_FLOP: "slower per FLOP than its forward",
-    fb.FASTER_PER_FLOP: "faster per FLOP than its forward",
+    fb.SLOWER_PER_FLOP: "slower per FLOP",
+    fb.FASTER_PER_FLOP: "faster per FLOP",
 }
-NAMES = {"naive": "naive attention", "sdpa-flash": "FlashAttention (`sdpa-flash`)"}
+BOUND = {"memory": "the bytes moved", "compute": "the FLOPs"}
+NAMES = {"naive": "naive attention's", "sdpa-flash": "FlashAttention's (`sdpa-flash`)"}
 
 
 def _by_name(sourced: Sourced) -> dict[str, fb.Passes]:
@@ -30,9 +31,9 @@ def _by_name(sourced: Sourced) -> dict[str, fb.Passes]:
 
 def _ratio_sentence(p: fb.Passes) -> str:
     return (
-        f"{NAMES[p.implementation]}'s backward takes {words.fact(p.ratio, emphasis=True)} its "
+        f"{NAMES[p.implementation]} backward takes {words.fact(p.ratio, emphasis=True)} its "
         f"forward where counting matmul FLOPs predicts {words.fact(p.flop_ratio)}: "
-        f"{VERDICT[p.verdict]}"
+        f"{VERDICT[p.verdict]}" + ("" if p.verdict == fb.AS_COUNTED else " than its forward")
     )
 
 
@@ -92,7 +93,7 @@ def time_table(sourced: Sourced) -> str:
         "Forward, recording autograd (unprofiled)",
         "Backward (unprofiled)",
         "Backward ÷ forward",
-        "Against the FLOP count",
+        "Against the count",
         "Peak memory",
         "Kept for the backward",
     ]
@@ -166,7 +167,10 @@ def training_forecast(entries: list[Sourced], gpu: SpecSheet | None = None) -> s
     gpu = gpu or sheet()
     checks = fb.training_checks(gpu, [s.measurement for s in entries])
     flops, probs = fb.trade(gpu)
+    naive, flash = (BOUND[limit] for limit in fb.limits(gpu))
     lead = (
+        f"At this shape {naive} set naive attention's floors and {flash} FlashAttention's "
+        f"backward: each backward ÷ forward below follows its own. "
         f"FlashAttention's backward recomputes q·kᵀ: {words.fact(flops)} more, "
         f"{words.fact(checks[6].forecast)} at the matmul peak — instead of naive attention's "
         f"{words.fact(probs)} of probabilities written by the forward and read back, "

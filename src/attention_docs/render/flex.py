@@ -36,9 +36,9 @@ def finding(fm: Sourced, times: Sourced) -> str:
         f"(SDPA with `is_causal=True`). Called without `torch.compile`, `flex_attention` "
         f"falls back to an unfused path that takes {_f(causal.fallback)}, "
         f"{_ratio(causal.versus_fallback)} the compiled time. A sliding window of {narrow} "
-        f"tokens computes {words.fact(narrow_share)} of the tiles where {wide} tokens compute "
-        f"{words.fact(wide_share)}; its time against the wider window's: "
-        f"{_ratio(s.narrow_vs_wide)}."
+        f"tokens computes {words.fact(narrow_share)} of the tiles, one of the whole sequence "
+        f"({wide} tokens) {words.fact(wide_share)}; the whole sequence's time ÷ the narrow "
+        f"window's: {_ratio(s.narrow_vs_wide)}."
     )
 
 
@@ -76,8 +76,8 @@ def mask_table(fm: Sourced, times: Sourced) -> str:
         for x in ff.masks(fm.measurement, times.measurement)
     ]  # fmt: skip
     header = ["Mask", "Compiled", "Unfused fallback", "SDPA + dense mask", "Fallback ÷ compiled", "SDPA + dense ÷ compiled"]  # fmt: skip
-    note = "\n\nThe causal mask's compiled time is the FlexAttention row of the site's forward-time table."
-    what = "One forward per mask, unprofiled, the three timed in interleaved rounds."
+    note = "\n\nCompiled: the causal mask's time is the FlexAttention row of the site's forward-time table; the sliding window's is the sparsity sweep's point at that width."
+    what = "One forward per mask, unprofiled; the fallback and SDPA timed in interleaved rounds."
     return markdown_table(header, rows, "lrrrrr") + note + "\n\n" + caption_html(fm, what)
 
 
