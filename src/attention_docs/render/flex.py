@@ -59,10 +59,10 @@ def timeline(fm: Sourced) -> str:
 def versus_sdpa_table(times: Sourced) -> str:
     """Causal FlexAttention and SDPA at every causal grid shape where both ran."""
     rows = [
-        [v.shape.text().removesuffix(", causal"), words.fact(v.flex_time), f"{words.fact(v.sdpa_time)} ({v.sdpa})", _ratio((v.versus, v.comparison))]
+        ["×".join(map(str, v.shape.dims)) + f", {v.shape.dtype}", words.fact(v.flex_time), f"{words.fact(v.sdpa_time)} ({v.sdpa})", _ratio((v.versus, v.comparison))]
         for v in ff.versus_sdpa(times.measurement)
     ]  # fmt: skip
-    header = ["Shape (causal)", fwd.FLEX, "SDPA, `is_causal=True` (backend)", "FlexAttention's time ÷ SDPA's"]  # fmt: skip
+    header = ["Shape (B×H×N×D, causal)", fwd.FLEX, "SDPA, `is_causal=True` (backend)", "FlexAttention's time ÷ SDPA's"]  # fmt: skip
     what = (
         "Unprofiled forward times from the site's forward-time table: median and range over rounds."
     )
@@ -143,5 +143,5 @@ def cost_table(fc: Sourced) -> str:
         return table
     return (
         table
-        + f"\n\nOver the three longest lengths the build time grows with log-log slope {words.fact(found.slope)} (2 is quadratic: the mask_mod is evaluated on every query/key pair)."
+        + f"\n\nOver {found.slope.quantity.detail} the build time grows with log-log slope {words.fact(found.slope)} (2 is quadratic: the mask_mod is evaluated on every query/key pair)."
     )
