@@ -3,14 +3,27 @@ from dataclasses import replace
 
 import pytest
 import torch
+from recorded import recorded
+from recorded import sourced as recorded_sourced
 from reference import rel_err
 
-from attention_docs.attention.backward import IMPLEMENTATIONS, forward_backward, implementation
+from attention_docs.analytic import backward as model
+from attention_docs.analytic.gpu import sheet
+from attention_docs.attention.backward import (
+    IMPLEMENTATIONS,
+    forward_backward,
+    implementation,
+)
 from attention_docs.attention.sdpa import why_backend
 from attention_docs.experiments.runner import run_experiment
+from attention_docs.findings import backward as fb
+from attention_docs.findings.facts import COUNTED, MODEL
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Sourced
 from attention_docs.profiling.saved import INPUT, INTERNAL, OUTPUT, extra_bytes, saved_tensors
+from attention_docs.records.shape import Shape
+from attention_docs.records.steps import PHASES
+from attention_docs.records.timing import Timing
 
 
 def reference(q, k, v, causal):
@@ -110,64 +123,156 @@ def test_saved_tensors_counts_a_storage_once():
 TINY = {"batch_size": 1, "num_heads": 2, "seq_len": 32, "head_dim": 16}
 
 
-def test_backward_compare_measures_every_implementation():
+def test_backward_compare_counts_and_times_every_implementation():
     m = run_experiment("backward_compare", TINY, device="cpu")
     rows = {r["implementation"]: r for r in m.tables["compare"].records()}
     assert list(rows) == list(IMPLEMENTATIONS)
+    shape = Shape.of(m.params)
+    one = model.matmul_flops(shape)
     for name in ("naive", "sdpa-math", "sdpa-flash"):
         r = rows[name]
         assert r["status"] == "ok"
-        for prefix in ("forward", "backward", "profiled_forward", "profiled_backward"):
-            assert r[f"{prefix}_low_us"] <= r[f"{prefix}_us"] <= r[f"{prefix}_high_us"]
+        for phase in ("forward", "backward"):
+            t = r[phase]
+            assert isinstance(t, Timing) and t.low_us <= t.median_us <= t.high_us
+            assert len(t.rounds_us) == m.facts["rounds"] == 3
         assert r["step_peak_bytes"] >= r["forward_peak_bytes"] > 0
+    # The chain rule counted twice: matmul ops in the profile, FLOPs by torch's counter.
+    for name in ("naive", "sdpa-math"):
+        assert (rows[name]["forward_matmuls"], rows[name]["backward_matmuls"]) == (2, 4)
+        assert rows[name]["forward_flops"] == 2 * one
+        assert rows[name]["backward_flops"] == 4 * one
+    flash = rows["sdpa-flash"]
+    assert (flash["forward_matmuls"], flash["backward_matmuls"]) == (0, 0)  # one fused op each
+    assert flash["forward_flops"] is None and flash["backward_flops"] is None  # no CPU formula
     for name in ("sdpa-efficient", "sdpa-cudnn"):
-        assert rows[name]["status"] == "not available" and rows[name]["backward_us"] is None
+        assert rows[name]["status"] == "not available" and rows[name]["backward"] is None
     assert m.notes == (
         "sdpa-efficient: not available on this device for these inputs",
         "sdpa-cudnn: not available on this device for these inputs",
     )
-    assert m.facts["rounds"] == 3 and m.facts["profiled_clock"] == "CPU time of the labelled ranges"
-    assert rows["naive"]["saved_internal_bytes"] > rows["sdpa-flash"]["saved_internal_bytes"]
-    assert rows["sdpa-flash"]["saved_internal_bytes"] == 2 * 32 * 4  # logsumexp, float32
+    assert rows["naive"]["saved_internal_bytes"] > flash["saved_internal_bytes"]
+    assert flash["saved_internal_bytes"] == 2 * 32 * 4  # logsumexp, float32
     nodes = m.tables["autograd_nodes"].records()
     assert any(n["implementation"] == "naive" and n["node"] == "SoftmaxBackward0" for n in nodes)
     flash_nodes = [n["node"] for n in nodes if n["implementation"] == "sdpa-flash"]
     assert flash_nodes == ["ScaledDotProductFlashAttentionForCpuBackward0"]
-    assert [s.label for s in m.steps] == ["attention.forward", "attention.backward"]
+    assert {s.name for s in m.timeline.spans if s.kind == "range"} >= set(PHASES)
+    assert m.facts["profiled"] == "sdpa-flash"
+
+
+# --- the count: analytic ------------------------------------------------------------------
+
+
+def test_a_backward_runs_twice_the_forwards_matmul_flops_and_flash_recomputes_one_more():
+    s = Shape(2, 3, 40, 8, "float32", causal=True)
+    forward, backward = model.passes(s, recompute=False)
+    assert (forward.matmuls, backward.matmuls) == (2, 4)
+    assert forward.flops == 2 * 2 * 2 * 3 * 40 * 40 * 8
+    assert model.flop_ratio(s, recompute=False) == 2
+    assert model.flop_ratio(s, recompute=True) == 2.5
+    grouped = Shape(1, 4, 16, 8, num_kv_heads=2, kv_len=64)
+    assert model.matmul_flops(grouped) == 2 * 4 * 16 * 64 * 8
+
+
+def test_the_training_forecast_is_the_roofline_of_each_kernel():
+    from attention_docs.analytic import gpu
+
+    h200 = gpu.sheet("h200")
+    s = gpu.FORECAST_SHAPE
+    t = model.training(h200, s)
+    n2 = s.batch_size * s.num_heads * s.seq_len**2 * 2  # one N×N bf16 matrix
+    assert t.probs_bytes == 2 * n2
+    assert t.probs_us == pytest.approx(2 * n2 / (h200.hbm_gbs * 1e9) * 1e6)
+    # Naive attention's backward: seven kernels, every one memory-bound at this shape.
+    kernels = model.naive_backward(h200, s)
+    assert len(kernels) == 7 and {k.limit for k in kernels} == {"memory"}
+    assert t.naive_backward_us == pytest.approx(sum(k.memory_us for k in kernels))
+    assert t.naive_forward_us == pytest.approx(gpu.naive_floor_us(h200, s))
+    # The fused backward: five matmuls over the causal tiles, compute-bound in bf16.
+    flash = model.flash_backward(h200, s)
+    assert flash.limit == "compute"
+    assert flash.flops == pytest.approx(2.5 * gpu.flash_forward(h200, s).flops)
+    assert t.recompute_us == pytest.approx(t.flash_backward_us / 5)
+    assert t.flash_ratio == pytest.approx(2.5) and 1 < t.naive_ratio < 2  # FLOPs vs bytes
+    assert fb.limits(h200) == ("memory", "compute")
+
+
+# --- findings and words, on a recorded entry and on made-up rounds -----------------------
+
+
+def timing(*rounds: float) -> Timing:
+    return Timing(sorted(rounds)[1], 0.0, 3, "test", rounds)
+
+
+@pytest.mark.parametrize(
+    ("backward", "verdict"),
+    [
+        ((190.0, 200.0, 210.0), fb.AS_COUNTED),
+        ((300.0, 310.0, 320.0), fb.SLOWER_PER_FLOP),
+        ((120.0, 130.0, 140.0), fb.FASTER_PER_FLOP),
+    ],
+)
+def test_the_measured_ratio_is_judged_against_the_count_with_its_noise(backward, verdict):
+    from attention_docs.findings.compare import compare
+
+    c = compare(timing(95.0, 100.0, 105.0), timing(*backward))
+    assert fb.against_count(c, 2.0) == verdict
+
+
+def test_passes_state_every_number_as_a_fact_with_its_quantity():
+    m = recorded("backward_compare")
+    found = {p.implementation: p for p in fb.passes(m)}
+    assert list(found) == ["naive", "sdpa-math", "sdpa-flash"]
+    naive, flash = found["naive"], found["sdpa-flash"]
+    assert naive.ratio.value == pytest.approx(naive.backward.value / naive.forward.value)
+    assert naive.flop_ratio.value == 2 and naive.flop_ratio.quantity.clock == COUNTED
+    assert flash.flop_ratio.value == 2.5 and flash.flop_ratio.quantity.clock == MODEL
+    assert naive.forward.quantity.id != flash.forward.quantity.id
+    assert "recording autograd" in naive.forward.quantity.metric
+
+
+def test_the_chapter_renders_its_finding_tables_and_timeline_from_facts():
     from attention_docs import render
 
-    here = Sourced(m, "measured now", "x.json")
-    table = render.backward.backward_table(here)
-    assert "`sdpa-flash`" in table and table.count("unavailable") == 2
-    assert table.splitlines()[0].count("|") == 7  # six columns
-    assert "sdpa-cudnn: not available" in render.backward.unavailable_implementations(here)
-    assert "ScaledDotProductFlashAttentionForCpuBackward0" in render.backward.autograd_nodes_table(
-        here
-    )
-    assert "of the step in the backward" in render.backward.backward_claims(m)
-    assert "on the CPU time of the two labelled ranges" in render.backward.phase_claim(m)
+    here = recorded_sourced("backward_compare")
+    finding = render.backward.finding(here)
+    assert finding.count('class="ad-fact"') >= 8 and "`sdpa-flash`" in finding
+    count = render.backward.count_table(here)
+    assert "no formula" in count and count.count("ad-fact") >= 12
+    table = render.backward.time_table(here)
+    assert "sdpa-cudnn: not available" in table and table.splitlines()[0].count("|") == 8
+    assert "ScaledDotProductFlashAttentionForCpuBackward0" in render.backward.nodes_table(here)
     timeline = render.backward.step_timeline(here)
     assert "Timeline of one forward + backward." in timeline and ">backward<" in timeline
 
 
-def compare_row(forward, backward, prefix="") -> dict:
-    """A compare row with (median, low, high) for the forward and the backward."""
-    row = {"implementation": "sdpa-flash", "status": "ok"}
-    for phase, (med, low, high) in (("forward", forward), ("backward", backward)):
-        row |= {f"{prefix}{phase}_us": med, f"{prefix}{phase}_low_us": low}
-        row[f"{prefix}{phase}_high_us"] = high
-    return row
+def test_the_forecast_sets_a_stored_h200_entry_beside_the_floor():
+    """A made-up H200 entry at the forecast shape: the box shows it and the ratio."""
+    from attention_docs import render
+    from attention_docs.analytic.gpu import FORECAST_SHAPE
+    from attention_docs.records.device import DeviceInfo
 
-
-def test_ratio_and_share_of_the_backward_carry_their_noise():
-    from attention_docs.render.backward import backward_share, ratio
-
-    apart = compare_row((100.0, 95.0, 105.0), (250.0, 240.0, 260.0))
-    assert ratio(apart) == "2.50× (2.29–2.74×)"
-    assert backward_share(apart) == "71.4% (69.6%–73.2%)"
-    close = compare_row((100.0, 80.0, 120.0), (105.0, 85.0, 125.0))
-    assert ratio(close) == "within noise (1.05×)"
-    assert backward_share(close).endswith(", within noise of half)")
+    cpu = recorded("backward_compare")
+    h200 = DeviceInfo(kind="cuda", name="NVIDIA H200", capability="9.0", memory_bytes=10**11)
+    params = {
+        **cpu.params,
+        **{
+            f: getattr(FORECAST_SHAPE, f)
+            for f in ("batch_size", "num_heads", "seq_len", "head_dim", "dtype", "causal")
+        },
+    }
+    gpu = replace(cpu, params=params, provenance=replace(cpu.provenance, device=h200, device_id=""))
+    box = render.backward.training_forecast([Sourced(cpu, "s", "x"), Sourced(gpu, "s", "y")])
+    assert box.startswith('!!! example "On a GPU: forecast for the NVIDIA H200')
+    assert "Measured on the NVIDIA H200" in box and "not in the store" in box
+    flash = {p.implementation: p for p in fb.passes(gpu)}["sdpa-flash"]
+    checks = fb.training_checks(sheet("h200"), [cpu, gpu])
+    assert checks[3].measured == flash.backward
+    assert checks[3].ratio == pytest.approx(flash.backward.value / checks[3].forecast.value)
+    assert checks[5].measured == flash.ratio and checks[6].measured is None
+    alone = render.backward.training_forecast([Sourced(cpu, "s", "x")])
+    assert "Measured on" not in alone and "predictions only" in alone
 
 
 @pytest.fixture(scope="module")
@@ -182,10 +287,18 @@ def cuda_trace():
     return chrome, Trace.from_chrome(trim_chrome(chrome))
 
 
+def test_matmuls_of_the_backward_are_counted_on_the_autograd_thread(cuda_trace):
+    """On a GPU the backward's matmuls run on the autograd engine's thread: they count for
+    `attention.backward` all the same (the recorded trace: one bmm forward, two backward)."""
+    from attention_docs.experiments.backward import _matmuls
+
+    _, trace = cuda_trace
+    assert _matmuls(trace, per=len(trace.steps)) == [1, 2]
+
+
 def test_per_call_phase_times_on_a_cuda_trace_count_the_autograd_threads_kernels(cuda_trace):
     """What backward_compare reads per profiled call on a GPU: the backward's kernels, all
     launched from the autograd engine's thread, count for `attention.backward`."""
-    from attention_docs.attention.backward import PHASES
     from attention_docs.records.trace import step_span_rounds
 
     chrome, trace = cuda_trace
@@ -240,32 +353,6 @@ def test_per_call_phase_times_on_a_cuda_trace_count_the_autograd_threads_kernels
     )
 
 
-def test_the_phase_claim_on_a_gpu_uses_the_kernel_clock(cuda_trace, tiny_measurement):
-    from attention_docs import render
-    from attention_docs.attention.backward import PHASES
-    from attention_docs.measurements import Table
-    from attention_docs.records.device import DeviceInfo
-    from attention_docs.records.trace import step_span_rounds
-
-    _, trace = cuda_trace
-    rounds = step_span_rounds(trace, PHASES)
-    f, b = sorted(rounds[PHASES[0]]), sorted(rounds[PHASES[1]])
-    row = compare_row((f[0], f[0], f[-1]), (b[-1], b[0], b[-1]), prefix="profiled_")
-    gpu = DeviceInfo(kind="cuda", name="NVIDIA H200", capability="9.0", memory_bytes=10**11)
-    m = replace(
-        tiny_measurement,
-        experiment="backward_compare",
-        provenance=replace(tiny_measurement.provenance, device=gpu),
-        tables={"compare": Table(tuple(row), (tuple(row.values()),))},
-        facts={"profiled": "sdpa-flash"},
-    )
-    claim = render.backward.phase_claim(m)
-    assert "on the GPU's kernel clock" in claim and "across threads" in claim
-    share = b[-1] / (b[-1] + f[0])
-    assert f"spends {100 * share:.1f}% (" in claim
-    assert "within noise of half" not in claim  # the fixture's backward is ~3× its forward
-
-
 def test_backward_saved_tensors_sweep_and_figure():
     m = run_experiment(
         "backward_saved_tensors",
@@ -278,11 +365,13 @@ def test_backward_saved_tensors_sweep_and_figure():
     assert naive[-1] / naive[0] > 12 and flash[-1] / flash[0] == 4
     detail = m.tables["detail"].records()
     assert {r["implementation"] for r in detail} == {"naive", "sdpa-math", "sdpa-flash"}
+    growth = {g.implementation: g for g in fb.growth(m)}
+    assert growth["sdpa-flash"].slope.value == pytest.approx(1.0)
+    assert growth["naive"].slope.value > 1.8
     from attention_docs import render
 
     here = Sourced(m, "measured now", "x.json")
-    assert "<svg" in render.backward.saved_figure(here) and "slope" in render.backward.saved_figure(
-        here
-    )
+    assert "<svg" in render.backward.saved_figure(here)
     assert "logsumexp" not in render.backward.saved_detail_table(here)  # roles, not guesses
-    assert "`sdpa-flash`" in render.backward.saved_claims(m)
+    claim = render.backward.saved_claim(here)
+    assert "`sdpa-flash`" in claim and claim.count("ad-fact") == 6

@@ -1,10 +1,13 @@
 # FlexAttention: every mod against a float64 reference built from explicit masks (odd
-# lengths, not multiples of the 128-token tile), the BlockMask bookkeeping, the three
-# experiments at tiny shapes (which compile every mod), and their renderers.
+# lengths, not multiples of the 128-token tile), the BlockMask bookkeeping, the two
+# experiments at tiny shapes (which compile every mod), their findings on made-up rounds,
+# and the renderers on recorded entries.
 import math
 
 import pytest
 import torch
+from recorded import recorded
+from recorded import sourced as recorded_sourced
 from synthetic_forward import at
 from torch.nn.attention import flex_attention as flex_module
 from torch.nn.attention.flex_attention import flex_attention
@@ -12,9 +15,12 @@ from torch.nn.attention.flex_attention import flex_attention
 from attention_docs.attention import flex
 from attention_docs.experiments.flex import unavailable
 from attention_docs.experiments.runner import run_experiment
+from attention_docs.findings import flex as ff
+from attention_docs.findings.forward import forward_quantity as fwd_quantity
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Sourced
+from attention_docs.records.timing import Timing
 from attention_docs.render import flex as render_flex
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
@@ -119,84 +125,128 @@ def test_unavailable_names_the_error():
 TINY = {"batch_size": 1, "num_heads": 2, "seq_len": 256, "head_dim": 16}
 
 
-def test_flex_masks_compiles_every_mod_and_matches_the_reference():
+def test_flex_masks_compiles_every_mod_sweeps_sparsity_and_profiles_one_step():
     # flex_attention warns once per process; earlier tests here have used the fallback.
     flex_module._WARNINGS_SHOWN.discard("flex_attention_performance")
-    m = run_experiment("flex_masks", {**TINY, "window": 64, "documents": 3}, device="cpu")
+    # 512 tokens: four query tiles, so that a narrower window skips more of them.
+    params = {**TINY, "seq_len": 512, "window": 128, "documents": 3, "min_window": 64}
+    m = run_experiment("flex_masks", params, device="cpu")
     rows = {r["mask"]: r for r in m.tables["masks"].records()}
     assert set(rows) == {"causal", "sliding_window", "alibi", "document"}
     for r in rows.values():
         assert r["status"] == "ok", r
         assert r["rel_err_vs_float64"] < 1e-5
-        assert r["compile_s"] > 0 and r["total_blocks"] == 4
+        assert r["compile_s"] > 0 and r["total_blocks"] == 16 and r["first_build_us"] > 0
         for name in ("eager", "sdpa_dense"):
-            assert r[f"{name}_low_us"] <= r[f"{name}_us"] <= r[f"{name}_high_us"]
+            assert isinstance(r[name], Timing) and len(r[name].rounds_us) == 3
     # Plain causal compiled FlexAttention is forward_times' row: not timed twice.
-    assert rows["causal"]["compiled_us"] is None
+    assert rows["causal"]["compiled"] is None
     assert m.facts["compiled_timed_in_forward_times"] == ["causal"]
-    for kind in ("sliding_window", "alibi", "document"):
-        r = rows[kind]
-        assert r["compiled_low_us"] <= r["compiled_us"] <= r["compiled_high_us"]
     assert rows["sliding_window"]["skipped_fraction"] >= rows["causal"]["skipped_fraction"]
     assert "torch.compile" in m.facts["fallback_warning"]
-    here = Sourced(m, "measured now", "x.json")
-    times = at(m, render_flex.causal_shape(m), {fwd.FLEX: (123.0, 120.0, 126.0)})
-    table = render_flex.mask_table(here, times)
-    assert "`document`" in table and 'data-fact="forward' in table and "123 µs (120 µs" in table
-    assert "Tiles (128×128)" in render_flex.block_table(here)
-    assert render_flex.fallback_warning(m).startswith("!!! warning")
-    claims = render_flex.mask_claims(m, times)
-    assert "float64" in claims and claims.count("- `") == 4
+    # The sweep passes through the masks' window: that point is the masks table's time.
+    sweep = {r["window"]: r for r in m.tables["sweep"].records()}
+    assert list(sweep) == [64, 128, 256, 512]
+    assert sweep[128]["time"] == rows["sliding_window"]["compiled"]
+    computed = [r["computed_fraction"] for r in sweep.values()]
+    assert computed == sorted(computed) and computed[0] < computed[-1]
+    assert sweep[512]["proportional_us"] == pytest.approx(sweep[512]["time"].median_us)
+    # One profiled step: the BlockMask build, then the compiled call, which ran generated code.
+    ranges = {s.name for s in m.timeline.spans if s.kind == "range"}
+    assert {"flex.block_mask", "flex.compiled"} <= ranges
+    assert m.facts["compiled_ran"] and ff.fused(m)
 
 
-def mask_row(mask, compiled, eager, dense):
-    """A flex_masks row with (median, low, high) per timing; None: not timed here."""
-    row = {"mask": mask, "status": "ok", "compile_s": 1.0, "rel_err_vs_float64": 1e-7}
-    for name, t in (("compiled", compiled), ("eager", eager), ("sdpa_dense", dense)):
-        med, low, high = t or (None, None, None)
-        row |= {f"{name}_us": med, f"{name}_low_us": low, f"{name}_high_us": high}
-    return row
-
-
-def test_mask_claims_say_faster_only_outside_the_noise(tiny_measurement):
+def masks_entry(base, rows):
+    """A flex_masks entry holding made-up mask rows (Timing cells from (median, low, high))."""
     from dataclasses import replace
 
     from attention_docs.measurements.schema import Table
 
+    columns = tuple(rows[0])
+    return replace(
+        base,
+        experiment="flex_masks",
+        params={**base.params, "window": 64, "documents": 2, "min_window": 32},
+        tables={"masks": Table(columns, tuple(tuple(r[c] for c in columns) for r in rows))},
+        facts={"compiled_timed_in_forward_times": ["causal"]},
+    )
+
+
+def mask_row(mask, compiled, eager, dense):
+    """A flex_masks row; each timing (median, low, high) or None: not timed here."""
+    row = {"mask": mask, "status": "ok", "compile_s": 1.0, "fx_cache": "hit"}
+    row |= {"rel_err_vs_float64": 1e-7, "skipped_fraction": 0.25, "first_build_us": 5e3}
+    row |= {"partial_blocks": 2, "full_blocks": 1}
+    for name, t in (("compiled", compiled), ("eager", eager), ("sdpa_dense", dense)):
+        row[name] = None if t is None else Timing(t[0], 0.0, 3, "test", (t[1], t[0], t[2]))
+    return row
+
+
+def test_each_mask_compares_compiled_with_its_fallback_and_dense_sdpa(tiny_measurement):
     rows = [
         mask_row("causal", None, (900.0, 880.0, 920.0), (150.0, 140.0, 160.0)),
         mask_row("alibi", (100.0, 95.0, 105.0), (104.0, 98.0, 110.0), (50.0, 49.0, 51.0)),
     ]
-    columns = tuple(rows[0])
-    m = replace(
-        tiny_measurement,
-        params={**tiny_measurement.params, "window": 64, "documents": 2},
-        tables={"masks": Table(columns, tuple(tuple(r[c] for c in columns) for r in rows))},
-        facts={"compiled_timed_in_forward_times": ["causal"]},
-    )
-    times = at(tiny_measurement, render_flex.causal_shape(m), {fwd.FLEX: (100.0, 98.0, 102.0)})
-    claims = render_flex.mask_claims(m, times)
+    m = masks_entry(tiny_measurement, rows)
+    times = at(tiny_measurement, ff.shape(m), {fwd.FLEX: (100.0, 98.0, 102.0)})
+    causal, alibi = ff.masks(m, times)
     # causal: 900/100 from forward_times' row; its range 880/102 – 920/98.
-    assert "9.00× (8.63–9.39×) faster than its unfused fallback" in claims
-    assert "1.50× (1.37–1.63×) faster than SDPA with the dense mask" in claims
-    assert "within noise of its unfused fallback (1.04×)" in claims
-    assert "2.00× (1.86–2.14×) slower than SDPA" in claims
+    assert causal.compiled.quantity.id == fwd_quantity(times, fwd.FLEX, ff.shape(m)).id
+    fact, c = causal.versus_fallback
+    assert (round(c.ratio, 2), round(c.low, 2), round(c.high, 2)) == (9.0, 8.63, 9.39)
+    assert not c.tie and fact.value == c.ratio
+    assert alibi.versus_fallback[1].tie  # 95–105 against 98–110
+    assert alibi.versus_dense[1].ratio == 0.5  # SDPA with the dense bias is faster here
+    assert alibi.compiled.quantity.subject == "FlexAttention, alibi"
+    assert ff.masks(m)[0].compiled is None  # without forward_times, no causal compiled time
+    table = render_flex.mask_table(Sourced(m, "s", "x"), Sourced(times, "s", "y"))
+    assert "9× (8.63–9.39×)" in table and "within noise (1.04×)" in table
 
 
-def test_flex_sparsity_sweep_computes_fewer_tiles_for_narrower_windows():
-    m = run_experiment(
-        "flex_sparsity_sweep", {**TINY, "seq_len": 512, "min_window": 64}, device="cpu"
+def test_causal_flex_is_compared_with_sdpa_where_both_ran(tiny_measurement):
+    from synthetic_forward import forward_times, row
+
+    shapes = [fwd.Shape(1, 4, n, 64, "float32", True) for n in (128, 256)]
+    rows = [row(fwd.FLEX, s, 200.0, 190.0, 210.0) for s in shapes]
+    rows += [row(fwd.SDPA_FLASH, shapes[0], 100.0, 95.0, 105.0)]
+    rows += [row(fwd.SDPA_FLASH, shapes[1], None, status="out of memory")]
+    rows += [row(fwd.SDPA_MATH, shapes[1], None, status="out of memory")]
+    times = forward_times(tiny_measurement, rows)
+    found = ff.versus_sdpa(times)
+    assert [v.shape for v in found] == shapes[:1]
+    assert found[0].versus.value == 2 and not found[0].comparison.tie  # flex takes twice SDPA's
+    assert found[0].sdpa == fwd.SDPA_FLASH
+    table = render_flex.versus_sdpa_table(Sourced(times, "s", "y"))
+    assert table.count("ad-fact") == 3 and "2× (1.81–2.21×)" in table
+
+
+def test_the_chapter_renders_from_its_recorded_entries():
+    fm, times, fc = (
+        recorded_sourced(e) for e in ("flex_masks", "forward_times", "flex_block_mask_cost")
     )
-    table = m.tables["sweep"]
-    assert table.column("window") == [64, 128, 256, 512]
-    for r in table.records():
-        assert r["time_low_us"] <= r["time_us"] <= r["time_high_us"]
-    computed = table.column("computed_fraction")
-    assert computed == sorted(computed) and computed[0] < computed[-1]
-    assert table.column("proportional_us")[-1] == pytest.approx(table.column("time_us")[-1])
-    here = Sourced(m, "measured now", "x.json")
-    assert "<svg" in render_flex.sparsity_figure(here)
-    assert "tiles computed" in render_flex.sparsity_claim(m)
+    finding = render_flex.finding(fm, times)
+    assert finding.count("ad-fact") >= 6 and "is_causal=True" in finding
+    assert "ran a generated, fused kernel" in render_flex.ran(fm)
+    timeline = render_flex.timeline(fm)
+    assert "<svg" in timeline and "flex.compiled" in timeline
+    assert "Tiles (128×128) skipped" in render_flex.block_table(fm)
+    assert render_flex.fallback_warning(fm.measurement).startswith("!!! warning")
+    assert "<svg" in render_flex.sparsity_figure(fm)
+    assert render_flex.sparsity_table(fm).count("ad-fact") == 2 * len(
+        fm.measurement.tables["sweep"].rows
+    )
+    assert "<svg" in render_flex.cost_figure(fc)
+    assert "BlockMask size" in render_flex.cost_table(fc) and "slope" in render_flex.cost_table(fc)
+
+
+def test_the_first_and_the_warm_build_of_a_blockmask_are_two_quantities():
+    fm, fc = recorded("flex_masks"), recorded("flex_block_mask_cost")
+    first = ff.masks(fm)[0].first_build.quantity
+    warm = ff.build_cost(fc).points[0][1].quantity
+    assert first.metric == warm.metric == ff.BUILD
+    assert first.detail == ff.FIRST_BUILD and warm.detail == ff.WARM_BUILD
+    assert first.id != warm.id
 
 
 def test_flex_block_mask_cost_is_tiny_next_to_a_dense_mask():
@@ -205,7 +255,5 @@ def test_flex_block_mask_cost_is_tiny_next_to_a_dense_mask():
     assert [r["seq_len"] for r in rows] == [256, 512, 1024]
     assert all(r["block_mask_bytes"] < r["dense_mask_bytes"] for r in rows)
     assert rows[-1]["peak_bytes"] >= rows[-1]["dense_mask_bytes"]  # the build is dense
-    here = Sourced(m, "measured now", "x.json")
-    assert "slope" in render_flex.block_mask_cost_claim(m)
-    assert "<svg" in render_flex.block_mask_cost_figure(here)
-    assert "Dense bool mask" in render_flex.block_mask_cost_table(here)
+    assert all(isinstance(r["build"], Timing) for r in rows)
+    assert ff.build_cost(m).slope is not None

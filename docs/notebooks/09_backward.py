@@ -45,17 +45,27 @@ for name in ("naive", "sdpa-flash"):
 
 # %%
 saved = run_experiment("backward_saved_tensors", {"max_seq_len": 256 if tiny else 2048})
-print(render.backward.saved_claims(saved))
+print(render.backward.saved_claim(Sourced(saved, "measured in this notebook", "-", base="")))
 
 # %% [markdown]
-# ## Forward and backward, measured
+# ## Forward and backward, counted and measured
+#
+# The backward runs four matmuls of the forward's size where the forward runs two;
+# FlashAttention's recomputes a fifth. The tables set that count beside the clock.
 
 # %%
 m = run_experiment("backward_compare", shape)
 here = Sourced(m, "measured in this notebook", "-", base="")
-print(render.backward.backward_table(here))
-print(render.backward.backward_claims(m))
-print(render.backward.autograd_nodes_table(here))
+print(render.backward.finding(here))
+print(render.backward.count_table(here))
+print(render.backward.time_table(here))
+print(render.backward.nodes_table(here))
+
+# %% [markdown]
+# ## On a GPU: the training step's floors, from the data sheet
+
+# %%
+print(render.backward.training_forecast([here]))
 
 # %% [markdown]
 # ## Try next

@@ -52,27 +52,22 @@ for mod in (flex.causal, flex.sliding_window, flex.alibi, flex.document):
 times = run_experiment("forward_times", {"tiny": tiny})
 
 # %% [markdown]
-# ## Four masks: compiled, unfused fallback, SDPA with a dense mask
+# ## Four masks: compiled, unfused fallback, SDPA with a dense mask; time against sparsity;
+# ## one profiled step
 
 # %%
-m = run_experiment("flex_masks", {**shape, "window": 64} if tiny else {})
-print(render.flex.mask_table(here(m), times))
-print(render.flex.block_table(here(m)))
-print(render.flex.mask_claims(m, times))
-print(render.flex.fallback_warning(m))
-
-# %% [markdown]
-# ## Time against block sparsity (one compiled kernel, the window is a tensor)
-
-# %%
-m = run_experiment("flex_sparsity_sweep", {**shape, "min_window": 32} if tiny else {})
-print(render.tables.records_table(here(m), "sweep"))
-print(render.flex.sparsity_claim(m))
+fm = here(run_experiment("flex_masks", {**shape, "window": 64, "min_window": 32} if tiny else {}))
+print(render.flex.finding(fm, here(times)))
+print(render.flex.ran(fm))
+print(render.flex.versus_sdpa_table(here(times)))
+print(render.flex.mask_table(fm, here(times)))
+print(render.flex.block_table(fm))
+print(render.flex.sparsity_table(fm))
+print(render.flex.fallback_warning(fm.measurement))
 
 # %% [markdown]
 # ## What a BlockMask costs to build
 
 # %%
-m = run_experiment("flex_block_mask_cost", {"max_seq_len": 512} if tiny else {})
-print(render.flex.block_mask_cost_table(here(m)))
-print(render.flex.block_mask_cost_claim(m))
+fc = here(run_experiment("flex_block_mask_cost", {"max_seq_len": 512} if tiny else {}))
+print(render.flex.cost_table(fc))

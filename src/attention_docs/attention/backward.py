@@ -12,8 +12,6 @@ from torch.profiler import record_function
 from attention_docs.attention.naive import naive_attention
 from attention_docs.attention.sdpa import sdpa_attention
 
-PHASES: tuple[str, ...] = ("attention.forward", "attention.backward")
-
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 

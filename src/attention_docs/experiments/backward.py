@@ -1,46 +1,54 @@
 # Experiments on the backward pass: forward + backward of naive attention and of SDPA's
-# backends (time, peak memory, the autograd nodes the backward runs), and what each keeps
-# alive between the two (saved tensors), across sequence lengths.
+# backends (time, FLOPs, matmuls, peak memory, the autograd nodes the backward runs), and
+# what each keeps alive between the two (saved tensors), across sequence lengths.
 #
-# Two clocks, each with its noise. Without the profiler, every implementation's forward
-# (recording for autograd) and backward (`autograd.grad` on a graph kept with
-# `retain_graph`) are timed in interleaved rounds: the backward ÷ forward ratio and the
-# share of a step in the backward come from those. Under the profiler, the
-# `attention.forward` and `attention.backward` ranges are read per profiled step (one
-# sample per call): on a GPU that is the kernel clock, and the backward's kernels, launched
-# by the autograd engine's own thread, are attributed to `attention.backward` across threads
-# (records/trace.py `attribute`).
+# `backward_compare`'s table "compare" has one row per implementation (chapter 12's training
+# view reads it at this shape too, so its columns keep their meaning):
+#   implementation          "naive", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"
+#   forward, backward       Timing, no profiler, every implementation's two passes in
+#                           interleaved rounds: the forward records for autograd (as in
+#                           training); the backward is `autograd.grad` on a kept graph
+#   forward_matmuls,        matmul ops (aten::mm/bmm/addmm/baddbmm) per call in the profile,
+#   backward_matmuls        the backward's counted across the autograd engine's threads
+#   forward_flops,          FLOPs torch.utils.flop_counter counts for each pass, op by op as
+#   backward_flops          dispatched; None where it knows no formula for an op that ran
+#   forward_peak_bytes,     peak memory of the forward alone and of forward + backward
+#   step_peak_bytes
+#   saved_internal_bytes,   what autograd keeps for the backward beyond q, k, v and the
+#   saved_output_bytes      output; the output when it is kept too
+#   status                  "ok", or why the implementation cannot run here
 #
-# GPU sizes (one H200; batch 4, 16 heads, seq_len 4096, bf16, causal): naive's forward moves
-# ~15 GB (~4 ms at 4 TB/s) and its backward about twice that; per implementation ~40 steps
-# (availability, 5 profiled, peaks, 3 warm-up + 10 timed per round for forward and backward)
-# and one profiler start: ~1.5 s each, ~9 s for five. backward_saved_tensors runs one
-# forward per implementation at seq_len 128..8192 (naive keeps 8.6 GB at 8192): ~3 s.
+# GPU sizes (one H200; the site's forecast shape: batch 4, 16 heads, seq_len 4096, head_dim
+# 128, bf16, causal): naive's forward moves ~15 GB (~4 ms at 4.8 TB/s) and its backward a bit
+# more; per implementation ~40 steps (availability, 5 profiled, peaks, 3 warm-up + 10 timed
+# per round for each pass) and one profiler start: ~1.5 s each, ~9 s for five.
+# backward_saved_tensors runs one forward per implementation at seq_len 128..8192 (naive
+# keeps 8.6 GB at 8192): ~3 s.
 from __future__ import annotations
 
 import warnings
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from attention_docs.analytic.memory import naive_peak
 from attention_docs.attention.backward import (
     IMPLEMENTATIONS,
-    PHASES,
     forward_backward,
     implementation,
 )
-from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments._sweep import sweep
 from attention_docs.experiments.forward import unavailable
-from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.experiments.registry import Observed, Param, experiment, shape_params
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import peak_memory_bytes
 from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.saved import INPUT, INTERNAL, OUTPUT, saved_tensors
 from attention_docs.profiling.timing import ROUNDS, time_callables
+from attention_docs.records.steps import PHASES
 from attention_docs.records.timing import Timing
-from attention_docs.records.trace import op_stats, step_span_rounds
+from attention_docs.records.trace import attribute, op_stats
 
 MEASURES = (
     "attention/backward.py",
@@ -52,15 +60,27 @@ MEASURES = (
     "analytic/memory.py",
 )
 SCHED = Schedule(wait=1, warmup=1, active=ROUNDS)  # one profiled step per round
-
-SHAPE_PARAMS = {
-    "batch_size": Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
-    "num_heads": Param(4, gpu_default=16, minimum=1, help="attention heads"),
-    "seq_len": Param(512, gpu_default=4096, minimum=1, help="tokens per sequence (N)"),
-    "head_dim": Param(64, minimum=1, help="features per head (D)"),
-    "dtype": Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
-    "causal": Param(True, help="mask the future (decoder-style attention)"),
-}
+# The ATen ops a matmul reaches (`aten::matmul` is a wrapper around one of them).
+MATMUL_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
+COLUMNS = (
+    "implementation",
+    "forward",
+    "backward",
+    "forward_matmuls",
+    "backward_matmuls",
+    "forward_flops",
+    "backward_flops",
+    "forward_peak_bytes",
+    "step_peak_bytes",
+    "saved_internal_bytes",
+    "saved_output_bytes",
+    "status",
+)
+SHAPE_PARAMS = shape_params(
+    seq_len=Param(512, gpu_default=4096, minimum=1, help="tokens per sequence (N)"),
+    head_dim=Param(64, gpu_default=128, minimum=1, help="features per head (D)"),
+    causal=Param(True, help="mask the future (decoder-style attention)"),
+)
 
 
 def _inputs(batch_size, num_heads, seq_len, head_dim, *, dtype, device):
@@ -87,12 +107,6 @@ def _available(attend, q, k, v) -> str | None:
     return None
 
 
-def _spread(samples: list[float]) -> tuple[float, float, float]:
-    """(median, low, high) of a list of per-call samples."""
-    ordered = sorted(samples)
-    return ordered[len(ordered) // 2], ordered[0], ordered[-1]
-
-
 def _autograd_nodes(trace, per: float, limit: int = 8) -> list[dict]:
     """The backward's autograd nodes (`...Backward0` ranges), by total time per call.
 
@@ -107,9 +121,58 @@ def _autograd_nodes(trace, per: float, limit: int = 8) -> list[dict]:
     ][:limit]
 
 
+def _matmuls(trace, per: int) -> list[float]:
+    """Matmul ops per call in each labelled pass, counted on every thread that ran it."""
+    found = attribute(trace, PHASES)
+    return [sum(s.name in MATMUL_OPS for s in found[phase]) / per for phase in PHASES]
+
+
+def _counted_flops(attend, q, k, v, grad_out) -> tuple[float | None, float | None]:
+    """FLOPs of the forward and of the backward as torch's FLOP counter counts them; None for
+    a pass that ran an op the counter has no formula for (it would count it as zero)."""
+
+    def counted(fn) -> float | None:
+        with FlopCounterMode(display=False) as counter:
+            ran = _ops(fn)
+        known = {str(op) for op in counter.flop_registry}
+        missing = {op for op in ran if op not in known and _is_attention(op)}
+        return None if missing else float(counter.get_total_flops())
+
+    out = None
+
+    def forward():
+        nonlocal out
+        out = attend(q, k, v)
+
+    forward_flops = counted(forward)
+    backward_flops = counted(lambda: torch.autograd.grad(out, (q, k, v), grad_out))
+    return forward_flops, backward_flops
+
+
+def _is_attention(op: str) -> bool:
+    return "attention" in op
+
+
+def _ops(fn) -> set[str]:
+    """The ATen overload packets `fn` dispatched (what the FLOP counter looks up)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.add(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+
+    with Seen():
+        fn()
+    return seen
+
+
 @experiment(
     "backward_compare",
-    summary="Forward + backward of naive attention and SDPA's backends: time, peak memory, autograd nodes.",
+    summary="Forward + backward of naive attention and SDPA's backends: time, FLOPs, matmuls, "
+    "peak memory, autograd nodes.",
     measures=MEASURES,
     **SHAPE_PARAMS,
 )
@@ -136,8 +199,9 @@ def backward_compare(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, ca
         def step(a=attend):
             return forward_backward(a, q, k, v, grad_out)
 
-        run = profile_callable(step, ctx.device, sched=SCHED, profile_memory=False)
-        phases = step_span_rounds(run.trace, PHASES)
+        run = profile_callable(
+            step, ctx.device, sched=SCHED, profile_memory=False, with_flops=False
+        )
         node_rows.extend(
             (name, n["name"], n["calls"], n["total_us"])
             for n in _autograd_nodes(run.trace, SCHED.active)
@@ -151,62 +215,31 @@ def backward_compare(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, ca
         timed[f"{name} forward"] = forward
         timed[f"{name} backward"] = backward
         measured[name] = (
-            *_spread(phases["attention.forward"]),
-            *_spread(phases["attention.backward"]),
+            *_matmuls(run.trace, SCHED.active),
+            *_counted_flops(attend, q, k, v, grad_out),
             peak_memory_bytes(forward, ctx.device),
             peak_memory_bytes(step, ctx.device),
             sum(s.bytes for s in saved if s.role == INTERNAL),
             sum(s.bytes for s in saved if s.role == OUTPUT),
         )
         if profiled is None or name == "sdpa-flash":
-            profiled = (name, step)  # FlashAttention's step when it runs, else the first
+            profiled = (name, run)  # FlashAttention's step when it runs, else the first
     # Forward and backward of every implementation, interleaved round by round.
     timings: dict[str, Timing] = time_callables(timed, ctx.device, min_run_time=0.3, cuda_runs=30)
     timed.clear()
     rows = []
     for name, values in measured.items():
         if values is None:
-            rows.append((name, *(None,) * 16, "not available"))
+            rows.append((name, *(None,) * (len(COLUMNS) - 2), "not available"))
             continue
-        f, b = timings[f"{name} forward"], timings[f"{name} backward"]
-        rows.append(
-            (
-                name,
-                f.median_us,
-                f.low_us,
-                f.high_us,
-                b.median_us,
-                b.low_us,
-                b.high_us,
-                *values,
-                "ok",
-            )
-        )
-    observed = observe_forward(profiled[1], ctx, labels=PHASES, top_ops=14)
-    time_columns = (
-        "forward_us",
-        "forward_low_us",
-        "forward_high_us",
-        "backward_us",
-        "backward_low_us",
-        "backward_high_us",
-        "profiled_forward_us",
-        "profiled_forward_low_us",
-        "profiled_forward_high_us",
-        "profiled_backward_us",
-        "profiled_backward_low_us",
-        "profiled_backward_high_us",
-    )
-    byte_columns = (
-        "forward_peak_bytes",
-        "step_peak_bytes",
-        "saved_internal_bytes",
-        "saved_output_bytes",
-    )
+        rows.append((name, timings[f"{name} forward"], timings[f"{name} backward"], *values, "ok"))
+    trace = profiled[1].trace
+    byte_columns = COLUMNS[7:11]
     table = Table(
-        columns=("implementation", *time_columns, *byte_columns, "status"),
+        columns=COLUMNS,
         rows=tuple(rows),
-        units={**dict.fromkeys(time_columns, "µs"), **dict.fromkeys(byte_columns, "B")},
+        units={"forward": "µs", "backward": "µs", **dict.fromkeys(byte_columns, "B")}
+        | {"forward_flops": "FLOP", "backward_flops": "FLOP"},
     )
     nodes = Table(
         columns=("implementation", "node", "calls", "total_us"),
@@ -214,14 +247,12 @@ def backward_compare(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, ca
         units={"total_us": "µs"},
     )
     return Observed(
-        steps=observed.steps,
-        ops=observed.ops,
-        timeline=observed.timeline,
-        chrome=observed.chrome,
+        timeline=trace.in_step(trace.steps[-1].step),
+        chrome=profiled[1].chrome,
         tables={"compare": table, "autograd_nodes": nodes},
         facts={
-            **observed.facts,
             "profiled": profiled[0],
+            "profile_schedule": f"wait={SCHED.wait}, warmup={SCHED.warmup}, active={SCHED.active}",
             "rounds": ROUNDS,
             "timing_method": "forward (recording for autograd) and backward (retain_graph) "
             "of every implementation in interleaved rounds, no profiler",
@@ -237,11 +268,7 @@ def backward_compare(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, ca
     "backward_saved_tensors",
     summary="What autograd saves between forward and backward, per implementation, across seq_len.",
     measures=MEASURES,
-    batch_size=Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
-    num_heads=Param(4, gpu_default=16, minimum=1, help="attention heads"),
-    head_dim=Param(64, minimum=1, help="features per head (D)"),
-    dtype=Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
-    causal=Param(True, help="mask the future (decoder-style attention)"),
+    **{n: p for n, p in SHAPE_PARAMS.items() if n != "seq_len"},
     max_seq_len=Param(1024, gpu_default=8192, minimum=16, help="longest seq_len of the sweep"),
 )
 def backward_saved_tensors(

@@ -1,17 +1,19 @@
-# Experiments on FlexAttention: each mask and score modification compiled and timed against
-# the unfused fallback and SDPA with a dense mask; how time follows block sparsity; what a
-# BlockMask costs to build. Every distinct mod is a distinct compiled kernel (seconds of
-# compile time each), so the sweeps vary tensors the mods close over, never the mods.
-# Compiled FlexAttention with the plain causal mask is one of `forward_times`' rows: it is
-# not timed here (one fact, one number); the chapter reads it there.
+# Experiments on FlexAttention. `flex_masks`: each mask and score modification compiled and
+# timed against its unfused fallback and SDPA with a dense mask; at the same shape, time
+# against block sparsity (one compiled sliding-window kernel, only the window tensor
+# changes: the sweep's point at the masks' window IS the masks table's time, one
+# measurement); and one profiled step, BlockMask build then the compiled call, for the
+# timeline and its trace. `flex_block_mask_cost`: what create_block_mask costs as seq_len
+# grows. Every distinct mod is a distinct compiled kernel (seconds of compile time each),
+# so the sweep varies a tensor the mod closes over, never the mod. Compiled FlexAttention
+# with the plain causal mask is `forward_times`' FlexAttention row: not timed here.
 #
-# GPU sizes, estimated on an H200 (bfloat16, batch 4, 16 heads, head_dim 64). flex_masks at
-# seq_len 4096: four flex_attention compiles (~5-15 s each) dominate; each forward is ~0.1-1
-# ms fused and a few ms for the fallback (its N×N scores are 2 GiB), timed in 3 rounds of
-# ~16 runs: ~50 s in all. flex_sparsity_sweep at seq_len 16384: one compile (~10 s) and 8
-# windows of ≤ 5 ms forwards (causal: ~2.2 TFLOP at several hundred TFLOP/s): ~15 s.
-# flex_block_mask_cost up to 32768: each build evaluates the mask on up to 1 G pairs (~1 GB
-# of booleans, a few ms): ~5 s. About 70 s in all, process starts included.
+# GPU sizes, estimated on an H200 (the site's forecast shape: bfloat16, batch 4, 16 heads,
+# seq_len 4096, head_dim 128). flex_masks: four flex_attention compiles (~5-15 s each)
+# dominate; each forward is ~0.1-1 ms fused and a few ms for the fallback (its N×N scores
+# are 2 GiB), timed in 3 rounds of ~16 runs; five more windows of ≤ 1 ms; one profiler
+# start: ~60 s in all. flex_block_mask_cost up to 32768: each build evaluates the mask on up
+# to 1 G pairs (~1 GB of booleans, a few ms): ~5 s.
 from __future__ import annotations
 
 import math
@@ -21,7 +23,9 @@ import warnings
 import torch
 from torch.nn.attention.flex_attention import flex_attention
 from torch.nn.functional import scaled_dot_product_attention
+from torch.profiler import record_function
 
+from attention_docs.attention.compiled import KERNEL_PROFILE_OPTIONS
 from attention_docs.attention.flex import (
     alibi,
     alibi_slopes,
@@ -37,24 +41,30 @@ from attention_docs.attention.flex import (
     split_lengths,
 )
 from attention_docs.experiments._sweep import sweep
-from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.experiments.registry import Observed, Param, experiment, shape_params
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
 from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
+from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.timing import time_callable, time_callables
+from attention_docs.records.steps import FLEX_STEPS
+from attention_docs.records.trace import attribute
 
-MEASURES = ("attention/flex.py", "inputs.py", "profiling/timing.py", "profiling/memory.py")
+MEASURES = (
+    "attention/flex.py",
+    "attention/compiled.py",
+    "inputs.py",
+    "profiling/timing.py",
+    "profiling/memory.py",
+)
 MASKS = ("causal", "sliding_window", "alibi", "document")
 # The masks whose compiled FlexAttention forward_times already times (its FlexAttention row).
 TIMED_IN_FORWARD_TIMES = ("causal",)
-TIMED = ("compiled", "eager", "sdpa_dense")  # compiled flex, its unfused fallback, SDPA + mask
-SHAPE_PARAMS = {
-    "batch_size": Param(1, gpu_default=4, minimum=1, help="sequences per batch"),
-    "num_heads": Param(4, gpu_default=16, minimum=1, help="attention heads"),
-    "head_dim": Param(64, minimum=1, help="features per head (D)"),
-    "dtype": Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16")),
-}
+SHAPE_PARAMS = shape_params(
+    seq_len=Param(1024, gpu_default=4096, minimum=1, help="tokens per sequence (N)"),
+    head_dim=Param(64, gpu_default=128, minimum=1, help="features per head (D)"),
+)
 
 
 def unavailable(exc: BaseException) -> str:
@@ -63,12 +73,15 @@ def unavailable(exc: BaseException) -> str:
     return f"not available on this device: {type(exc).__name__}: {first}"
 
 
-def _mods(kind: str, seq_len: int, num_heads: int, *, window: int, documents: int, device):
-    """(mask_mod, score_mod, explicit mask, explicit bias or None) for one mask kind."""
+def _mods(
+    kind: str, seq_len: int, num_heads: int, *, window: int, documents: int, device, sliding=None
+):
+    """(mask_mod, score_mod, explicit mask, explicit bias or None) for one mask kind;
+    `sliding`: the sliding-window mod to use (its kernel shared with a sweep), of `window`."""
     if kind == "causal":
         return causal, None, explicit_mask("causal", seq_len), None
     if kind == "sliding_window":
-        mod = sliding_window(torch.tensor(window, device=device))
+        mod = sliding or sliding_window(torch.tensor(window, device=device))
         return mod, None, explicit_mask("sliding_window", seq_len, window=window), None
     if kind == "alibi":
         slopes = alibi_slopes(num_heads, device=device)
@@ -100,40 +113,47 @@ def _rel_err(out: torch.Tensor, expected: torch.Tensor) -> float:
 
 @experiment(
     "flex_masks",
-    summary="FlexAttention's masks and score mods: compiled kernel vs unfused fallback vs SDPA with a dense mask.",
+    summary="FlexAttention's masks and score mods: compiled kernel vs unfused fallback vs SDPA "
+    "with a dense mask; time against block sparsity; one profiled step.",
     measures=MEASURES,
     **SHAPE_PARAMS,
-    seq_len=Param(1024, gpu_default=4096, minimum=1, help="tokens per sequence (N)"),
     window=Param(256, gpu_default=1024, minimum=1, help="sliding-window width in tokens"),
     documents=Param(4, minimum=1, help="documents packed into each sequence"),
+    min_window=Param(64, gpu_default=128, minimum=1, help="narrowest window of the sweep"),
 )
 def flex_masks(
-    ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, window, documents
+    ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, window, documents, min_window
 ) -> Observed:
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
     flex = compiled_flex_attention()
+    width = torch.tensor(window, device=ctx.device)
+    sliding = sliding_window(width)  # one mod, one kernel: the sweep only changes `width`
     min_run = 0.3 if ctx.device.type == "cpu" else 0.1
-    rows = []
-    fallback_warnings: list[str] = []
-    notes = []
+    rows, notes, fallback_warnings = [], [], []
     for kind in MASKS:
         mask_mod, score_mod, allowed, bias = _mods(
-            kind, seq_len, num_heads, window=window, documents=documents, device=ctx.device
+            kind,
+            seq_len,
+            num_heads,
+            window=window,
+            documents=documents,
+            device=ctx.device,
+            sliding=sliding,
         )
         started = time.perf_counter()
         block_mask = block_mask_for(mask_mod, seq_len, ctx.device)
-        build_s = time.perf_counter() - started
+        first_build_us = (time.perf_counter() - started) * 1e6
         counts = block_counts(block_mask)
         row = {
             "mask": kind,
             "score_mod": "alibi" if score_mod else "—",
-            "block_mask_ms": build_s * 1e3,
+            "first_build_us": first_build_us,
             "skipped_fraction": counts["skipped"] / counts["total"],
             "partial_blocks": counts["partial"],
             "full_blocks": counts["full"],
             "total_blocks": counts["total"],
+            "status": "ok",
         }
-        status = "ok"
         fns = {}
         try:
             run = lambda sm=score_mod, bm=block_mask: flex(q, k, v, score_mod=sm, block_mask=bm)  # noqa: E731
@@ -145,13 +165,13 @@ def flex_masks(
             new_hits, new_misses = _fx_cache()
             row["fx_cache"] = "hit" if new_hits > hits and new_misses == misses else "miss"
             row["rel_err_vs_float64"] = _rel_err(out, reference(q, k, v, allowed, bias))
-            if kind not in TIMED_IN_FORWARD_TIMES:
-                fns["compiled"] = run
+            if kind not in (*TIMED_IN_FORWARD_TIMES, "sliding_window"):
+                fns["compiled"] = run  # the sliding window's is the sweep's point below
         except Exception as exc:  # a backend this device lacks becomes a row, not a crash
             if is_out_of_memory(exc):
                 raise
-            status = unavailable(exc)
-            notes.append(f"compiled flex_attention, mask {kind}: {status}")
+            row["status"] = unavailable(exc)
+            notes.append(f"compiled flex_attention, mask {kind}: {row['status']}")
 
         def fallback(score_mod=score_mod, block_mask=block_mask):
             return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
@@ -171,19 +191,29 @@ def flex_masks(
         fallback_warnings.extend(
             str(w.message) for w in caught if "without torch.compile" in str(w.message)
         )
-        for name, t in timings.items():
-            row[f"{name}_us"] = t.median_us
-            row[f"{name}_low_us"] = t.low_us
-            row[f"{name}_high_us"] = t.high_us
-        row["status"] = status
+        row |= timings
         rows.append(row)
+    sliding_row = next(r for r in rows if r["mask"] == "sliding_window")
+    swept, swept_notes = _sparsity(
+        flex,
+        sliding,
+        width,
+        qkv=(q, k, v),
+        ctx=ctx,
+        min_window=min_window,
+        ok=sliding_row["status"] == "ok",
+    )
+    if sliding_row["status"] == "ok":
+        sliding_row["compiled"] = next(r["time"] for r in swept.records() if r["window"] == window)
     columns = (
         "mask",
         "score_mod",
         "compile_s",
         "fx_cache",
-        *(f"{name}{part}_us" for name in TIMED for part in ("", "_low", "_high")),
-        "block_mask_ms",
+        "compiled",
+        "eager",
+        "sdpa_dense",
+        "first_build_us",
         "skipped_fraction",
         "partial_blocks",
         "full_blocks",
@@ -194,110 +224,91 @@ def flex_masks(
     table = Table(
         columns=columns,
         rows=tuple(tuple(r.get(c) for c in columns) for r in rows),
-        units={
-            "compile_s": "s",
-            "block_mask_ms": "ms",
-            **{c: "µs" for c in columns if c.endswith("_us")},
-        },
+        units={"compile_s": "s", "first_build_us": "µs"}
+        | dict.fromkeys(("compiled", "eager", "sdpa_dense"), "µs"),
     )
+    profiled = _profile(q, k, v, seq_len, ctx)
     return Observed(
-        tables={"masks": table},
+        tables={"masks": table, "sweep": swept},
+        timeline=profiled["timeline"],
+        chrome=profiled["chrome"],
         facts={
             "fallback_warning": fallback_warnings[0] if fallback_warnings else None,
             "fallback_warnings": len(fallback_warnings),
             "block_size": list(block_mask.BLOCK_SIZE),
             "document_lengths": split_lengths(seq_len, documents),
-            "dense_mask_bytes": seq_len * seq_len,
             "compiled_timed_in_forward_times": list(TIMED_IN_FORWARD_TIMES),
             "timing_method": next(iter(timings.values())).method,
+            "compiled_ran": profiled["ran"],
         },
-        notes=tuple(notes),
+        notes=tuple(notes + swept_notes),
     )
 
 
-@experiment(
-    "flex_sparsity_sweep",
-    summary="Compiled FlexAttention with a sliding window: time against the fraction of tiles skipped.",
-    measures=MEASURES,
-    **SHAPE_PARAMS,
-    # The same seq_len as flex_masks: its sliding-window kernel is then a hit in Inductor's
-    # on-disk cache, and the sweep costs no second cold compile.
-    seq_len=Param(1024, gpu_default=16384, minimum=1, help="tokens per sequence (N)"),
-    min_window=Param(
-        64, gpu_default=128, minimum=1, help="narrowest window; doubled up to seq_len"
-    ),
-)
-def flex_sparsity_sweep(
-    ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, min_window
-) -> Observed:
-    q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
-    flex = compiled_flex_attention()
-    window = torch.tensor(min_window, device=ctx.device)
-    mask_mod = sliding_window(window)  # one mod, one kernel: only the tensor changes
-    widths = []
-    w = min_window
-    while w < seq_len:
-        widths.append(w)
-        w *= 2
-    widths.append(seq_len)
-    compile_s = None
+def _sparsity(flex, mod, width, *, qkv, ctx, min_window, ok):
+    """Compiled sliding-window FlexAttention at widths from `min_window`, doubling, to the
+    whole sequence, each timed alone in its rounds: time against the share of tiles
+    computed. The masks table's window is one of the widths: its compiled time is this
+    sweep's point (`ok`: the kernel compiled; else no width is timed)."""
+    q, k, v = qkv
+    seq_len, window = q.size(-2), int(width)
+    widths = sorted(
+        {*(min_window * 2**i for i in range(32) if min_window * 2**i < seq_len), window, seq_len}
+    )
 
     def measure(point):
-        nonlocal compile_s
-        window.fill_(point["window"])
-        block_mask = block_mask_for(mask_mod, seq_len, ctx.device)
+        width.fill_(point["window"])
+        block_mask = block_mask_for(mod, seq_len, ctx.device)
         counts = block_counts(block_mask)
-        run = lambda: flex(q, k, v, block_mask=block_mask)  # noqa: E731
-        if compile_s is None:
-            started = time.perf_counter()
-            run()
-            synchronize(ctx.device)
-            compile_s = time.perf_counter() - started
-        t = time_callable(run, ctx.device)  # rounds: each width's spread is kept
+        t = time_callable(lambda: flex(q, k, v, block_mask=block_mask), ctx.device) if ok else None
         return {
             "computed_fraction": 1 - counts["skipped"] / counts["total"],
-            "skipped_fraction": counts["skipped"] / counts["total"],
             "partial_blocks": counts["partial"],
             "full_blocks": counts["full"],
-            "time_us": t.median_us,
-            "time_low_us": t.low_us,
-            "time_high_us": t.high_us,
+            "time": t,
         }
 
+    columns = ("window", "computed_fraction", "partial_blocks", "full_blocks", "time")
     table, notes = sweep(
-        [{"window": w} for w in widths],
-        measure,
-        columns=(
-            "window",
-            "computed_fraction",
-            "skipped_fraction",
-            "partial_blocks",
-            "full_blocks",
-            "time_us",
-            "time_low_us",
-            "time_high_us",
-        ),
-        units={"time_us": "µs", "time_low_us": "µs", "time_high_us": "µs"},
+        [{"window": w} for w in widths], measure, columns=columns, units={"time": "µs"}
     )
-    # If time were proportional to tiles computed: the widest window's time, scaled down.
-    records = table.records()
-    last = next((r for r in reversed(records) if r["time_us"]), None)
+    width.fill_(window)
+    # If time were proportional to the tiles computed: the whole sequence's time, scaled.
+    last = next((r for r in reversed(table.records()) if r["time"] is not None), None)
     ideal = [
-        last["time_us"] * r["computed_fraction"] / last["computed_fraction"]
+        last["time"].median_us * r["computed_fraction"] / last["computed_fraction"]
         if last and r["computed_fraction"] is not None
         else None
-        for r in records
+        for r in table.records()
     ]
     table = Table(
         columns=(*table.columns, "proportional_us"),
         rows=tuple((*row, i) for row, i in zip(table.rows, ideal, strict=True)),
         units={**table.units, "proportional_us": "µs"},
     )
-    return Observed(
-        tables={"sweep": table},
-        facts={"compile_s": round(compile_s or 0.0, 3), "widths": widths},
-        notes=tuple(notes),
+    return table, notes
+
+
+def _profile(q, k, v, seq_len, ctx) -> dict:
+    """One profiled step: build the causal BlockMask, then call compiled FlexAttention with
+    it (compiled with kernel profiling, so that a CPU's generated kernel shows by name).
+    `ran`: the ops and kernels the compiled call ran, by name."""
+    flex = torch.compile(flex_attention, options=KERNEL_PROFILE_OPTIONS)
+
+    def step():
+        with record_function(FLEX_STEPS[0]):
+            block_mask = block_mask_for(causal, seq_len, ctx.device)
+        with record_function(FLEX_STEPS[1]):
+            flex(q, k, v, block_mask=block_mask)
+
+    step()  # compiles outside the profile
+    run = profile_callable(
+        step, ctx.device, sched=Schedule(1, 1, 1), profile_memory=False, with_flops=False
     )
+    trace = run.trace.in_step(run.trace.steps[-1].step)
+    spans = attribute(trace, FLEX_STEPS[1:])[FLEX_STEPS[1]]
+    ran = sorted({s.name for s in spans if s.kind in ("op", "kernel")})
+    return {"timeline": trace, "chrome": run.chrome, "ran": ran}
 
 
 @experiment(
@@ -327,7 +338,7 @@ def flex_block_mask_cost(ctx, *, max_seq_len, mask) -> Observed:
             if isinstance(t, torch.Tensor)
         )
         return {
-            "build_us": time_callable(build, ctx.device, min_run_time=0.1).median_us,
+            "build": time_callable(build, ctx.device, min_run_time=0.1),
             "peak_bytes": peak_memory_bytes(build, ctx.device),
             "block_mask_bytes": mask_bytes,
             "dense_mask_bytes": n * n,
@@ -340,14 +351,14 @@ def flex_block_mask_cost(ctx, *, max_seq_len, mask) -> Observed:
         measure,
         columns=(
             "seq_len",
-            "build_us",
+            "build",
             "peak_bytes",
             "block_mask_bytes",
             "dense_mask_bytes",
             "skipped_fraction",
         ),
         units={
-            "build_us": "µs",
+            "build": "µs",
             "peak_bytes": "B",
             "block_mask_bytes": "B",
             "dense_mask_bytes": "B",

@@ -21,3 +21,9 @@ TILED_STEPS: tuple[str, ...] = (
     "tiled.accumulate",
     "tiled.normalize",
 )
+
+# A training step's two halves (attention/backward.py).
+PHASES: tuple[str, ...] = ("attention.forward", "attention.backward")
+
+# FlexAttention's profiled step: build the BlockMask, then call the compiled kernel.
+FLEX_STEPS: tuple[str, ...] = ("flex.block_mask", "flex.compiled")

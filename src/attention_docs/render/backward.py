@@ -1,241 +1,185 @@
-# Renderers for the backward-pass chapter: forward and backward time and memory per
-# implementation, the autograd nodes of each backward, and the tensors autograd saves in
-# between, with the sentences whose numbers come from those measurements. Pure: no torch.
-#
-# Times carry their range over rounds (unprofiled, interleaved) or over profiled calls; a
-# ratio whose ranges overlap is "within noise", and a share of the step in the backward
-# whose range holds one half is "as long as the forward, within noise".
+# Renderers for the backward-pass chapter: the finding, the counted and measured passes of
+# each implementation, the autograd nodes, what autograd keeps between the passes, and the
+# training step forecast for a GPU. Verdicts come from findings/backward.py, numbers from
+# render/words.py; nothing is decided here. Pure: no torch.
 from __future__ import annotations
 
-from dataclasses import replace
-
-from attention_docs.findings.compare import compare
-from attention_docs.measurements.schema import Measurement, Sourced
-from attention_docs.records.timing import Timing
-from attention_docs.render import words as fmt
+from attention_docs.analytic.gpu import FORECAST_SHAPE, sheet
+from attention_docs.findings import backward as fb
+from attention_docs.measurements.schema import Sourced
+from attention_docs.records.device import SpecSheet
+from attention_docs.records.steps import PHASES
+from attention_docs.render import words
 from attention_docs.render.caption import caption_html
-from attention_docs.render.figures import SERIES_COLORS
-from attention_docs.render.plots import line_figure, loglog_slope
+from attention_docs.render.forecast import forecast_box
+from attention_docs.render.plots import line_figure
 from attention_docs.render.tables import markdown_table
-from attention_docs.render.timeline import DEFAULT_SETTINGS, timeline_figure
+from attention_docs.render.timeline import ranges_settings, timeline_figure
 
-TIMELINE_COLORS = (
-    ("attention.forward", SERIES_COLORS[0]),
-    ("attention.backward", SERIES_COLORS[1]),
-)
+VERDICT = {
+    fb.AS_COUNTED: "as counted",
+    fb.SLOWER_PER_FLOP: "slower per FLOP",
+    fb.FASTER_PER_FLOP: "faster per FLOP",
+}
+BOUND = {"memory": "the bytes moved", "compute": "the FLOPs"}
+NAMES = {"naive": "naive attention's", "sdpa-flash": "FlashAttention's (`sdpa-flash`)"}
+
+
+def _by_name(sourced: Sourced) -> dict[str, fb.Passes]:
+    return {p.implementation: p for p in fb.passes(sourced.measurement)}
+
+
+def _ratio_sentence(p: fb.Passes) -> str:
+    return (
+        f"{NAMES[p.implementation]} backward takes {words.fact(p.ratio, emphasis=True)} its "
+        f"forward where counting matmul FLOPs predicts {words.fact(p.flop_ratio)}: "
+        f"{VERDICT[p.verdict]}" + ("" if p.verdict == fb.AS_COUNTED else " than its forward")
+    )
+
+
+def finding(sourced: Sourced) -> str:
+    """The chapter's opening: each pass ratio against its count, and what flash keeps."""
+    m, ran = sourced.measurement, _by_name(sourced)
+    text = f"On this machine ({m.provenance.device.label}), at {fb.shape(m).text()}, " + "; ".join(
+        _ratio_sentence(ran[n]) for n in ("naive", "sdpa-flash") if n in ran
+    )
+    naive, flash = ran.get("naive"), ran.get("sdpa-flash")
+    if naive and flash:
+        text += (
+            f". Between the passes FlashAttention keeps {words.fact(flash.saved)} where naive "
+            f"attention keeps {words.fact(naive.saved)}, and peaks at "
+            f"{words.fact(flash.peak)} against {words.fact(naive.peak)}"
+        )
+    return text + "."
+
+
+def count_table(sourced: Sourced) -> str:
+    """Per implementation: matmul ops in each pass (profile) and their FLOPs (counter)."""
+    rows = []
+    for p in _by_name(sourced).values():
+        flops = [words.fact(f) if f else "no formula" for f in p.flops]
+        matmuls = " → ".join(words.fact(f) for f in p.matmuls)
+        rows.append([f"`{p.implementation}`", matmuls, *flops, words.fact(p.flop_ratio)])
+    header = [
+        "Implementation",
+        "Matmul ops, forward → backward (profile)",
+        "Forward FLOPs (counter)",
+        "Backward FLOPs (counter)",
+        "Backward ÷ forward FLOPs",
+    ]
+    what = (
+        "Matmuls per call in each profiled pass; FLOPs as torch.utils.flop_counter counts the "
+        "ops each pass dispatched (the analytic model's ratio where it has no formula)."
+    )
+    return markdown_table(header, rows, "lrrrr") + "\n\n" + caption_html(sourced, what)
+
+
+def time_table(sourced: Sourced) -> str:
+    """Per implementation: both passes unprofiled, their ratio against the count, memory."""
+    rows = [
+        [
+            f"`{p.implementation}`",
+            words.fact(p.forward),
+            words.fact(p.backward),
+            words.fact(p.ratio),
+            VERDICT[p.verdict],
+            words.fact(p.peak),
+            words.fact(p.saved),
+        ]
+        for p in _by_name(sourced).values()
+    ]
+    header = [
+        "Implementation",
+        "Forward, recording autograd (unprofiled)",
+        "Backward (unprofiled)",
+        "Backward ÷ forward",
+        "Against the count",
+        "Peak memory",
+        "Kept for the backward",
+    ]
+    notes = "".join(f"\n\n{n}." for n in sourced.measurement.notes)
+    what = "Median and range over interleaved rounds, without the profiler."
+    return markdown_table(header, rows, "lrrrlrr") + notes + "\n\n" + caption_html(sourced, what)
+
+
+def nodes_table(sourced: Sourced) -> str:
+    """The autograd nodes each backward ran (`...Backward0`), by profiled time per step."""
+    rows = [
+        [f"`{name}`", f"`{node}`", words.number(calls), words.fact(f)]
+        for name, node, calls, f in fb.nodes(sourced.measurement)
+    ]
+    header = ["Implementation", "Autograd node", "Calls", "Total time per step (profiled)"]
+    return markdown_table(header, rows, "llrr") + "\n\n" + caption_html(sourced, "Autograd nodes.")
 
 
 def step_timeline(sourced: Sourced) -> str:
     """The timeline of one forward + backward, the two halves in colour."""
-    settings = replace(
-        DEFAULT_SETTINGS,
-        colors=TIMELINE_COLORS,
-        title="Timeline of one forward + backward.",
-        xlabel="time since the start of the step (µs)",
-    )
+    settings = ranges_settings(PHASES, "Timeline of one forward + backward.")
     return timeline_figure(sourced, settings)
 
 
-def _num(value, formatter) -> str:
-    return "—" if value is None else formatter(value)
-
-
-def _ran(m: Measurement) -> dict[str, dict]:
-    return {r["implementation"]: r for r in m.tables["compare"].records() if r["status"] == "ok"}
-
-
-def timing(r: dict, prefix: str) -> Timing:
-    """`forward`, `backward`, `profiled_forward`... of a compare row as a Timing."""
-    return Timing(
-        median_us=r[f"{prefix}_us"],
-        iqr_us=0.0,
-        runs=0,
-        method="",
-        rounds_us=(r[f"{prefix}_low_us"], r[f"{prefix}_us"], r[f"{prefix}_high_us"]),
-    )
-
-
-def _time_text(t: Timing) -> str:
-    return f"{fmt.time_us(t.median_us)} ({fmt.time_us(t.low_us)}–{fmt.time_us(t.high_us)})"
-
-
-def ratio(r: dict, prefix: str = "") -> str:
-    """Backward ÷ forward with its range, or "within noise" when the ranges overlap."""
-    c = compare(timing(r, f"{prefix}forward"), timing(r, f"{prefix}backward"))
-    if c.tie:
-        return f"within noise ({c.ratio:.2f}×)"
-    return f"{c.ratio:.2f}× ({c.low:.2f}–{c.high:.2f}×)"
-
-
-def backward_share(r: dict, prefix: str = "") -> str:
-    """The share of forward + backward spent in the backward, with its range."""
-    f, b = timing(r, f"{prefix}forward"), timing(r, f"{prefix}backward")
-    share = b.median_us / (b.median_us + f.median_us)
-    low = b.low_us / (b.low_us + f.high_us)
-    high = b.high_us / (b.high_us + f.low_us)
-    tie = ", within noise of half" if low <= 0.5 <= high else ""
-    return f"{fmt.percent(share)} ({fmt.percent(low)}–{fmt.percent(high)}{tie})"
-
-
-def backward_table(sourced: Sourced) -> str:
-    """Per implementation: forward and backward without the profiler, their ratio, peak
-    memory of forward + backward, and the bytes saved for the backward."""
-    m = sourced.measurement
-    rows = []
-    for r in m.tables["compare"].records():
-        if r["status"] != "ok":
-            rows.append([f"`{r['implementation']}`", "unavailable", *("—",) * 4])
-            continue
-        rows.append(
-            [
-                f"`{r['implementation']}`",
-                _time_text(timing(r, "forward")),
-                _time_text(timing(r, "backward")),
-                ratio(r),
-                fmt.nbytes(r["step_peak_bytes"]),
-                fmt.nbytes(r["saved_internal_bytes"]),
-            ]
-        )
-    header = [
-        "Implementation",
-        "Forward, recording autograd",
-        "Backward",
-        "Backward ÷ forward",
-        "Peak memory",
-        "Saved",
-    ]
-    return (
-        markdown_table(header, rows, "lrrrrr")
-        + "\n\n"
-        + caption_html(
-            sourced,
-            "Forward and backward, per implementation: median and range over interleaved "
-            "rounds, without the profiler.",
-        )
-    )
-
-
-def unavailable_implementations(sourced: Sourced) -> str:
-    """A bullet per implementation that could not run here, with torch's reason."""
-    lines = [f"- {note}" for note in sourced.measurement.notes]
-    return "\n".join(lines) if lines else "Every implementation ran on this device."
-
-
-def autograd_nodes_table(sourced: Sourced) -> str:
-    """The autograd nodes each backward ran (`...Backward0`), by total time per step."""
+def saved_detail_table(sourced: Sourced) -> str:
+    """Every storage autograd kept, per implementation, at the sweep's smallest seq_len."""
     rows = [
-        [
-            f"`{r['implementation']}`",
-            f"`{r['node']}`",
-            f"{r['calls']:g}",
-            fmt.time_us(r["total_us"]),
-        ]
-        for r in sourced.measurement.tables["autograd_nodes"].records()
+        [f"`{name}`", shape, dtype, words.fact(f), role]
+        for name, shape, dtype, role, f in fb.saved_detail(sourced.measurement)
     ]
-    return (
-        markdown_table(["Implementation", "Autograd node", "Calls", "Total time"], rows, "llrr")
-        + "\n\n"
-        + caption_html(sourced, "The backward's autograd nodes.")
+    what = (
+        f"Kept tensors at seq_len={sourced.measurement.facts['detail_seq_len']}, once per storage."
     )
-
-
-def _times(naive: dict, flash: dict) -> str:
-    """How flash's peak compares with naive's: "**4.4×** less", or more at tiny sizes."""
-    a, b = naive["step_peak_bytes"], max(flash["step_peak_bytes"], 1)
-    return f"**{a / b:.2g}×** less" if a >= b else f"**{b / a:.2g}×** more"
-
-
-def backward_claims(m: Measurement) -> str:
-    """Flash against naive: memory saved, bytes kept; every implementation's backward ÷
-    forward ratio and share of the step in the backward, with their noise."""
-    ran = _ran(m)
-    text = ""
-    naive, flash = ran.get("naive"), ran.get("sdpa-flash")
-    if naive and flash:
-        text = (
-            f"Forward plus backward, `sdpa-flash` peaks at "
-            f"**{fmt.nbytes(flash['step_peak_bytes'])}** where naive attention peaks at "
-            f"{fmt.nbytes(naive['step_peak_bytes'])} ({_times(naive, flash)}). "
-            f"Between the two passes, autograd keeps {fmt.nbytes(naive['saved_internal_bytes'])} "
-            f"for naive attention's backward and {fmt.nbytes(flash['saved_internal_bytes'])} "
-            f"(plus the output, {fmt.nbytes(flash['saved_output_bytes'])}) for "
-            f"FlashAttention's. "
-        )
-    ratios = "; ".join(
-        f"`{name}` {ratio(r)}, {backward_share(r)} of the step in the backward"
-        for name, r in ran.items()
-    )
-    return text + (
-        f"Without the profiler, backward ÷ forward (range over "
-        f"{m.facts.get('rounds', 'the')} interleaved rounds) and the share of forward + "
-        f"backward spent in the backward: {ratios}."
-    )
-
-
-def phase_claim(m: Measurement) -> str:
-    """How the profiled step splits into forward and backward, call by call."""
-    r = _ran(m).get(m.facts.get("profiled"))
-    if not r or r.get("profiled_forward_us") is None:
-        return ""
-    clock = (
-        "on the GPU's kernel clock — the backward's kernels are launched by the autograd "
-        "engine's own thread and counted for `attention.backward` across threads"
-        if m.device_kind == "cuda"
-        else "on the CPU time of the two labelled ranges"
-    )
-    return (
-        f"Under the profiler, {clock}, the `{m.facts.get('profiled')}` step spends "
-        f"{backward_share(r, 'profiled_')} of its time in `attention.backward` "
-        f"({_time_text(timing(r, 'profiled_backward'))} against "
-        f"{_time_text(timing(r, 'profiled_forward'))} forward, range over the profiled calls)."
-    )
+    header = ["Implementation", "Shape", "dtype", "Bytes", "What it is"]
+    return markdown_table(header, rows, "lllrl") + "\n\n" + caption_html(sourced, what)
 
 
 def saved_figure(sourced: Sourced) -> str:
     """Bytes autograd keeps beyond q, k, v, against seq_len, log-log with fitted slopes."""
-    table = sourced.measurement.tables["saved"]
-    names = [c for c in table.columns if c not in ("seq_len", "status")]
+    names = [g.implementation for g in fb.growth(sourced.measurement)]
+    what = "Bytes kept for the backward beyond q, k and v, against seq_len."
     return line_figure(
-        sourced,
-        "saved",
-        x="seq_len",
-        ys=names,
-        what="Bytes saved for the backward beyond q, k and v, against seq_len.",
-        ylabel="saved bytes",
-        logx=True,
-        logy=True,
-        fit_slope=True,
+        sourced, "saved", x="seq_len", ys=names, what=what, ylabel="kept bytes",
+        logx=True, logy=True, fit_slope=True,
+    )  # fmt: skip
+
+
+def saved_claim(sourced: Sourced) -> str:
+    """The fitted growth of kept bytes, and the bytes at the longest sequence."""
+    found = fb.growth(sourced.measurement)
+    slopes = words.series(f"`{g.implementation}` {words.fact(g.slope)}" for g in found)
+    kept = words.series(f"`{g.implementation}` {words.fact(g.longest)}" for g in found)
+    return f"Fitted log-log slopes of kept bytes against seq_len: {slopes}. At the longest: {kept}."
+
+
+TRAINING_ROWS = (
+    "Naive attention's forward: five kernels through HBM",
+    "Naive attention's backward: seven kernels through HBM",
+    "FlashAttention's forward: one fused kernel",
+    "FlashAttention's backward: one fused kernel, five matmuls",
+    "Naive attention: backward ÷ forward",
+    "FlashAttention: backward ÷ forward",
+    "Recomputing q·kᵀ in the backward, at the matmul peak",
+    "Writing and reading back the probabilities, at HBM bandwidth",
+)
+
+
+def training_forecast(entries: list[Sourced], gpu: SpecSheet | None = None) -> str:
+    """The forecast box: a training step's floors on `gpu` (the site's forecast GPU), and the
+    recomputation trade; measured beside them when `entries` hold that GPU's entry."""
+    gpu = gpu or sheet()
+    checks = fb.training_checks(gpu, [s.measurement for s in entries])
+    flops, probs = fb.trade(gpu)
+    naive, flash = (BOUND[limit] for limit in fb.limits(gpu))
+    lead = (
+        f"At this shape {naive} set naive attention's floors and {flash} FlashAttention's "
+        f"backward: each backward ÷ forward below follows its own. "
+        f"FlashAttention's backward recomputes q·kᵀ: {words.fact(flops)} more, "
+        f"{words.fact(checks[6].forecast)} at the matmul peak — instead of naive attention's "
+        f"{words.fact(probs)} of probabilities written by the forward and read back, "
+        f"{words.fact(checks[7].forecast)} at the HBM bandwidth."
     )
-
-
-def saved_detail_table(sourced: Sourced) -> str:
-    """Every storage autograd saved, per implementation, at the sweep's smallest seq_len."""
-    m = sourced.measurement
-    rows = [
-        [f"`{r['implementation']}`", r["shape"], r["dtype"], fmt.nbytes(r["bytes"]), r["role"]]
-        for r in m.tables["detail"].records()
-    ]
-    n = m.facts.get("detail_seq_len")
-    return (
-        markdown_table(["Implementation", "Shape", "dtype", "Bytes", "What it is"], rows, "lllrl")
-        + "\n\n"
-        + caption_html(sourced, f"Saved tensors at seq_len={n}, once per storage.")
+    model = (
+        "Floors: each kernel takes at least its FLOPs at the peak or its bytes at the "
+        "bandwidth (analytic/backward.py); fused kernels read and write each tensor once and "
+        "skip the tiles a causal mask leaves empty."
     )
-
-
-def saved_claims(m: Measurement) -> str:
-    """The fitted growth of saved bytes, and the ratio at the longest sequence."""
-    table = m.tables["saved"]
-    xs = table.column("seq_len")
-    names = [c for c in table.columns if c not in ("seq_len", "status")]
-    slopes = {n: loglog_slope(xs, table.column(n)) for n in names}
-    last = [r for r in table.records() if r["status"] == "ok"][-1]
-    parts = ", ".join(f"`{n}` {s:.2f}" for n, s in slopes.items() if s is not None)
-    text = f"Fitted log-log slopes of saved bytes against seq_len: {parts}."
-    if last.get("naive") and last.get("sdpa-flash"):
-        text += (
-            f" At seq_len={last['seq_len']}, naive attention keeps "
-            f"**{last['naive'] / last['sdpa-flash']:.3g}×** the bytes FlashAttention keeps "
-            f"({fmt.nbytes(last['naive'])} against {fmt.nbytes(last['sdpa-flash'])})."
-        )
-    return text
+    rows = list(zip(TRAINING_ROWS, checks, strict=True))
+    return forecast_box(gpu, rows, shape=FORECAST_SHAPE, lead=lead, model=model)

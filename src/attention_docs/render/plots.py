@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from attention_docs.measurements.schema import Sourced, Table
+from attention_docs.records.timing import Timing
 from attention_docs.render.figures import (
     INK,
     MUTED,
@@ -181,8 +182,11 @@ def loglog_slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | Non
 
 
 def _numbers(table: Table, column: str) -> list[float | None]:
+    """A column's numbers; a Timing cell plots as its median."""
     return [
-        v if isinstance(v, int | float) and not isinstance(v, bool) else None
+        v.median_us
+        if isinstance(v, Timing)
+        else (v if isinstance(v, int | float) and not isinstance(v, bool) else None)
         for v in table.column(column)
     ]
 

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from attention_docs.measurements.schema import Sourced
 from attention_docs.records.trace import GPU_KINDS, Span, Trace, attribute
@@ -12,6 +13,7 @@ from attention_docs.render import words as fmt
 from attention_docs.render.figures import (
     INK,
     MUTED,
+    SERIES_COLORS,
     STEP_COLORS,
     figure_html,
     new_figure,
@@ -41,6 +43,14 @@ DEFAULT_SETTINGS = TimelineSettings()
 BAR = {"edgecolor": "white", "linewidth": 0.3}
 ARROW = {"arrowstyle": "-|>", "color": MUTED, "lw": 0.5, "alpha": 0.6}
 LEGEND = {"frameon": False, "fontsize": 8}
+
+
+def ranges_settings(labels: Sequence[str], title: str) -> TimelineSettings:
+    """Settings that colour other labelled ranges than the five steps (one series colour
+    each), e.g. a forward and its backward, over a whole profiled step."""
+    colors = tuple(zip(labels, SERIES_COLORS, strict=False))
+    xlabel = "Time since the start of the step (µs)"
+    return replace(DEFAULT_SETTINGS, colors=colors, title=title, xlabel=xlabel)
 
 
 @dataclass(frozen=True)
@@ -102,9 +112,9 @@ def layout(
     return rows, bars, flows
 
 
-def describe(trace: Trace) -> str:
-    """Alt text: what the figure shows, in words."""
-    ranges = [s for s in trace.spans if s.kind == "range" and s.name in STEP_COLORS]
+def describe(trace: Trace, labels: Sequence[str] = tuple(STEP_COLORS)) -> str:
+    """Alt text: what the figure shows, in words (`labels`: the ranges it colours)."""
+    ranges = [s for s in trace.spans if s.kind == "range" and s.name in labels]
     parts = ", ".join(f"{s.name} {fmt.time_us(s.dur_us)}" for s in ranges)
     kernels = len([s for s in trace.spans if s.kind == "kernel"])
     ops = len([s for s in trace.spans if s.kind == "op"])
@@ -160,7 +170,7 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
                 full=f"{b.span.name} · {fmt.time_us(b.dur_us)}",
                 color=color,
             )
-        return to_svg(fig, describe(trace))
+        return to_svg(fig, describe(trace, [label for label, _ in settings.colors]))
 
 
 def timeline_figure(sourced: Sourced, settings: TimelineSettings = DEFAULT_SETTINGS) -> str:
@@ -178,4 +188,11 @@ def timeline_figure(sourced: Sourced, settings: TimelineSettings = DEFAULT_SETTI
     return figure_html(timeline_svg(m.timeline, settings), sourced, settings.title, extra)
 
 
-__all__ = ["DEFAULT_SETTINGS", "TimelineSettings", "layout", "timeline_figure", "timeline_svg"]
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "TimelineSettings",
+    "layout",
+    "ranges_settings",
+    "timeline_figure",
+    "timeline_svg",
+]

@@ -1,0 +1,250 @@
+# Verdicts of the backward-pass chapter, as data: each implementation's two passes as facts
+# (from `backward_compare`), the measured backward ÷ forward time ratio beside the counted
+# FLOP ratio — does the backward run at the forward's rate per FLOP? — the memory each keeps,
+# how saved bytes grow with seq_len, and the training step's forecast for a GPU, checked
+# against that GPU's stored entry. No words: render/backward.py says them.
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attention_docs.analytic import backward as model
+from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_steps
+from attention_docs.findings.compare import Comparison, compare
+from attention_docs.findings.facts import COUNTED, MODEL, PROFILED, UNPROFILED, Fact, Quantity
+from attention_docs.findings.forecast import Check, check, forecast
+from attention_docs.findings.trend import fitted_slope
+from attention_docs.measurements.schema import Measurement
+from attention_docs.records.device import SpecSheet
+from attention_docs.records.shape import Shape
+
+FORWARD = "forward time, recording autograd"
+BACKWARD = "backward time"
+RATIO = "backward ÷ forward time"
+FLOP_RATIO = "backward ÷ forward matmul FLOPs"
+MATMULS = "matmul ops per pass"
+FLOPS = "matmul FLOPs per pass"
+PEAK = "peak memory, forward + backward"
+SAVED = "bytes kept for the backward"
+NODE = "autograd node time per step"
+SLOPE = "log-log slope of kept bytes against seq_len"
+ANALYTIC = "analytic model"  # the device of a count that depends on the shape alone
+# Implementations whose backward recomputes the probabilities from the log-sum-exp.
+FUSED = ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn")
+
+# How the measured time ratio sits against the counted FLOP ratio.
+AS_COUNTED = "as counted"  # the counted ratio is inside the measured ratio's range
+SLOWER_PER_FLOP = "slower per FLOP"  # the backward takes longer per FLOP than the forward
+FASTER_PER_FLOP = "faster per FLOP"
+
+
+@dataclass(frozen=True)
+class Passes:
+    """One implementation's forward and backward, measured and counted."""
+
+    implementation: str
+    forward: Fact
+    backward: Fact
+    ratio: Fact  # measured backward ÷ forward, with its range over the rounds
+    comparison: Comparison
+    flop_ratio: Fact  # counted by torch's FLOP counter, or by the analytic model
+    verdict: str  # AS_COUNTED, SLOWER_PER_FLOP or FASTER_PER_FLOP
+    matmuls: tuple[Fact, Fact]  # matmul ops per call in the profile, forward and backward
+    flops: tuple[Fact | None, Fact | None]  # counted FLOPs per pass (None: no formula)
+    peak: Fact
+    saved: Fact
+
+
+def shape(m: Measurement) -> Shape:
+    return Shape.of(m.params)
+
+
+def _q(m: Measurement, metric: str, subject: str, clock: str, detail: str = "") -> Quantity:
+    return Quantity(metric, subject, m.device_id, clock, shape(m), detail)
+
+
+def against_count(c: Comparison, counted: float) -> str:
+    """Where the counted FLOP ratio sits against the measured time ratio's range."""
+    if c.low > counted:
+        return SLOWER_PER_FLOP
+    if c.high < counted:
+        return FASTER_PER_FLOP
+    return AS_COUNTED
+
+
+def _flop_ratio(m: Measurement, r: dict) -> Fact:
+    name = r["implementation"]
+    if r["forward_flops"] and r["backward_flops"]:
+        value, clock, device = r["backward_flops"] / r["forward_flops"], COUNTED, m.device_id
+    else:
+        value = model.flop_ratio(shape(m), recompute=name in FUSED)
+        clock, device = MODEL, ANALYTIC
+    return Fact(Quantity(FLOP_RATIO, name, device, clock, shape(m)), value, "×")
+
+
+def passes(m: Measurement) -> list[Passes]:
+    """Every implementation that ran, in the table's order."""
+    found = []
+    for r in m.tables["compare"].records():
+        if r["status"] != "ok":
+            continue
+        name, f, b = r["implementation"], r["forward"], r["backward"]
+        c = compare(f, b)
+        flop_ratio = _flop_ratio(m, r)
+        flops = tuple(
+            None
+            if r[f"{p}_flops"] is None
+            else Fact(_q(m, FLOPS, name, COUNTED, p), r[f"{p}_flops"], "FLOP")
+            for p in ("forward", "backward")
+        )
+        found.append(
+            Passes(
+                name,
+                Fact.of_timing(_q(m, FORWARD, name, UNPROFILED), f),
+                Fact.of_timing(_q(m, BACKWARD, name, UNPROFILED), b),
+                Fact(_q(m, RATIO, name, UNPROFILED), c.ratio, "×", c.low, c.high),
+                c,
+                flop_ratio,
+                against_count(c, flop_ratio.value),
+                tuple(
+                    Fact(_q(m, MATMULS, name, COUNTED, p), r[f"{p}_matmuls"], "")
+                    for p in ("forward", "backward")
+                ),
+                flops,
+                Fact(_q(m, PEAK, name, COUNTED), r["step_peak_bytes"], "B"),
+                Fact(
+                    _q(m, SAVED, name, COUNTED, "beyond q, k, v and the output"),
+                    r["saved_internal_bytes"],
+                    "B",
+                ),
+            )
+        )
+    return found
+
+
+def nodes(m: Measurement) -> list[tuple[str, str, float, Fact]]:
+    """(implementation, autograd node, calls per step, profiled time per step)."""
+    return [
+        (
+            r["implementation"],
+            r["node"],
+            r["calls"],
+            Fact(_q(m, NODE, f"{r['implementation']}: {r['node']}", PROFILED), r["total_us"], "µs"),
+        )
+        for r in m.tables["autograd_nodes"].records()
+    ]
+
+
+@dataclass(frozen=True)
+class Growth:
+    """How the bytes an implementation keeps grow along backward_saved_tensors' sweep."""
+
+    implementation: str
+    slope: Fact
+    longest: Fact  # kept bytes at the longest seq_len
+
+
+def growth(m: Measurement) -> list[Growth]:
+    table = m.tables["saved"]
+    rows = [r for r in table.records() if r["status"] == "ok"]
+    xs = [r["seq_len"] for r in rows]
+    last = Shape.of(m.params, seq_len=xs[-1])
+    span = f"seq_len {xs[0]}–{xs[-1]}"
+    out = []
+    for name in (c for c in table.columns if c not in ("seq_len", "status")):
+        slope = fitted_slope(xs, [r[name] for r in rows])
+        q = Quantity(SLOPE, name, m.device_id, COUNTED, last, span)
+        kept = Quantity(SAVED, name, m.device_id, COUNTED, last, "output included")
+        out.append(Growth(name, Fact(q, slope, ""), Fact(kept, rows[-1][name], "B")))
+    return out
+
+
+def saved_detail(m: Measurement) -> list[tuple[str, str, str, str, Fact]]:
+    """(implementation, tensor shape, dtype, role, bytes) per storage kept, smallest seq_len."""
+    at = Shape.of(m.params, seq_len=m.facts["detail_seq_len"])
+    return [
+        (
+            r["implementation"],
+            r["shape"],
+            r["dtype"],
+            r["role"],
+            Fact(
+                Quantity(
+                    "bytes of a kept tensor",
+                    f"{r['implementation']}: {r['shape']} {r['dtype']} {r['role']}",
+                    m.device_id,
+                    COUNTED,
+                    at,
+                ),
+                r["bytes"],
+                "B",
+            ),
+        )
+        for r in m.tables["detail"].records()
+    ]
+
+
+# The rows of the training-step forecast: (metric, subject, TrainingForecast field, unit).
+FORECAST_ROWS = (
+    (FORWARD, "naive", "naive_forward_us", "µs"),
+    (BACKWARD, "naive", "naive_backward_us", "µs"),
+    (FORWARD, "sdpa-flash", "flash_forward_us", "µs"),
+    (BACKWARD, "sdpa-flash", "flash_backward_us", "µs"),
+    (RATIO, "naive", "naive_ratio", "×"),
+    (RATIO, "sdpa-flash", "flash_ratio", "×"),
+    ("recomputed q·kᵀ at the matmul peak", "sdpa-flash", "recompute_us", "µs"),
+    ("probabilities written and read back, at HBM bandwidth", "naive", "probs_us", "µs"),
+)
+
+
+def training_checks(gpu: SpecSheet, entries: list[Measurement]) -> list[Check]:
+    """The training step's floors on `gpu` at the forecast shape, each beside the stored
+    measurement of that GPU at that shape when there is one (FORECAST_ROWS' order)."""
+    t = model.training(gpu, FORECAST_SHAPE)
+    on_gpu = next(
+        (m for m in entries if m.device_id == f"cuda-{gpu.slug}" and shape(m) == FORECAST_SHAPE),
+        None,
+    )
+    measured = (
+        {(p.forward.quantity.metric, p.implementation): p.forward for p in passes(on_gpu)}
+        if on_gpu
+        else {}
+    )
+    for p in passes(on_gpu) if on_gpu else ():
+        measured |= {(BACKWARD, p.implementation): p.backward, (RATIO, p.implementation): p.ratio}
+    return [
+        check(
+            forecast(metric, subject, gpu, getattr(t, field), unit, shape=FORECAST_SHAPE),
+            measured.get((metric, subject)),
+        )
+        for metric, subject, field, unit in FORECAST_ROWS
+    ]
+
+
+def trade(gpu: SpecSheet) -> tuple[Fact, Fact]:
+    """FlashAttention's trade on `gpu` at the forecast shape: the FLOPs it recomputes and the
+    HBM bytes naive attention moves to keep the probabilities instead."""
+    t = model.training(gpu, FORECAST_SHAPE)
+    return (
+        forecast(
+            "recomputed FLOPs", "sdpa-flash", gpu, t.recompute_flops, "FLOP", shape=FORECAST_SHAPE
+        ),
+        forecast(
+            "probability bytes written and read back",
+            "naive",
+            gpu,
+            t.probs_bytes,
+            "B",
+            shape=FORECAST_SHAPE,
+        ),
+    )
+
+
+def limits(gpu: SpecSheet) -> tuple[str, str]:
+    """Which ceiling sets the floors at the forecast shape ("memory" or "compute"): the one
+    behind most of naive attention's floor time (both passes), and FlashAttention's backward's."""
+    kernels = (*naive_steps(gpu, FORECAST_SHAPE), *model.naive_backward(gpu))
+    by_limit = {
+        limit: sum(k.floor_us for k in kernels if k.limit == limit)
+        for limit in ("memory", "compute")
+    }
+    return max(by_limit, key=by_limit.get), model.flash_backward(gpu).limit
