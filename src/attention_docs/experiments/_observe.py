@@ -20,10 +20,17 @@ def observe_forward(
     costs: Iterable[StepCost] = (),
     sched: Schedule | None = None,
     top_ops: int = 12,
+    profile_memory: bool = True,
+    with_flops: bool = True,
 ) -> Observed:
-    """Profile `fn` (one forward per profiler step) and summarise per forward."""
+    """Profile `fn` (one forward per profiler step) and summarise per forward.
+
+    Memory and FLOP counting add bookkeeping to every op: leave them off for a profile that
+    is read for shares and structure only."""
     sched = sched or Schedule()
-    run = profile_callable(fn, ctx.device, sched=sched)
+    run = profile_callable(
+        fn, ctx.device, sched=sched, profile_memory=profile_memory, with_flops=with_flops
+    )
     per = float(sched.active)
     cost_of = {c.label: c for c in costs}
     spans = step_span_times(run.trace, labels)
