@@ -259,6 +259,21 @@ def test_decode_steps_times_every_point_once(steps):
         assert names == ["aten::_scaled_dot_product_flash_attention_for_cpu"]
 
 
+def test_the_table_the_cache_sweep_and_the_batch_sweep_share_their_points():
+    from attention_docs.experiments.decode import step_points
+    from attention_docs.experiments.registry import get
+
+    for kind in ("cpu", "cuda"):
+        p = get("decode_steps").resolve({}, kind)
+        points = step_points(p)
+        assert len(points) == len(set(points)), kind
+        base = ("GQA", "sdpa", p["batch_size"], p["cache_len"])
+        assert base in points and ("GQA", "sdpa", 1, p["cache_len"]) in points
+        # The H200 forecast's points are measured by the GPU entry itself.
+        for b, c in ((1, 4096), (8, 16384)):
+            assert kind == "cpu" or all((v, "sdpa", b, c) in points for v in ("MHA", "GQA", "MQA"))
+
+
 def test_decode_steps_refuses_a_group_that_does_not_divide():
     from attention_docs.experiments.registry import ExperimentError
     from attention_docs.experiments.runner import run_experiment
@@ -446,5 +461,37 @@ def test_the_h200_forecast_is_bytes_over_bandwidth_and_checks_a_gpu_entry():
     box = render.decode.gpu_forecast(
         [sourced(decode_steps()), sourced(gpu_entry)], sourced(prefill_vs_decode())
     )
-    assert "Measured on the NVIDIA H200" in box and "| 2× (1.96–2.04×) |" in box
+    assert "Measured on the NVIDIA H200" in box and 'forecast">2× (1.96–2.04×)</span> |' in box
     assert "27 sequences" in box  # GQA: 8 k/v heads fill 80% of 264 slots from batch 27
+
+
+def test_the_whole_chapter_from_recorded_entries_states_every_number_as_one_fact():
+    """Chapter 11's renderers on the stored entries: every number with a unit is marked, and
+    every fact id has one value across the page."""
+    import site_facts
+    from recorded import sourced as stored
+    from synthetic_decode import ceilings
+
+    steps, pvd = stored("decode_steps"), stored("decode_prefill_vs_decode")
+    c = sourced(ceilings(steps.measurement, bandwidth=10e9, peak=50e9))
+    r = render.decode
+    parts = [
+        r.finding(steps, pvd, c),
+        r.steps_table(steps, c),
+        r.bandwidth_claim(steps, c),
+        r.repeat_kv_claim(steps),
+        r.sdpa_ops_note(steps),
+        r.cache_claim(steps, c),
+        r.batch_table(steps, c),
+        r.batch_claim(steps),
+        r.prefill_table(pvd),
+        r.prefill_claim(pvd, c),
+        r.step_share_table(pvd),
+        r.gpu_forecast([steps], pvd),
+    ]
+    import markdown
+
+    page = markdown.markdown("\n\n".join(parts), extensions=["tables", "admonition"])
+    found = site_facts.read_page(f"<article>{page}</article>")
+    assert found.unmarked == [] and len(found.marked) > 100
+    assert all(len(v) == 1 for v in fact_values(page).values())

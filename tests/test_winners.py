@@ -106,7 +106,7 @@ def test_the_model_map_has_both_dtypes_training_and_a_decode_cell(known, train):
     assert "training (forward + backward), 512, float32: SDPA flash" in figure
     assert "decode step (GQA), 1, 64: sdpa" in figure
     caption = figure.split("<figcaption")[1]
-    assert "num_heads=16, head_dim=128, causal" in caption and "num_kv_heads=2" in caption
+    assert "num_heads=16, head_dim=128, causal" in caption and "2 k/v heads, cache 64" in caption
 
 
 def test_the_finding_counts_wins_per_view(known, train):
@@ -284,3 +284,31 @@ def test_the_decode_cell_reads_chapter_11s_experiment():
     assert cell.shape.kv_heads == 2 and cell.shape.keys == 64
     lead = fw.lead_fact(steps, cell)
     assert lead.quantity.metric == "decode speed ratio"  # chapter 11's quantity, not a new one
+
+
+def test_the_whole_chapter_states_every_number_as_one_fact(known, train):
+    import re
+
+    import markdown
+    import site_facts
+    from recorded import sourced as stored
+
+    steps = stored("decode_steps")
+    gpu = replace(known, provenance=replace(known.provenance, device=H200, device_id="cuda-h200"))
+    parts = [
+        winners.finding(sourced(known), sourced(train), steps),
+        winners.trend_claim(sourced(known)),
+        winners.times_tabs(sourced(known), sourced(train)),
+        winners.not_run(sourced(known), sourced(train)),
+        winners.gpu_forecast([sourced(known), sourced(gpu)]),
+        winners.devices_claim([sourced(known), sourced(gpu)]),
+    ]
+    extensions = ["tables", "admonition", "pymdownx.superfences", "pymdownx.tabbed"]
+    page = markdown.markdown("\n\n".join(parts), extensions=extensions)
+    found = site_facts.read_page(f"<article>{page}</article>")
+    assert found.unmarked == [] and len(found.marked) > 40
+    values: dict[str, set[str]] = {}
+    for fact_id, text in re.findall(r'data-fact="([^"]+)">(.*?)</span>', page):
+        value = re.search(r"\d[\d.,]*\s?[^\s(<]*", re.sub(r"<[^>]+>", "", text)).group(0)
+        values.setdefault(fact_id, set()).add(value)
+    assert all(len(v) == 1 for v in values.values()), values

@@ -374,8 +374,8 @@ def bytes_ratio(m: Measurement) -> Fact:
 class Split:
     """Decode's time against two causes: its bytes at the copy bandwidth, and `steps` steps on
     a one-token cache (what taking a step costs with nothing to read). `holds` is False when
-    the two add up to more than decoding took beyond the noise: the one-token step is then no
-    floor on this run, and no split is stated."""
+    the two (at their medians) add up to more than decoding's slowest round: the one-token
+    step is then no floor on this run, and no split is stated."""
 
     bytes_share: Fact
     steps_share: Fact
@@ -394,7 +394,7 @@ def split(m: Measurement, ceilings: Measurement | None) -> Split | None:
     t, n, s = _times(m), m.params["prompt_len"], prompt_shape(m)
     bytes_us = moved_bytes(m, DECODE) / bw * 1e6
     floor, total = t[FLOOR], t[DECODE]
-    holds = bytes_us + n * floor.low_us <= total.high_us
+    holds = bytes_us + n * floor.median_us <= total.high_us
 
     def share(subject: str, part_us: float) -> Fact:
         q = Quantity("share of decode time", subject, m.device_id, UNPROFILED, s)

@@ -104,7 +104,8 @@ def steps_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
         "Variant · path | K/V cache | FLOP/B (model) | Time / step / layer (unprofiled) | "
         "Cache read rate (unprofiled) | Share of copy bandwidth"
     )
-    what = f"One decode step per layer ({shape_text(fd.base_points(m)[0].shape)})."
+    s = fd.base_points(m)[0].shape
+    what = f"One decode step per layer: batch {s.batch_size}, {s.num_heads} heads, cache {s.keys:,}, head_dim {s.head_dim}, {s.dtype}."
     return _table(header, rows, steps, what)
 
 
@@ -349,22 +350,20 @@ def gpu_forecast(entries: list[Sourced], pvd: Sourced) -> str:
     lead = (
         "Every step below is bound by HBM bandwidth"
         + ("" if fd.memory_bound_everywhere(gpu) else " except where the FLOP floor is longer")
-        + f": its intensity stays under the ridge ({_say(fd.gpu_ridge(gpu))}) at any batch, since "
-        "each sequence brings its own cache; only more new tokens per step (verifying drafted "
-        "tokens, as speculative decoding does) raise it. Two costs stand between an eager "
-        f"decoder and these floors. Launches: {fd.host_bound([k.forecast for *_, k in floors], host)} "
-        f"of the {len(floors)} floors are shorter than the host cost of one eager step measured "
-        f"here ({_say(host, False)} on {pvd.measurement.provenance.device.label}); CUDA graphs "
-        '(`torch.compile(mode="reduce-overhead")`) replay a captured step\'s kernels without '
-        "that per-step Python and launch work. Parallelism: one thread block per sequence and k/v "
-        "head leaves SMs idle below the batches listed; FlashAttention 2 then splits the cache "
-        f"across blocks (split-KV, flash-decoding: {_say(fd.splits(gpu, 'GQA', 1, 4096))} for GQA "
-        "at batch 1, cache 4,096)."
+        + f": its intensity stays under the ridge ({_say(fd.gpu_ridge(gpu))}) at any batch, as "
+        "each sequence brings its own cache; only more new tokens per step (speculative "
+        f"decoding) raise it. Launches: {fd.host_bound([k.forecast for *_, k in floors], host)} "
+        f"of the {len(floors)} floors are shorter than one eager step's host cost here "
+        f'({_say(host, False)}); CUDA graphs (`torch.compile(mode="reduce-overhead")`) replay '
+        "a captured step without that Python and launch work. Parallelism: one thread block per "
+        "sequence and k/v head leaves SMs idle below the batches listed; FlashAttention 2 then "
+        f"splits the cache (split-KV, flash-decoding: {_say(fd.splits(gpu, 'GQA', 1, 4096))} "
+        "for GQA at batch 1, cache 4,096)."
     )
     model = (
         "Floor: the K/V cache, queries and outputs moved once at the data sheet's bandwidth "
         "(analytic.gpu.decode_step); launches, L2 and clocks not modelled. Blocks and splits: "
         "FlashAttention 2's published rule (flash_api.cpp: groups folded into rows, two "
-        f"128-thread blocks per SM on {gpu.sm_count} SMs, split below 80% of them)."
+        f"128-thread blocks per SM on {gpu.sm_count} SMs, split when they fill under four fifths)."
     )
     return forecast_box(gpu, rows, lead=lead, model=model)

@@ -14,6 +14,7 @@ from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import words
 from attention_docs.render.caption import caption_html
+from attention_docs.render.decode import shape_text
 from attention_docs.render.figures import INK, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.tables import markdown_table
@@ -129,7 +130,7 @@ def model_figure(times: Sourced, train: Sourced, steps: Sourced) -> str:
     if dec := fw.decode_cell(steps.measurement):
         d = dec.shape
         panels.append(("decode step (GQA)", "cache_len", [1], [d.keys], {(1, d.keys): dec}))
-        what = f" Decode: one new token (row 1) per sequence, {d.text()}, per layer."
+        what = f" Decode: one new token (row 1) per sequence, {shape_text(d)}, per layer."
     what = (
         f"Forward and training: batch_size={s.batch_size}, num_heads={s.num_heads}, "
         f"head_dim={s.head_dim}, causal, by seq_len and dtype.{what} {LEGEND}"
