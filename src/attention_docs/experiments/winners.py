@@ -41,14 +41,17 @@ from attention_docs.records.shape import Shape
 MEASURED = (*forward.MEASURED, "records/kernels.py")
 
 
-def _ready(call) -> str:
-    """Call once (compiles, or fails early): "ok", or why it cannot run, in the site's words."""
+def _ready(call, *, training: bool = False) -> str:
+    """Call once (compiles, or fails early): "ok", or why it cannot run, in the site's words
+    (a training step that fails for another reason than availability has no backward)."""
     try:
         call()
     except Exception as exc:
         reason = forward.unavailable(exc)
         del exc
         release_cached_memory()
+        if training and not reason.startswith("not available"):
+            return f"no backward: {reason}"
         return reason
     return fwd.OK
 
@@ -128,18 +131,6 @@ def train_shapes(params) -> list[Shape]:
     ]
 
 
-def _trainable(call) -> str:
-    """Run one training step: "ok", or why this implementation cannot train here."""
-    try:
-        call()
-    except Exception as exc:
-        reason = forward.unavailable(exc)
-        del exc
-        release_cached_memory()
-        return reason if reason.startswith("not available") else f"no backward: {reason}"
-    return fwd.OK
-
-
 _MAP = fwd.GRIDS["cpu"].slices[1], fwd.GRIDS["cuda"].slices[1]
 
 
@@ -171,7 +162,7 @@ def train_times(ctx, **params) -> Observed:
                 statuses[cand.name] = "not timed: the Python loop's backward takes seconds"
                 continue
             call = functools.partial(forward_backward, cand.build(shape.causal), q, k, v, grad_out)
-            statuses[cand.name] = _trainable(call)
+            statuses[cand.name] = _ready(call, training=True)
             if statuses[cand.name] == fwd.OK:
                 calls[cand.name] = call
         timings = time_callables(calls, ctx.device, min_run_time=0.1, cuda_runs=30)
