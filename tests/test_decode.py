@@ -392,7 +392,7 @@ def test_batching_stops_paying_where_the_time_per_token_stops_falling():
     # Per step: 100 µs at batch 1, then 2 µs per sequence more: per token flat from batch 2.
     flat = decode_steps(lambda v, impl, b, c: 100.0 if b == 1 else 110.0 * b / 2)
     assert fd.saturation(flat).shape.batch_size == 2
-    assert "From batch 2 on no larger batch" in render.decode.batch_claim(sourced(flat))
+    assert "from batch 2 on no larger batch" in render.decode.batch_claim(sourced(flat))
     falling = decode_steps(lambda v, impl, b, c: 100.0 + b)
     assert fd.saturation(falling) is None
     assert "still falls" in render.decode.batch_claim(sourced(falling))

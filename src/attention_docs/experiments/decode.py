@@ -16,7 +16,7 @@
 # forecast shape of the chapter (bf16, 32 heads, 8 k/v heads, head_dim 128). The base point
 # (batch 8, cache 16384: MHA reads 2.1 GB a layer, ~0.45 ms) holds 8 paths; the cache sweep
 # at batch 1 (512..65536 tokens, 24 points) runs from launch-bound (the page says so) to 1 GB
-# a layer; the batch sweep (GQA, 1..64 at 16384) from 67 MB to 4.3 GB a layer. 38 points of
+# a layer; the batch sweep (GQA, 1..64 at 16384) from 67 MB to 4.3 GB a layer. 37 points of
 # >= 256 MB, ~20 GB held at once; ~53 timed calls each of at most ~6 ms: ~15 s with fills.
 # decode_prefill_vs_decode (batch 8, 2048 tokens): 2048 decode steps per run, 12 runs: ~2 s.
 from __future__ import annotations

@@ -445,7 +445,7 @@ def floor(gpu: SpecSheet, variant: str, batch_size: int, cache_len: int) -> Fact
     """A decode step's floor on `gpu`: its bytes at the data sheet's bandwidth."""
     shape = gpu_shape(variant, batch_size, cache_len)
     value = spec.decode_step(gpu, shape).floor_us
-    return forecast(STEP_TIME, "sdpa", gpu, value, "µs", shape=shape)
+    return forecast(STEP_TIME, "sdpa", gpu, value, "µs", shape=shape, detail="floor: decode_step")
 
 
 def floor_checks(

@@ -229,17 +229,20 @@ def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[
             fused: spec.flash_forward(gpu, shape).floor_us,
         }
         got = {n: _measured(measured, n, shape) for n in floors}
+        # The model names itself in `detail`: another chapter's model of the same quantity
+        # is another forecast, not a second value of this one.
+        models = {fwd.NAIVE: "floor: naive_floor_us", fused: "floor: flash_forward"}
         checks = {
-            n: check(forecast(ffwd.FORWARD_TIME, n, gpu, us, "µs", shape=shape), got[n])
+            n: check(
+                forecast(ffwd.FORWARD_TIME, n, gpu, us, "µs", shape=shape, detail=models[n]),
+                got[n],
+            )
             for n, us in floors.items()
         }
+        ratio = floors[fwd.NAIVE] / floors[fused]
+        detail = "naive_floor_us / flash_forward"
         lead = forecast(
-            ffwd.SPEED,
-            f"{fused} vs {fwd.NAIVE}",
-            gpu,
-            floors[fwd.NAIVE] / floors[fused],
-            "×",
-            shape=shape,
+            ffwd.SPEED, f"{fused} vs {fwd.NAIVE}", gpu, ratio, "×", shape=shape, detail=detail
         )
         v = (
             ffwd.versus(measured, fused, fwd.NAIVE, shape)

@@ -241,7 +241,7 @@ def batch_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
         [str(p.shape.batch_size), *map(_say, f), _say(fd.copy_share(m, p, c))]
         for p, f in zip(series, facts, strict=True)
     ]
-    header = "Batch | Time / step / layer | Time / token / layer | Cache read rate | Share of copy bandwidth"
+    header = "Batch | Time / step / layer (unprofiled) | Time / token / layer | Cache read rate | Share of copy bandwidth"
     what = f"Grouped-query steps by batch, unprofiled ({shape_text(series[0].shape)})."
     return _table(header, rows, steps, what)
 
@@ -262,8 +262,8 @@ def batch_claim(steps: Sourced) -> str:
     if flat is None:
         return f"{text} The time per token still falls beyond the noise at the largest batch."
     return text + (
-        f" From batch {flat.shape.batch_size} on no larger batch decodes a token faster beyond "
-        "the noise: each sequence brings its own cache, so once the step reads at the memory's "
+        f" On {m.provenance.device.label}, from batch {flat.shape.batch_size} on no larger "
+        "batch decodes a token faster beyond the noise: each sequence brings its own cache, so once the step reads at the memory's "
         "pace a larger batch only adds bytes."
     )
 
