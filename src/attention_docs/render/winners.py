@@ -42,14 +42,18 @@ def _where(s) -> str:
 # --- the maps --------------------------------------------------------------------------------
 
 
+def _wrap(name: str) -> str:
+    return name.replace(" (", "\n(").replace(" + ", "\n+ ")
+
+
 def cell_label(c: fw.Cell) -> str:
     """What a cell of a map says: the winner and its lead, or the tie."""
-    name = c.winner.replace(" (", "\n(").replace(" + ", "\n+ ")
+    name = _wrap(c.winner)
     if c.margin is None:
         return f"{name}\nonly one ran"
     if c.tied:
-        more = f", +{len(c.tied) - 1} more" if len(c.tied) > 1 else ""
-        return f"tie: {name}\n≈ {c.tied[0]}{more}\n{words.times(c.margin.ratio)} apart"
+        # The alt text names every implementation in the tie; the cell only the top two.
+        return f"tie: {name}\n≈ {_wrap(c.tied[0])}\n{words.times(c.margin.ratio)} apart"
     return f"{name}\n{words.versus(c.margin)}"
 
 
@@ -77,7 +81,7 @@ def _panels_svg(panels: list[tuple[str, str, list, list, dict]], lead: str) -> s
     from matplotlib.patches import Rectangle
 
     rows_most, widths, alt = max(len(p[2]) for p in panels), [len(p[3]) for p in panels], []
-    with new_figure(2.3 * sum(widths) + 0.8, 1.2 + 0.9 * rows_most) as fig:
+    with new_figure(2.3 * sum(widths) + 0.8, 1.2 + 1.05 * rows_most) as fig:
         axes = fig.subplots(1, len(panels), gridspec_kw={"width_ratios": widths}, squeeze=False)[0]
         for ax, (title, xlabel, rows, cols, found) in zip(axes, panels, strict=True):
             for (row, col), c in found.items():
@@ -97,7 +101,7 @@ def _panels_svg(panels: list[tuple[str, str, list, list, dict]], lead: str) -> s
 
 def _grid(found: list[fw.Cell], col) -> tuple[list, list, dict]:
     rows = sorted({c.shape.seq_len for c in found})
-    cols = sorted({col(c) for c in found}, key=str)
+    cols = sorted({col(c) for c in found}, key=lambda v: (isinstance(v, str), v))
     return rows, cols, {(c.shape.seq_len, col(c)): c for c in found}
 
 
@@ -232,7 +236,7 @@ def times_tabs(times: Sourced, train: Sourced) -> str:
             part = [c for c in found if c.shape.dtype == dtype]
             tabs.append(_tab(f"{part[0].shape.num_heads} heads, {dtype}: {view}", source, part))
     what = "Unprofiled times (median; slowest–fastest round). Bold: the fastest; ≈: within noise."
-    return "\n".join(tabs) + "\n" + caption_html(times, what) + caption_html(train)
+    return "\n".join(tabs) + "\n" + caption_html(times, what) + caption_html(train, "Training.")
 
 
 def why_not(name: str, status: str, device_kind: str) -> str:
@@ -259,9 +263,8 @@ def not_run(times: Sourced, train: Sourced) -> str:
         )
         for (name, status), k in where.items():
             places = "every shape" if k == len(fw.shapes(m)) else f"{k} shapes"
-            lines.append(
-                f"- **{name}** ({view}, {places}): {why_not(name, status, m.device_kind)}."
-            )
+            why = why_not(name, status, m.device_kind).rstrip(".")
+            lines.append(f"- **{name}** ({view}, {places}): {why}.")
         lines += [f"- {note}" for note in m.notes if f"- {note}" not in lines]
     return "Did not run here:\n\n" + "\n".join(lines) if lines else "Everything ran everywhere."
 
