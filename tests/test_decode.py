@@ -180,358 +180,318 @@ def test_decode_cost_counts_the_cache_once_and_flops_per_query_head():
     assert decode_cost(1, 4, 64, 8, q_len=64).intensity > 16 * decode_cost(1, 4, 64, 8).intensity
 
 
-# Experiments at tiny shapes: each runs once per module and is checked for what it claims.
-TINY = {"num_heads": 4, "head_dim": 8, "working_set_mb": 1}
+# --- the GPU models: FlashAttention 2's split-KV rule, the ridge ------------------------------
 
 
-@pytest.fixture(scope="module")
-def variants():
-    from attention_docs.experiments.runner import run_experiment
+def test_split_kv_follows_flashattention_2s_published_example():
+    from attention_docs.analytic.decode import num_splits
 
-    return run_experiment(
-        "decode_mha_gqa_mqa", {**TINY, "gqa_kv_heads": 2, "cache_len": 48}, device="cpu"
+    # flash_api.cpp: "batch * n_heads = 48 and we have 108 SMs, having 2 splits (efficiency =
+    # 0.89) is better than having 3 splits (efficiency = 0.67)" — 108 block slots = 54 SMs × 2.
+    assert num_splits(48, 54, cache_len=16384, head_dim=128) == 2
+    assert num_splits(216, 132, cache_len=16384, head_dim=128) == 1  # 80% of 264 slots filled
+    assert num_splits(8, 132, cache_len=4096, head_dim=128) == 32  # capped by the cache's blocks
+
+
+@pytest.mark.parametrize(("kv_heads", "batch"), [(32, 7), (8, 27), (1, 212)])
+def test_the_batch_that_fills_an_h200_without_split_kv(kv_heads, batch):
+    from attention_docs.analytic.decode import batch_filling_gpu, decode_blocks
+
+    assert batch_filling_gpu(32, kv_heads, 132) == batch
+    slots = 2 * 132
+    assert (
+        decode_blocks(batch, 32, kv_heads) >= 0.8 * slots > decode_blocks(batch - 1, 32, kv_heads)
     )
 
 
+def test_queries_to_ridge_is_the_first_token_count_past_the_ridge():
+    from attention_docs.analytic.decode import queries_to_ridge
+
+    t = queries_to_ridge(32, 8, 128, "bfloat16", ridge=200.0, cache_len=16384)
+    at = decode_cost(1, 32, 16384, 128, "bfloat16", num_kv_heads=8, q_len=t).intensity
+    before = decode_cost(1, 32, 16384, 128, "bfloat16", num_kv_heads=8, q_len=t - 1).intensity
+    assert before < 200.0 <= at
+    # A short cache never gets there: the queries and outputs are most of the bytes.
+    assert queries_to_ridge(32, 32, 128, "bfloat16", ridge=200.0, cache_len=64) is None
+
+
+# --- the experiments, at tiny shapes (each runs once per module) ----------------------------
+
+TINY = {"num_heads": 4, "head_dim": 8, "gqa_kv_heads": 2, "working_set_mb": 1, "cache_len": 32,
+        "min_cache_len": 16, "max_cache_len": 64, "max_batch_size": 2}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
-def cache_sweep():
+def steps():
     from attention_docs.experiments.runner import run_experiment
 
-    return run_experiment(
-        "decode_cache_sweep",
-        {**TINY, "gqa_kv_heads": 2, "min_cache_len": 16, "max_cache_len": 128},
-        device="cpu",
-    )
-
-
-@pytest.fixture(scope="module")
-def batch_sweep():
-    from attention_docs.experiments.runner import run_experiment
-
-    return run_experiment(
-        "decode_batch_sweep",
-        {**TINY, "num_kv_heads": 2, "cache_len": 32, "max_batch_size": 4},
-        device="cpu",
-    )
+    return run_experiment("decode_steps", TINY, device="cpu")
 
 
 @pytest.fixture(scope="module")
 def prefill_vs_decode():
     from attention_docs.experiments.runner import run_experiment
 
-    return run_experiment(
-        "decode_prefill_vs_decode",
-        {"num_heads": 4, "head_dim": 8, "num_kv_heads": 2, "prompt_len": 24},
-        device="cpu",
-    )
+    params = {"num_heads": 4, "head_dim": 8, "num_kv_heads": 2, "prompt_len": 24}
+    return run_experiment("decode_prefill_vs_decode", params, device="cpu")
 
 
-def test_variants_experiment_rows_match_the_cost_model(variants):
-    rows = variants.tables["variants"].records()
-    assert [r["label"] for r in rows] == [
-        "MHA · naive",
-        "MHA · sdpa",
-        "GQA · naive",
-        "GQA · naive_repeat_kv",
-        "GQA · sdpa",
-        "MQA · naive",
-        "MQA · naive_repeat_kv",
-        "MQA · sdpa",
-    ]
-    assert all(r["status"] == "ok" for r in rows)
+def test_decode_steps_times_every_point_once(steps):
+    from attention_docs.experiments.decode import step_points
+    from attention_docs.records.timing import Timing
+
+    rows = steps.tables["steps"].records()
+    keys = [(r["variant"], r["impl"], r["batch_size"], r["cache_len"]) for r in rows]
+    assert keys == step_points(steps.params)
+    assert len(set(keys)) == len(keys)  # one quantity, one row
+    # The base point, the cache sweep and the batch sweep meet at GQA · sdpa, batch 1, 32: once.
+    assert keys.count(("GQA", "sdpa", 1, 32)) == 1
+    assert ("GQA", "sdpa", 1, 16) in keys and ("GQA", "sdpa", 2, 32) in keys
+    assert ("MHA", "naive_repeat_kv", 1, 32) not in keys  # nothing to repeat
     for r in rows:
-        cost = decode_cost(1, 4, 48, 8, "float32", num_kv_heads=r["num_kv_heads"])
-        assert r["cache_mb"] == pytest.approx(cost.cache_bytes / 1e6)
-        assert r["intensity"] == pytest.approx(cost.intensity)
-        assert r["gbs"] == pytest.approx(cost.bytes / r["time_us"] / 1e3)
-        assert r["low_us"] <= r["time_us"] <= r["high_us"]  # the rounds' range around it
-        # Enough layers to touch the working set, unless capped.
-        assert r["layers"] == min(128, math.ceil(1e6 / (cost.cache_bytes * touched(r))))
+        assert r["status"] == "ok" and isinstance(r["time"], Timing)
+        assert len(r["time"].rounds_us) == 3
+        cache = 2 * r["batch_size"] * r["num_kv_heads"] * r["cache_len"] * 8 * 4
+        assert r["layers"] == min(128, math.ceil(1e6 / cache))
     assert {r["num_kv_heads"] for r in rows} == {4, 2, 1}
-    # The ceilings are machine_ceilings': none is measured here.
-    assert not {"copy_gbs", "matmul_gflops"} & set(variants.facts)
-    assert "pct_copy" not in variants.tables["variants"].columns
-    # What SDPA ran, per variant: on the CPU its flash kernel takes grouped k/v as it is.
-    ops = variants.facts["sdpa_ops"]
-    assert set(ops) == {"MHA", "GQA", "MQA"}
-    for names in ops.values():
+    # What SDPA ran: on the CPU its flash kernel takes grouped k/v as it is.
+    for names in steps.facts["sdpa_ops"].values():
         assert names == ["aten::_scaled_dot_product_flash_attention_for_cpu"]
 
 
-def touched(r):
-    """How many times its cache's bytes a step touches: repeat_kv writes and reads a copy
-    per query head."""
-    return 1 + 2 * (4 // r["num_kv_heads"]) if r["impl"] == "naive_repeat_kv" else 1
+def test_the_table_the_cache_sweep_and_the_batch_sweep_share_their_points():
+    from attention_docs.experiments.decode import step_points
+    from attention_docs.experiments.registry import get
+
+    for kind in ("cpu", "cuda"):
+        p = get("decode_steps").resolve({}, kind)
+        points = step_points(p)
+        assert len(points) == len(set(points)), kind
+        base = ("GQA", "sdpa", p["batch_size"], p["cache_len"])
+        assert base in points and ("GQA", "sdpa", 1, p["cache_len"]) in points
+        # The H200 forecast's points are measured by the GPU entry itself.
+        for b, c in ((1, 4096), (8, 16384)):
+            assert kind == "cpu" or all((v, "sdpa", b, c) in points for v in ("MHA", "GQA", "MQA"))
 
 
-def test_variants_experiment_rejects_a_group_that_does_not_divide():
+def test_decode_steps_refuses_a_group_that_does_not_divide():
     from attention_docs.experiments.registry import ExperimentError
     from attention_docs.experiments.runner import run_experiment
 
     with pytest.raises(ExperimentError, match="gqa_kv_heads=3 must divide num_heads=4"):
-        run_experiment("decode_mha_gqa_mqa", {**TINY, "gqa_kv_heads": 3}, device="cpu")
+        run_experiment("decode_steps", {**TINY, "gqa_kv_heads": 3}, device="cpu")
 
 
-def test_cache_sweep_doubles_the_cache_and_times_every_variant(cache_sweep):
-    table = cache_sweep.tables["cache_sweep"]
-    assert table.column("cache_len") == [16, 32, 64, 128]
-    assert table.column("status") == ["ok"] * 4
-    for r in table.records():
-        for name in ("MHA", "GQA", "MQA"):
-            assert r[f"{name} low"] <= r[name] <= r[f"{name} high"]
-    assert (
-        cache_sweep.facts["MHA_kv_heads"],
-        cache_sweep.facts["GQA_kv_heads"],
-        cache_sweep.facts["MQA_kv_heads"],
-    ) == (4, 2, 1)
+def test_per_layer_divides_every_round():
+    from attention_docs.experiments.decode import per_layer
+    from attention_docs.records.timing import Timing
+
+    t = per_layer(Timing(40.0, 8.0, 9, "x", (36.0, 40.0, 44.0)), 4)
+    assert (t.median_us, t.low_us, t.high_us, t.iqr_us) == (10.0, 9.0, 11.0, 2.0)
 
 
-def test_batch_sweep_reports_per_token_time_and_bytes(batch_sweep):
-    rows = batch_sweep.tables["batch_sweep"].records()
-    assert [r["batch_size"] for r in rows] == [1, 2, 4]
-    for r in rows:
-        assert r["token_us"] == pytest.approx(r["step_us"] / r["batch_size"])
-        assert r["tokens_per_s"] == pytest.approx(1e6 / r["token_us"])
-        assert r["step_low_us"] <= r["step_us"] <= r["step_high_us"]
-    # Attention has no weights to share: bytes per step grow with the batch exactly.
-    assert rows[2]["bytes_mb"] == pytest.approx(4 * rows[0]["bytes_mb"])
+def test_prefill_vs_decode_times_every_mode_in_the_same_rounds(prefill_vs_decode):
+    from attention_docs.experiments.decode import DECODE, FLOOR, PREFILL, PROFILED
 
-
-def test_prefill_vs_decode_counts_the_same_flops_and_more_bytes_for_decode(prefill_vs_decode):
-    pre, dec = prefill_vs_decode.tables["prefill_vs_decode"].records()
-    assert pre["tokens"] == dec["tokens"] == 24
-    # Same useful FLOPs both ways: their ratio of rates is the inverse ratio of times.
-    assert pre["gflops"] * pre["total_ms"] == pytest.approx(dec["gflops"] * dec["total_ms"])
-    assert dec["bytes_mb"] > pre["bytes_mb"]
-    assert dec["intensity"] < pre["intensity"]
+    rows = {r["mode"]: r for r in prefill_vs_decode.tables["times"].records()}
+    assert set(rows) == {PREFILL, DECODE, FLOOR, PROFILED}
+    assert rows[FLOOR]["cache_len"] == 1 and rows[PROFILED]["cache_len"] == 24
+    assert all(len(r["time"].rounds_us) == 3 for r in rows.values())
     labels = [s.label for s in prefill_vs_decode.steps]
-    assert labels[0] == "decode.append"
-    assert "attention.softmax" in labels
+    assert labels[0] == "decode.append" and "attention.softmax" in labels
+    assert prefill_vs_decode.tables["per_forward"].columns[1:] == tuple(labels)
     assert prefill_vs_decode.timeline is not None
-    assert prefill_vs_decode.facts["profiled_cache_len"] == 24
-    f = prefill_vs_decode.facts
-    assert f["floor_low_us"] <= f["floor_us"] <= f["floor_high_us"]
-    for r in (pre, dec):
-        assert r["low_ms"] <= r["total_ms"] <= r["high_ms"]
+
+
+# --- facts and verdicts, on measurements made up with known answers -----------------------
 
 
 def sourced(m):
     from attention_docs.measurements import Sourced
 
-    return Sourced(m, "measured in this test", "-", base="")
+    return Sourced(m, "from the store", "x.json")
 
 
-def ceilings_for(m, bandwidth=20e9, peak=100e9):
-    """A machine_ceilings entry on `m`'s device."""
-    from dataclasses import replace
+def fact_values(html: str) -> dict[str, set[str]]:
+    """Each data-fact id in `html` with the values (first number and unit) it is stated with."""
+    import re
 
-    key = f"peak_flops_{m.params.get('dtype', 'float32')}"
-    return replace(
-        m,
-        experiment="machine_ceilings",
-        params={},
-        tables={},
-        facts={
-            "bandwidth_bs": bandwidth,
-            "bandwidth_bs_low": bandwidth * 0.98,
-            "bandwidth_bs_high": bandwidth * 1.02,
-            key: peak,
-        },
+    found: dict[str, set[str]] = {}
+    for fact_id, text in re.findall(r'data-fact="([^"]+)">(.*?)</span>', html):
+        value = re.search(r"\d[\d.,]*\s?[^\s(]*", re.sub(r"<[^>]+>", "", text)).group(0)
+        found.setdefault(fact_id, set()).add(value)
+    return found
+
+
+def test_one_step_is_one_fact_in_the_table_the_sweeps_and_the_finding():
+    """The bug this experiment fixes: the GQA step at batch 1 stated with two values."""
+    from synthetic_decode import ceilings, decode_steps, prefill_vs_decode
+
+    m, c = decode_steps(), None
+    c = ceilings(m)
+    page = "".join(
+        (
+            render.decode.finding(sourced(m), sourced(prefill_vs_decode()), sourced(c)),
+            render.decode.steps_table(sourced(m), sourced(c)),
+            render.decode.batch_table(sourced(m), sourced(c)),
+            render.decode.cache_claim(sourced(m), sourced(c)),
+        )
     )
+    values = fact_values(page)
+    gqa = next(i for i in values if i.startswith("decode step time;sdpa;b1 h4 kv2 n1 m64 "))
+    assert page.count(f'data-fact="{gqa}"') == 3  # finding, table, batch 1 of the sweep
+    assert all(len(v) == 1 for v in values.values()), values
 
 
-def on_gpu(m):
-    from dataclasses import replace
+def test_rates_and_shares_come_from_unprofiled_times_and_the_cost_model():
+    from synthetic_decode import ceilings, decode_steps, timing
 
-    from attention_docs.records.device import DeviceInfo
+    from attention_docs.findings import decode as fd
 
-    gpu = DeviceInfo(kind="cuda", name="NVIDIA H100", capability="90")
-    return replace(m, provenance=replace(m.provenance, device=gpu, device_id=""))
-
-
-def test_decode_renderers_compute_their_numbers(
-    variants, cache_sweep, batch_sweep, prefill_vs_decode
-):
-    from attention_docs.render.decode import ridge_point
-
-    ceilings = ceilings_for(variants)
-    mha = next(r for r in variants.tables["variants"].records() if r["label"] == "MHA · sdpa")
-    text = render.decode.decode_bandwidth_claim(variants, ceilings)
-    assert f"{100 * mha['gbs'] * 1e9 / 20e9:.0f}% of what a plain copy" in text
-    assert ridge_point(variants, ceilings) == pytest.approx(100e9 / 20e9)
-    assert "**5 FLOP per byte**" in text
-    assert 'data-fact="ceiling;' in text  # machine_ceilings' marked facts, as chapter 03's
-    assert "2× smaller" in render.decode.decode_variants_claim(variants)  # 4 heads against 2
-    assert "GQA" in render.decode.repeat_kv_claim(
-        variants
-    ) and "MQA" in render.decode.repeat_kv_claim(variants)
-    roof = render.decode.decode_roofline_claim(variants, ceilings)
-    assert "Left of the ridge" in roof or "Right of it" in roof
-    table = render.decode.decode_variants_table(sourced(variants), ceilings)
-    assert table.count("\n| MHA") == 2 and "ad-caption" in table
-    assert render.decode.decode_batch_table(sourced(batch_sweep), ceilings).count("\n| ") == 4
-    assert "| decode (one at a time) |" in render.decode.prefill_vs_decode_table(
-        sourced(prefill_vs_decode)
+    m = decode_steps(lambda v, impl, b, c: timing(100.0, 90.0, 110.0) if v == "MHA" else 50.0)
+    c = ceilings(m, bandwidth=20e9)
+    p = fd.point(m, "MHA")
+    cost = decode_cost(1, 4, 64, 8, "float32")
+    rate = fd.read_rate(m, p)
+    assert rate.value == pytest.approx(cost.bytes / 100e-6)
+    assert (rate.low, rate.high) == (
+        pytest.approx(cost.bytes / 110e-6),
+        pytest.approx(cost.bytes / 90e-6),
     )
-    assert "log-log slopes are MHA" in render.decode.cache_slope_claim(cache_sweep, ceilings)
-    assert "From batch 1 to 4 the bytes per step grow 4×" in render.decode.batch_claim(batch_sweep)
-    assert "The same 24 tokens" in render.decode.prefill_vs_decode_claim(prefill_vs_decode)
-    assert "of the total" in render.decode.decode_step_overhead(prefill_vs_decode)
-    for svg in (
-        render.decode.decode_roofline_figure(sourced(variants), ceilings),
-        render.decode.decode_variants_figure(sourced(variants)),
-        render.decode.decode_cache_figure(sourced(cache_sweep)),
-        render.decode.decode_batch_figure(sourced(batch_sweep)),
-    ):
-        assert "<figure" in svg and 'aria-label="' in svg and "ad-caption" in svg
-    assert "cache_len swept 16–128 tokens" in render.decode.decode_cache_figure(
-        sourced(cache_sweep)
+    assert fd.copy_share(m, p, c).value == pytest.approx(cost.bytes / 100e-6 / 20e9)
+    assert fd.intensity(p).value == pytest.approx(cost.intensity)
+    assert fd.ridge(m, c) == pytest.approx(100e9 / 20e9)
+    # Ceilings from another device place nothing under a roof.
+    from synthetic_decode import H200, measurement
+
+    elsewhere = measurement("machine_ceilings", {}, device=H200, facts={"bandwidth_bs": 1e12})
+    assert fd.copy_share(m, p, elsewhere) is None
+    assert "has no copy bandwidth" in render.decode.bandwidth_claim(sourced(m), sourced(elsewhere))
+    assert "<svg" not in render.decode.roofline_figure(sourced(m), sourced(elsewhere))
+
+
+def test_claims_say_ties_as_ties_and_which_roof_binds():
+    from synthetic_decode import ceilings, decode_steps, timing
+
+    tie = decode_steps(lambda v, impl, b, c: timing(100.0, 95.0, 105.0))
+    text = render.decode.bandwidth_claim(sourced(tie), sourced(ceilings(tie)))
+    assert "GQA · sdpa and MHA · sdpa are within noise" in text or "MHA · sdpa and GQA" in text
+    assert "faster" not in text.split("A multi-head step")[0]
+    assert "below this machine's ridge" in text
+    fast = decode_steps(lambda v, impl, b, c: 200.0 if v == "MHA" else 100.0)
+    text = render.decode.bandwidth_claim(sourced(fast), sourced(ceilings(fast, peak=1e9)))
+    assert "GQA · sdpa is 2× (1.92–2.08×) faster than MHA · sdpa" in text
+    assert "above this machine's ridge" in text  # 1 GFLOP/s over 20 GB/s: a ridge of 0.05
+
+
+def test_batching_stops_paying_where_the_time_per_token_stops_falling():
+    from synthetic_decode import decode_steps
+
+    from attention_docs.findings import decode as fd
+
+    # Per step: 100 µs at batch 1, then 2 µs per sequence more: per token flat from batch 2.
+    flat = decode_steps(lambda v, impl, b, c: 100.0 if b == 1 else 110.0 * b / 2)
+    assert fd.saturation(flat).shape.batch_size == 2
+    assert "from batch 2 on no larger batch" in render.decode.batch_claim(sourced(flat))
+    falling = decode_steps(lambda v, impl, b, c: 100.0 + b)
+    assert fd.saturation(falling) is None
+    assert "still falls" in render.decode.batch_claim(sourced(falling))
+
+
+def test_a_step_proportional_to_its_bytes_has_slope_one():
+    from synthetic_decode import decode_steps
+
+    from attention_docs.findings import decode as fd
+
+    m = decode_steps(lambda v, impl, b, c: 0.01 * c * (4 if v == "MHA" else 1))
+    for v in ("MHA", "GQA", "MQA"):
+        s = fd.tail_slope(m, v)
+        assert s.value == pytest.approx(1.0) and s.low < 1.0 < s.high
+    assert "cache_len 64–256" in fd.tail_slope(m, "MHA").quantity.detail
+
+
+def test_prefill_against_decode_splits_decode_into_bytes_and_steps_when_it_can():
+    from synthetic_decode import ceilings, prefill_vs_decode
+
+    from attention_docs.findings import decode as fd
+
+    m = prefill_vs_decode()  # decode 2,400 µs; 24 steps on a one-token cache of 20 µs
+    c = ceilings(m, bandwidth=20e9)
+    s = fd.split(m, c)
+    assert s.holds and s.steps_dominate
+    assert s.steps_share.value == pytest.approx(24 * 20.0 / 2400.0)
+    assert s.bytes_share.value == pytest.approx(fd.moved_bytes(m, fd.DECODE) / 20e9 * 1e6 / 2400.0)
+    text = render.decode.prefill_claim(sourced(m), sourced(c))
+    assert "prefill is 24× (23.1–25×) faster than decode" in text
+    assert "most of decode's time is taking a step" in text
+    # A one-token step slower than the whole decode's average beyond the noise is no floor.
+    slow = prefill_vs_decode({fd.FLOOR: 1000.0})
+    assert "is not stated" in render.decode.prefill_claim(sourced(slow), sourced(c))
+    assert "needs this device's copy bandwidth" in render.decode.prefill_claim(sourced(m), None)
+
+
+def test_profiled_step_shows_shares_with_their_range_not_rates():
+    from synthetic_decode import prefill_vs_decode
+
+    table = render.decode.step_share_table(sourced(prefill_vs_decode()))
+    assert "FLOP/s" not in table and "B/s" not in table
+    assert "`attention.softmax` has the largest share" in table
+    # softmax: 21–23 µs of 45–47 µs per profiled step.
+    assert "47.8% (46.7–48.9%)" in table
+
+
+def test_the_h200_forecast_is_bytes_over_bandwidth_and_checks_a_gpu_entry():
+    from synthetic_decode import H200, decode_steps, prefill_vs_decode, timing
+
+    from attention_docs.analytic.gpu import sheet
+    from attention_docs.findings import decode as fd
+
+    gpu = sheet("h200")
+    f = fd.floor(gpu, "GQA", 1, 4096)
+    moved = 2 * 8 * 4096 * 128 * 2 + 2 * 32 * 128 * 2  # the cache, then q and the output
+    assert f.value == pytest.approx(moved / 4.8e12 * 1e6)
+    assert f.quantity.clock == "spec-sheet forecast" and f.quantity.device == "spec:h200"
+    assert fd.memory_bound_everywhere(gpu)
+    box = render.decode.gpu_forecast([sourced(decode_steps())], sourced(prefill_vs_decode()))
+    assert "predictions only" in box and "Measured ÷ forecast" not in box
+    # A cuda-h200 decode_steps entry at the GPU defaults: every floor gets its measurement.
+    gpu_entry = decode_steps(lambda v, impl, b, c: timing(2 * f.value), device=H200)
+    checks = fd.floor_checks(gpu, gpu_entry)
+    assert all(k.measured is not None for *_, k in checks)
+    box = render.decode.gpu_forecast(
+        [sourced(decode_steps()), sourced(gpu_entry)], sourced(prefill_vs_decode())
     )
-    # Ceilings measured on another device place nothing under a roof.
-    elsewhere = ceilings_for(on_gpu(variants))
-    assert "has no copy-bandwidth" in render.decode.decode_bandwidth_claim(variants, elsewhere)
-    assert "| — |" in render.decode.decode_variants_table(sourced(variants), elsewhere)
-    assert "<svg" not in render.decode.decode_roofline_figure(sourced(variants), elsewhere)
+    assert "Measured on the NVIDIA H200" in box and 'forecast">2× (1.96–2.04×)</span> |' in box
+    assert "27 sequences" in box  # GQA: 8 k/v heads fill 80% of 264 slots from batch 27
 
 
-def variants_with(variants, times):
-    """`variants` with its SDPA rows' time (and range) and GB/s replaced: {label: (us, gbs)}."""
-    from dataclasses import replace
+def test_the_whole_chapter_from_recorded_entries_states_every_number_as_one_fact():
+    """Chapter 11's renderers on the stored entries: every number with a unit is marked, and
+    every fact id has one value across the page."""
+    import site_facts
+    from recorded import sourced as stored
+    from synthetic_decode import ceilings
 
-    from attention_docs.measurements import Table
+    steps, pvd = stored("decode_steps"), stored("decode_prefill_vs_decode")
+    c = sourced(ceilings(steps.measurement, bandwidth=10e9, peak=50e9))
+    r = render.decode
+    parts = [
+        r.finding(steps, pvd, c),
+        r.steps_table(steps, c),
+        r.bandwidth_claim(steps, c),
+        r.repeat_kv_claim(steps),
+        r.sdpa_ops_note(steps),
+        r.cache_claim(steps, c),
+        r.batch_table(steps, c),
+        r.batch_claim(steps),
+        r.prefill_table(pvd),
+        r.prefill_claim(pvd, c),
+        r.step_share_table(pvd),
+        r.gpu_forecast([steps], pvd),
+    ]
+    import markdown
 
-    table = variants.tables["variants"]
-    rows = []
-    for old in table.records():
-        r = old
-        if old["label"] in times:
-            us, gbs = times[old["label"]]
-            r = {**old, "time_us": us, "low_us": us * 0.98, "high_us": us * 1.02, "gbs": gbs}
-        rows.append(tuple(r[c] for c in table.columns))
-    return replace(variants, tables={"variants": Table(table.columns, tuple(rows), table.units)})
-
-
-def test_bandwidth_claim_names_the_best_row_once(variants):
-    ceilings = ceilings_for(variants)
-    best_is_mha = variants_with(variants, {"MHA · sdpa": (100.0, 12.0)})
-    text = render.decode.decode_bandwidth_claim(best_is_mha, ceilings)
-    assert "**60% of what a plain copy achieves**" in text
-    assert "No other row reads faster." in text and "The fastest reader" not in text
-    other = variants_with(variants, {"MHA · sdpa": (100.0, 10.0), "GQA · sdpa": (50.0, 15.0)})
-    text = render.decode.decode_bandwidth_claim(other, ceilings)
-    assert "The fastest reader, `GQA · sdpa`, reaches 75%." in text
-
-
-def test_variant_speedups_are_ties_inside_the_noise(variants):
-    tie = variants_with(variants, {"MHA · sdpa": (100.0, 1.0), "GQA · sdpa": (99.0, 1.0)})
-    assert "**within noise of each other (1.01×)**" in render.decode.decode_variants_claim(tie)
-    assert "faster" not in render.decode.decode_variants_claim(tie).split("Multi-query")[0]
-    apart = variants_with(variants, {"MHA · sdpa": (200.0, 1.0), "GQA · sdpa": (100.0, 1.0)})
-    assert "**2.00× (1.92–2.08×) faster**" in render.decode.decode_variants_claim(apart)
-
-
-def test_sdpa_ops_note_says_what_ran_and_whether_kv_was_copied(variants):
-    from dataclasses import replace
-
-    flash = "aten::_scaled_dot_product_flash_attention"
-    math_ = "aten::_scaled_dot_product_attention_math"
-    native = replace(
-        variants,
-        facts={**variants.facts, "sdpa_ops": {v: [flash] for v in ("MHA", "GQA", "MQA")}},
-    )
-    text = render.decode.sdpa_ops_note(native)
-    assert f"GQA: `{flash}`" in text and "No `aten::repeat_interleave` ran for GQA or MQA" in text
-    copies = {"MHA": [math_], "GQA": [math_, "aten::repeat_interleave"], "MQA": [math_, "aten::repeat_interleave"]}  # fmt: skip
-    text = render.decode.sdpa_ops_note(
-        replace(variants, facts={**variants.facts, "sdpa_ops": copies})
-    )
-    assert "For GQA and MQA the profile also shows `aten::repeat_interleave`" in text
-    assert "`aten::repeat_interleave`" not in text.split(":", 1)[1].split(".")[0]  # not a kernel
-
-
-def test_prefill_vs_decode_splits_decode_into_bytes_and_per_step_cost(prefill_vs_decode):
-    from dataclasses import replace
-
-    token_us = prefill_vs_decode.tables["prefill_vs_decode"].records()[1]["token_us"]
-    floor = 0.25 * token_us  # a step with nothing to read: a quarter of an average one
-    m = replace(
-        prefill_vs_decode,
-        facts={**prefill_vs_decode.facts, "floor_us": floor, "floor_low_us": 0.2 * token_us,
-               "floor_high_us": 0.3 * token_us},
-    )  # fmt: skip
-    dec = m.tables["prefill_vs_decode"].records()[1]
-    bw = 20e9
-    text = render.decode.prefill_vs_decode_claim(m, ceilings_for(m, bandwidth=bw))
-    total_us = dec["total_ms"] * 1e3
-    bytes_us = dec["bytes_mb"] * 1e6 / bw * 1e6
-    steps_us = 24 * floor
-    assert f"{100 * bytes_us / total_us:.1f}%" in text
-    assert f"{100 * steps_us / total_us:.1f}%" in text
-    assert f"{100 * (bytes_us + steps_us) / total_us:.1f}% of the measured time" in text
-    assert "because every step reads the whole cache again" not in text
-    # A "floor" slower than the average decode step beyond the noise is no floor: no split.
-    slow_floor = replace(m, facts={**m.facts, "floor_us": 1e9, "floor_low_us": 1e9})
-    text = render.decode.prefill_vs_decode_claim(slow_floor, ceilings_for(m, bandwidth=bw))
-    assert "is not stated" in text and "% of the measured time" not in text
-    # Without a bandwidth of this device, no split is claimed.
-    assert "has not measured here" in render.decode.prefill_vs_decode_claim(m, None)
-
-
-def test_batch_claim_says_where_batching_stops_paying_from_the_noise(batch_sweep):
-    from dataclasses import replace
-
-    from attention_docs.measurements import Table
-
-    table = batch_sweep.tables["batch_sweep"]
-
-    def with_steps(steps):
-        rows = []
-        for old, step in zip(table.records(), steps, strict=True):
-            b = old["batch_size"]
-            r = {**old, "step_us": step, "step_low_us": step * 0.97, "step_high_us": step * 1.03,
-                 "token_us": step / b, "tokens_per_s": 1e6 * b / step}  # fmt: skip
-            rows.append(tuple(r[c] for c in table.columns))
-        return replace(batch_sweep, tables={"batch_sweep": Table(table.columns, tuple(rows))})
-
-    flat = render.decode.batch_claim(
-        with_steps([100.0, 110.0, 220.0])
-    )  # batch 2 on: same per token
-    assert "from batch 2 on no larger batch decodes a token faster beyond the noise" in flat
-    falling = render.decode.batch_claim(with_steps([100.0, 110.0, 120.0]))
-    assert "still falls beyond the noise up to the largest batch measured (4)" in falling
-    assert "gains nothing more" not in falling
-
-
-def test_cache_claim_checks_a_slow_reader_against_both_ceilings(cache_sweep):
-    from dataclasses import replace
-
-    from attention_docs.measurements import Table
-
-    table = cache_sweep.tables["cache_sweep"]
-    rows = []
-    for old in table.records():
-        r = dict(old)
-        for name, gbs in (("MHA", 10.0), ("GQA", 5.0), ("MQA", 1.0)):
-            r[f"{name} GB/s"] = gbs
-        r["MQA"], r["MQA low"], r["MQA high"] = r["MHA"] / 2, r["MHA"] / 2.1, r["MHA"] / 1.9
-        r["MHA low"], r["MHA high"] = r["MHA"] * 0.98, r["MHA"] * 1.02
-        rows.append(tuple(r[c] for c in table.columns))
-    m = replace(cache_sweep, tables={"cache_sweep": Table(table.columns, tuple(rows))})
-    text = render.decode.cache_slope_claim(m, ceilings_for(m))
-    assert "MQA reads far below the copy bandwidth and computes at" in text
-    mha, mqa = (decode_cost(1, 4, 128, 8, "float32", num_kv_heads=h) for h in (4, 1))
-    assert f"{mha.bytes / mqa.bytes:.3g}× fewer bytes and does the same FLOPs" in text
-    assert "follows neither alone" in text and "its time follows the FLOPs" not in text
-
-
-def test_tail_slope_reads_the_longer_half(cache_sweep):
-    from dataclasses import replace
-
-    from attention_docs.measurements import Table
-    from attention_docs.render.decode import tail_slope
-
-    # Flat then linear: the tail slope sees only the linear part.
-    rows = ((16, 5.0, "ok"), (32, 5.0, "ok"), (64, 10.0, "ok"), (128, 20.0, "ok"))
-    table = Table(columns=("cache_len", "MHA", "status"), rows=rows)
-    m = replace(cache_sweep, tables={"cache_sweep": table})
-    assert tail_slope(m, "MHA") == pytest.approx(1.0)
+    page = markdown.markdown("\n\n".join(parts), extensions=["tables", "admonition"])
+    found = site_facts.read_page(f"<article>{page}</article>")
+    assert found.unmarked == [] and len(found.marked) > 100
+    assert all(len(v) == 1 for v in fact_values(page).values())

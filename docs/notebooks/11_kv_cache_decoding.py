@@ -28,11 +28,12 @@ from attention_docs.measurements import Sourced
 
 # Small shapes keep this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
 TINY = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-shape = (
-    {"num_heads": 4, "head_dim": 16, "working_set_mb": 1}
+steps_params = (
+    {"num_heads": 4, "head_dim": 16, "gqa_kv_heads": 2, "working_set_mb": 1, "cache_len": 64,
+     "min_cache_len": 16, "max_cache_len": 64, "max_batch_size": 2}
     if TINY
-    else {"num_heads": 16, "head_dim": 64, "working_set_mb": 64}
-)
+    else {}
+)  # fmt: skip
 
 
 def here(m):
@@ -40,7 +41,9 @@ def here(m):
 
 
 # This machine's copy bandwidth and matmul rate: the roofline the decode steps sit under.
-ceilings = run_experiment("machine_ceilings", {"matmul_size": 256, "copy_mb": 16} if TINY else {})
+ceilings = here(
+    run_experiment("machine_ceilings", {"matmul_size": 256, "copy_mb": 16} if TINY else {})
+)
 
 
 # %% [markdown]
@@ -53,67 +56,47 @@ ceilings = run_experiment("machine_ceilings", {"matmul_size": 256, "copy_mb": 16
 print(inspect.getsource(grouped_attention))
 
 # %% [markdown]
-# ## Multi-head, grouped-query and multi-query attention
+# ## Every decode step, timed once
 #
-# Time per decode step (per layer), the bytes it must read, and where it sits against this
-# machine's measured copy bandwidth and matmul rate.
+# Multi-head, grouped-query and multi-query attention on every path at one base point, the
+# cache growing at batch 1, the batch growing for grouped-query attention: one experiment,
+# every point timed in the same interleaved rounds.
 
 # %%
-variants = run_experiment(
-    "decode_mha_gqa_mqa", {**shape, "gqa_kv_heads": 2, "cache_len": 64 if TINY else 4096}
-)
-print(render.tables.records_table(here(variants), "variants"))
-print(render.decode.decode_variants_claim(variants))
-print(render.decode.decode_bandwidth_claim(variants, ceilings))
-print(render.decode.sdpa_ops_note(variants))
-
-# %% [markdown]
-# ## As the cache grows
-
-# %%
-sweep = run_experiment(
-    "decode_cache_sweep",
-    {**shape, "gqa_kv_heads": 2, "min_cache_len": 16, "max_cache_len": 64 if TINY else 32768},
-)
-print(render.tables.records_table(here(sweep), "cache_sweep"))
-print(render.decode.cache_slope_claim(sweep, ceilings))
-
-# %% [markdown]
-# ## Batching
-
-# %%
-batch = run_experiment(
-    "decode_batch_sweep",
-    {
-        **shape,
-        "num_kv_heads": 2,
-        "cache_len": 64 if TINY else 2048,
-        "max_batch_size": 4 if TINY else 32,
-    },
-)
-print(render.tables.records_table(here(batch), "batch_sweep"))
-print(render.decode.batch_claim(batch, ceilings))
+steps = here(run_experiment("decode_steps", steps_params))
+print(render.decode.steps_table(steps, ceilings))
+print(render.decode.bandwidth_claim(steps, ceilings))
+print(render.decode.sdpa_ops_note(steps))
+print(render.decode.cache_claim(steps, ceilings))
+print(render.decode.batch_table(steps, ceilings))
+print(render.decode.batch_claim(steps))
 
 # %% [markdown]
 # ## Prefill against decode, and one decode step in the profiler
 
 # %%
-pvd = run_experiment(
-    "decode_prefill_vs_decode",
-    {
-        "num_heads": shape["num_heads"],
-        "head_dim": shape["head_dim"],
-        "num_kv_heads": 2,
-        "prompt_len": 32 if TINY else 1024,
-    },
+pvd = here(
+    run_experiment(
+        "decode_prefill_vs_decode",
+        {"num_heads": 4, "head_dim": 16, "num_kv_heads": 2, "prompt_len": 32} if TINY else {},
+    )
 )
-print(render.tables.records_table(here(pvd), "prefill_vs_decode"))
-print(render.decode.prefill_vs_decode_claim(pvd, ceilings))
-print(render.tables.step_table(here(pvd)))
+print(render.decode.prefill_table(pvd))
+print(render.decode.prefill_claim(pvd, ceilings))
+print(render.decode.step_share_table(pvd))
+
+# %% [markdown]
+# ## On a GPU
+#
+# The H200's decode-step floors from its data sheet; on your own GPU, `steps` above holds its
+# measurements.
+
+# %%
+print(render.decode.gpu_forecast([steps], pvd))
 
 # %% [markdown]
 # ## Try next
 #
-# Raise `cache_len` until every variant is bound by memory, switch `dtype` to `"bfloat16"`,
-# or set `working_set_mb` to 1 and watch small caches get faster than memory allows: they are
-# being read from the last-level cache.
+# Raise `max_cache_len` until every variant is bound by memory, switch `dtype` to
+# `"bfloat16"`, or set `working_set_mb` to 1 and watch small caches get faster than memory
+# allows: they are being read from the last-level cache.

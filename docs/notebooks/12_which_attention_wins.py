@@ -31,16 +31,19 @@ def here(m):
 
 
 # %% [markdown]
-# ## The forward-time table and its map
+# ## The forward-time table and its maps
 #
 # Every implementation at every shape of your device's grid, timed without the profiler in
-# interleaved rounds (minutes on a CPU).
+# interleaved rounds (minutes on a CPU), and a training step at the map's shapes.
 
 # %%
 times = here(run_experiment("forward_times", {"tiny": tiny}))
-print(render.winners.winners_claim(times))
+small = {"seq_lens": "32", "dtypes": "float32", "num_heads": 2, "head_dim": 16}
+train = here(run_experiment("train_times", small if tiny else {}))
 print(render.winners.trend_claim(times))
-print(render.winners.not_run(times))
+print(render.winners.times_tabs(times, train))
+print(render.winners.not_run(times, train))
+print(render.winners.gpu_forecast([times]))
 
 # %% [markdown]
 # ## What each trick removed

@@ -1,8 +1,17 @@
-# "What each trick removed": every implementation the site teaches, profiled once at one
-# shape, for the work it makes a forward do (ATen ops at every depth on a CPU, kernels on a
-# GPU) and its peak memory. Which implementation is fastest where is not measured here: the
-# chapter draws that map from `forward_times`, the one table of forward times, and reads this
-# experiment's time column there too.
+# Chapter 12's own measurements. `train_times`: one training step of attention (forward, then
+# the backward to q, k and v) for every implementation that has a backward, at the shapes of
+# the forward grid's map slice, interleaved round by round — the map's training view (the
+# forward view is `forward_times`', the decode cell `decode_steps`'). Its shapes are never
+# `backward_compare`'s (chapter 09 owns that shape's training times). `winners_summary`
+# ("what each trick removed"): every implementation profiled once at one shape, for the work
+# it makes a forward do (ATen ops at every depth on a CPU, kernels on a GPU) and its peak
+# memory; its times are forward_times'.
+#
+# train_times sizes. CPU: the map slice's 16 heads and head_dim 128 at seq_len 512 only, in
+# float32 and bfloat16 (seq_len 1024 would add ~20 s of backward on 2 cores; the compiles of
+# the two compiled backwards, ~15 s, dominate anyway): ~35 s on 2 idle cores. GPU: the map
+# slice (batch 4, 16 heads, head_dim 128, causal) at 1024 and 4096 tokens in both dtypes:
+# naive's backward at 4096 in float32 holds ~13 GB and takes ~30 ms; ~10 s with compiles.
 #
 # GPU size (batch 4, 16 heads, seq_len 4096, head_dim 64, bfloat16), estimated on an H200:
 # naive + torch.compile and FlexAttention find forward_times' graphs in Inductor's cache (~2-3
@@ -12,8 +21,11 @@
 # grid's limit, as in forward_times). About 20 s, the process start included.
 from __future__ import annotations
 
+import functools
+
 import torch
 
+from attention_docs.attention.backward import forward_backward
 from attention_docs.attention.compiled import KERNEL_PROFILE_OPTIONS
 from attention_docs.experiments import forward
 from attention_docs.experiments.registry import Observed, Param, experiment
@@ -22,19 +34,24 @@ from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import peak_memory_bytes, release_cached_memory
 from attention_docs.profiling.profile import Schedule, profile_callable
+from attention_docs.profiling.timing import ROUNDS, time_callables
 from attention_docs.records.kernels import work_items
+from attention_docs.records.shape import Shape
 
 MEASURED = (*forward.MEASURED, "records/kernels.py")
 
 
-def _ready(call) -> str:
-    """Call once (compiles, or fails early): "ok", or why it cannot run, in the site's words."""
+def _ready(call, *, training: bool = False) -> str:
+    """Call once (compiles, or fails early): "ok", or why it cannot run, in the site's words
+    (a training step that fails for another reason than availability has no backward)."""
     try:
         call()
     except Exception as exc:
         reason = forward.unavailable(exc)
         del exc
         release_cached_memory()
+        if training and not reason.startswith("not available"):
+            return f"no backward: {reason}"
         return reason
     return fwd.OK
 
@@ -98,5 +115,66 @@ def winners_summary(ctx, *, seq_len, head_dim, batch_size, num_heads, dtype, cau
             else "ATen ops at every depth and Inductor's generated kernels, views and "
             "allocations excluded",
             "shape": shape.text(),
+        },
+    )
+
+
+def train_shapes(params) -> list[Shape]:
+    """The training view's shapes: the map slice's batch, heads and head_dim, causal, at each
+    of the requested sequence lengths and dtypes."""
+    seq_lens = [int(n) for n in str(params["seq_lens"]).split(",")]
+    dtypes = [d.strip() for d in str(params["dtypes"]).split(",")]
+    return [
+        Shape(params["batch_size"], params["num_heads"], n, params["head_dim"], dtype, True)
+        for dtype in dtypes
+        for n in seq_lens
+    ]
+
+
+_MAP = fwd.GRIDS["cpu"].slices[1], fwd.GRIDS["cuda"].slices[1]
+
+
+@experiment(
+    "train_times",
+    summary="One training step (forward + backward to q, k, v) of every implementation that "
+    "has a backward, at the map slice's shapes, unprofiled, in interleaved rounds.",
+    measures=(*forward.MEASURED, "attention/backward.py"),
+    estimate_bytes=lambda p: (
+        6 * max(s.batch_size * s.num_heads * s.seq_len**2 * 4 for s in train_shapes(p))
+    ),
+    batch_size=Param(_MAP[0].batch_size, gpu_default=_MAP[1].batch_size, minimum=1),
+    num_heads=Param(_MAP[0].num_heads, gpu_default=_MAP[1].num_heads, minimum=1),
+    head_dim=Param(_MAP[0].head_dims[0], gpu_default=_MAP[1].head_dims[0], minimum=1),
+    seq_lens=Param("512", gpu_default="1024,4096", help="comma-separated sequence lengths"),
+    dtypes=Param("float32,bfloat16", help="comma-separated dtypes"),
+)
+def train_times(ctx, **params) -> Observed:
+    impls, notes = forward.candidates(ctx.device)
+    rows = []
+    for shape in train_shapes(params):
+        q, k, v = (
+            t.requires_grad_() for t in make_qkv(*shape.dims, dtype=shape.dtype, device=ctx.device)
+        )
+        grad_out = make_qkv(*shape.dims, dtype=shape.dtype, device=ctx.device, seed=1)[0]
+        calls, statuses = {}, {}
+        for cand in impls:
+            if cand.name == fwd.TILED:  # its backward is autograd through thousands of tiny ops
+                statuses[cand.name] = "not timed: the Python loop's backward takes seconds"
+                continue
+            call = functools.partial(forward_backward, cand.build(shape.causal), q, k, v, grad_out)
+            statuses[cand.name] = _ready(call, training=True)
+            if statuses[cand.name] == fwd.OK:
+                calls[cand.name] = call
+        timings = time_callables(calls, ctx.device, min_run_time=0.1, cuda_runs=30)
+        for name, status in statuses.items():
+            dims = tuple(getattr(shape, c) for c in fwd.SHAPE_COLUMNS)
+            rows.append((name, *dims, timings.get(name), status))
+    return Observed(
+        tables={"times": Table(fwd.COLUMNS, tuple(rows), {"time": "µs"})},
+        notes=tuple(notes),
+        facts={
+            "rounds": ROUNDS,
+            "method": ("CUDA events" if ctx.device.type == "cuda" else "torch.utils.benchmark")
+            + f", {ROUNDS} rounds interleaved across implementations",
         },
     )

@@ -1,0 +1,528 @@
+# Facts and verdicts of KV-cache decoding, from the one `decode_steps` entry of a device (every
+# decode step timed once, per layer) and the `decode_prefill_vs_decode` entry: a step's time,
+# the rate it reads its cache at and its share of the measured copy bandwidth, the cost
+# model's bytes and intensity, how a step's time grows with the cache, where batching stops
+# paying, what prefill and decode cost for the same tokens, and the H200 forecasts the chapter
+# sets beside them. Rates are computed from unprofiled times only. No words here.
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attention_docs.analytic import decode as model
+from attention_docs.analytic import gpu as spec
+from attention_docs.findings.compare import Comparison, compare
+from attention_docs.findings.facts import MODEL, PROFILED, UNPROFILED, Fact, Quantity
+from attention_docs.findings.forecast import Check, check, forecast
+from attention_docs.findings.share import Share, shares
+from attention_docs.findings.trend import Slope, end_to_end
+from attention_docs.measurements.schema import Measurement
+from attention_docs.records.device import SpecSheet
+from attention_docs.records.shape import Shape
+from attention_docs.records.timing import Timing
+
+STEP_TIME = "decode step time"
+PER_TOKEN = "decode time per token"
+READ_RATE = "cache read rate"
+COPY_SHARE = "share of copy bandwidth"
+CACHE_SIZE = "K/V cache size"
+INTENSITY = "arithmetic intensity"
+SPEED = "decode speed ratio"
+SLOPE = "log-log slope of step time over cache length"
+VARIANTS = ("MHA", "GQA", "MQA")
+# The chapter's forecast: the GPU and shape every chapter uses (analytic/gpu.py), with 32 heads
+# as in the models whose decode is studied, and the extremes of a realistic decode.
+GPU_HEADS, GPU_KV_HEADS = 32, {"MHA": 32, "GQA": 8, "MQA": 1}
+GPU_POINTS = ((1, 4096), (8, 16384))  # (batch_size, cache_len)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One timed decode step: a variant on a path at a shape, per layer."""
+
+    variant: str
+    impl: str
+    shape: Shape  # seq_len 1 (one new token) against kv_len cached ones
+    layers: int
+    time: Timing | None  # None: the path did not run here (`status` says why)
+    status: str
+
+    @property
+    def cost(self) -> model.DecodeCost:
+        s = self.shape
+        return model.decode_cost(
+            s.batch_size, s.num_heads, s.keys, s.head_dim, s.dtype, num_kv_heads=s.kv_heads
+        )
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant} · {self.impl}"
+
+
+def decode_shape(batch_size, num_heads, num_kv_heads, cache_len, *, head_dim, dtype) -> Shape:
+    return Shape(batch_size, num_heads, 1, head_dim, dtype, False, num_kv_heads, cache_len)
+
+
+def points(m: Measurement) -> list[Point]:
+    """Every point of a decode_steps entry, in its order."""
+    p = m.params
+    return [
+        Point(
+            r["variant"],
+            r["impl"],
+            decode_shape(
+                r["batch_size"],
+                p["num_heads"],
+                r["num_kv_heads"],
+                r["cache_len"],
+                head_dim=p["head_dim"],
+                dtype=p["dtype"],
+            ),
+            r["layers"],
+            r["time"],
+            r["status"],
+        )
+        for r in m.tables["steps"].records()
+    ]
+
+
+def point(
+    m: Measurement, variant: str, impl: str = "sdpa", batch_size=None, cache_len=None
+) -> Point | None:
+    """The point of `variant` on `impl`; batch and cache default to the base point's."""
+    b = m.params["batch_size"] if batch_size is None else batch_size
+    c = m.params["cache_len"] if cache_len is None else cache_len
+    for found in points(m):
+        key = (found.variant, found.impl, found.shape.batch_size, found.shape.keys)
+        if key == (variant, impl, b, c):
+            return found
+    return None
+
+
+def base_points(m: Measurement) -> list[Point]:
+    """Every path at the base point (the chapter's table and roofline)."""
+    base = (m.params["batch_size"], m.params["cache_len"])
+    return [p for p in points(m) if (p.shape.batch_size, p.shape.keys) == base]
+
+
+def cache_series(m: Measurement, variant: str) -> list[Point]:
+    """`variant` on SDPA at batch 1 as the cache grows."""
+    found = [p for p in points(m) if p.variant == variant and p.impl == "sdpa"]
+    return sorted((p for p in found if p.shape.batch_size == 1), key=lambda p: p.shape.keys)
+
+
+def batch_series(m: Measurement) -> list[Point]:
+    """Grouped-query on SDPA at the base cache as the batch grows."""
+    c = m.params["cache_len"]
+    found = [p for p in points(m) if (p.variant, p.impl, p.shape.keys) == ("GQA", "sdpa", c)]
+    return sorted(found, key=lambda p: p.shape.batch_size)
+
+
+def _detail(m: Measurement) -> str:
+    return f"per layer, {m.params['working_set_mb']} MB read per timed step"
+
+
+def step_time(m: Measurement, p: Point) -> Fact | None:
+    """The unprofiled time of one step of one layer, with its rounds' range."""
+    if p.time is None:
+        return None
+    q = Quantity(STEP_TIME, p.impl, m.device_id, UNPROFILED, p.shape, _detail(m))
+    return Fact.of_timing(q, p.time)
+
+
+def per_token(m: Measurement, p: Point) -> Fact | None:
+    """The step's time divided by the sequences it decodes."""
+    if p.time is None:
+        return None
+    b = p.shape.batch_size
+    q = Quantity(PER_TOKEN, p.impl, m.device_id, UNPROFILED, p.shape, _detail(m))
+    return Fact(q, p.time.median_us / b, "µs", p.time.low_us / b, p.time.high_us / b)
+
+
+def _rate(amount: float, t: Timing) -> tuple[float, float, float]:
+    """amount per second at the median, the slowest and the fastest round."""
+    return amount / (t.median_us * 1e-6), amount / (t.high_us * 1e-6), amount / (t.low_us * 1e-6)
+
+
+def read_rate(m: Measurement, p: Point) -> Fact | None:
+    """Bytes the step must move (cost model) over its unprofiled time."""
+    if p.time is None:
+        return None
+    q = Quantity(READ_RATE, p.impl, m.device_id, UNPROFILED, p.shape, _detail(m))
+    return Fact(q, *_rate(p.cost.bytes, p.time)[:1], "B/s", *_rate(p.cost.bytes, p.time)[1:])
+
+
+def copy_bandwidth(m: Measurement, ceilings: Measurement | None) -> float | None:
+    """machine_ceilings' copy bandwidth, when it was measured on `m`'s device."""
+    if ceilings is None or ceilings.device_id != m.device_id:
+        return None
+    return ceilings.facts.get("bandwidth_bs")
+
+
+def matmul_key(m: Measurement) -> str:
+    """machine_ceilings' key for the matmul rate in `m`'s dtype."""
+    return f"peak_flops_{m.params['dtype']}"
+
+
+def matmul_rate(m: Measurement, ceilings: Measurement | None) -> float | None:
+    if ceilings is None or ceilings.device_id != m.device_id:
+        return None
+    return ceilings.facts.get(matmul_key(m))
+
+
+def copy_share(m: Measurement, p: Point, ceilings: Measurement | None) -> Fact | None:
+    """The read rate as a fraction of the copy bandwidth measured on the same device."""
+    bw, rate = copy_bandwidth(m, ceilings), read_rate(m, p)
+    if bw is None or rate is None:
+        return None
+    q = Quantity(COPY_SHARE, p.impl, m.device_id, UNPROFILED, p.shape, _detail(m))
+    return Fact(q, rate.value / bw, "%", rate.low / bw, rate.high / bw)
+
+
+def cache_size(p: Point) -> Fact:
+    """The K and V cache of one layer (cost model)."""
+    return Fact(Quantity(CACHE_SIZE, "K and V", "model", MODEL, p.shape), p.cost.cache_bytes, "B")
+
+
+def intensity(p: Point) -> Fact:
+    """FLOPs per byte the step must move (cost model)."""
+    return Fact(
+        Quantity(INTENSITY, "decode step", "model", MODEL, p.shape), p.cost.intensity, "FLOP/B"
+    )
+
+
+@dataclass(frozen=True)
+class Versus:
+    """`fast` against `slow` (comparison.ratio = slow's time / fast's: > 1, fast is faster)."""
+
+    quantity: Quantity
+    fast: Point
+    slow: Point
+    comparison: Comparison
+
+
+def versus(m: Measurement, a: Point, b: Point) -> Versus | None:
+    """How `a` compares with `b`, said the way round that makes the ratio at least 1."""
+    if a.time is None or b.time is None:
+        return None
+    if compare(a.time, b.time).ratio < 1:
+        a, b = b, a
+    q = Quantity(SPEED, f"{a.label} vs {b.label}", m.device_id, UNPROFILED, a.shape, b.shape.key())
+    return Versus(q, a, b, compare(a.time, b.time))
+
+
+def ridge(m: Measurement, ceilings: Measurement | None) -> float | None:
+    """FLOP per byte where the measured matmul rate meets the measured copy bandwidth."""
+    bw, peak = copy_bandwidth(m, ceilings), matmul_rate(m, ceilings)
+    return peak / bw if bw and peak else None
+
+
+def below_ridge(m: Measurement, ceilings: Measurement | None, p: Point) -> bool | None:
+    """Whether the step sits left of the measured ridge (bytes bound it); None: no roof here."""
+    r = ridge(m, ceilings)
+    return None if r is None else p.cost.intensity < r
+
+
+# --- the cache and the batch ---------------------------------------------------------------
+
+
+def tail_slope(m: Measurement, variant: str) -> Fact | None:
+    """The log-log slope of step time over cache length across the longer half of the caches,
+    with its range over the rounds (1: time proportional to the bytes read)."""
+    series = [p for p in cache_series(m, variant) if p.time is not None]
+    tail = series[len(series) // 2 :]
+    if len(tail) < 2:
+        return None
+    s: Slope = end_to_end([p.shape.keys for p in tail], [p.time for p in tail])
+    shape = tail[-1].shape
+    detail = f"cache_len {tail[0].shape.keys}–{shape.keys}, {_detail(m)}"
+    q = Quantity(SLOPE, variant, m.device_id, UNPROFILED, shape, detail)
+    return Fact(q, s.slope, "", s.low, s.high)
+
+
+def _token_timing(p: Point) -> Timing:
+    b = p.shape.batch_size
+    return Timing(
+        p.time.median_us / b,
+        0.0,
+        p.time.runs,
+        p.time.method,
+        tuple(r / b for r in p.time.rounds_us),
+    )
+
+
+def saturation(m: Measurement) -> Point | None:
+    """The first batch from which no larger batch decodes a token faster beyond the noise;
+    None when the time per token still falls at the largest batch measured."""
+    series = [p for p in batch_series(m) if p.time is not None]
+    for i, p in enumerate(series[:-1]):
+        later = series[i + 1 :]
+        if all(
+            compare(_token_timing(x), _token_timing(p)).tie
+            or _token_timing(x).median_us >= _token_timing(p).median_us
+            for x in later
+        ):
+            return p
+    return None
+
+
+def token_gain(m: Measurement) -> tuple[Quantity, Comparison] | None:
+    """Time per token at the largest batch against the smallest (ratio > 1: batching helped)."""
+    series = [p for p in batch_series(m) if p.time is not None]
+    if len(series) < 2:
+        return None
+    first, last = series[0], series[-1]
+    subject = f"batch {last.shape.batch_size} vs batch {first.shape.batch_size}, per token"
+    q = Quantity(SPEED, subject, m.device_id, UNPROFILED, last.shape, _detail(m))
+    return q, compare(_token_timing(last), _token_timing(first))
+
+
+# --- prefill against decode ------------------------------------------------------------------
+
+PREFILL, DECODE = "prefill (all at once)", "decode (one at a time)"
+FLOOR, PROFILED_STEP = "decode step, one cached token", "decode step at the full cache (naive)"
+TOTAL, RATE, MOVED = "time for the tokens", "useful FLOP rate", "bytes moved"
+SHARE = "share of the profiled step"
+
+
+def prompt_shape(m: Measurement) -> Shape:
+    p = m.params
+    return Shape(
+        p["batch_size"],
+        p["num_heads"],
+        p["prompt_len"],
+        p["head_dim"],
+        p["dtype"],
+        True,
+        p["num_kv_heads"],
+    )
+
+
+def _times(m: Measurement) -> dict[str, Timing]:
+    return {r["mode"]: r["time"] for r in m.tables["times"].records()}
+
+
+def useful_flops(m: Measurement) -> float:
+    """Causal attention does the same work either way: query t meets keys 0..t."""
+    s = prompt_shape(m)
+    return 4.0 * s.batch_size * s.num_heads * s.head_dim * s.seq_len * (s.seq_len + 1) / 2
+
+
+def moved_bytes(m: Measurement, mode: str) -> float:
+    """The least bytes each way must move: prefill reads the cache once, decode re-reads it at
+    every step; both read the queries and write the outputs once."""
+    s = prompt_shape(m)
+    e = model.decode_cost(1, 1, 1, 1, s.dtype).cache_bytes / 2  # bytes per element
+    kv_token = 2.0 * s.batch_size * s.kv_heads * s.head_dim * e
+    q_and_out = 2.0 * s.batch_size * s.num_heads * s.seq_len * s.head_dim * e
+    n = s.seq_len
+    reads = n if mode == PREFILL else n * (n + 1) / 2
+    return kv_token * reads + q_and_out
+
+
+def mode_time(m: Measurement, mode: str) -> Fact:
+    """The unprofiled time of one mode: all the tokens (prefill, decode), or one step."""
+    s, t = prompt_shape(m), _times(m)[mode]
+    if mode in (FLOOR, PROFILED_STEP):
+        impl = "naive" if mode == PROFILED_STEP else m.params["impl"]
+        cache = 1 if mode == FLOOR else s.seq_len
+        shape = decode_shape(
+            s.batch_size, s.num_heads, s.kv_heads, cache, head_dim=s.head_dim, dtype=s.dtype
+        )
+        q = Quantity(STEP_TIME, impl, m.device_id, UNPROFILED, shape, "one layer, cache warm")
+    else:
+        q = Quantity(TOTAL, f"{mode}, {m.params['impl']}", m.device_id, UNPROFILED, s)
+    return Fact.of_timing(q, t)
+
+
+def mode_per_token(m: Measurement, mode: str) -> Fact:
+    total, n = mode_time(m, mode), m.params["prompt_len"]
+    q = Quantity(PER_TOKEN, total.quantity.subject, m.device_id, UNPROFILED, prompt_shape(m))
+    return Fact(q, total.value / n, "µs", total.low / n, total.high / n)
+
+
+def mode_rate(m: Measurement, mode: str) -> Fact:
+    value, slow, fast = _rate(useful_flops(m), _times(m)[mode])
+    q = Quantity(RATE, f"{mode}, {m.params['impl']}", m.device_id, UNPROFILED, prompt_shape(m))
+    return Fact(q, value, "FLOP/s", slow, fast)
+
+
+def mode_bytes(m: Measurement, mode: str) -> Fact:
+    return Fact(Quantity(MOVED, mode, "model", MODEL, prompt_shape(m)), moved_bytes(m, mode), "B")
+
+
+def mode_intensity(m: Measurement, mode: str) -> Fact:
+    value = useful_flops(m) / moved_bytes(m, mode)
+    return Fact(Quantity(INTENSITY, mode, "model", MODEL, prompt_shape(m)), value, "FLOP/B")
+
+
+def prefill_speed(m: Measurement) -> tuple[Quantity, Comparison]:
+    """Prefill against decode of the same tokens (ratio > 1: prefill is faster)."""
+    t = _times(m)
+    subject = f"prefill vs decode, {m.params['impl']}"
+    q = Quantity(SPEED, subject, m.device_id, UNPROFILED, prompt_shape(m))
+    return q, compare(t[PREFILL], t[DECODE])
+
+
+def bytes_ratio(m: Measurement) -> Fact:
+    """How many times prefill's bytes decode must move (cost model)."""
+    value = moved_bytes(m, DECODE) / moved_bytes(m, PREFILL)
+    q = Quantity("bytes ratio", "decode vs prefill", "model", MODEL, prompt_shape(m))
+    return Fact(q, value, "×")
+
+
+@dataclass(frozen=True)
+class Split:
+    """Decode's time against two causes: its bytes at the copy bandwidth, and `steps` steps on
+    a one-token cache (what taking a step costs with nothing to read). `holds` is False when
+    the two (at their medians) add up to more than decoding's slowest round: the one-token
+    step is then no floor on this run, and no split is stated."""
+
+    bytes_share: Fact
+    steps_share: Fact
+    holds: bool
+    steps_dominate: bool
+
+
+def split(m: Measurement, ceilings: Measurement | None) -> Split | None:
+    bw = (
+        None
+        if ceilings is None or ceilings.device_id != m.device_id
+        else ceilings.facts.get("bandwidth_bs")
+    )
+    if not bw:
+        return None
+    t, n, s = _times(m), m.params["prompt_len"], prompt_shape(m)
+    bytes_us = moved_bytes(m, DECODE) / bw * 1e6
+    floor, total = t[FLOOR], t[DECODE]
+    holds = bytes_us + n * floor.median_us <= total.high_us
+
+    def share(subject: str, part_us: float) -> Fact:
+        q = Quantity("share of decode time", subject, m.device_id, UNPROFILED, s)
+        return Fact(q, part_us / total.median_us, "%")
+
+    return Split(
+        share("bytes at the copy bandwidth", bytes_us),
+        share(f"{n} steps on a one-token cache", n * floor.median_us),
+        holds,
+        n * floor.median_us > bytes_us,
+    )
+
+
+def step_shares(m: Measurement) -> dict[str, Fact]:
+    """Each labelled range's share of the profiled decode step, with its range over the
+    profiled steps (structure from a profile: the times themselves are inflated)."""
+    table = m.tables["per_forward"]
+    labels = [c for c in table.columns if c != "forward"]
+    found: dict[str, Share] = shares({label: table.column(label) for label in labels})
+    s = prompt_shape(m)
+    shape = decode_shape(
+        s.batch_size, s.num_heads, s.kv_heads, s.seq_len, head_dim=s.head_dim, dtype=s.dtype
+    )
+    return {
+        label: Fact(
+            Quantity(SHARE, label, m.device_id, PROFILED, shape), sh.fraction, "%", sh.low, sh.high
+        )
+        for label, sh in found.items()
+    }
+
+
+# --- the H200 forecast -----------------------------------------------------------------------
+
+
+def gpu_entry(entries, gpu: SpecSheet) -> Measurement | None:
+    """The entry measured on `gpu`, among a request's entries on every device."""
+    return next((m for m in entries if m.device_id == f"cuda-{gpu.slug}"), None)
+
+
+def gpu_shape(variant: str, batch_size: int, cache_len: int) -> Shape:
+    g = spec.FORECAST_SHAPE
+    return decode_shape(
+        batch_size, GPU_HEADS, GPU_KV_HEADS[variant], cache_len, head_dim=g.head_dim, dtype=g.dtype
+    )
+
+
+def floor(gpu: SpecSheet, variant: str, batch_size: int, cache_len: int) -> Fact:
+    """A decode step's floor on `gpu`: its bytes at the data sheet's bandwidth."""
+    shape = gpu_shape(variant, batch_size, cache_len)
+    value = spec.decode_step(gpu, shape).floor_us
+    return forecast(STEP_TIME, "sdpa", gpu, value, "µs", shape=shape, detail="floor: decode_step")
+
+
+def floor_checks(
+    gpu: SpecSheet, measured: Measurement | None = None
+) -> list[tuple[str, int, int, Check]]:
+    """A decode step's floor (bytes ÷ bandwidth) on `gpu` at each forecast point, beside the
+    SDPA step `measured` on that GPU when its decode_steps entry holds the same shape."""
+    rows = []
+    for variant in VARIANTS:
+        for b, c in GPU_POINTS:
+            f = floor(gpu, variant, b, c)
+            found = None
+            if measured is not None:
+                p = next(
+                    (
+                        x
+                        for x in points(measured)
+                        if x.impl == "sdpa" and x.shape == f.quantity.shape
+                    ),
+                    None,
+                )
+                found = step_time(measured, p) if p else None
+            rows.append((variant, b, c, check(f, found)))
+    return rows
+
+
+def memory_bound_everywhere(gpu: SpecSheet) -> bool:
+    """Whether every forecast point's floor is set by the bandwidth, not the FLOPs."""
+    return all(
+        spec.decode_step(gpu, gpu_shape(v, b, c)).limit == "memory"
+        for v in VARIANTS
+        for b, c in GPU_POINTS
+    )
+
+
+def fill_batch(gpu: SpecSheet, variant: str) -> Fact:
+    """The smallest batch whose unsplit FlashAttention 2 decode step fills the GPU."""
+    g = spec.FORECAST_SHAPE
+    value = model.batch_filling_gpu(GPU_HEADS, GPU_KV_HEADS[variant], gpu.sm_count)
+    subject = f"{variant}, {GPU_HEADS} heads, {GPU_KV_HEADS[variant]} k/v heads, {g.dtype}"
+    return forecast("batch filling the GPU without split-KV", subject, gpu, value, "sequences")
+
+
+def splits(gpu: SpecSheet, variant: str, batch_size: int, cache_len: int) -> Fact:
+    """How many parts FlashAttention 2 splits the cache into at that point."""
+    shape = gpu_shape(variant, batch_size, cache_len)
+    blocks = model.decode_blocks(batch_size, GPU_HEADS, GPU_KV_HEADS[variant])
+    value = model.num_splits(blocks, gpu.sm_count, cache_len, shape.head_dim)
+    return forecast("split-KV parts", "FlashAttention 2 decode", gpu, value, "parts", shape=shape)
+
+
+def ridge_tokens(gpu: SpecSheet, variant: str, cache_len: int = GPU_POINTS[-1][1]) -> Fact:
+    """New tokens per step (speculative decoding) from which a step reaches the ridge."""
+    shape = gpu_shape(variant, 1, cache_len)
+    value = model.queries_to_ridge(
+        GPU_HEADS,
+        GPU_KV_HEADS[variant],
+        shape.head_dim,
+        shape.dtype,
+        ridge=spec.ridge(gpu, shape.dtype),
+        cache_len=cache_len,
+    )
+    return forecast("new tokens per step at the ridge", variant, gpu, value, "tokens", shape=shape)
+
+
+def gpu_ridge(gpu: SpecSheet) -> Fact:
+    dtype = spec.FORECAST_SHAPE.dtype
+    return forecast(
+        "ridge point",
+        f"{dtype} tensor-core peak over HBM bandwidth",
+        gpu,
+        spec.ridge(gpu, dtype),
+        "FLOP/B",
+    )
+
+
+def host_bound(floors: list[Fact], host_step: Fact) -> int:
+    """How many forecast floors are shorter than one eager step's host cost measured here: at
+    those, a GPU decoder launched op by op would wait on its host (what CUDA graphs remove)."""
+    return sum(f.value < host_step.value for f in floors)

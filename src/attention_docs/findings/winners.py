@@ -1,0 +1,268 @@
+# Which attention wins where, decided once: for each cell of the map (a shape, in one view —
+# a forward from `forward_times`, a training step from `train_times`, a decode step from
+# `decode_steps`) the implementations ranked with ties (findings/rank.py), how the winner and
+# its lead over naive attention change along seq_len, and the H200 forecast of each cell of
+# the GPU map (naive attention's five kernels against one fused kernel). No words here.
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from attention_docs.analytic import gpu as spec
+from attention_docs.findings import decode as fdecode
+from attention_docs.findings import forward as ffwd
+from attention_docs.findings.compare import Comparison, compare
+from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, Quantity
+from attention_docs.findings.forecast import Check, check, forecast
+from attention_docs.findings.rank import Ranking, rank
+from attention_docs.findings.trend import FALLS, FLAT, RISES
+from attention_docs.measurements import forward as fwd
+from attention_docs.measurements.schema import Measurement
+from attention_docs.records.device import SpecSheet
+from attention_docs.records.shape import Shape
+from attention_docs.records.timing import Timing
+
+FORWARD, TRAINING, DECODE = "forward", "training", "decode"
+TRAIN_TIME = "training step time"
+TRAIN_SPEED = "training speed ratio"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One shape of one view: the implementations that ran there, ranked with ties."""
+
+    view: str
+    shape: Shape
+    timings: Mapping[str, Timing]
+    ranking: Ranking
+
+    @property
+    def winner(self) -> str:
+        return self.ranking.fastest
+
+    @property
+    def tied(self) -> tuple[str, ...]:
+        """The others within noise of the fastest."""
+        return self.ranking.leaders[1:]
+
+    @property
+    def runner_up(self) -> str | None:
+        return self.ranking.order[1] if len(self.ranking.order) > 1 else None
+
+    @property
+    def margin(self) -> Comparison | None:
+        """The winner against the runner-up (ratio > 1: the winner is faster)."""
+        return self.ranking.against_fastest.get(self.runner_up) if self.runner_up else None
+
+
+def implementations(m: Measurement) -> list[str]:
+    """The implementations of a times table, in its order; single naive steps left out."""
+    names = (r["implementation"] for r in fwd.rows(m))
+    return [n for n in dict.fromkeys(names) if not n.startswith(fwd.STEP_PREFIX)]
+
+
+def shapes(m: Measurement) -> list[Shape]:
+    """A times table's shapes: causal first, then by heads, dtype, head_dim and seq_len."""
+    found = {Shape.of(r) for r in fwd.rows(m)}
+    return sorted(found, key=lambda s: (not s.causal, s.num_heads, s.dtype, s.head_dim, s.seq_len))
+
+
+def _cell(view: str, shape: Shape, timings: Mapping[str, Timing | None]) -> Cell | None:
+    ran = {name: t for name, t in timings.items() if t is not None}
+    return Cell(view, shape, ran, rank(ran)) if ran else None
+
+
+def _timing(m: Measurement, name: str, shape: Shape) -> Timing | None:
+    try:
+        return fwd.timing(m, name, shape)
+    except fwd.NotMeasuredError:  # not in this table (another device's grid)
+        return None
+
+
+def cells(m: Measurement, view: str = FORWARD, where: Iterable[Shape] | None = None) -> list[Cell]:
+    """Every shape (of `where`, default all) at which something ran, ranked."""
+    names = implementations(m)
+    found = []
+    for shape in shapes(m) if where is None else where:
+        c = _cell(view, shape, {n: _timing(m, n, shape) for n in names})
+        if c:
+            found.append(c)
+    return found
+
+
+def teaching_cells(m: Measurement) -> list[Cell]:
+    """The forward map at the teaching slice of the entry's device."""
+    return cells(m, where=fwd.GRIDS[m.device_kind].teaching.shapes())
+
+
+def map_shapes(kind: str, dtypes=("float32", "bfloat16")) -> list[Shape]:
+    """The model-like panel: the map slice's batch, heads and head_dim, causal, in both
+    dtypes, at its sequence lengths (on a GPU the bfloat16 ones lie in the teaching slice)."""
+    s = fwd.GRIDS[kind].slices[1]
+    return [
+        Shape(s.batch_size, s.num_heads, n, s.head_dims[0], dtype, True)
+        for dtype in dtypes
+        for n in s.seq_lens
+    ]
+
+
+def map_cells(m: Measurement) -> list[Cell]:
+    return cells(m, where=map_shapes(m.device_kind))
+
+
+def decode_cell(m: Measurement) -> Cell | None:
+    """Grouped-query decode at the base point of decode_steps: every path, ranked."""
+    found = [p for p in fdecode.base_points(m) if p.variant == "GQA"]
+    return _cell(DECODE, found[0].shape, {p.impl: p.time for p in found}) if found else None
+
+
+# --- facts -----------------------------------------------------------------------------------
+
+
+def time_fact(m: Measurement, c: Cell, name: str) -> Fact | None:
+    """`name`'s time in the cell, as the quantity its view measures (None: it did not run)."""
+    if name not in c.timings:
+        return None
+    if c.view == FORWARD:
+        return ffwd.forward_time(m, name, c.shape)
+    if c.view == DECODE:
+        p = fdecode.point(m, "GQA", name)
+        return fdecode.step_time(m, p) if p else None
+    t = c.timings.get(name)
+    q = Quantity(TRAIN_TIME, name, m.device_id, UNPROFILED, c.shape, "forward + backward")
+    return Fact.of_timing(q, t) if t else None
+
+
+def lead_fact(m: Measurement, c: Cell, slow: str | None = None) -> Fact | None:
+    """The winner's lead over `slow` (default the runner-up) in the cell's view."""
+    slow = slow or c.runner_up
+    if slow is None or slow not in c.timings or slow == c.winner:
+        return None
+    k = compare(c.timings[c.winner], c.timings[slow])
+    if c.view == FORWARD:
+        q = ffwd.versus(m, c.winner, slow, c.shape).quantity
+    elif c.view == DECODE:
+        a, b = (fdecode.point(m, "GQA", n) for n in (c.winner, slow))
+        q = fdecode.versus(m, a, b).quantity
+    else:
+        q = Quantity(TRAIN_SPEED, f"{c.winner} vs {slow}", m.device_id, UNPROFILED, c.shape)
+    return Fact(q, k.ratio, "×", k.low, k.high)
+
+
+def peak_fact(summary: Measurement, row: Mapping) -> Fact:
+    """An implementation's peak memory in a forward at winners_summary's shape."""
+    shape = Shape.of(summary.params)
+    q = Quantity("peak memory", row["implementation"], summary.device_id, COUNTED, shape, "forward")
+    return Fact(q, row["peak_bytes"], "B")
+
+
+# --- how the answer changes along seq_len ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One series (a mask, a head_dim) from its shortest to its longest sequence: the
+    winner at both ends, and whether the winner's lead over naive attention rises, falls or
+    stays within the noise (None where naive did not run at an end)."""
+
+    causal: bool
+    head_dim: int
+    first: Cell
+    last: Cell
+    lead: str | None
+
+    @property
+    def winner_changes(self) -> bool:
+        return self.first.winner != self.last.winner
+
+
+def trends(found: list[Cell]) -> list[Trend]:
+    series: dict[tuple[bool, int], list[Cell]] = {}
+    for c in found:
+        series.setdefault((c.shape.causal, c.shape.head_dim), []).append(c)
+    out = []
+    for (causal, head_dim), cs in series.items():
+        first, last = (sorted(cs, key=lambda c: c.shape.seq_len)[i] for i in (0, -1))
+        if first is last:
+            continue
+        leads = [c.ranking.against_fastest.get(fwd.NAIVE) for c in (first, last)]
+        verdict = None
+        if None not in leads:
+            a, b = leads
+            verdict = RISES if b.low > a.high else FALLS if b.high < a.low else FLAT
+        out.append(Trend(causal, head_dim, first, last, verdict))
+    return out
+
+
+# --- the GPU forecast ------------------------------------------------------------------------
+
+
+def fused_for(dtype: str) -> str:
+    """The fused SDPA kernel a GPU runs for `dtype`: FlashAttention takes only fp16/bf16; in
+    float32 the memory-efficient kernel is the fused one."""
+    return fwd.SDPA_FLASH if dtype in ("bfloat16", "float16") else fwd.SDPA_EFFICIENT
+
+
+@dataclass(frozen=True)
+class ForecastCell:
+    """One cell of the GPU map: naive attention's floor, the fused kernel's, and its lead."""
+
+    shape: Shape
+    fused: str
+    naive: Check
+    fused_floor: Check
+    lead: Check
+
+    @property
+    def winner(self) -> str:
+        return self.fused if self.lead.forecast.value > 1 else fwd.NAIVE
+
+
+def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[ForecastCell]:
+    """Each shape of the GPU map's model-like panel on `gpu`, from its data sheet; beside each,
+    the `measured` forward_times entry of that GPU when it holds the shape."""
+    out = []
+    for shape in map_shapes("cuda"):
+        fused = fused_for(shape.dtype)
+        floors = {
+            fwd.NAIVE: spec.naive_floor_us(gpu, shape),
+            fused: spec.flash_forward(gpu, shape).floor_us,
+        }
+        got = {n: _measured(measured, n, shape) for n in floors}
+        # The model names itself in `detail`: another chapter's model of the same quantity
+        # is another forecast, not a second value of this one.
+        models = {fwd.NAIVE: "floor: naive_floor_us", fused: "floor: flash_forward"}
+        checks = {
+            n: check(
+                forecast(ffwd.FORWARD_TIME, n, gpu, us, "µs", shape=shape, detail=models[n]),
+                got[n],
+            )
+            for n, us in floors.items()
+        }
+        ratio = floors[fwd.NAIVE] / floors[fused]
+        detail = "naive_floor_us / flash_forward"
+        lead = forecast(
+            ffwd.SPEED, f"{fused} vs {fwd.NAIVE}", gpu, ratio, "×", shape=shape, detail=detail
+        )
+        v = (
+            ffwd.versus(measured, fused, fwd.NAIVE, shape)
+            if got[fused] and got[fwd.NAIVE]
+            else None
+        )
+        measured_lead = None
+        if v is not None:
+            k = v.comparison
+            measured_lead = Fact(v.quantity, k.ratio, "×", k.low, k.high)
+        out.append(
+            ForecastCell(shape, fused, checks[fwd.NAIVE], checks[fused], check(lead, measured_lead))
+        )
+    return out
+
+
+def _measured(m: Measurement | None, name: str, shape: Shape) -> Fact | None:
+    if m is None or shape not in set(shapes(m)):
+        return None
+    return ffwd.forward_time(m, name, shape)
+
+
+gpu_entry = fdecode.gpu_entry
