@@ -211,11 +211,10 @@ def test_every_experiment_has_an_estimate_of_its_gpu_time():
 def test_an_estimate_grows_with_the_work_it_counts():
     plan = load_plan()
     assert plan.Work(compiles=2).seconds - plan.Work(compiles=1).seconds == plan.COMPILE_S
-    decode = get("decode_cache_sweep").resolve({}, "cuda")
+    decode = get("decode_steps").resolve({}, "cuda")
     longer = {**decode, "max_cache_len": 4 * decode["max_cache_len"]}
     assert (
-        plan.work("decode_cache_sweep", longer)[0].seconds
-        > plan.work("decode_cache_sweep", decode)[0].seconds
+        plan.work("decode_steps", longer)[0].seconds > plan.work("decode_steps", decode)[0].seconds
     )
     tiny = plan.work("forward_times", {"tiny": True})[0]
     assert tiny.seconds < plan.work("forward_times", {"tiny": False})[0].seconds

@@ -104,6 +104,18 @@ def _forward_times(p: Mapping[str, Any]) -> Work:
     )
 
 
+def _wall_shapes(p: Mapping[str, Any]) -> int:
+    from attention_docs.experiments.wall import sweep_shapes
+
+    return len({s for shapes in sweep_shapes(dict(p)).values() for s in shapes})
+
+
+def _decode_points(p: Mapping[str, Any]) -> int:
+    from attention_docs.experiments.decode import step_points
+
+    return len(step_points(p))
+
+
 # One function per experiment: its parameters on the GPU -> its work.
 WORK: dict[str, Callable[[Mapping[str, Any]], Work]] = {
     "machine_ceilings": lambda p: Work(timed=_count(p["dtypes"]) + 1, device_s=2.0),
@@ -117,26 +129,14 @@ WORK: dict[str, Callable[[Mapping[str, Any]], Work]] = {
     "naive_step_shares": lambda p: Work(profiles=_count(p["shapes"]), device_s=1.0),
     "naive_mask_variants": lambda p: Work(profiles=4, timed=4),
     "naive_dtypes": lambda p: Work(profiles=3, timed=3, device_s=1.0),
-    # chapter 03
-    "roofline_steps": lambda p: Work(profiles=1, timed=5),
     # chapter 04
     "memory_timeline": lambda p: Work(profiles=1, device_s=0.5),
     "memory_peak": lambda p: Work(device_s=2.0),
     # chapter 05
-    "wall_seq_len": lambda p: Work(
-        profiles=_doublings(p["min_seq_len"], p["max_seq_len"]),
-        timed=_doublings(p["min_seq_len"], p["max_seq_len"]),
-        device_s=2.0,
-    ),
-    "wall_batch_heads": lambda p: Work(timed=14, device_s=1.0),
-    "wall_head_dim": lambda p: Work(
-        profiles=_doublings(p["min_head_dim"], p["max_head_dim"]),
-        timed=_doublings(p["min_head_dim"], p["max_head_dim"]),
-    ),
+    "wall": lambda p: Work(profiles=_wall_shapes(p), timed=_wall_shapes(p), device_s=4.0),
     # chapter 06: compiles dominate; the later requests find kernels in Inductor's cache
     "fusion_kernels": lambda p: Work(compiles=1, warm_compiles=2, profiles=2),
     "fusion_recompile": lambda p: Work(warm_compiles=2, device_s=5.0),
-    "fusion_speed_memory": lambda p: Work(warm_compiles=1, profiles=3),
     # chapter 07
     "sdpa_backends": lambda p: Work(profiles=6),
     "sdpa_masks": lambda p: Work(profiles=4, timed=4, device_s=1.0),
@@ -150,18 +150,19 @@ WORK: dict[str, Callable[[Mapping[str, Any]], Work]] = {
     "backward_saved_tensors": lambda p: Work(device_s=3.0),
     # chapter 10: every mod is a kernel of its own
     "flex_masks": lambda p: Work(flex_compiles=4, timed=12, device_s=5.0),
-    "flex_sparsity_sweep": lambda p: Work(flex_compiles=1, timed=8, device_s=3.0),
     "flex_block_mask_cost": lambda p: Work(device_s=3.0),
     # chapter 11: bytes and launches, no compiles
-    "decode_mha_gqa_mqa": lambda p: Work(timed=8, device_s=8.0),
-    "decode_cache_sweep": lambda p: Work(
-        timed=3 * _doublings(p["min_cache_len"], p["max_cache_len"]),
-        device_s=0.2 * 3 * _doublings(p["min_cache_len"], p["max_cache_len"]),
-    ),
-    "decode_batch_sweep": lambda p: Work(timed=_doublings(1, p["max_batch_size"]), device_s=1.5),
+    "decode_steps": lambda p: Work(timed=_decode_points(p), device_s=0.3 * _decode_points(p)),
     "decode_prefill_vs_decode": lambda p: Work(timed=2, device_s=1.5),
     # chapter 12: forward_times' graphs and Triton kernel, from the on-disk caches
     "winners_summary": lambda p: Work(warm_compiles=3, profiles=9, device_s=1.0),
+    # a backward graph per dtype for the compiled and FlexAttention paths
+    "train_times": lambda p: Work(
+        compiles=_count(p["dtypes"]),
+        flex_compiles=_count(p["dtypes"]),
+        timed=7 * _count(p["dtypes"]) * _count(p["seq_lens"]),
+        device_s=1.0 * _count(p["dtypes"]) * _count(p["seq_lens"]),
+    ),
 }
 
 # For an experiment WORK does not know yet: a few profiles and timings, no compile.

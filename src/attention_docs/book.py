@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import re
 import time
 from dataclasses import dataclass, field, replace
@@ -41,8 +42,14 @@ class Settings:
     timeout_s: float = 1800.0
     # Store entries measured while other work competed (flagged as busy). False: such an
     # entry is measured once more after waiting up to `busy_wait_s` for the machine to
-    # calm, and if it is busy again it is not stored (see `_measure_calmly`).
-    allow_busy: bool = False
+    # calm, and if it is busy again it is not stored (see `_measure_calmly`). Outside MkDocs
+    # (a notebook, a script) ATTENTION_DOCS_ALLOW_BUSY=1 sets it, as it does for a build.
+    allow_busy: bool = field(
+        default_factory=lambda: (
+            os.environ.get("ATTENTION_DOCS_ALLOW_BUSY", "").strip().lower()
+            in ("1", "true", "yes", "on")
+        )
+    )
     busy_wait_s: float = 60.0
     # Where declarations.py remembers experiment declarations and this machine's device id,
     # so that a build with nothing to measure never imports torch; None: always compute.

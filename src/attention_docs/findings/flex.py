@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, Quantity
+from attention_docs.findings.facts import COUNTED, NUMERIC, UNPROFILED, Fact, Quantity
 from attention_docs.findings.forward import forward_time, versus
 from attention_docs.findings.trend import fitted_slope
 from attention_docs.measurements import forward as fwd
@@ -117,7 +117,7 @@ def masks(m: Measurement, times: Measurement | None = None) -> list[Mask]:
                 )
                 if ok
                 else None,
-                Fact(q(ERROR, COUNTED), r["rel_err_vs_float64"], "") if ok else None,
+                Fact(q(ERROR, NUMERIC), r["rel_err_vs_float64"], "relative error") if ok else None,
             )
         )
     return found

@@ -4,6 +4,7 @@
 # nothing.
 from __future__ import annotations
 
+import html
 import textwrap
 from collections.abc import Sequence
 
@@ -91,7 +92,12 @@ def _box(
         "",
         *lines,
         "",
-        f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()} {status}".strip(),
+        # A caption, like every table's: where the numbers come from (a data sheet, here).
+        '<p class="ad-caption">'
+        + html.escape(
+            f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()} {status}"
+        ).strip()
+        + "</p>",
     ]
     text = "\n".join(body).strip()
     title = f"On a GPU: forecast for the {gpu.label} (data sheet, not a measurement)"

@@ -245,7 +245,7 @@ def line_figure(
             alt_parts.append(
                 f"{name}: "
                 + ", ".join(
-                    f"{a:g} → {figure_number(b, table.units.get(column))}"
+                    f"{figure_number(a)} → {figure_number(b, table.units.get(column))}"
                     for a, b in zip(xs, values, strict=True)
                     if a is not None
                 )

@@ -9,7 +9,7 @@ from attention_docs.analytic import sdpa_dispatch as rules
 from attention_docs.analytic.gpu import FORECAST_GPU, FORECAST_SHAPE, sheet
 from attention_docs.findings import sdpa as fsdpa
 from attention_docs.findings.compare import compare
-from attention_docs.findings.facts import PROFILED, UNPROFILED, Quantity
+from attention_docs.findings.facts import NUMERIC, PROFILED, UNPROFILED, Quantity
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
 from attention_docs.render import words
@@ -218,7 +218,7 @@ def mask_table(sourced: Sourced) -> str:
             stated(m, "mask tensor size", who, size, "B") if size else "none",
             stated(m, "peak memory", who, r["peak_bytes"], "B"),
             ratio if r in rest else "1 (baseline)",
-            "NaN" if err is None else stated(m, "max abs error vs float64", who, err, ""),
+            "NaN" if err is None else stated(m, "max abs error vs float64", who, err, "abs error", clock=NUMERIC),
         ])  # fmt: skip
     header = ["Causal mask given as", "Backend", "Mask tensor", "Peak memory (counted)",
               "Time ÷ is_causal's (unprofiled)", "Max error"]  # fmt: skip

@@ -201,6 +201,7 @@ _SAY = {
     # A whole count of tokens (a seq_len): exact, since it is a length, not a measurement.
     "tokens": lambda v: f"{round(v):,} tokens",
     "relative error": relative_error,
+    "abs error": relative_error,  # an absolute error against a reference: the same notation
 }
 
 
