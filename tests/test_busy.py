@@ -42,6 +42,8 @@ def build(tmp_path, caplog):
     logger.addHandler(caplog.handler)
 
     def configure(**settings):
+        # allow_busy is stated, never inherited: the suite's environment allows busy entries.
+        settings.setdefault("allow_busy", False)
         book.configure(book.Settings(store=tmp_path, busy_wait_s=1.0, **settings))
 
     yield configure

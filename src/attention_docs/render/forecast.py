@@ -95,7 +95,8 @@ def _box(
         # A caption, like every table's: where the numbers come from (a data sheet, here).
         '<p class="ad-caption">'
         + html.escape(
-            f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()} {status}"
+            f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()} {status}",
+            quote=False,
         ).strip()
         + "</p>",
     ]
