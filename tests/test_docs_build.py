@@ -622,22 +622,46 @@ NOTEBOOKS = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
 def test_companion_notebook_runs_as_a_script(tmp_path, notebook):
-    """One test per notebook, so that the test workers share them out. A notebook runs in a
-    folder holding a copy of the committed store: what it asks `measure` for with a chapter's
-    parameters is read from there, not measured again (and the committed store is never
-    written); what it runs itself at ATTENTION_DOCS_TINY sizes runs live."""
-    shutil.copytree(ROOT / "docs" / "measurements", tmp_path / "docs" / "measurements")
+    """One test per notebook, so that the test workers share them out. A notebook calls
+    `measure` as its chapter does; run frozen in a folder holding a copy of the committed
+    store, it reads every measurement from there (another device's entry where this
+    machine has none) and writes nothing. What it runs live, it runs at
+    ATTENTION_DOCS_TINY sizes."""
+    store = tmp_path / "docs" / "measurements"
+    shutil.copytree(ROOT / "docs" / "measurements", store)
+    before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
     result = subprocess.run(
         [sys.executable, str(notebook)],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         check=False,
-        env={**os.environ, "ATTENTION_DOCS_TINY": "1"},
+        env={**os.environ, "ATTENTION_DOCS_TINY": "1", "ATTENTION_DOCS_MODE": "frozen"},
         timeout=900,
     )
     assert result.returncode == 0, f"{notebook.name} failed:\n{result.stderr[-3000:]}"
     assert result.stdout.strip(), f"{notebook.name} printed nothing"
+    assert "Traceback" not in result.stdout
+    after = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    assert after == before, f"{notebook.name} changed the store it was only to read"
+    assert not (tmp_path / "notebook-measurements").exists()
+
+
+def test_a_notebook_finds_the_sites_store_from_its_own_folder(tmp_path, monkeypatch):
+    from attention_docs import book
+
+    (tmp_path / "docs" / "measurements").mkdir(parents=True)
+    (tmp_path / "docs" / "notebooks").mkdir()
+    monkeypatch.setenv("ATTENTION_DOCS_MODE", "frozen")
+    try:
+        settings = book.for_notebook(tmp_path / "docs" / "notebooks")
+        assert settings.store == tmp_path / "docs" / "measurements"
+        assert settings.mode == "frozen" and settings.prefer == ("local",)
+        monkeypatch.setenv("ATTENTION_DOCS_MODE", "sometimes")
+        with pytest.raises(ValueError, match="not one of"):
+            book.for_notebook(tmp_path)
+    finally:
+        book.configure(book.Settings())
 
 
 def manifest(root: Path) -> list[dict]:

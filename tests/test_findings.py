@@ -33,7 +33,7 @@ def t(*rounds: float) -> Timing:
         (999.7, "1,000"),
         (12345678, "12,300,000"),
         (0, "0"),
-        (-3.14159, "-3.14"),
+        (-3.14159, "−3.14"),
     ],
 )
 def test_numbers_have_three_significant_figures_and_no_exponent(x, text):

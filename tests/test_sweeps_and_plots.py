@@ -7,6 +7,7 @@ from recorded import recorded
 from attention_docs import render
 from attention_docs.attention.naive import naive_attention
 from attention_docs.experiments._sweep import OUT_OF_MEMORY, sweep
+from attention_docs.findings.trend import fitted_slope
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import Sourced, Table
 from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
@@ -48,11 +49,11 @@ def test_peak_memory_of_naive_attention_holds_the_score_matrix():
     assert 2 * scores <= peak <= 4 * scores
 
 
-def test_loglog_slope_recovers_the_exponent():
+def test_fitted_slope_recovers_the_exponent():
     xs = [64, 128, 256, 512]
-    assert render.plots.loglog_slope(xs, [3 * x**2 for x in xs]) == pytest.approx(2.0)
-    assert render.plots.loglog_slope(xs, [5 * x for x in xs[:3]] + [None]) == pytest.approx(1.0)
-    assert render.plots.loglog_slope([1], [1]) is None
+    assert fitted_slope(xs, [3 * x**2 for x in xs]) == pytest.approx(2.0)
+    assert fitted_slope(xs, [5 * x for x in xs[:3]] + [None]) == pytest.approx(1.0)
+    assert fitted_slope([1], [1]) is None
 
 
 def test_line_figure_marks_missing_points_and_states_the_slope():

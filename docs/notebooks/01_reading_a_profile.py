@@ -15,39 +15,28 @@
 # package first (`pip install -e .` in a clone of the repository); on a machine with a CUDA
 # GPU the experiments use it automatically.
 #
-# Unlike the site, this notebook does not read the committed store: every number below is
-# measured when you run it. One difference from the site matters here: the site measures
-# each experiment in a fresh process, while this notebook runs them one after another in
-# yours — so the "cold" calls of `profile_first_calls` are only cold if it runs first.
+# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
+# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
+# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
+# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
+# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
+# entries, each captioned with the device that measured it (the test suite runs it so).
 
 # %%
 import os
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from attention_docs import book, make_qkv, measure, naive_attention, render, run_experiment
-from attention_docs.measurements import Sourced
-from attention_docs.measurements.forward import GRIDS
+from attention_docs import book, make_qkv, measure, naive_attention, render
 
-# Small shapes keep this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
-TINY = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-kind = "cuda" if torch.cuda.is_available() else "cpu"
-# The shape must be one of the forward-time grid's (below): its first seq_len when tiny.
-shape = {"seq_len": GRIDS[kind].teaching.seq_lens[0], "head_dim": 64} if TINY else {}
-
-# Unprofiled forward times come from one experiment, `forward_times`, as on the site: it
-# runs once, in a worker process, and is kept in ./notebook-measurements for the other
-# notebooks (delete the folder to measure again).
-book.configure(book.Settings(store=Path("notebook-measurements"), prefer=("local",)))
-times = measure("forward_times", tiny=TINY)
-
-
-def here(m):
-    """Wrap a fresh Measurement so the renderers can caption it."""
-    return Sourced(m, "measured in this notebook", "-", base="")
-
+book.for_notebook()
+first = measure("profile_first_calls")
+overhead = measure("profile_overhead")
+sweep = measure("op_size_sweep")
+naive = measure("naive_steps")
+times = measure("forward_times")  # the site's one source of unprofiled forward times
+print(render.primer.finding(first, overhead, sweep, times))
 
 # %% [markdown]
 # ## Why the first step lies
@@ -55,10 +44,9 @@ def here(m):
 # Calls 1..N of the forward, every one profiled, then again with the forward warm.
 
 # %%
-first = run_experiment("profile_first_calls", {**shape, "calls": 4 if TINY else 8})
-print(render.primer.first_calls(here(first), times))
-print(render.primer.first_call_ops_table(here(first)))
-print(render.primer.faults(here(first), times))
+print(render.primer.first_calls(first, times))
+print(render.primer.first_call_ops_table(first))
+print(render.primer.faults(first, times))
 
 # %% [markdown]
 # ## Self time, total time and the dispatch chain
@@ -66,10 +54,9 @@ print(render.primer.faults(here(first), times))
 # The settled forward's profile is `naive_steps`', as on the site.
 
 # %%
-naive = run_experiment("naive_steps", shape)
-print(render.primer.dispatch_tree(here(naive), "attention.scores"))
-print(render.primer.self_vs_total_claim(naive, "attention.scores"))
-print(render.tables.op_table(here(naive), subject="naive (eager)"))
+print(render.primer.dispatch_tree(naive, "attention.scores"))
+print(render.primer.self_vs_total_claim(naive.measurement, "attention.scores"))
+print(render.tables.op_table(naive, subject="naive (eager)"))
 
 # %% [markdown]
 # ## The same table, straight from torch
@@ -79,7 +66,9 @@ print(render.tables.op_table(here(naive), subject="naive (eager)"))
 
 # %%
 device = "cuda" if torch.cuda.is_available() else "cpu"
-q, k, v = make_qkv(**({"seq_len": 32, "head_dim": 16} if TINY else {}), device=device)
+# Small shapes keep this quick; the test suite sets ATTENTION_DOCS_TINY.
+tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
+q, k, v = make_qkv(**({"seq_len": 32, "head_dim": 16} if tiny else {}), device=device)
 activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
 for _ in range(3):  # warm up outside the profiler
     naive_attention(q, k, v, causal=True)
@@ -94,20 +83,20 @@ print(prof.key_averages().table(sort_by=sort_key, row_limit=12))
 # ## Overhead-bound or work-bound?
 
 # %%
-sweep = run_experiment("op_size_sweep", {"max_log2": 10} if TINY else {})
-print(render.primer.size_sweep_table(here(sweep)))
-print(render.primer.size_sweep_claim(sweep))
+print(render.primer.size_sweep_table(sweep))
+print(render.primer.size_sweep_claim(sweep.measurement))
 
 # %% [markdown]
 # ## What the profiler costs
 
 # %%
-overhead = run_experiment("profile_overhead", {**shape, "iterations": 3} if TINY else {})
-print(render.primer.overhead(here(overhead), times))
+print(render.primer.overhead(overhead, times))
 
 # %% [markdown]
 # ## Try next
 #
-# Run `profile_first_calls` first thing in a fresh kernel, then again: the second time, the
-# forward is no longer cold. Raise `max_log2` of the size sweep until the tensors no longer
-# fit in your CPU's last-level cache, and watch the achieved bandwidth fall.
+# Run your own sizes with `run_experiment` (it measures in this process and stores nothing):
+# `run_experiment("op_size_sweep", {"max_log2": 28})` goes past your CPU's last-level cache,
+# and the achieved bandwidth falls to main memory's. `run_experiment("profile_first_calls")`
+# first thing in a fresh kernel, then again: the second time the forward is no longer cold.
+# `python -m attention_docs list` prints every experiment's parameters.

@@ -11,35 +11,27 @@
 # %% [markdown]
 # # Naive attention, step by step — companion notebook
 #
-# Run the chapter's experiment in your own Python session, on your own hardware. Install the
+# Run the chapter's experiments in your own Python session, on your own hardware. Install the
 # package first (`pip install -e .` in a clone of the repository); on a machine with a CUDA
-# GPU the experiment uses it automatically.
+# GPU the experiments use it automatically.
 #
-# Unlike the site, this notebook does not read the committed store: every number below is
-# measured when you run it.
+# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
+# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
+# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
+# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
+# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
+# entries, each captioned with the device that measured it (the test suite runs it so).
 
 # %%
 import inspect
-import os
-from pathlib import Path
 
-import torch
+from attention_docs import book, measure, measure_each_device, naive_attention, render
 
-from attention_docs import book, measure, naive_attention, render, run_experiment
-from attention_docs.measurements import Sourced
-from attention_docs.measurements.forward import GRIDS
-
-# A small shape keeps this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
-# Either is one of the forward-time grid's shapes, so that unprofiled times exist for it.
-TINY = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-kind = "cuda" if torch.cuda.is_available() else "cpu"
-seq_len = GRIDS[kind].teaching.seq_lens[0] if TINY else 1024
-
-# Unprofiled forward times come from one experiment, `forward_times`, as on the site: it
-# runs once, in a worker process, and is kept in ./notebook-measurements for the other
-# notebooks (delete the folder to measure again).
-book.configure(book.Settings(store=Path("notebook-measurements"), prefer=("local",)))
-times = measure("forward_times", tiny=TINY)
+book.for_notebook()
+naive = measure("naive_steps")
+times = measure("forward_times")  # unprofiled forward and step times, this machine
+every_device = measure_each_device("forward_times")  # a GPU's entry, when the store has one
+print(render.claims.finding(naive, every_device))
 
 # %% [markdown]
 # ## The code under study
@@ -50,20 +42,16 @@ times = measure("forward_times", tiny=TINY)
 print(inspect.getsource(naive_attention))
 
 # %% [markdown]
-# ## Measure it
+# ## Profile it
 #
-# `run_experiment` profiles the forward pass with a wait/warmup/active schedule and returns a
-# `Measurement`: plain data you can inspect, save as JSON or render.
+# `naive_steps` profiles the forward pass with a wait/warmup/active schedule; its
+# `Measurement` is plain data you can inspect (`naive.measurement`), save as JSON or render.
 
 # %%
-m = run_experiment("naive_steps", {"seq_len": seq_len})
-here = Sourced(m, "measured in this notebook", "-", base="")
-print(render.tables.step_table(here, times=times))
-
-# %%
+print(render.tables.step_table(naive, times=times))
+m = naive.measurement
 print(render.claims.dominant_step(m))
 print(render.claims.profiled_vs_unprofiled(m, times))
-print(render.claims.mask_step_claim(m, times))
 
 # %% [markdown]
 # ## On a GPU
@@ -71,13 +59,7 @@ print(render.claims.mask_step_claim(m, times))
 # The data sheet's forecast for each step (in Jupyter, wrap it in `IPython.display.Markdown`).
 
 # %%
-print(render.claims.gpu_forecast([times]))
-
-# %% [markdown]
-# ## Try next
-#
-# Change `seq_len`, pass `{"causal": False}` or `{"dtype": "bfloat16"}`, and watch which step
-# dominates.
+print(render.claims.gpu_forecast(every_device))
 
 # %% [markdown]
 # ## Four ways to apply the mask
@@ -86,21 +68,31 @@ print(render.claims.gpu_forecast([times]))
 # `masked_fill`, applied in place with `masked_fill_`, or added as a float bias.
 
 # %%
-variants = run_experiment("naive_mask_variants", {"seq_len": seq_len})
-print(render.variants.mask_variants(Sourced(variants, "measured in this notebook", "-", base="")))
+print(render.claims.mask_step_claim(m, times))
+variants = measure("naive_mask_variants")
+print(render.variants.mask_variants(variants))
 
 # %% [markdown]
 # ## float32 or bfloat16
 
 # %%
-dtypes = run_experiment("naive_dtypes", {"seq_len": seq_len})
-print(render.variants.dtypes(Sourced(dtypes, "measured in this notebook", "-", base="")))
+dtypes = measure("naive_dtypes")
+print(render.variants.dtypes(dtypes))
 
 # %% [markdown]
 # ## Which step dominates at which shape
 
 # %%
-# The step shares of `m` (naive_steps) are its own shape's point of the sweep.
-shapes = "32x16,64x64" if TINY else "64x64,256x64,1024x16,1024x256"
-shares = run_experiment("naive_step_shares", {"shapes": shapes})
-print(render.variants.step_shares_claim(shares, m))
+shares = measure("naive_step_shares")
+print(render.variants.step_shares_claim(shares.measurement, naive.measurement))
+
+# %% [markdown]
+# In Jupyter, show the figure with
+# `IPython.display.HTML(render.variants.step_shares_figure(shares, naive))`.
+#
+# ## Try next
+#
+# Measure your own shapes with `run_experiment` (in this process; it stores nothing):
+# `run_experiment("naive_steps", {"seq_len": 256, "causal": False})`, or
+# `{"dtype": "bfloat16"}`, and watch which step dominates. `python -m attention_docs list`
+# prints every experiment's parameters.

@@ -11,39 +11,27 @@
 # %% [markdown]
 # # Cost model first — companion notebook
 #
-# Measure your machine's ceilings, put naive attention's five steps on its roofline, and see
-# which bound each step hits. Install the package first (`pip install -e .` in a clone of the
-# repository); on a machine with a CUDA GPU the experiments use it automatically. Every
-# number below is measured when you run it.
+# Run the chapter's experiments in your own Python session, on your own hardware. Install the
+# package first (`pip install -e .` in a clone of the repository); on a machine with a CUDA
+# GPU the experiments use it automatically.
+#
+# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
+# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
+# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
+# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
+# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
+# entries, each captioned with the device that measured it (the test suite runs it so).
 
 # %%
-import os
-from pathlib import Path
+from attention_docs import book, measure, measure_each_device, render, step_costs
 
-import torch
-
-from attention_docs import book, measure, render, run_experiment, step_costs
-from attention_docs.measurements import Sourced
-from attention_docs.measurements.forward import GRIDS
-
-# Small sizes keep this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
-TINY = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-kind = "cuda" if torch.cuda.is_available() else "cpu"
-ceiling_sizes = {"matmul_size": 128, "copy_mb": 4} if TINY else {}
-# The steps' shape must be one of the forward-time grid's: its first seq_len when tiny.
-shape = {"seq_len": GRIDS[kind].teaching.seq_lens[0]} if TINY else {}
-
-# Unprofiled step times come from one experiment, `forward_times`, as on the site: it runs
-# once, in a worker process, and is kept in ./notebook-measurements for the other notebooks
-# (delete the folder to measure again).
-book.configure(book.Settings(store=Path("notebook-measurements"), prefer=("local",)))
-times = measure("forward_times", tiny=TINY)
-
-
-def here(m):
-    """Wrap a fresh Measurement so the renderers can caption it."""
-    return Sourced(m, "measured in this notebook", "-", base="")
-
+book.for_notebook()
+naive = measure("naive_steps")
+ceilings = measure("machine_ceilings")
+times = measure("forward_times")
+sweep = measure("op_size_sweep")  # the per-call floor of Reading a profile
+every_device = measure_each_device("forward_times")
+print(render.roofline.finding(naive, ceilings, times, sweep, every_device))
 
 # %% [markdown]
 # ## The cost model, without measuring anything
@@ -57,39 +45,37 @@ for cost in step_costs(1, 4, 1024, 64, "bfloat16", causal=True):
     )
 
 # %% [markdown]
-# ## This machine's ceilings, and its per-call floor
+# ## FLOPs and bytes per step, and this machine's ceilings
 
 # %%
-ceilings = run_experiment("machine_ceilings", ceiling_sizes)
-print(render.roofline.ceilings_table(here(ceilings)))
-sweep = run_experiment("op_size_sweep", {"max_log2": 10} if TINY else {})
+print(render.roofline.costs(naive))
+print(render.roofline.ceilings_table(ceilings))
+print(render.roofline.ceilings_claim(naive, ceilings, times))
 
 # %% [markdown]
-# ## The five steps on the roofline
+# ## The five steps on the roofline: predicted against measured
 #
 # Their structure from `naive_steps`' profile, their times from `forward_times`.
 
 # %%
-naive = run_experiment("naive_steps", shape)
-print(render.roofline.costs(here(naive)))
-print(render.roofline.ceilings_claim(naive, ceilings, times))
 print(render.roofline.bound_rules(naive, ceilings, times, sweep))
-print(render.roofline.verdicts(here(naive), ceilings, times, sweep))
-print(render.roofline.finding(here(naive), ceilings, times, sweep, [times]))
+print(render.roofline.verdicts(naive, ceilings, times, sweep))
 
 # %% [markdown]
 # In Jupyter, display the figure with
-# `IPython.display.HTML(render.roofline.roofline_figure(here(naive), ceilings, times, sweep))`.
+# `IPython.display.HTML(render.roofline.roofline_figure(naive, ceilings, times, sweep))`.
 #
 # ## On a GPU
 #
 # The same steps on an H200's roofline, from its data sheet.
 
 # %%
-print(render.roofline.gpu_forecast([times]))
+print(render.roofline.gpu_forecast(every_device))
 
 # %% [markdown]
 # ## Try next
 #
-# Raise `seq_len` until the matmuls cross the ridge (or find that they never can), and switch
-# `dtype` to `"bfloat16"` to halve every step's bytes.
+# Change the shape and dtype of `step_costs` above: in bfloat16 the score matmuls' intensity
+# is about head_dim/2 FLOP per byte whatever the length, far below a GPU's ridge. Measure
+# another shape with `run_experiment("naive_steps", {"seq_len": 256})` (in this process; it
+# stores nothing); `python -m attention_docs list` prints every experiment's parameters.

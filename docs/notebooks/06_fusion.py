@@ -15,27 +15,24 @@
 # the package first (`pip install -e .` in a clone of the repository); on a machine with a
 # CUDA GPU the experiments use it automatically.
 #
-# Every experiment compiles in this process (seconds to tens of seconds each); the
-# compile-cost experiment empties its own cache folders for the cold compile. Every number
-# below is measured when you run it.
+# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
+# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
+# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
+# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
+# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
+# entries, each captioned with the device that measured it (the test suite runs it so).
 
 # %%
 import inspect
-import os
 
-from attention_docs import render, run_experiment
+from attention_docs import book, measure, measure_each_device, render
 from attention_docs.attention.compiled import compiled_attention
-from attention_docs.measurements import Sourced
 
-# The test suite sets ATTENTION_DOCS_TINY: the forward-time table then times only the
-# smallest shapes of its grid (seq_len 128 on a CPU), and the experiments run at that size.
-tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-shape = {"seq_len": 128} if tiny else {}
-
-
-def here(m):
-    return Sourced(m, "measured in this notebook", "-", base="")
-
+book.for_notebook()
+fk, backends = measure("fusion_kernels"), measure("sdpa_backends")
+times_everywhere = measure_each_device("forward_times")
+times = times_everywhere[0]  # this machine's (or, frozen, the store's first) forward times
+print(render.fusion.finding(fk.measurement, times, backends.measurement))
 
 # %% [markdown]
 # ## The code under study
@@ -44,38 +41,42 @@ def here(m):
 print(inspect.getsource(compiled_attention))
 
 # %% [markdown]
-# ## The forward-time table
-#
-# Every forward time below comes from one experiment that times every implementation at
-# every shape of the device's grid, in interleaved rounds (minutes; seconds when tiny).
+# ## What Inductor made of the five steps
 
 # %%
-times = here(run_experiment("forward_times", {"tiny": tiny}))
+print(render.fusion.work_table(fk, "eager"))
+print(render.fusion.work_table(fk, "compiled"))
+print(render.fusion.ranges_note(fk.measurement))
 
 # %% [markdown]
-# ## What Inductor fused, and what the compile costs cold and warm
-#
-# SDPA's peak memory, for the comparison, is the SDPA chapter's experiment at the same shape.
+# ## What compiling costs, cold and warm
 
 # %%
-m = run_experiment("fusion_kernels", shape)
-backends = here(run_experiment("sdpa_backends", shape))
-print(render.fusion.finding(m, times, backends.measurement))
-print(render.fusion.work_table(here(m), "compiled"))
-print(render.fusion.ranges_note(m))
-print(render.fusion.compile_table(here(m), times))
-print(render.fusion.speed_memory_table(here(m), times, backends))
+print(render.fusion.compile_table(fk, times))
 
 # %% [markdown]
 # ## A new shape: guards and a recompile
 
 # %%
-m = run_experiment("fusion_recompile", shape)
-print(render.fusion.recompile_table(here(m)))
-print(render.fusion.recompile_claim(m))
+rc = measure("fusion_recompile")
+print(render.fusion.recompile_table(rc))
+print(render.fusion.recompile_claim(rc.measurement))
+
+# %% [markdown]
+# ## Speed and memory: eager, compiled, SDPA
+
+# %%
+print(render.fusion.speed_memory_table(fk, times, backends))
 
 # %% [markdown]
 # ## On a GPU: what fusion saves (a forecast from the data sheet)
 
 # %%
-print(render.fusion.fusion_forecast([times]))
+print(render.fusion.fusion_forecast(times_everywhere))
+
+# %% [markdown]
+# ## Try next
+#
+# Compile at another shape with `run_experiment("fusion_kernels", {"seq_len": 256})` (in
+# this process; it stores nothing) and read the generated kernels' names in the table; set
+# `TORCH_LOGS=output_code` before starting Python to see Inductor's source.

@@ -13,22 +13,23 @@
 #
 # Run the chapter's experiments in your own Python session, on your own hardware. Install
 # the package first (`pip install -e .` in a clone of the repository); on a machine with a
-# CUDA GPU the experiments use it, and the "why" tables fill with the GPU's rules.
+# CUDA GPU the experiments use it automatically.
 #
-# Unlike the site, this notebook does not read the committed store: every number below is
-# measured when you run it.
+# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
+# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
+# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
+# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
+# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
+# entries, each captioned with the device that measured it (the test suite runs it so).
 
 # %%
-import os
+from attention_docs import book, make_qkv, measure, measure_each_device, render, why_backend
 
-from attention_docs import make_qkv, render, run_experiment, why_backend
-from attention_docs.measurements import Sourced
-
-# A small shape keeps this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
-tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-shape = {"seq_len": 32, "num_heads": 2, "head_dim": 16} if tiny else {"seq_len": 1024}
-# The pinned backends run at a shape of the forward-time grid, whose times they are compared by.
-grid_shape = {"seq_len": 128} if tiny else {"seq_len": 1024}
+book.for_notebook()
+backends, times = measure("sdpa_backends"), measure("forward_times")
+why_everywhere = measure_each_device("sdpa_why")
+why = why_everywhere[0]
+print(render.sdpa.finding(backends.measurement, times, why.measurement))
 
 # %% [markdown]
 # ## Ask SDPA why, on your own inputs
@@ -45,29 +46,17 @@ for verdict in why_backend(q, k, v, dropout_p=0.1):
 # ## Each backend, pinned
 #
 # How long each backend takes comes from `forward_times`, the site's one table of forward
-# times: every implementation at a grid of shapes, in interleaved rounds. The full grid
-# takes minutes on a CPU (it compiles and runs every implementation); `tiny` times one length.
+# times: every implementation at a grid of shapes, in interleaved rounds.
 
 # %%
-m = run_experiment("sdpa_backends", grid_shape)
-here = Sourced(m, "measured in this notebook", "-", base="")
-times = run_experiment("forward_times", {"tiny": True} if tiny else {})
-times_here = Sourced(times, "measured in this notebook", "-", base="")
-print(render.sdpa.backend_table(here))
-print(render.sdpa.backend_times(times_here, here))
-print(render.sdpa.priority_claim(m))
+print(render.sdpa.backend_table(backends))
+print(render.sdpa.backend_times(times, backends))
+print(render.sdpa.priority_claim(backends.measurement))
 
 # %% [markdown]
 # ## Why this backend? Over a set of input variants
 
 # %%
-why = Sourced(
-    run_experiment("sdpa_why", {"seq_len": 16, "big_head_dim": 64} if tiny else {}),
-    "measured in this notebook",
-    "-",
-    base="",
-)
-print(render.sdpa.finding(m, times_here, why.measurement))
 print(render.sdpa.why_matrix(why))
 print(render.sdpa.why_reasons(why))
 
@@ -76,19 +65,20 @@ print(render.sdpa.why_reasons(why))
 
 # %%
 print(render.sdpa.rules_table())
-print(render.sdpa.dispatch_forecast([why]))
+print(render.sdpa.dispatch_forecast(why_everywhere))
 
 # %% [markdown]
 # ## Masks: is_causal, boolean, float, and the wrong polarity
 
 # %%
-masks = run_experiment("sdpa_masks", shape)
-print(render.sdpa.mask_table(Sourced(masks, "measured in this notebook", "-", base="")))
-print(render.sdpa.mask_claims(masks))
-print(render.sdpa.empty_row_claim(masks))
+masks = measure("sdpa_masks")
+print(render.sdpa.mask_table(masks))
+print(render.sdpa.mask_claims(masks.measurement))
+print(render.sdpa.empty_row_claim(masks.measurement))
 
 # %% [markdown]
 # ## Try next
 #
-# Pass `{"dtype": "bfloat16"}` on a GPU and compare the backend SDPA picks with the forecast
-# above; give `why_backend` an explicit mask and see which backends refuse it.
+# On a GPU, make `q, k, v` above in bfloat16 (`make_qkv(1, 2, 64, 64, dtype="bfloat16",
+# device="cuda")`) and compare the backend SDPA picks with the forecast; give `why_backend`
+# an explicit `attn_mask` and see which backends refuse it.

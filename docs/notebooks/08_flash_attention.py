@@ -16,25 +16,32 @@
 # GPU the experiments use it automatically, and the Triton comparison runs if `triton` is
 # installed.
 #
-# Unlike the site, this notebook does not read the committed store: every number below is
-# measured when you run it.
+# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
+# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
+# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
+# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
+# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
+# entries, each captioned with the device that measured it (the test suite runs it so).
 
 # %%
 import inspect
-import os
 
-import torch
 from IPython.display import HTML, display
 
-from attention_docs import make_qkv, naive_attention, render, run_experiment, tiled_attention
-from attention_docs.measurements import Sourced
+from attention_docs import (
+    book,
+    make_qkv,
+    measure,
+    measure_each_device,
+    naive_attention,
+    render,
+    tiled_attention,
+)
 
-# Small shapes keep this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
-# The tiny shape is the smallest of forward_times' grid, so that its forward times apply.
-tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-shape = {"seq_len": 128} if tiny else {}
-tiles = {"block_q": 32, "block_k": 32} if tiny else {}
-ceiling_sizes = {"matmul_size": 256, "copy_mb": 16} if tiny else {}
+book.for_notebook()
+flash = measure("flash_tiled_vs_naive")
+times = measure("forward_times")
+print(render.flash.finding(flash, times, measure_each_device("forward_times")))
 
 # %% [markdown]
 # ## The code under study
@@ -56,53 +63,48 @@ for block in (16, 37, 64):
     print(f"block {block}: largest difference {diff.abs().max().item():.1e}")
 
 # %% [markdown]
-# ## Which tiles are computed
+# ## The online softmax, and which tiles are computed
 #
 # Draw the tile grid for any shape: change `seq_len`, the blocks, or `causal`.
 
 # %%
+print(render.flash.online_softmax_table(flash))
+print(render.flash.tile_summary(flash.measurement))
 display(HTML(render.flash.tile_grid_svg(300, 64, 32, causal=True, highlight_row=2)))
 
 # %% [markdown]
-# ## Tiled vs naive vs SDPA
+# ## Tiled vs naive vs SDPA: memory, bytes and time
 #
 # Forward times come from `forward_times`, which times every implementation at a grid of
-# shapes in interleaved rounds (the full grid takes several minutes on a laptop CPU; the
-# tiny run, two shapes). The flash experiment adds peak memory, what is live at the peak,
-# the profile of the loop's phases and the bytes each approach moves.
+# shapes in interleaved rounds. The flash experiment adds peak memory, what is live at the
+# peak, the profile of the loop's phases and the bytes each approach moves.
 
 # %%
-times = run_experiment("forward_times", {"tiny": tiny})
-m = run_experiment("flash_tiled_vs_naive", {**shape, **tiles})
-here = Sourced(m, "measured in this notebook", "-", base="")
-here_times = Sourced(times, "measured in this notebook", "-", base="")
-print(render.flash.finding(here, here_times, [here_times]))
-print(render.flash.implementations_table(here, times))
-print(render.flash.memory_claim(m))
-
-# %%
-print(render.flash.phase_table(here))
-print(render.flash.traffic_table(here, times))
-display(HTML(render.flash.memory_figure(here)))
+print(render.flash.implementations_table(flash, times))
+print(render.flash.memory_claim(flash.measurement))
+print(render.flash.phase_table(flash))
+print(render.flash.traffic_table(flash, times))
+display(HTML(render.flash.memory_figure(flash)))
 
 # %% [markdown]
 # ## The block size
 
 # %%
-blocks = run_experiment("flash_block_sweep", {**shape, "blocks": "16,32,64"} if tiny else {})
-here_blocks = Sourced(blocks, "measured in this notebook", "-", base="")
-print(render.flash.block_table(here_blocks))
-print(render.flash.block_claim(blocks))
+blocks = measure("flash_block_sweep")
+print(render.flash.block_table(blocks))
+print(render.flash.block_claim(blocks.measurement))
 
 # %% [markdown]
-# ## FlashAttention 2 on a GPU, counted
+# ## FlashAttention 2 and 3 on a GPU, counted
 #
 # Programs per launch, output-rescaling FLOPs and the tiles that fit in one block's shared
 # memory, for the GPU this site forecasts for (an NVIDIA H200), from its data sheet.
 
 # %%
 print(render.flash.generations_table())
+print(render.flash.causal_claim())
 print(render.flash.tiles_table())
+print(render.flash.gpu_forecast_box(measure_each_device("forward_times")))
 
 # %% [markdown]
 # ## The Triton kernel
@@ -112,14 +114,14 @@ print(render.flash.tiles_table())
 # interpreter and compares it with SDPA and float64.
 
 # %%
-tri = run_experiment("flash_triton_vs_sdpa")
-ceilings = run_experiment("machine_ceilings", ceiling_sizes) if torch.cuda.is_available() else None
-print(
-    render.flash.triton_section(Sourced(tri, "measured in this notebook", "-", base=""), ceilings)
-)
+tri = measure("flash_triton_vs_sdpa")
+ceilings = measure("machine_ceilings")
+print(render.flash.triton_section(tri, ceilings))
 
 # %% [markdown]
 # ## Try next
 #
-# Pass `{"causal": False}` to see nothing skipped, `{"dtype": "bfloat16"}` for half the bytes,
-# or a longer `seq_len` to watch naive attention's peak memory grow with its square.
+# Run the experiment at your own settings with `run_experiment("flash_tiled_vs_naive",
+# {"causal": False})` (in this process; it stores nothing) to see nothing skipped,
+# `{"dtype": "bfloat16"}` for half the bytes, or a longer `seq_len` to watch naive
+# attention's peak memory grow with its square.

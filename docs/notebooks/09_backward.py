@@ -15,26 +15,37 @@
 # the package first (`pip install -e .` in a clone of the repository); on a machine with a
 # CUDA GPU the experiments use it automatically.
 #
-# Unlike the site, this notebook does not read the committed store: every number below is
-# measured when you run it.
+# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
+# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
+# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
+# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
+# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
+# entries, each captioned with the device that measured it (the test suite runs it so).
 
 # %%
-import os
-
-from attention_docs import make_qkv, render, run_experiment
+from attention_docs import book, make_qkv, measure, measure_each_device, render
 from attention_docs.attention.backward import implementation
-from attention_docs.measurements import Sourced
 from attention_docs.profiling.saved import saved_tensors
 
-# A small shape keeps this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
-tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-shape = {"seq_len": 32, "num_heads": 2, "head_dim": 16} if tiny else {"seq_len": 1024}
+book.for_notebook()
+compare = measure("backward_compare")
+print(render.backward.finding(compare))
+
+# %% [markdown]
+# ## Forward and backward, counted and measured
+#
+# The backward runs four matmuls of the forward's size where the forward runs two;
+# FlashAttention's recomputes a fifth. The tables set that count beside the clock.
+
+# %%
+print(render.backward.count_table(compare))
+print(render.backward.time_table(compare))
 
 # %% [markdown]
 # ## What autograd keeps for the backward
 #
 # `saved_tensors` wraps a forward in `torch.autograd.graph.saved_tensors_hooks` and lists
-# every storage saved for the backward, once each.
+# every storage saved for the backward, once each: try it on your own shapes.
 
 # %%
 q, k, v = (t.requires_grad_() for t in make_qkv(1, 2, 128, 64))
@@ -44,31 +55,25 @@ for name in ("naive", "sdpa-flash"):
         print(f"{name:>10}  {s.role:<19} {s.dtype:<8} {s.bytes:>9} B  {s.shape}")
 
 # %%
-saved = run_experiment("backward_saved_tensors", {"max_seq_len": 256 if tiny else 2048})
-print(render.backward.saved_claim(Sourced(saved, "measured in this notebook", "-", base="")))
+saved = measure("backward_saved_tensors")
+print(render.backward.saved_detail_table(saved))
+print(render.backward.saved_claim(saved))
 
 # %% [markdown]
-# ## Forward and backward, counted and measured
-#
-# The backward runs four matmuls of the forward's size where the forward runs two;
-# FlashAttention's recomputes a fifth. The tables set that count beside the clock.
+# ## The autograd nodes in the profile
 
 # %%
-m = run_experiment("backward_compare", shape)
-here = Sourced(m, "measured in this notebook", "-", base="")
-print(render.backward.finding(here))
-print(render.backward.count_table(here))
-print(render.backward.time_table(here))
-print(render.backward.nodes_table(here))
+print(render.backward.nodes_table(compare))
 
 # %% [markdown]
 # ## On a GPU: the training step's floors, from the data sheet
 
 # %%
-print(render.backward.training_forecast([here]))
+print(render.backward.training_forecast(measure_each_device("backward_compare")))
 
 # %% [markdown]
 # ## Try next
 #
-# Raise `seq_len` until naive attention's forward-plus-backward no longer fits, and compare
-# with `sdpa-flash` at the same length.
+# Raise `seq_len` with `run_experiment("backward_compare", {"seq_len": 2048})` (in this
+# process; it stores nothing) until naive attention's forward-plus-backward no longer fits,
+# and compare with `sdpa-flash` at the same length.

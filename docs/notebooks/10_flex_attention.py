@@ -13,30 +13,26 @@
 #
 # Run the chapter's experiments in your own Python session, on your own hardware. Install
 # the package first (`pip install -e .` in a clone of the repository); on a machine with a
-# CUDA GPU the experiments use it automatically.
+# CUDA GPU the experiments use it automatically. Each distinct mask or score modification
+# compiles its own kernel the first time it runs (seconds each).
 #
-# Each distinct mask or score modification compiles its own kernel the first time it runs
-# (seconds each). Every number below is measured when you run it.
+# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
+# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
+# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
+# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
+# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
+# entries, each captioned with the device that measured it (the test suite runs it so).
 
 # %%
 import inspect
-import os
 
-from attention_docs import render, run_experiment
+from attention_docs import book, measure, render
 from attention_docs.attention import flex
-from attention_docs.measurements import Sourced
 
-# The test suite sets ATTENTION_DOCS_TINY: the forward-time table then times only the
-# smallest shapes of its grid (seq_len 128 on a CPU), and the masks run at that size. Keep
-# seq_len a multiple of 128: compiled flex_attention on a CPU (torch 2.13) can be wrong
-# otherwise (see the chapter's warning).
-tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-shape = {"seq_len": 128} if tiny else {}
-
-
-def here(m):
-    return Sourced(m, "measured in this notebook", "-", base="")
-
+book.for_notebook()
+fm = measure("flex_masks")
+times = measure("forward_times")
+print(render.flex.finding(fm, times))
 
 # %% [markdown]
 # ## The mods under study
@@ -46,28 +42,32 @@ for mod in (flex.causal, flex.sliding_window, flex.alibi, flex.document):
     print(inspect.getsource(mod))
 
 # %% [markdown]
-# ## The forward-time table (compiled FlexAttention with the causal mask is one of its rows)
+# ## What ran, and causal FlexAttention against SDPA
 
 # %%
-times = run_experiment("forward_times", {"tiny": tiny})
+print(render.flex.ran(fm))
+print(render.flex.versus_sdpa_table(times))
 
 # %% [markdown]
-# ## Four masks: compiled, unfused fallback, SDPA with a dense mask; time against sparsity;
-# ## one profiled step
+# ## Four masks, compiled and not; the tiles a BlockMask skips; time against sparsity
 
 # %%
-fm = here(run_experiment("flex_masks", {**shape, "window": 64, "min_window": 32} if tiny else {}))
-print(render.flex.finding(fm, here(times)))
-print(render.flex.ran(fm))
-print(render.flex.versus_sdpa_table(here(times)))
-print(render.flex.mask_table(fm, here(times)))
+print(render.flex.mask_table(fm, times))
+print(render.flex.fallback_warning(fm.measurement))
 print(render.flex.block_table(fm))
 print(render.flex.sparsity_table(fm))
-print(render.flex.fallback_warning(fm.measurement))
 
 # %% [markdown]
 # ## What a BlockMask costs to build
 
 # %%
-fc = here(run_experiment("flex_block_mask_cost", {"max_seq_len": 512} if tiny else {}))
+fc = measure("flex_block_mask_cost")
 print(render.flex.cost_table(fc))
+
+# %% [markdown]
+# ## Try next
+#
+# Write your own `mask_mod` (a dilated or a prefix-LM mask) beside the four in
+# `attention_docs.attention.flex` and time it compiled; keep `seq_len` a multiple of 128:
+# compiled `flex_attention` on a CPU (torch 2.13) can be wrong otherwise (see the
+# chapter's warning).

@@ -15,36 +15,25 @@
 # package first (`pip install -e .` in a clone of the repository); on a machine with a CUDA
 # GPU the experiments use it automatically.
 #
-# Unlike the site, this notebook does not read the committed store: every number below is
-# measured when you run it.
+# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
+# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
+# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
+# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
+# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
+# entries, each captioned with the device that measured it (the test suite runs it so).
 
 # %%
 import inspect
-import os
 
-from attention_docs import render, run_experiment
+from attention_docs import book, measure, measure_each_device, render
 from attention_docs.attention.decode import grouped_attention
-from attention_docs.measurements import Sourced
 
-# Small shapes keep this quick on a laptop CPU; the test suite sets ATTENTION_DOCS_TINY.
-TINY = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-steps_params = (
-    {"num_heads": 4, "head_dim": 16, "gqa_kv_heads": 2, "working_set_mb": 1, "cache_len": 64,
-     "min_cache_len": 16, "max_cache_len": 64, "max_batch_size": 2}
-    if TINY
-    else {}
-)  # fmt: skip
-
-
-def here(m):
-    return Sourced(m, "measured in this notebook", "-", base="")
-
-
+book.for_notebook()
+steps = measure("decode_steps")
+pvd = measure("decode_prefill_vs_decode")
 # This machine's copy bandwidth and matmul rate: the roofline the decode steps sit under.
-ceilings = here(
-    run_experiment("machine_ceilings", {"matmul_size": 256, "copy_mb": 16} if TINY else {})
-)
-
+ceilings = measure("machine_ceilings")
+print(render.decode.finding(steps, pvd, ceilings))
 
 # %% [markdown]
 # ## The code under study
@@ -63,9 +52,9 @@ print(inspect.getsource(grouped_attention))
 # every point timed in the same interleaved rounds.
 
 # %%
-steps = here(run_experiment("decode_steps", steps_params))
 print(render.decode.steps_table(steps, ceilings))
 print(render.decode.bandwidth_claim(steps, ceilings))
+print(render.decode.repeat_kv_claim(steps))
 print(render.decode.sdpa_ops_note(steps))
 print(render.decode.cache_claim(steps, ceilings))
 print(render.decode.batch_table(steps, ceilings))
@@ -75,12 +64,6 @@ print(render.decode.batch_claim(steps))
 # ## Prefill against decode, and one decode step in the profiler
 
 # %%
-pvd = here(
-    run_experiment(
-        "decode_prefill_vs_decode",
-        {"num_heads": 4, "head_dim": 16, "num_kv_heads": 2, "prompt_len": 32} if TINY else {},
-    )
-)
 print(render.decode.prefill_table(pvd))
 print(render.decode.prefill_claim(pvd, ceilings))
 print(render.decode.step_share_table(pvd))
@@ -92,11 +75,12 @@ print(render.decode.step_share_table(pvd))
 # measurements.
 
 # %%
-print(render.decode.gpu_forecast([steps], pvd))
+print(render.decode.gpu_forecast(measure_each_device("decode_steps"), pvd))
 
 # %% [markdown]
 # ## Try next
 #
-# Raise `max_cache_len` until every variant is bound by memory, switch `dtype` to
-# `"bfloat16"`, or set `working_set_mb` to 1 and watch small caches get faster than memory
-# allows: they are being read from the last-level cache.
+# With `run_experiment("decode_steps", {...})` (in this process; it stores nothing) raise
+# `max_cache_len` until every variant is bound by memory, switch `dtype` to `"bfloat16"`, or
+# set `working_set_mb` to 1 and watch small caches get faster than memory allows: they are
+# being read from the last-level cache.

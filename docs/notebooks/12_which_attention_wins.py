@@ -11,43 +11,57 @@
 # %% [markdown]
 # # Which attention wins where — companion notebook
 #
-# Time every implementation the site teaches on your own hardware, over the grid of shapes
+# Every implementation the site teaches, timed on your own hardware over the grid of shapes
 # the site uses for your kind of device. On a machine with a CUDA GPU the map includes SDPA's
-# fused GPU backends and this site's Triton kernel.
+# fused GPU backends and this site's Triton kernel. Install the package first
+# (`pip install -e .` in a clone of the repository).
+#
+# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
+# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
+# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
+# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
+# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
+# entries, each captioned with the device that measured it (the test suite runs it so).
 
 # %%
-import os
+from attention_docs import book, measure, measure_each_device, render
 
-from attention_docs import render, run_experiment
-from attention_docs.measurements import Sourced
-
-# The test suite sets ATTENTION_DOCS_TINY: the table then times only the smallest shapes of
-# the device's grid (seq_len 128 and head_dim 64 on a CPU), which keeps the run short.
-tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-
-
-def here(m):
-    return Sourced(m, "measured in this notebook", "-", base="")
-
+book.for_notebook()
+times = measure("forward_times")
+train = measure("train_times")
+steps = measure("decode_steps")
+print(render.winners.finding(times, train, steps))
 
 # %% [markdown]
 # ## The forward-time table and its maps
 #
 # Every implementation at every shape of your device's grid, timed without the profiler in
-# interleaved rounds (minutes on a CPU), and a training step at the map's shapes.
+# interleaved rounds, and a training step at the map's shapes. In Jupyter, display the map
+# with `IPython.display.HTML(render.winners.map_figure(times))`.
 
 # %%
-times = here(run_experiment("forward_times", {"tiny": tiny}))
-small = {"seq_lens": "32", "dtypes": "float32", "num_heads": 2, "head_dim": 16}
-train = here(run_experiment("train_times", small if tiny else {}))
 print(render.winners.trend_claim(times))
 print(render.winners.times_tabs(times, train))
 print(render.winners.not_run(times, train))
-print(render.winners.gpu_forecast([times]))
+
+# %% [markdown]
+# ## On a GPU
+
+# %%
+everywhere = measure_each_device("forward_times")
+print(render.winners.gpu_forecast(everywhere))
+print(render.winners.devices_claim(everywhere))
 
 # %% [markdown]
 # ## What each trick removed
 
 # %%
-summary = run_experiment("winners_summary", {"seq_len": 128} if tiny else {})
-print(render.winners.summary_table(here(summary), times))
+summary = measure("winners_summary")
+print(render.winners.summary_table(summary, times))
+
+# %% [markdown]
+# ## Try next
+#
+# Time your own shapes with `run_experiment("forward_times", {"tiny": True})` (in this
+# process; it stores nothing; the smallest shapes of your device's grid), or run
+# `python -m attention_docs list` for every experiment's parameters.

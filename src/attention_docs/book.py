@@ -113,6 +113,29 @@ def settings() -> Settings:
     return _settings
 
 
+def for_notebook(start: Path | None = None) -> Settings:
+    """Set up `measure()` for a companion notebook, which calls it as its chapter does.
+
+    The store is the site's: the nearest `docs/measurements` at or above `start` (the working
+    directory), so a notebook opened from `docs/notebooks/` or run from the repository root
+    finds it. Only this machine's entries count (`prefer=("local",)`): a notebook is for
+    seeing your own hardware, so what the store lacks for it is measured here and added.
+    ATTENTION_DOCS_MODE=frozen never measures (another device's entry is shown, its
+    caption naming the device); =refresh measures everything again."""
+    here = (start or Path.cwd()).resolve()
+    found = next(
+        (
+            p / "docs" / "measurements"
+            for p in (here, *here.parents)
+            if (p / "docs" / "measurements").is_dir()
+        ),
+        here / "docs" / "measurements",
+    )
+    mode = os.environ.get("ATTENTION_DOCS_MODE", "").strip() or "auto"
+    configure(Settings(store=found, mode=mode, prefer=("local",)))
+    return _settings
+
+
 def build_log() -> BuildLog:
     return _log
 

@@ -132,21 +132,14 @@ NOTEBOOK = """\
 #
 # Time how long preparing a causal mask takes on your device. Install the package first
 # (`pip install -e .` in a clone of the repository); with a CUDA GPU the experiment uses it.
-# Every number below is measured when you run it.
+# `measure` reads this machine's entry from the site's store, or measures it here and adds it.
 
 # %%
-import os
+from attention_docs import book, measure, render
 
-from attention_docs import render, run_experiment
-from attention_docs.measurements import Sourced
-
-# The tests run every notebook as a script with ATTENTION_DOCS_TINY=1: keep that run short.
-tiny = bool(os.environ.get("ATTENTION_DOCS_TINY"))
-params = {{"min_seq_len": 16, "max_seq_len": 64}} if tiny else {{}}
-
-# %%
-prep = run_experiment("{name}", params)
-print(render.tables.records_table(Sourced(prep, "measured in this notebook", "-", base=""), "prepare"))
+book.for_notebook()
+prep = measure("{name}")
+print(render.tables.records_table(prep, "prepare"))
 """
 
 TEST = """\

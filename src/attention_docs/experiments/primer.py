@@ -330,7 +330,7 @@ OVERHEAD_COLUMNS = ("configuration", "time", "events_per_forward")
     summary="The same forward with and without torch.profiler: the profiler's cost per recorded event.",
     measures=MEASURES,
     **shape_params(causal=Param(True, help="mask the future (decoder-style attention)")),
-    iterations=Param(10, minimum=2, help="timed forwards per configuration and round"),
+    iterations=Param(30, minimum=2, help="timed forwards per configuration and round"),
 )
 def profile_overhead(
     ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, causal, iterations

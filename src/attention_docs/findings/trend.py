@@ -58,9 +58,14 @@ def turning_point(slopes: Sequence[Slope], threshold: float = QUADRATIC) -> floa
     return None
 
 
-def fitted_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """Least-squares slope of log(y) against log(x); None with fewer than two usable points."""
-    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y > 0]
+def fitted_slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:
+    """Least-squares slope of log(y) against log(x) over the points where y is a number > 0
+    (a slope of 2: y grows with the square of x); None with fewer than two such points."""
+    pts = [
+        (math.log(x), math.log(y))
+        for x, y in zip(xs, ys, strict=True)
+        if y is not None and y > 0 and x > 0
+    ]
     if len(pts) < 2:
         return None
     mx = sum(p[0] for p in pts) / len(pts)

@@ -181,6 +181,23 @@ def step_allocations(timeline: MemoryTimeline, labels: tuple[str, ...] | list[st
     return result
 
 
+def profiled_call(fn: Callable[[], object], device: torch.device, *, warmup: int = 2) -> dict:
+    """The Chrome trace of one call of `fn` (after `warmup` calls), every allocation and free
+    recorded: the output's free is part of the call's story, it ends the timeline."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities, profile_memory=True) as prof:
+        result = fn()
+        del result
+        synchronize(device)
+    with tempfile.TemporaryDirectory(prefix="attention-docs-memory-") as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return json.loads(path.read_text(encoding="utf-8"))
+
+
 def memory_timeline(
     fn: Callable[[], object],
     device: torch.device,
@@ -189,16 +206,4 @@ def memory_timeline(
     warmup: int = 2,
 ) -> MemoryTimeline:
     """Profile one call of `fn` (after `warmup` calls) and attribute its allocations to steps."""
-    for _ in range(warmup):
-        fn()
-    synchronize(device)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities, profile_memory=True) as prof:
-        result = fn()
-        del result  # the output's free is part of the call's story: it ends the timeline
-        synchronize(device)
-    with tempfile.TemporaryDirectory(prefix="attention-docs-memory-") as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        chrome = json.loads(path.read_text(encoding="utf-8"))
-    return timeline_from_chrome(chrome, labels, device.type)
+    return timeline_from_chrome(profiled_call(fn, device, warmup=warmup), labels, device.type)

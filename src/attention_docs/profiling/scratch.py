@@ -7,17 +7,12 @@
 # alone are not re-measured when this changes.)
 from __future__ import annotations
 
-import json
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
-from attention_docs.profiling.device import synchronize
-from attention_docs.profiling.memory import MemoryTimeline, timeline_from_chrome
+from attention_docs.profiling.memory import MemoryTimeline, profiled_call, timeline_from_chrome
 
 
 @dataclass(frozen=True)
@@ -76,18 +71,7 @@ def op_timeline(
     warmup: int = 2,
 ) -> OpTimeline:
     """Profile one call of `fn` (after `warmup` calls): its allocations by step and by op."""
-    for _ in range(warmup):
-        fn()
-    synchronize(device)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities, profile_memory=True) as prof:
-        result = fn()
-        del result  # the output's free ends the timeline
-        synchronize(device)
-    with tempfile.TemporaryDirectory(prefix="attention-docs-scratch-") as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        chrome = json.loads(path.read_text(encoding="utf-8"))
+    chrome = profiled_call(fn, device, warmup=warmup)
     found = ops_around(chrome, device.type)
     timeline = timeline_from_chrome(chrome, labels, device.type)
     return OpTimeline(timeline, tuple(o for o, _ in found), tuple(s for _, s in found))

@@ -60,9 +60,13 @@ def profiled_vs_unprofiled(m: Measurement, times: Sourced | Measurement) -> str:
         return text + " The two are within noise of each other."
     if p.per_event is not None:
         return text + (
-            f" The difference, **{fact(p.difference)}** per forward, about "
-            f"{fact(p.per_event)} for each of the {p.events} events recorded, is the "
-            f"profiler's own cost: profiled times are for shares, never for speed."
+            f" The difference, **{fact(p.difference)}** per forward, is not the forward's "
+            f"work but what the profiled runs paid on top of it: the profiler's bookkeeping for "
+            f"the {p.events} events it recorded ({fact(p.per_event)} each, were it all "
+            f"bookkeeping) and, early in a fresh process, fresh pages of memory. "
+            f"[Reading a profile](01-reading-a-profile.md#why-the-first-step-lies) measures "
+            f"each; this page does not split them. Profiled times are for shares, never for "
+            f"speed."
         )
     if p.difference.value < 0:
         return text + (
@@ -104,8 +108,8 @@ def finding(naive: Sourced, gpu_times: list) -> str:
         f"two matmuls do "
         f"{fact(found.matmul_flops)} of the FLOPs but take only "
         f"{fact(found.matmul_time, with_spread=False)} of the profiled time: the three passes over the "
-        f"N×N scores take the rest. On an {g.gpu.label} in {g.shape.dtype} at "
-        f"{g.shape.text()}, the data sheet puts "
+        f"N×N scores take the rest. On an {g.gpu.label} at {g.shape.text()}, "
+        f"the data sheet puts "
         + ("all five steps" if g.memory_bound == len(g.steps) else f"{g.memory_bound} of the five")
         + f" under the memory ceiling: the naive forward's floor, {fact(g.forward.forecast)}, "
         f"is set by the bytes it moves."

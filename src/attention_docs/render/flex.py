@@ -32,8 +32,8 @@ def finding(fm: Sourced, times: Sourced) -> str:
     here = next((v for v in ff.versus_sdpa(t) if v.shape == ff.shape(m)), None)
     versus = speedup(t, here.sdpa, fwd.FLEX, here.shape) if here else "SDPA did not run here"
     return (
-        f"On this machine ({m.provenance.device.label}), at {ff.shape(m).text()}, {versus} "
-        f"(SDPA with `is_causal=True`). Called without `torch.compile`, `flex_attention` "
+        f"On this machine ({m.provenance.device.label}), at {ff.shape(m).text()}, with the "
+        f"mask given as SDPA's `is_causal=True`: {versus}. Called without `torch.compile`, `flex_attention` "
         f"falls back to an unfused path that takes {_f(causal.fallback)}, "
         f"{_ratio(causal.versus_fallback)} the compiled time. A sliding window of {narrow} "
         f"tokens computes {words.fact(narrow_share)} of the tiles, one of the whole sequence "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from attention_docs.findings.trend import fitted_slope
 from attention_docs.measurements.schema import Sourced, Table
 from attention_docs.records.timing import Timing
 from attention_docs.render.figures import (
@@ -165,22 +166,6 @@ def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
     return w * h if w > 0 and h > 0 else 0.0
 
 
-def loglog_slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:
-    """Least-squares slope of log(y) against log(x) over the points where y is a number > 0.
-
-    A slope of 2 means y grows with the square of x (the quadratic wall).
-    """
-    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if y and y > 0 and x > 0]
-    if len(pts) < 2:
-        return None
-    mx = sum(p[0] for p in pts) / len(pts)
-    my = sum(p[1] for p in pts) / len(pts)
-    sxx = sum((p[0] - mx) ** 2 for p in pts)
-    if sxx == 0:
-        return None
-    return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
-
-
 def _numbers(table: Table, column: str) -> list[float | None]:
     """A column's numbers; a Timing cell plots as its median."""
     return [
@@ -218,7 +203,7 @@ def line_figure(
             # A column named for a quantity (time_us) reads as words; one named for an
             # implementation (naive, sdpa-math) keeps its name.
             name = labels[i] if labels else (quantity_label(column) if "_" in column else column)
-            slope = loglog_slope(xs, values) if fit_slope else None
+            slope = fitted_slope(xs, values) if fit_slope else None
             if slope is not None:
                 name += f" (slope {slope:.2f})"
             pts = [

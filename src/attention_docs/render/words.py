@@ -42,9 +42,15 @@ def number(x: float | None, significant: int = SIGNIFICANT) -> str:
         digits -= 1
         rounded = round(float(x), digits)
     if digits <= 0:
-        return f"{round(rounded):,}"
-    text = f"{rounded:,.{digits}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+        text = f"{round(rounded):,}"
+    else:
+        text = f"{rounded:,.{digits}f}".rstrip("0").rstrip(".")
+    return text.replace("-", "−")  # a minus sign, not a hyphen
+
+
+def _rounded(x: float) -> float:
+    """`x` as `number` states it, read back (999.7 -> 1000.0)."""
+    return float(number(x).replace(",", "").replace("−", "-"))
 
 
 _PREFIXES = (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
@@ -52,7 +58,7 @@ _PREFIXES = (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
 
 def _prefixed(value: float) -> tuple[str, str]:
     """(number, SI prefix), the number below 1,000 where a prefix allows: 33.6e6 -> ("33.6", "M")."""
-    rounded = float(number(value).replace(",", ""))  # 999.7e6 rounds to 1e9: "1 G", not "1,000 M"
+    rounded = _rounded(value)  # 999.7e6 rounds to 1e9: "1 G", not "1,000 M"
     for prefix, scale in _PREFIXES:
         if abs(rounded) >= scale:
             return number(value / scale), prefix
@@ -85,7 +91,7 @@ def time_us(us: float | None) -> str:
     if us is None:
         return "—"
     for scale, unit in ((1e6, "s"), (1e3, "ms"), (1.0, "µs")):
-        if abs(float(number(us).replace(",", ""))) >= scale:
+        if abs(_rounded(us)) >= scale:
             return f"{number(us / scale)} {unit}"
     if us == 0:
         return "0 µs"
@@ -142,8 +148,8 @@ def span(low: float, high: float, say=time_us) -> str:
     """A range: `9.5–9.8 ms` (each end in its own unit when they differ: `850 µs–1.2 ms`);
     a range that starts below zero reads `−171 ms to 47.4 ms` (a dash would read as a minus)."""
     a, b = say(low), say(high)
-    if low < 0:
-        return f"{a.replace('-', '−', 1)} to {b.replace('-', '−', 1)}"
+    if low < 0:  # a dash between two numbers would read as a minus
+        return f"{a} to {b}"
     unit_a, unit_b = a.rpartition(" ")[2], b.rpartition(" ")[2]
     if " " in a and unit_a == unit_b:
         return f"{a.rpartition(' ')[0]}–{b}"
