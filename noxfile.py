@@ -141,7 +141,8 @@ def serve(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite, including a strict build of the whole site."""
     _install(session, "test")
-    args = session.posargs or ["-n", "2", "--dist", "loadgroup"]
+    # loadscope: a module's tests share a worker, and so its module-scoped fixtures.
+    args = session.posargs or ["-n", "2", "--dist", "loadscope"]
     session.run("pytest", *args, env=_env())
 
 

@@ -25,14 +25,12 @@ sys.path.insert(0, str(TESTS))
 os.environ.setdefault("ATTENTION_DOCS_ALLOW_BUSY", "1")
 
 
+# The tests run on two workers with `--dist loadscope` (noxfile.py): each module's tests go to
+# one worker, so a module-scoped fixture (the whole site's build, a measurement, the GPU run's
+# rehearsal) is made once, not once per worker.
 def pytest_collection_modifyitems(config, items):
     import torch
 
-    # Tests of the whole site share one build: run them on one worker (--dist loadgroup).
-    whole_site = pytest.mark.xdist_group("whole-site")
-    for item in items:
-        if "site" in getattr(item, "fixturenames", ()):
-            item.add_marker(whole_site)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

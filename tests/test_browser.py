@@ -133,6 +133,10 @@ READING_PROBLEMS = """(minText) => {
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
+    # Skip before building: without a browser the build would be thrown away.
+    pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
     if os.environ.get(SITE_ENV):
         return Path(os.environ[SITE_ENV]).resolve()
     out = tmp_path_factory.mktemp("site")

@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -621,27 +622,28 @@ NOTEBOOKS = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
-def test_companion_notebook_runs_as_a_script(tmp_path, notebook):
+def test_companion_notebook_runs_as_a_script(tmp_path, notebook, monkeypatch, capsys):
     """One test per notebook, so that the test workers share them out. A notebook calls
     `measure` as its chapter does; run frozen in a folder holding a copy of the committed
     store, it reads every measurement from there (another device's entry where this
     machine has none) and writes nothing. What it runs live, it runs at
-    ATTENTION_DOCS_TINY sizes."""
+    ATTENTION_DOCS_TINY sizes. It runs as `python NOTEBOOK.py` would (as __main__), in this
+    process: a new interpreter per notebook would import torch each time."""
+    from attention_docs import book
+
     store = tmp_path / "docs" / "measurements"
     shutil.copytree(ROOT / "docs" / "measurements", store)
     before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
-    result = subprocess.run(
-        [sys.executable, str(notebook)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        check=False,
-        env={**os.environ, "ATTENTION_DOCS_TINY": "1", "ATTENTION_DOCS_MODE": "frozen"},
-        timeout=900,
-    )
-    assert result.returncode == 0, f"{notebook.name} failed:\n{result.stderr[-3000:]}"
-    assert result.stdout.strip(), f"{notebook.name} printed nothing"
-    assert "Traceback" not in result.stdout
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ATTENTION_DOCS_TINY", "1")
+    monkeypatch.setenv("ATTENTION_DOCS_MODE", "frozen")
+    try:
+        runpy.run_path(str(notebook), run_name="__main__")
+    finally:
+        book.configure(book.Settings())
+    printed = capsys.readouterr().out
+    assert printed.strip(), f"{notebook.name} printed nothing"
+    assert "Traceback" not in printed
     after = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
     assert after == before, f"{notebook.name} changed the store it was only to read"
     assert not (tmp_path / "notebook-measurements").exists()

@@ -36,9 +36,12 @@ from attention_docs.analytic.tiling import (
     naive_traffic,
     output_rescale_flops,
     programs,
+    row_counts,
+    rows_computed_fraction,
     tile_counts,
     tile_fits,
     tile_grid,
+    tile_rows,
     tiled_loop_traffic,
     tiled_step_costs,
     working_set_bytes,
@@ -132,6 +135,24 @@ def test_tile_grid_counts_the_causal_triangle():
     assert [t.state for t in grid[0][:2]] == [DIAGONAL, SKIPPED]
     assert grid[7][0].state == COMPUTED
     assert tile_counts(tile_grid(512, 64, 64, causal=False))["skipped"] == 0
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_tile_rows_count_what_tile_grid_lists(causal):
+    """The forecasts count long sequences row by row; every count must be the listed grid's,
+    lengths that are not multiples of the blocks and more keys than queries included."""
+    for n in (1, 7, 50, 64, 100):
+        for kv in (None, n + 13, n + 64):
+            for bq, bk in ((16, 12), (64, 64), (30, 7), (128, 64)):
+                grid = tile_grid(n, bq, bk, causal=causal, kv_seq_len=kv)
+                rows = tile_rows(n, bq, bk, causal=causal, kv_seq_len=kv)
+                assert row_counts(rows) == tile_counts(grid), (n, kv, bq, bk)
+                assert rows_computed_fraction(rows) == pytest.approx(computed_fraction(grid))
+                assert [r.width for r in rows] == [
+                    sum(t.cols for t in row if t.state != SKIPPED) for row in grid
+                ]
+    with pytest.raises(ValueError, match="block_k must be at least 1"):
+        tile_rows(8, 4, 0, causal=causal)
 
 
 def test_computed_fraction_is_the_area_of_computed_tiles():

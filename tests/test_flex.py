@@ -129,7 +129,7 @@ def test_flex_masks_compiles_every_mod_sweeps_sparsity_and_profiles_one_step():
     # flex_attention warns once per process; earlier tests here have used the fallback.
     flex_module._WARNINGS_SHOWN.discard("flex_attention_performance")
     # 512 tokens: four query tiles, so that a narrower window skips more of them.
-    params = {**TINY, "seq_len": 512, "window": 128, "documents": 3, "min_window": 64}
+    params = {**TINY, "seq_len": 512, "window": 128, "documents": 3, "min_window": 128}
     m = run_experiment("flex_masks", params, device="cpu")
     rows = {r["mask"]: r for r in m.tables["masks"].records()}
     assert set(rows) == {"causal", "sliding_window", "alibi", "document"}
@@ -146,7 +146,7 @@ def test_flex_masks_compiles_every_mod_sweeps_sparsity_and_profiles_one_step():
     assert "torch.compile" in m.facts["fallback_warning"]
     # The sweep passes through the masks' window: that point is the masks table's time.
     sweep = {r["window"]: r for r in m.tables["sweep"].records()}
-    assert list(sweep) == [64, 128, 256, 512]
+    assert list(sweep) == [128, 256, 512]
     assert sweep[128]["time"] == rows["sliding_window"]["compiled"]
     computed = [r["computed_fraction"] for r in sweep.values()]
     assert computed == sorted(computed) and computed[0] < computed[-1]

@@ -88,7 +88,7 @@ def test_a_server_lost_during_a_run_costs_no_measurement(tmp_path, caplog):
     lost = workers._current
     done = threading.Event()
     thread = threading.Thread(
-        target=lambda: (run_worker("_test_sleeps", {"seconds": 5.0}, "cpu", store, 120), done.set())
+        target=lambda: (run_worker("_test_sleeps", {"seconds": 2.0}, "cpu", store, 120), done.set())
     )
     logger = logging.getLogger("attention_docs")  # MkDocs' plugin may stop its propagation
     logger.addHandler(caplog.handler)

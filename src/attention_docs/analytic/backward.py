@@ -27,7 +27,7 @@ from attention_docs.analytic.gpu import (
     naive_steps,
     vector_peak,
 )
-from attention_docs.analytic.tiling import computed_fraction, tile_grid
+from attention_docs.analytic.tiling import rows_computed_fraction, tile_rows
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
 
@@ -100,10 +100,10 @@ def naive_backward(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> tuple[Kerne
 
 
 def _causal_fraction(shape: Shape) -> float:
-    grid = tile_grid(
+    rows = tile_rows(
         shape.seq_len, FLASH_BLOCK_Q, FLASH_BLOCK_K, causal=shape.causal, kv_seq_len=shape.kv_len
     )
-    return computed_fraction(grid)
+    return rows_computed_fraction(rows)
 
 
 def flash_backward(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> KernelForecast:

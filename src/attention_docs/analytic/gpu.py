@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from attention_docs.analytic.cost import StepCost, attention_flops, itemsize, step_costs
 from attention_docs.analytic.decode import decode_cost
 from attention_docs.analytic.memory import max_seq_len
-from attention_docs.analytic.tiling import computed_fraction, fused_traffic, tile_grid
+from attention_docs.analytic.tiling import fused_traffic, rows_computed_fraction, tile_rows
 from attention_docs.records.device import SPEC_SHEETS, SpecSheet
 from attention_docs.records.shape import Shape
 from attention_docs.records.steps import MATMULS
@@ -150,7 +150,7 @@ def flash_forward(
     flops = attention_flops(
         shape.batch_size, shape.num_heads, shape.seq_len, shape.head_dim, kv_seq_len=shape.kv_len
     )
-    grid = tile_grid(shape.seq_len, block_q, block_k, causal=shape.causal, kv_seq_len=shape.kv_len)
+    rows = tile_rows(shape.seq_len, block_q, block_k, causal=shape.causal, kv_seq_len=shape.kv_len)
     traffic = (
         compulsory_bytes(shape)
         if l2_serves_rereads(gpu, shape, block_q)
@@ -168,7 +168,7 @@ def flash_forward(
     )
     return KernelForecast(
         "flash forward",
-        flops * computed_fraction(grid),
+        flops * rows_computed_fraction(rows),
         traffic,
         matmul_peak(gpu, shape.dtype),
         bandwidth(gpu),
