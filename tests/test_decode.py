@@ -384,6 +384,32 @@ def test_claims_say_ties_as_ties_and_which_roof_binds():
     assert "above this machine's ridge" in text  # 1 GFLOP/s over 20 GB/s: a ridge of 0.05
 
 
+def test_a_working_set_inside_the_last_level_cache_is_said_not_hidden():
+    from dataclasses import replace as with_facts
+
+    from synthetic_decode import ceilings, decode_steps
+
+    from attention_docs.findings import decode as fd
+
+    m = decode_steps(lambda v, impl, b, c: 100.0)
+    mha = fd.point(m, "MHA")
+    held = fd.working_set(mha).value
+    assert held == mha.cost.cache_bytes * mha.layers
+    roof = ceilings(m)
+    assert fd.cache_resident([mha], roof) is None  # no cache recorded: nothing to say
+    text = render.decode.bandwidth_claim(sourced(m), sourced(roof))
+    assert "last-level" not in text
+
+    def with_llc(size: float):
+        return with_facts(roof, facts={**roof.facts, "llc_level": 3, "llc_bytes": size})
+
+    assert fd.cache_resident([mha], with_llc(held - 1)) is None  # outgrows it: memory
+    assert fd.cache_resident([mha], with_llc(held)).value == held
+    text = render.decode.bandwidth_claim(sourced(m), sourced(with_llc(held * 4)))
+    assert "fit in this machine's" in text and "last-level cache" in text
+    assert "not their roof" in text
+
+
 def test_batching_stops_paying_where_the_time_per_token_stops_falling():
     from synthetic_decode import decode_steps
 

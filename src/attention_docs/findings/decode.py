@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from attention_docs.analytic import decode as model
 from attention_docs.analytic import gpu as spec
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import MODEL, PROFILED, UNPROFILED, Fact, Quantity
+from attention_docs.findings.facts import MODEL, PROFILED, UNPROFILED, Fact, Quantity, llc_fact
 from attention_docs.findings.forecast import Check, check, forecast
 from attention_docs.findings.share import Share, shares
 from attention_docs.findings.trend import Slope, end_to_end
@@ -25,6 +25,7 @@ PER_TOKEN = "decode time per token"
 READ_RATE = "cache read rate"
 COPY_SHARE = "share of copy bandwidth"
 CACHE_SIZE = "K/V cache size"
+WORKING_SET = "working set of a timed call"
 INTENSITY = "arithmetic intensity"
 SPEED = "decode speed ratio"
 SLOPE = "log-log slope of step time over cache length"
@@ -176,6 +177,23 @@ def copy_share(m: Measurement, p: Point, ceilings: Measurement | None) -> Fact |
         return None
     q = Quantity(COPY_SHARE, p.impl, m.device_id, UNPROFILED, p.shape, _detail(m))
     return Fact(q, rate.value / bw, "%", rate.low / bw, rate.high / bw)
+
+
+def working_set(p: Point) -> Fact:
+    """What one timed call of the point cycles through: its layers' K and V caches (cost
+    model), each read once per call."""
+    q = Quantity(WORKING_SET, "K and V, every layer", "model", MODEL, p.shape, f"{p.layers} layers")
+    return Fact(q, p.cost.cache_bytes * p.layers, "B")
+
+
+def cache_resident(points: list[Point], ceilings: Measurement | None) -> Fact | None:
+    """The last-level cache, where every one of `points` cycles through less than it holds
+    (so their bytes may come from that cache, not from memory); None where one does not, or
+    where the ceilings recorded no cache."""
+    llc = llc_fact(ceilings.facts, ceilings.device_id) if ceilings else None
+    if llc is None or not points or any(working_set(p).value > llc.value for p in points):
+        return None
+    return llc
 
 
 def cache_size(p: Point) -> Fact:

@@ -78,3 +78,12 @@ class Fact:
     @property
     def id(self) -> str:
         return self.quantity.id
+
+
+def llc_fact(facts: dict, device_id: str) -> Fact | None:
+    """The last-level cache a measurement recorded (`llc_level`, `llc_bytes` among its
+    facts: profiling/cache.py), or None where it recorded none."""
+    if not facts.get("llc_bytes"):
+        return None
+    q = Quantity("last-level cache", f"L{facts.get('llc_level')}", device_id, COUNTED)
+    return Fact(q, facts["llc_bytes"], "B")

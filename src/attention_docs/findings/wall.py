@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from attention_docs.analytic import gpu as g
 from attention_docs.analytic.cost import attention_flops
 from attention_docs.analytic.memory import naive_peak
+from attention_docs.findings import facts, share, trend
 from attention_docs.findings import forward as ffwd
-from attention_docs.findings import share, trend
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import COUNTED, MODEL, PROFILED, UNPROFILED, Fact, Quantity
 from attention_docs.findings.forecast import Check, check, forecast
@@ -165,9 +165,8 @@ def cache_crossing(m: Measurement, s: trend.Slope, pts: Sequence[Point], x: str)
     return "crossed" if before <= llc < after else "inside" if after <= llc else "beyond"
 
 
-def llc_fact(m: Measurement) -> Fact:
-    q = Quantity("last-level cache", f"L{m.facts.get('llc_level')}", m.device_id, COUNTED)
-    return Fact(q, m.facts["llc_bytes"], "B")
+def llc_fact(m: Measurement) -> Fact | None:
+    return facts.llc_fact(m.facts, m.device_id)
 
 
 @dataclass(frozen=True)

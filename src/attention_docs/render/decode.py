@@ -126,10 +126,28 @@ def bandwidth_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
         f"{_say(ceiling(c, fd.matmul_key(m)), False)}, over its copy bandwidth, "
         f"{_say(ceiling(c, 'bandwidth_bs'), False)})"
     )
-    return text + (
-        f" A multi-head step does {_say(fd.intensity(mha))}, "
-        + (f"below {roofs}: bytes set its pace" if below else f"above {roofs}")
-        + f", and it reads at {_say(fd.copy_share(m, mha, c), False)} of a plain copy's rate."
+    return (
+        text
+        + (
+            f" A multi-head step does {_say(fd.intensity(mha))}, "
+            + (f"below {roofs}: bytes set its pace" if below else f"above {roofs}")
+            + f", and it reads at {_say(fd.copy_share(m, mha, c), False)} of a plain copy's rate."
+        )
+        + _resident([mha], c)
+    )
+
+
+def _resident(points: list, c) -> str:
+    """Said where the timed layers fit in the last-level cache: then the rates compare a
+    read from the cache with a copy from memory, and can pass 100%."""
+    llc = fd.cache_resident(points, c)
+    if llc is None:
+        return ""
+    sets = words.series(list(dict.fromkeys(_say(fd.working_set(p), False) for p in points)))
+    return (
+        f" Its layers ({sets} in all) fit in this machine's {_say(llc, False)} last-level "
+        f"cache, so these bytes may come from there rather than from memory, which this page "
+        f"does not separate: the copy, sized past the cache, is then not their roof."
     )
 
 
@@ -226,6 +244,8 @@ def cache_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     last = [fd.cache_series(m, v)[-1] for v in fd.VARIANTS]
     reads = [f"{p.variant} {_say(s, False)}" for p in last if (s := fd.copy_share(m, p, c))]
     at = f" At {last[0].shape.keys:,} tokens they read at {', '.join(reads)} of the copy bandwidth."
+    if reads:
+        at += _resident(last, c).replace(" Its layers (", " The layers (", 1)
     return (
         f"Over the longer half of the caches the log-log slopes (range over the rounds) are "
         f"{words.series(slopes)}; a slope of 1 is a time proportional to the bytes read."
