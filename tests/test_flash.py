@@ -87,7 +87,9 @@ def test_tiled_matches_float64_and_sdpa_math(shape, causal, dtype):
         assert lse.dtype == torch.float32 and lse.shape == q.shape[:-1]
         where = f"seed={seed}, blocks={block_q}×{block_k}"
         assert rel_err(out, expected) < TOL[dtype], where
-        assert rel_err(lse, expected_lse) < 1e-6, where  # computed from the upcast inputs
+        # Computed from the upcast inputs. An absolute floor too: an lse near zero (one key, a
+        # few features) has float32 rounding of its O(1) terms, not of itself.
+        torch.testing.assert_close(lse.double(), expected_lse, rtol=1e-6, atol=1e-6, msg=where)
         assert rel_err(out, sdpa.double()) < 2 * TOL[dtype], where
 
 

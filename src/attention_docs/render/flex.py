@@ -20,6 +20,11 @@ def _f(fact) -> str:
     return words.fact(fact) if fact is not None else "—"
 
 
+def _m(fact) -> str:
+    """A median alone: a table too wide for every range; the ratios beside it carry them."""
+    return words.fact(fact, with_spread=False) if fact is not None else "—"
+
+
 def _ratio(pair) -> str:
     return "—" if pair is None else words.fact_span(pair[0].id, words.versus(pair[1]))
 
@@ -72,12 +77,12 @@ def versus_sdpa_table(times: Sourced) -> str:
 def mask_table(fm: Sourced, times: Sourced) -> str:
     """Per mask: compiled FlexAttention, its unfused fallback, SDPA with the dense mask."""
     rows = [
-        [f"`{x.mask}`", _f(x.compiled) if x.status == "ok" else x.status, _f(x.fallback), _f(x.dense), _ratio(x.versus_fallback), _ratio(x.versus_dense)]
+        [f"`{x.mask}`", _m(x.compiled) if x.status == "ok" else x.status, _m(x.fallback), _m(x.dense), _ratio(x.versus_fallback), _ratio(x.versus_dense)]
         for x in ff.masks(fm.measurement, times.measurement)
     ]  # fmt: skip
     header = ["Mask", "Compiled", "Unfused fallback", "SDPA + dense mask", "Fallback ÷ compiled", "SDPA + dense ÷ compiled"]  # fmt: skip
     note = "\n\nCompiled: the causal mask's time is the FlexAttention row of the site's forward-time table; the sliding window's is the sparsity sweep's point at that width."
-    what = "One forward per mask, unprofiled; the fallback and SDPA timed in interleaved rounds."
+    what = "One forward per mask, unprofiled; the fallback and SDPA timed in interleaved rounds. Times are medians over the rounds; each ratio's range is over the same rounds."
     return markdown_table(header, rows, "lrrrrr") + note + "\n\n" + caption_html(fm, what)
 
 
