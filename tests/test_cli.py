@@ -122,13 +122,17 @@ def test_run_prints_tables_stores_and_show_reads_back(tmp_path):
     assert cli("show", str(stored[0])).returncode == 0
 
 
+def stored_quick(store: Path, **requested) -> None:
+    """An entry of `_test_quick` in `store`, measured in this process: what `run` would store,
+    without a new interpreter (test_run_prints_tables_stores_and_show_reads_back runs it)."""
+    from attention_docs.experiments.runner import run_experiment
+    from attention_docs.measurements.store import Store
+
+    Store(store).put(run_experiment("_test_quick", requested, device="cpu"))
+
+
 def test_prune_removes_stale_and_unreadable_entries_only(tmp_path):
-    assert (
-        cli(
-            "run", "_test_quick", "--device", "cpu", "--store", str(tmp_path), "--allow-busy"
-        ).returncode
-        == 0
-    )
+    stored_quick(tmp_path)
     current = next(tmp_path.glob("_test_quick/*.cpu-*.json"))
     stale = current.with_name("ffffffffffffffff." + current.name.split(".", 1)[1])
     data = json.loads(current.read_text())
@@ -290,9 +294,8 @@ def test_the_memory_estimate_refuses_only_what_cannot_fit():
 
 
 def test_prune_unrequested_deletes_what_no_page_asks_for(tmp_path):
-    for seq_len in ("4", "8"):
-        args = ("run", "_test_quick", "--seq-len", seq_len, "--device", "cpu", "--allow-busy")
-        assert cli(*args, "--store", str(tmp_path)).returncode == 0
+    for seq_len in (4, 8):
+        stored_quick(tmp_path, seq_len=seq_len)
     (tmp_path / "requests.json").write_text(
         json.dumps([{"experiment": "_test_quick", "requested": {"seq_len": 8}}])
     )

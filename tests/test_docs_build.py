@@ -542,30 +542,28 @@ def test_corrupt_entry_is_named_and_measured_again(tmp_path, quick_entries):
     assert json.loads(entry.read_text())["schema_version"] != 999
 
 
-@pytest.mark.parametrize(
-    ("experiment", "expected"),
-    [
-        (
-            "_test_raises",
-            "experiment _test_raises(value=3) failed (exit code 1) in its worker process",
-        ),
-        ("_test_killed", "experiment _test_killed() was killed by SIGKILL"),
-    ],
-)
-def test_experiment_failure_in_the_worker_fails_the_build_naming_it(tmp_path, experiment, expected):
-    params = "value=3" if experiment == "_test_raises" else ""
-    page = f"""
-    # Page
+FAILURES = {
+    "raises": ("_test_raises", "value=3", "failed (exit code 1) in its worker process"),
+    "killed": ("_test_killed", "", "was killed by SIGKILL"),
+}
 
-    ```python exec="on" id="doomed-block" session="d"
+
+def test_experiment_failure_in_the_worker_fails_the_build_naming_it(tmp_path):
+    """Two failures of two kinds in one build (one build: each costs a worker server): each
+    is named with its block, and the one does not hide the other."""
+    page = "\n    # Page\n"
+    for name, (experiment, params, _) in FAILURES.items():
+        page += f"""
+    ```python exec="on" id="doomed-{name}" session="{name}"
     from attention_docs import measure
     print(measure("{experiment}", {params}))
     ```
     """
     result = mkdocs_build(minimal_site(tmp_path, page), tmp_path / "site")
     assert result.returncode != 0
-    assert expected in result.stderr
-    assert "executed block 'doomed-block' in index.md failed" in result.stderr
+    for name, (experiment, params, expected) in FAILURES.items():
+        assert f"experiment {experiment}({params}) {expected}" in result.stderr
+        assert f"executed block 'doomed-{name}' in index.md failed" in result.stderr
 
 
 def test_a_raising_block_fails_the_strict_build_naming_block_and_page(tmp_path):
