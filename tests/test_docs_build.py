@@ -47,8 +47,8 @@ def mkdocs_build(
     )
 
 
-# The whole site is built once (per test worker: tests/conftest.py keeps every test that
-# uses it on one), in a process that then says whether it imported torch.
+# The whole site is built once (its tests share this module, and `--dist loadscope` keeps a
+# module on one test worker), in a process that then says whether it imported torch.
 BUILD_AND_SAY = (
     "import runpy, sys\n"
     "sys.argv = ['mkdocs', 'build', '--strict', '-f', sys.argv[1], '-d', sys.argv[2]]\n"

@@ -137,7 +137,7 @@ def bandwidth_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     )
 
 
-def _resident(points: list, c) -> str:
+def _resident(points: list, c, subject: str = "Its") -> str:
     """Said where the timed layers fit in the last-level cache: then the rates compare a
     read from the cache with a copy from memory, and can pass 100%."""
     llc = fd.cache_resident(points, c)
@@ -145,7 +145,7 @@ def _resident(points: list, c) -> str:
         return ""
     sets = words.series(list(dict.fromkeys(_say(fd.working_set(p), False) for p in points)))
     return (
-        f" Its layers ({sets} in all) fit in this machine's {_say(llc, False)} last-level "
+        f" {subject} layers ({sets} in all) fit in this machine's {_say(llc, False)} last-level "
         f"cache, so these bytes may come from there rather than from memory, which this page "
         f"does not separate: the copy, sized past the cache, is then not their roof."
     )
@@ -245,7 +245,7 @@ def cache_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     reads = [f"{p.variant} {_say(s, False)}" for p in last if (s := fd.copy_share(m, p, c))]
     at = f" At {last[0].shape.keys:,} tokens they read at {', '.join(reads)} of the copy bandwidth."
     if reads:
-        at += _resident(last, c).replace(" Its layers (", " The layers (", 1)
+        at += _resident(last, c, "The")
     return (
         f"Over the longer half of the caches the log-log slopes (range over the rounds) are "
         f"{words.series(slopes)}; a slope of 1 is a time proportional to the bytes read."

@@ -4,6 +4,8 @@
 # findings/flex.py, numbers from render/words.py. Pure: no torch, no I/O.
 from __future__ import annotations
 
+import functools
+
 from attention_docs.findings import flex as ff
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
@@ -16,13 +18,8 @@ from attention_docs.render.tables import markdown_table
 from attention_docs.render.timeline import ranges_settings, timeline_figure
 
 
-def _f(fact) -> str:
-    return words.fact(fact) if fact is not None else "—"
-
-
-def _m(fact) -> str:
-    """A median alone: a table too wide for every range; the ratios beside it carry them."""
-    return words.fact(fact, with_spread=False) if fact is not None else "—"
+def _f(fact, *, with_spread: bool = True) -> str:
+    return words.fact(fact, with_spread=with_spread) if fact is not None else "—"
 
 
 def _ratio(pair) -> str:
@@ -76,8 +73,10 @@ def versus_sdpa_table(times: Sourced) -> str:
 
 def mask_table(fm: Sourced, times: Sourced) -> str:
     """Per mask: compiled FlexAttention, its unfused fallback, SDPA with the dense mask."""
+    # Medians alone: the table is too wide for every range; the ratios beside them carry it.
+    median = functools.partial(_f, with_spread=False)
     rows = [
-        [f"`{x.mask}`", _m(x.compiled) if x.status == "ok" else x.status, _m(x.fallback), _m(x.dense), _ratio(x.versus_fallback), _ratio(x.versus_dense)]
+        [f"`{x.mask}`", median(x.compiled) if x.status == "ok" else x.status, median(x.fallback), median(x.dense), _ratio(x.versus_fallback), _ratio(x.versus_dense)]
         for x in ff.masks(fm.measurement, times.measurement)
     ]  # fmt: skip
     header = ["Mask", "Compiled", "Unfused fallback", "SDPA + dense mask", "Fallback ÷ compiled", "SDPA + dense ÷ compiled"]  # fmt: skip
