@@ -2,7 +2,9 @@
 # and skipped without CUDA.
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +59,27 @@ def python_prints(code: str) -> str:
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def quick_entries(tmp_path_factory) -> Path:
+    """A store holding _test_quick at seq_len 8 and 4, measured once for every test that
+    needs a stored entry to begin with (a build that measures costs a worker's start)."""
+    from attention_docs.experiments.runner import run_experiment
+    from attention_docs.measurements.store import Store
+
+    root = tmp_path_factory.mktemp("quick-entries")
+    for seq_len in (8, 4):
+        run_experiment("_test_quick", {"seq_len": seq_len}, device="cpu", store=Store(root))
+    return root
+
+
+def with_entries(quick_entries: Path, root: Path, *seq_lens: int) -> None:
+    """Copy the stored _test_quick entries at `seq_lens` into the minimal site at `root`."""
+    for source in quick_entries.glob("_test_quick/*.json"):
+        if json.loads(source.read_text())["requested"].get("seq_len") in seq_lens:
+            target = root / "docs" / "measurements" / "_test_quick"
+            target.mkdir(parents=True, exist_ok=True)
+            stem = source.name.removesuffix(".json")
+            for path in source.parent.glob(f"{stem}.*"):
+                shutil.copy2(path, target / path.name)

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TESTS
+from conftest import ROOT, TESTS, with_entries
 from recorded import recorded
 
 from attention_docs import build_cache
@@ -300,9 +300,12 @@ class Served:
 
 
 @pytest.mark.docs
-def test_serve_shows_a_renderer_edit_without_a_restart_and_rebuilds_only_its_pages(tmp_path):
+def test_serve_shows_a_renderer_edit_without_a_restart_and_rebuilds_only_its_pages(
+    tmp_path, quick_entries
+):
     env = copy_library(tmp_path)
     (tmp_path / "docs").mkdir()
+    with_entries(quick_entries, tmp_path, 8)  # what the page shows is stored: nothing measures
     (tmp_path / "mkdocs.yml").write_text(
         "site_name: t\nmarkdown_extensions: [md_in_html, tables, pymdownx.superfences]\n"
         "plugins: [markdown-exec, attention-docs]\n"

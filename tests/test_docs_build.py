@@ -3,6 +3,7 @@
 # the store's behaviour inside MkDocs, on a minimal site in a temporary folder.
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -11,33 +12,34 @@ import runpy
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, with_entries
 
 pytestmark = pytest.mark.docs
 
 
 def mkdocs_build(
-    config: Path, site: Path, *args: str, umask: int | None = None, **env: str
+    config: Path,
+    site: Path,
+    *args: str,
+    umask: int | None = None,
+    say_torch: bool = False,
+    **env: str,
 ) -> subprocess.CompletedProcess:
+    """A strict build in a new process; `say_torch`: its last line of output says whether the
+    build process imported torch (BUILD_AND_SAY), and a failed build exits non-zero."""
+    command = ["-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site), *args]
+    if say_torch:
+        assert not args, "BUILD_AND_SAY takes no other arguments"
+        command = ["-c", BUILD_AND_SAY, str(config), str(site)]
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mkdocs",
-            "build",
-            "--strict",
-            "-f",
-            str(config),
-            "-d",
-            str(site),
-            *args,
-        ],
+        [sys.executable, *command],
         capture_output=True,
         text=True,
         cwd=config.parent,
@@ -367,7 +369,27 @@ plugins:
 """
 
 
+@functools.cache
+def _warm_cache() -> Path:
+    """What every build on this machine after its first finds under .cache/: the experiment
+    index and the device id (each needs torch: 2-3 s of a small build). Made once per test
+    worker; a build checks both (the sources' digest, this boot and torch) before it trusts
+    them, so a copy in another site's folder is as valid as its own."""
+    from attention_docs import book, declarations
+
+    folder = Path(tempfile.mkdtemp(prefix="warm-cache-"))
+    declarations.experiments(folder)
+    declarations.device_id("auto", folder, book._describe_device)
+    return folder
+
+
+def warm_cache(root: Path) -> None:
+    """Give the site at `root` the .cache/ a second build would find (see `_warm_cache`)."""
+    shutil.copytree(_warm_cache(), root / ".cache", dirs_exist_ok=True)
+
+
 def minimal_site(tmp_path: Path, body: str) -> Path:
+    warm_cache(tmp_path)
     (tmp_path / "docs").mkdir(exist_ok=True)
     (tmp_path / "mkdocs.yml").write_text(MINIMAL_CONFIG)
     (tmp_path / "docs" / "index.md").write_text(textwrap.dedent(body))
@@ -388,30 +410,6 @@ print(render.tables.step_table(measure("_test_quick", seq_len=8)))
 """
 
 
-@pytest.fixture(scope="session")
-def quick_entries(tmp_path_factory) -> Path:
-    """A store holding _test_quick at seq_len 8 and 4, measured once for every test that
-    needs a stored entry to begin with (a build that measures costs a worker's start)."""
-    from attention_docs.experiments.runner import run_experiment
-    from attention_docs.measurements.store import Store
-
-    root = tmp_path_factory.mktemp("quick-entries")
-    for seq_len in (8, 4):
-        run_experiment("_test_quick", {"seq_len": seq_len}, device="cpu", store=Store(root))
-    return root
-
-
-def with_entries(quick_entries: Path, root: Path, *seq_lens: int) -> None:
-    """Copy the stored _test_quick entries at `seq_lens` into the minimal site at `root`."""
-    for source in quick_entries.glob("_test_quick/*.json"):
-        if json.loads(source.read_text())["requested"].get("seq_len") in seq_lens:
-            target = root / "docs" / "measurements" / "_test_quick"
-            target.mkdir(parents=True, exist_ok=True)
-            stem = source.name.removesuffix(".json")
-            for path in source.parent.glob(f"{stem}.*"):
-                shutil.copy2(path, target / path.name)
-
-
 def store_files(root: Path) -> dict[str, bytes]:
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
@@ -419,7 +417,7 @@ def store_files(root: Path) -> dict[str, bytes]:
     }
 
 
-def test_prose_edit_reruns_nothing_and_frozen_needs_an_entry(tmp_path):
+def test_prose_edit_reruns_nothing_and_frozen_needs_an_entry(tmp_path, quick_entries):
     config = minimal_site(tmp_path, QUICK_PAGE)
     frozen = mkdocs_build(config, tmp_path / "site", ATTENTION_DOCS_MODE="frozen")
     assert frozen.returncode != 0
@@ -427,9 +425,11 @@ def test_prose_edit_reruns_nothing_and_frozen_needs_an_entry(tmp_path):
         "_test_quick(seq_len=8) is not in the store" in frozen.stderr
         and "quick-table" in frozen.stderr
     )
+    # Measured (as a build measures it: tests below show a build measuring a missing entry).
+    with_entries(quick_entries, tmp_path, 8)
     first = mkdocs_build(config, tmp_path / "site")
     assert first.returncode == 0, first.stderr
-    assert "1 measured during this build" in first.stderr
+    assert "0 measured during this build" in first.stderr
     before = store_files(tmp_path)
     assert any(re.search(r"\.cpu-[a-z0-9-]+\.json$", name) for name in before)
     (tmp_path / "docs" / "index.md").write_text(
@@ -535,10 +535,13 @@ def test_corrupt_entry_is_named_and_measured_again(tmp_path, quick_entries):
     with_entries(quick_entries, tmp_path, 8)
     entry = next((tmp_path / "docs" / "measurements").rglob("*.cpu-*.json"))
     entry.write_text('{"schema_version": 999}')
-    again = mkdocs_build(config, tmp_path / "site")
+    again = mkdocs_build(config, tmp_path / "site", say_torch=True)
     assert again.returncode == 0, again.stderr
     assert f"{entry.name} is unusable (schema version 999" in again.stderr
     assert "1 measured during this build" in again.stderr
+    # It measured in a worker; the build process itself imported no torch (nor a CUDA
+    # context that would take the memory its worker checks).
+    assert again.stdout.strip().splitlines()[-1] == "no torch"
     assert json.loads(entry.read_text())["schema_version"] != 999
 
 
@@ -602,7 +605,8 @@ def test_a_failed_build_keeps_the_previous_site(tmp_path):
     minimal_site(tmp_path, "# Home\n\nThe second version.\n")
     assert build().returncode == 0
     assert b"The second version." in (site / "index.html").read_bytes()
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    # Nothing of its own left beside site/ (.cache/ is the plugin's, given by minimal_site).
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [".cache"]
 
 
 @pytest.mark.skipif(
@@ -746,21 +750,18 @@ def test_two_builds_from_one_store_are_byte_identical_and_world_readable(tmp_pat
     import nbformat
 
     with_entries(quick_entries, tmp_path, 8)
-
+    warm_cache(tmp_path)
     (tmp_path / "docs" / "notebooks").mkdir(parents=True)
     (tmp_path / "docs" / "index.md").write_text(textwrap.dedent(FIGURE_PAGE))
     (tmp_path / "docs" / "notebooks" / "nb.py").write_text(NOTEBOOK)
-    cached = tmp_path / "mkdocs.yml"
-    cached.write_text(NOTEBOOK_CONFIG.replace("CACHE", ".cache"))
-    uncached = tmp_path / "uncached.yml"
-    uncached.write_text(NOTEBOOK_CONFIG.replace("CACHE", '""'))
-    # Fills the caches.
-    assert mkdocs_build(cached, tmp_path / "first", ATTENTION_DOCS_MODE="frozen").returncode == 0
-    # A build that draws everything and one that reads it all from the cache, under a umask
-    # that would make every new file private.
-    fresh = mkdocs_build(uncached, tmp_path / "a", umask=0o077, ATTENTION_DOCS_MODE="frozen")
+    config = tmp_path / "mkdocs.yml"
+    config.write_text(NOTEBOOK_CONFIG.replace("CACHE", ".cache"))
+    # A build that draws everything (and fills the caches) and one that reads it all from
+    # them, under a umask that would make every new file private.
+    fresh = mkdocs_build(config, tmp_path / "a", umask=0o077, ATTENTION_DOCS_MODE="frozen")
     assert fresh.returncode == 0, fresh.stderr
-    warm = mkdocs_build(cached, tmp_path / "b", umask=0o077, ATTENTION_DOCS_MODE="frozen")
+    assert re.search(r"renderers: 0 from the cache, [1-9]\d* drawn", fresh.stderr)
+    warm = mkdocs_build(config, tmp_path / "b", umask=0o077, ATTENTION_DOCS_MODE="frozen")
     assert warm.returncode == 0, warm.stderr
     assert re.search(r"renderers: [1-9]\d* from the cache", warm.stderr)
     a, b = site_files(tmp_path / "a"), site_files(tmp_path / "b")

@@ -2,6 +2,7 @@
 # processes and packs one archive; `import-archive` checks it and fills a store.
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib.util
 import io
@@ -30,17 +31,19 @@ def gpu_measure(tmp: Path, *args: str) -> subprocess.CompletedProcess:
     manifest = tmp / "requests.json"
     manifest.write_text(json.dumps([FAILS, QUICK]), encoding="utf-8")
     (tmp / "no-estimates").mkdir(exist_ok=True)
-    return subprocess.run(
-        [
-            *(sys.executable, str(SCRIPT), "--device", "cpu", "--requests", str(manifest)),
-            *("--estimates", str(tmp / "no-estimates"), "--out", str(tmp / "out"), *args),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-        timeout=600,
+    return run_script(
+        *("--device", "cpu", "--requests", str(manifest)),
+        *("--estimates", str(tmp / "no-estimates"), "--out", str(tmp / "out"), *args),
     )
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    """tools/gpu_measure.py ARGS, run as its `main` in this process (its requests run in
+    worker processes, as they would; a new interpreter would import torch once more)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = load_script().main(list(args))
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def members(archive: Path) -> dict[str, bytes]:
@@ -141,12 +144,7 @@ def test_a_missing_device_skips_every_request_with_the_reason(tmp_path):
     manifest = tmp_path / "requests.json"
     manifest.write_text(json.dumps([QUICK]), encoding="utf-8")
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--device", "cuda", "--requests", manifest, "--out", out],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = run_script("--device", "cuda", "--requests", str(manifest), "--out", str(out))
     assert proc.returncode == 1
     log = json.loads((out / "run-log.json").read_text())
     assert "no usable CUDA device" in log["environment"]["error"]

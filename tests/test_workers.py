@@ -21,8 +21,8 @@ from attention_docs.workers import MeasurementError, run_worker
 pytestmark = pytest.mark.skipif(not workers.forking(), reason="workers are forked on Linux only")
 
 
-def environment(store) -> dict:
-    run_worker("_test_environment", {}, "cpu", store, 120)
+def environment(store, **params) -> dict:
+    run_worker("_test_environment", params, "cpu", store, 120)
     (path,) = (store / "_test_environment").glob("*.json")
     facts = json.loads(path.read_text())["facts"]
     path.unlink()
@@ -57,6 +57,17 @@ def test_a_worker_is_given_the_requesters_environment_and_folder(tmp_path, monke
     assert second["cwd"] == str(tmp_path)
     assert second["pid"] != first["pid"]  # a fresh child each time
     assert workers._current is server  # no new server for a variable no library reads early
+
+
+def test_the_server_imports_what_torch_compile_needs_once_a_child_needed_it(tmp_path):
+    """A build that measures nothing that compiles waits for torch alone; after the first
+    child that compiled, the next ones find Dynamo and Inductor imported."""
+    store = tmp_path / "store"
+    workers._stop_server()
+    assert environment(store)["preloaded"] == []
+    assert environment(store)["preloaded"] == []  # running an experiment imports neither
+    assert environment(store, compiles=True)["preloaded"] == []
+    assert environment(store)["preloaded"] == list(workers.LEARNED)
 
 
 def test_a_variable_read_at_import_starts_a_new_server(tmp_path, monkeypatch):
@@ -110,6 +121,17 @@ def test_a_server_lost_during_a_run_costs_no_measurement(tmp_path, caplog):
     assert "the worker server stopped" in caplog.text
     assert environment(store)["pid"] > 0  # and the next request starts a new server
     assert workers._current is not lost
+
+
+def test_parameters_too_large_for_the_free_memory_are_refused_before_the_experiment(tmp_path):
+    store = tmp_path / "store"
+    with pytest.raises(MeasurementError) as caught:
+        run_worker("_test_quick", {"seq_len": 10**7}, "cpu", store, 120)
+    assert caught.value.kind == "too-large"
+    message = caught.value.message
+    assert message.startswith("_test_quick with seq_len=10000000 needs at least 363.8 TiB")
+    assert "but this machine's cpu has" in message and "choose smaller parameters" in message
+    assert not list(store.rglob("*.json"))
 
 
 def test_a_worker_killed_by_a_signal_says_so(tmp_path):

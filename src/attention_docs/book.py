@@ -141,11 +141,12 @@ def build_log() -> BuildLog:
 
 
 def local_device_kind(device: str) -> str:
+    """cpu or cuda: what `device` (auto, cpu, cuda) is on this machine. Read from the
+    device id's prefix, which a warm build remembers: a build that measures never imports
+    torch itself (its workers do)."""
     if device != "auto":
         return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return local_device_id(device).split("-", 1)[0]
 
 
 @functools.cache
@@ -158,7 +159,7 @@ def _describe_device(device: str) -> str:
     from attention_docs.profiling.device import describe, resolve_device
     from attention_docs.records.device import device_id
 
-    return device_id(describe(resolve_device(local_device_kind(device))))
+    return device_id(describe(resolve_device(device)))
 
 
 def declaration(experiment: str) -> Experiment:
@@ -244,13 +245,9 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
             raise MeasurementError(
                 frozen_message(store, exp, requested, key, local), kind="missing"
             )
-    exp = get(experiment)  # the registered experiment: the declaration cannot estimate
-    kind = local_device_kind(s.device)
-    problem = exp.memory_problem(
-        exp.resolve(requested, kind), free_memory(kind), f"this machine's {kind}"
-    )
-    if problem:
-        raise MeasurementError(problem, kind="too-large")
+    # Parameters that cannot fit in this machine's free memory are refused by the worker
+    # before the experiment starts (kind "too-large"): the build process imports neither the
+    # experiments nor torch to measure (nor makes a CUDA context that takes some memory).
     started = time.perf_counter()
     try:
         kept = _measure_calmly(store, experiment, requested, key, local)
@@ -340,14 +337,6 @@ def newest_entry(store: Store, experiment: str, key: str, devices: list[str]) ->
     """The most recently measured readable entry for (experiment, key) among `devices`."""
     found = [m for d in devices if (m := store.get(experiment, key, d)) is not None]
     return max(found, key=lambda m: (m.provenance.date, m.device_id), default=None)
-
-
-def free_memory(kind: str) -> int | None:
-    """Bytes a new allocation on this machine's `kind` device (cpu, cuda) can still get."""
-    from attention_docs.profiling.device import resolve_device
-    from attention_docs.profiling.headroom import free_memory_bytes
-
-    return free_memory_bytes(resolve_device(kind))
 
 
 def command_line(experiment: str, requested: dict[str, Any], store: Path) -> str:

@@ -285,10 +285,9 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
     from attention_docs.workers import MeasurementError, run_worker
 
     try:
-        # One experiment: a new interpreter starts sooner than a worker server would.
-        run_worker(
-            exp.name, requested, kind, store, args.timeout, allow_busy=args.allow_busy, fork=False
-        )
+        # A worker server starts as soon as a new interpreter would (it imports torch alone
+        # until a child has compiled), and a caller that runs several reuses it.
+        run_worker(exp.name, requested, kind, store, args.timeout, allow_busy=args.allow_busy)
     except MeasurementError as exc:
         message = exc.message
         if exc.kind == "timeout":

@@ -3,10 +3,12 @@
 # call) sends a job here, and the worker process calls the runner directly
 # (experiments/runner.py), never the command line.
 #
-# Starting a new interpreter costs about 3 s before the experiment begins (importing torch)
-# and another 4-5 s in every experiment that compiles (importing Dynamo and Inductor): on a
+# Starting a new interpreter costs about 2-3 s before the experiment begins (importing torch)
+# and another 3-5 s in every experiment that compiles (importing Dynamo and Inductor): on a
 # cold build of 34 experiments that is two minutes of imports. So on Linux one *worker
-# server* imports those libraries once, and forks a fresh child for each experiment. A child
+# server* imports those libraries once, and forks a fresh child for each experiment: torch
+# at start, and Dynamo and Inductor once a child has needed them (a build that measures one
+# experiment that does not compile, the usual edit, waits for torch alone). A child
 # starts with no CUDA context, no allocator state and nothing compiled: the server never
 # runs a torch operation, never initialises CUDA and never imports this package's measured
 # code (a child imports it afresh from disk, so an edit under `mkdocs serve` is measured as
@@ -39,9 +41,11 @@ from pathlib import Path
 
 log = logging.getLogger("attention_docs")
 
-# Imported once by the server: the libraries every experiment needs, and what torch.compile
-# imports on first use. Nothing of attention_docs' own measured code.
-PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
+# Imported once by the server: the library every experiment needs at start, and what
+# torch.compile imports on first use (LEARNED) after the first child that imported it, so
+# that the children after it find it imported. Nothing of attention_docs' own measured code.
+PRELOAD = ("torch",)
+LEARNED = ("torch._dynamo", "torch._inductor.compile_fx")
 # Variables read when those libraries are imported (and PYTHONPATH, read at start-up): when
 # one of them changes, a new server is started so that a child sees what a new process would.
 _IMPORT_TIME_ENV = re.compile(
@@ -50,6 +54,8 @@ _IMPORT_TIME_ENV = re.compile(
 # How a worker says it refused a request (bad parameters, no such device, a busy machine):
 # the last line of its stderr, after exit code 2.
 REFUSED = "attention_docs worker: refused: "
+# ... and, after it, that the parameters cannot fit in the device's free memory.
+TOO_LARGE = "too large: "
 
 
 class MeasurementError(RuntimeError):
@@ -99,12 +105,9 @@ def run_worker(
     timeout_s: float,
     *,
     allow_busy: bool = True,
-    fork: bool = True,
 ) -> None:
-    """Run one experiment in a fresh process that writes its result into `store`.
-
-    `fork=False`: a new interpreter rather than a child of the worker server (which pays off
-    from the second experiment on). Raises MeasurementError, one sentence saying why.
+    """Run one experiment in a fresh process that writes its result into `store`: a child
+    of the worker server (`run`). Raises MeasurementError, one sentence saying why.
     """
     from attention_docs.measurements.keys import params_text
 
@@ -118,7 +121,7 @@ def run_worker(
     }
     log.info("measuring %s on %s in a worker process", what, device)
     try:
-        proc = run(job, timeout_s, server=fork)
+        proc = run(job, timeout_s)
     except WorkerTimeoutError:
         raise MeasurementError(
             f"{what} did not finish within {timeout_s:.0f} s and was stopped; its parameters "
@@ -138,6 +141,8 @@ def run_worker(
     last = lines[-1] if lines else ""
     if proc.returncode == 2 and last.startswith(REFUSED):
         reason = last.removeprefix(REFUSED)
+        if reason.startswith(TOO_LARGE):
+            raise MeasurementError(reason.removeprefix(TOO_LARGE), kind="too-large")
         busy = re.match(r"busy \((?P<load>[^()]*)\): ", reason)
         if busy:
             raise MeasurementError(
@@ -153,10 +158,10 @@ def run_worker(
     )
 
 
-def run(job: dict, timeout_s: float, *, server: bool = True) -> Finished:
+def run(job: dict, timeout_s: float) -> Finished:
     """Run `job` (see `run_worker`) in a fresh worker process and wait for it: a child of the
-    worker server, or (`server=False`, or where fork is unsafe) a new interpreter."""
-    found = _server() if server else None
+    worker server, or (where fork is unsafe, or the server cannot start) a new interpreter."""
+    found = _server()
     if found is not None:
         try:
             return found.run(job, timeout_s)
@@ -247,6 +252,7 @@ class _Server:
                 "env": _child_env(),
                 "stdout": str(out),
                 "stderr": str(err),
+                "imported": str(Path(self.folder.name) / "imported"),
             }
             try:
                 self.proc.stdin.write(json.dumps(request).encode() + b"\n")
@@ -287,8 +293,10 @@ class _Server:
             _kill(self.in_flight)
         with contextlib.suppress(OSError):
             self.proc.stdin.close()
+        # It ends when it reads the end of its requests; one still importing between
+        # requests has nothing to finish, and the requester does not wait for it.
         try:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=0.5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -351,11 +359,21 @@ def _read(path: Path) -> str:
 # ---- the server process ----------------------------------------------------------------
 
 
-def preload() -> None:
-    """Import PRELOAD; one that cannot be imported is left to the child, whose error names it."""
-    for name in PRELOAD:
+def preload(names: tuple[str, ...] = PRELOAD) -> None:
+    """Import `names`; one that cannot be imported is left to the child, whose error names it."""
+    for name in names:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+
+
+def _learned(path: str) -> tuple[str, ...]:
+    """The LEARNED modules a finished child imported (it listed them in `path`) that this
+    server has not: what the next children would otherwise import again, each."""
+    try:
+        names = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return ()
+    return tuple(n for n in LEARNED if n in names and n not in sys.modules)
 
 
 def serve() -> None:
@@ -384,6 +402,10 @@ def serve() -> None:
             return  # the requester is gone, and so is the child
         answers.write(json.dumps({"pid": pid, "returncode": code}).encode() + b"\n")
         answers.flush()
+        # After the answer, while the requester renders: never while a child measures, nor
+        # when the next request (or the end) is waiting already.
+        if not requests.waiting():
+            preload(_learned(request.get("imported", "")))
 
 
 class _Requests:
@@ -398,6 +420,10 @@ class _Requests:
         chunk = os.read(self.fd, 65536)
         self.closed = not chunk
         self.pending += chunk
+
+    def waiting(self) -> bool:
+        """Whether a request, or the end of them, can be read without waiting."""
+        return b"\n" in self.pending or bool(select.select([self.fd], [], [], 0)[0])
 
     def line(self) -> bytes | None:
         """The next request, or None once the requester has closed the pipe."""
@@ -466,6 +492,9 @@ def _child(request: dict) -> None:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
+        with contextlib.suppress(Exception):
+            imported = [n for n in LEARNED if n in sys.modules]
+            Path(request["imported"]).write_text(json.dumps(imported))
         os._exit(code if isinstance(code, int) else 1)
 
 
@@ -475,15 +504,26 @@ def _child(request: dict) -> None:
 def work(job: dict) -> int:
     """Run one job's experiment in this process and store it: the worker's whole work.
 
+    Parameters that cannot fit in the device's free memory are refused before it starts.
     Returns the exit code: 0 stored; 2 refused (its reason on stderr after REFUSED). Any
     other failure raises, and its traceback is the worker's output.
     """
-    from attention_docs.experiments.registry import ExperimentError
+    from attention_docs.experiments.registry import ExperimentError, get
     from attention_docs.experiments.runner import BusyMachineError, run_experiment
     from attention_docs.measurements.store import Store
-    from attention_docs.profiling.device import DeviceError
+    from attention_docs.profiling.device import DeviceError, resolve_device
+    from attention_docs.profiling.headroom import free_memory_bytes
 
     try:
+        exp, device = get(job["experiment"]), resolve_device(job["device"])
+        problem = exp.memory_problem(
+            exp.resolve(job["requested"], device.type),
+            free_memory_bytes(device),
+            f"this machine's {device.type}",
+        )
+        if problem:
+            print(f"{REFUSED}{TOO_LARGE}{problem}", file=sys.stderr)
+            return 2
         run_experiment(
             job["experiment"],
             job["requested"],

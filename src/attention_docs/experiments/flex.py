@@ -9,13 +9,14 @@
 # with the plain causal mask is `forward_times`' FlexAttention row: not timed here.
 #
 # GPU sizes, estimated on an H200 (the site's forecast shape: bfloat16, batch 4, 16 heads,
-# seq_len 4096, head_dim 128). flex_masks: four flex_attention compiles (~5-15 s each)
-# dominate; each forward is ~0.1-1 ms fused and a few ms for the fallback (its N×N scores
-# are 2 GiB), timed in 3 rounds of ~16 runs; five more windows of ≤ 1 ms; one profiler
-# start: ~60 s in all. flex_block_mask_cost up to 32768: each build evaluates the mask on up
-# to 1 G pairs (~1 GB of booleans, a few ms): ~5 s.
+# seq_len 4096, head_dim 128). flex_masks: four flex_attention compiles (~5-15 s each; the
+# profiled step reuses the causal one) dominate; each forward is ~0.1-1 ms fused and a few
+# ms for the fallback (its N×N scores are 2 GiB), timed in 3 rounds of ~16 runs; five more
+# windows of ≤ 1 ms; one profiler start: ~60 s in all. flex_block_mask_cost up to 32768:
+# each build evaluates the mask on up to 1 G pairs (~1 GB of booleans, a few ms): ~5 s.
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -41,7 +42,13 @@ from attention_docs.attention.flex import (
     split_lengths,
 )
 from attention_docs.experiments._sweep import sweep
-from attention_docs.experiments.registry import Observed, Param, experiment, shape_params
+from attention_docs.experiments.registry import (
+    ExperimentError,
+    Observed,
+    Param,
+    experiment,
+    shape_params,
+)
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
@@ -120,17 +127,25 @@ def _rel_err(out: torch.Tensor, expected: torch.Tensor) -> float:
     window=Param(256, gpu_default=1024, minimum=1, help="sliding-window width in tokens"),
     documents=Param(4, minimum=1, help="documents packed into each sequence"),
     min_window=Param(64, gpu_default=128, minimum=1, help="narrowest window of the sweep"),
+    masks=Param(
+        ",".join(MASKS),
+        help=f"comma-separated masks to compile, of {', '.join(MASKS)}; causal and "
+        "sliding_window always (the profiled step and the sweep run their kernels)",
+    ),
 )
 def flex_masks(
-    ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, window, documents, min_window
+    ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, window, documents, min_window, masks
 ) -> Observed:
     q, k, v = make_qkv(batch_size, num_heads, seq_len, head_dim, dtype=dtype, device=ctx.device)
     flex = compiled_flex_attention()
+    # The masks forward_times times are compiled here for their row (compile time, error)
+    # with kernel profiling, and the profiled step below reuses that kernel: a CPU's
+    # generated kernel then shows by name, and the causal kernel is compiled once, not twice.
+    profiled_flex = torch.compile(flex_attention, options=KERNEL_PROFILE_OPTIONS)
     width = torch.tensor(window, device=ctx.device)
     sliding = sliding_window(width)  # one mod, one kernel: the sweep only changes `width`
-    min_run = 0.3 if ctx.device.type == "cpu" else 0.1
     rows, notes, fallback_warnings = [], [], []
-    for kind in MASKS:
+    for kind in _chosen(masks):
         mask_mod, score_mod, allowed, bias = _mods(
             kind,
             seq_len,
@@ -156,7 +171,14 @@ def flex_masks(
         }
         fns = {}
         try:
-            run = lambda sm=score_mod, bm=block_mask: flex(q, k, v, score_mod=sm, block_mask=bm)  # noqa: E731
+            run = functools.partial(
+                profiled_flex if kind in TIMED_IN_FORWARD_TIMES else flex,
+                q,
+                k,
+                v,
+                score_mod=score_mod,
+                block_mask=block_mask,
+            )
             hits, misses = _fx_cache()
             started = time.perf_counter()
             out = run()
@@ -187,7 +209,9 @@ def flex_masks(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             # Interleaved rounds: a slow moment of the machine hurts all three alike.
-            timings = time_callables(fns, ctx.device, min_run_time=min_run, cuda_runs=48)
+            timings = time_callables(
+                fns, ctx.device, min_run_time=0.3 if ctx.device.type == "cpu" else 0.1, cuda_runs=48
+            )
         fallback_warnings.extend(
             str(w.message) for w in caught if "without torch.compile" in str(w.message)
         )
@@ -227,7 +251,7 @@ def flex_masks(
         units={"compile_s": "s", "first_build_us": "µs"}
         | dict.fromkeys(("compiled", "eager", "sdpa_dense"), "µs"),
     )
-    profiled = _profile(q, k, v, seq_len, ctx)
+    profiled = _profile(profiled_flex, (q, k, v), ctx)
     return Observed(
         tables={"masks": table, "sweep": swept},
         timeline=profiled["timeline"],
@@ -243,6 +267,19 @@ def flex_masks(
         },
         notes=tuple(notes + swept_notes),
     )
+
+
+def _chosen(masks: str) -> tuple[str, ...]:
+    """The masks `masks` names, in MASKS' order; an unknown or missing one is refused."""
+    names = {m.strip() for m in masks.split(",") if m.strip()}
+    if unknown := sorted(names - set(MASKS)):
+        raise ExperimentError(f"unknown mask {unknown[0]!r}; masks are {', '.join(MASKS)}")
+    if missing := [m for m in ("causal", "sliding_window") if m not in names]:
+        raise ExperimentError(
+            f"masks must include {missing[0]}: the profiled step runs the causal kernel and "
+            "the sparsity sweep the sliding window's"
+        )
+    return tuple(m for m in MASKS if m in names)
 
 
 def _sparsity(flex, mod, width, *, qkv, ctx, min_window, ok):
@@ -289,11 +326,12 @@ def _sparsity(flex, mod, width, *, qkv, ctx, min_window, ok):
     return table, notes
 
 
-def _profile(q, k, v, seq_len, ctx) -> dict:
-    """One profiled step: build the causal BlockMask, then call compiled FlexAttention with
-    it (compiled with kernel profiling, so that a CPU's generated kernel shows by name).
+def _profile(flex, qkv, ctx) -> dict:
+    """One profiled step: build the causal BlockMask, then call `flex`, FlexAttention
+    compiled with kernel profiling (so that a CPU's generated kernel shows by name), with it.
     `ran`: the ops and kernels the compiled call ran, by name."""
-    flex = torch.compile(flex_attention, options=KERNEL_PROFILE_OPTIONS)
+    q, k, v = qkv
+    seq_len = q.size(-2)
 
     def step():
         with record_function(FLEX_STEPS[0]):
@@ -301,7 +339,7 @@ def _profile(q, k, v, seq_len, ctx) -> dict:
         with record_function(FLEX_STEPS[1]):
             flex(q, k, v, block_mask=block_mask)
 
-    step()  # compiles outside the profile
+    step()  # compiles outside the profile, if the causal row did not
     run = profile_callable(
         step, ctx.device, sched=Schedule(1, 1, 1), profile_memory=False, with_flops=False
     )

@@ -1,7 +1,7 @@
 # The experiment registry. An experiment is a function that answers one question a chapter
 # asks and returns what it observed; its declaration says which parameters it takes (with
 # larger defaults on a GPU), which source files it measures (its fingerprint), and how much
-# memory a choice of parameters needs at least (checked before a worker starts).
+# memory a choice of parameters needs at least (checked before the experiment starts).
 from __future__ import annotations
 
 import hashlib
@@ -150,7 +150,8 @@ class Experiment:
     params: Mapping[str, Param]
     measures: tuple[str, ...]  # package-relative source files whose code is measured
     # The least memory a run with these (resolved) parameters needs, or None if unknown;
-    # `run` and `book.measure` refuse parameters that cannot fit before a worker starts.
+    # `run` and the worker (for `book.measure`) refuse parameters that cannot fit before the
+    # experiment starts.
     estimate_bytes: EstimateBytes | None = score_matrix_bytes
 
     @property
