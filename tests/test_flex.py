@@ -3,6 +3,7 @@
 # experiments at tiny shapes (which compile every mod), their findings on made-up rounds,
 # and the renderers on recorded entries.
 import math
+import re
 
 import pytest
 import torch
@@ -249,7 +250,9 @@ def test_the_chapter_renders_from_its_recorded_entries():
     )
     finding = render_flex.finding(fm, times)
     assert finding.count("ad-fact") >= 6 and "is_causal=True" in finding
-    assert "ran a generated, fused kernel" in render_flex.ran(fm)
+    ran = render_flex.ran(fm)
+    assert re.search(r"ran a generated, fused kernel: `graph_\d+_kernel`, inside torch", ran)
+    assert "`TorchDynamo Cache Lookup`" in ran.split("inside")[1]
     timeline = render_flex.timeline(fm)
     assert "<svg" in timeline and "flex.compiled" in timeline
     assert "Tiles (128×128) skipped" in render_flex.block_table(fm)

@@ -246,3 +246,24 @@ UNFUSED_OPS = ("aten::bmm", "aten::matmul", "aten::_softmax", "aten::softmax")
 def fused(m: Measurement) -> bool:
     """Whether the profiled compiled call ran a generated kernel (no unfused matmul/softmax)."""
     return not any(name in UNFUSED_OPS for name in m.facts["compiled_ran"])
+
+
+# The ranges torch.compile's own machinery records around a compiled call (guard checks,
+# the AOT wrapper): not work of the attention.
+COMPILE_MACHINERY = (
+    "AOTDispatcher",
+    "Pregraph bytecode",
+    "Torch-Compiled Region",
+    "TorchDynamo",
+    "CompiledFunction",
+    "## Call CompiledFxGraph",
+)
+
+
+def ran_split(m: Measurement) -> tuple[list[str], list[str]]:
+    """What the profiled compiled call ran: (its ops and kernels, torch.compile's own
+    ranges around them), each by name in the profile's order."""
+    work, machinery = [], []
+    for name in m.facts["compiled_ran"]:
+        (machinery if name.startswith(COMPILE_MACHINERY) else work).append(name)
+    return work, machinery

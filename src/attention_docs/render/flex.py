@@ -47,9 +47,15 @@ def finding(fm: Sourced, times: Sourced) -> str:
 def ran(fm: Sourced) -> str:
     """What the compiled call ran on this device, by name, and whether it was fused."""
     m = fm.measurement
-    names = words.series(f"`{n}`" for n in m.facts["compiled_ran"]) or "nothing the profiler named"
+    work, machinery = ff.ran_split(m)
+    names = words.series(f"`{n}`" for n in work) or "nothing the profiler named"
     what = "a generated, fused kernel" if ff.fused(m) else "the unfused fallback's ATen ops"
-    return f"Under the profiler, on this machine ({m.provenance.device.label}), the compiled call ran {what}: {names}."
+    around = (
+        f", inside torch.compile's own ranges ({words.series(f'`{n}`' for n in machinery)})"
+        if machinery
+        else ""
+    )
+    return f"Under the profiler, on this machine ({m.provenance.device.label}), the compiled call ran {what}: {names}{around}."
 
 
 def timeline(fm: Sourced) -> str:
