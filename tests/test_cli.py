@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import python_prints
 
 
 @dataclass(frozen=True)
@@ -491,6 +492,19 @@ def project(tmp_path) -> Path:
     (tmp_path / "docs" / "chapters").mkdir(parents=True)
     (tmp_path / "mkdocs.yml").write_text("site_name: t\n")
     return tmp_path
+
+
+def test_a_command_that_measures_nothing_imports_no_torch(tmp_path):
+    """`new-chapter` (and the command line's error handling) in a new interpreter: torch's
+    import alone is seconds, and the command writes files."""
+    root = project(tmp_path)
+    code = (
+        "import sys; from attention_docs.cli import main; "
+        f"main(['new-chapter', 'mask-cost', '--root', {str(root)!r}]); "
+        "print('torch' in sys.modules)"
+    )
+    assert python_prints(code).splitlines()[-1] == "False"
+    assert (root / "docs" / "chapters" / "01-mask-cost.md").is_file()
 
 
 def test_new_chapter_refuses_a_slug_that_names_an_existing_experiment(tmp_path, capsys):

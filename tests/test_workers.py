@@ -127,10 +127,13 @@ def test_parameters_too_large_for_the_free_memory_are_refused_before_the_experim
     store = tmp_path / "store"
     with pytest.raises(MeasurementError) as caught:
         run_worker("_test_quick", {"seq_len": 10**7}, "cpu", store, 120)
-    assert caught.value.kind == "too-large"
+    assert caught.value.kind == "refused"
     message = caught.value.message
-    assert message.startswith("_test_quick with seq_len=10000000 needs at least 363.8 TiB")
-    assert "but this machine's cpu has" in message and "choose smaller parameters" in message
+    assert message.startswith(
+        "experiment _test_quick(seq_len=10000000) was refused: _test_quick with "
+        "seq_len=10000000 needs at least 363.8 TiB"
+    )
+    assert "but this cpu has" in message and "choose smaller parameters" in message
     assert not list(store.rglob("*.json"))
 
 

@@ -246,8 +246,8 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
                 frozen_message(store, exp, requested, key, local), kind="missing"
             )
     # Parameters that cannot fit in this machine's free memory are refused by the worker
-    # before the experiment starts (kind "too-large"): the build process imports neither the
-    # experiments nor torch to measure (nor makes a CUDA context that takes some memory).
+    # before the experiment starts (run_experiment checks them): the build process imports
+    # neither the experiments nor torch to measure (nor makes a CUDA context of its own).
     started = time.perf_counter()
     try:
         kept = _measure_calmly(store, experiment, requested, key, local)

@@ -466,8 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra and not getattr(args, "takes_params", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from attention_docs.experiments.registry import ExperimentError
-    from attention_docs.experiments.runner import BusyMachineError
     from attention_docs.profiling.device import DeviceError
+    from attention_docs.records.load import BusyMachineError
     from attention_docs.scaffold import ScaffoldError
 
     try:

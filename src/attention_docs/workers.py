@@ -7,13 +7,14 @@
 # and another 3-5 s in every experiment that compiles (importing Dynamo and Inductor): on a
 # cold build of 34 experiments that is two minutes of imports. So on Linux one *worker
 # server* imports those libraries once, and forks a fresh child for each experiment: torch
-# at start, and Dynamo and Inductor once a child has needed them (a build that measures one
-# experiment that does not compile, the usual edit, waits for torch alone). A child
-# starts with no CUDA context, no allocator state and nothing compiled: the server never
-# runs a torch operation, never initialises CUDA and never imports this package's measured
-# code (a child imports it afresh from disk, so an edit under `mkdocs serve` is measured as
-# edited). What a child is given is what a new process would be: the requester's working
-# folder and environment at the time of the request.
+# at start, and Dynamo and Inductor once a child has needed them (torch.profiler imports
+# them too, so nearly every experiment needs them; one that neither compiles nor profiles,
+# such as a timing sweep, waits for torch alone). A child starts with no CUDA context, no
+# allocator state and nothing compiled: the server never runs a torch operation, never
+# initialises CUDA and never imports this package's measured code (a child imports it
+# afresh from disk, so an edit under `mkdocs serve` is measured as edited). What a child is
+# given is what a new process would be: the requester's working folder and environment at
+# the time of the request.
 #
 # The server reads one JSON request per line and answers with the child's pid, then with its
 # exit code. It ends when its requester closes the pipe (or exits) — and a child still
@@ -51,11 +52,10 @@ LEARNED = ("torch._dynamo", "torch._inductor.compile_fx")
 _IMPORT_TIME_ENV = re.compile(
     r"(PYTHON|TORCH|PYTORCH|INDUCTOR|TRITON|CUDA|NVIDIA|OMP_|MKL|KMP_|GOMP|KINETO|LD_)"
 )
-# How a worker says it refused a request (bad parameters, no such device, a busy machine):
-# the last line of its stderr, after exit code 2.
+# How a worker says it refused a request (bad parameters, parameters too large for the
+# device's free memory, no such device, a busy machine): the last line of its stderr, after
+# exit code 2.
 REFUSED = "attention_docs worker: refused: "
-# ... and, after it, that the parameters cannot fit in the device's free memory.
-TOO_LARGE = "too large: "
 
 
 class MeasurementError(RuntimeError):
@@ -63,9 +63,9 @@ class MeasurementError(RuntimeError):
 
     `message` is one sentence (cause and fix); `details` (a worker's last lines of output)
     follow it in the build log, and the command line leaves them out. `kind` says what went
-    wrong: "missing" (frozen store), "too-large", "timeout", "killed", "refused" (the
-    worker rejected the request), "busy" (measured while other work competed) or "failed"
-    (the experiment raised).
+    wrong: "missing" (frozen store), "timeout", "killed", "refused" (the worker rejected
+    the request: bad or too large parameters, no such device), "busy" (measured while other
+    work competed) or "failed" (the experiment raised).
     """
 
     def __init__(
@@ -141,8 +141,6 @@ def run_worker(
     last = lines[-1] if lines else ""
     if proc.returncode == 2 and last.startswith(REFUSED):
         reason = last.removeprefix(REFUSED)
-        if reason.startswith(TOO_LARGE):
-            raise MeasurementError(reason.removeprefix(TOO_LARGE), kind="too-large")
         busy = re.match(r"busy \((?P<load>[^()]*)\): ", reason)
         if busy:
             raise MeasurementError(
@@ -504,26 +502,16 @@ def _child(request: dict) -> None:
 def work(job: dict) -> int:
     """Run one job's experiment in this process and store it: the worker's whole work.
 
-    Parameters that cannot fit in the device's free memory are refused before it starts.
-    Returns the exit code: 0 stored; 2 refused (its reason on stderr after REFUSED). Any
+    Parameters that cannot fit in the device's free memory are refused before it starts
+    (run_experiment checks them). Returns the exit code: 0 stored; 2 refused (its reason on stderr after REFUSED). Any
     other failure raises, and its traceback is the worker's output.
     """
-    from attention_docs.experiments.registry import ExperimentError, get
+    from attention_docs.experiments.registry import ExperimentError
     from attention_docs.experiments.runner import BusyMachineError, run_experiment
     from attention_docs.measurements.store import Store
-    from attention_docs.profiling.device import DeviceError, resolve_device
-    from attention_docs.profiling.headroom import free_memory_bytes
+    from attention_docs.profiling.device import DeviceError
 
     try:
-        exp, device = get(job["experiment"]), resolve_device(job["device"])
-        problem = exp.memory_problem(
-            exp.resolve(job["requested"], device.type),
-            free_memory_bytes(device),
-            f"this machine's {device.type}",
-        )
-        if problem:
-            print(f"{REFUSED}{TOO_LARGE}{problem}", file=sys.stderr)
-            return 2
         run_experiment(
             job["experiment"],
             job["requested"],

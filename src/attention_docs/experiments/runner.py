@@ -22,17 +22,7 @@ from attention_docs.profiling.device import describe, resolve_device
 from attention_docs.profiling.headroom import free_memory_bytes
 from attention_docs.profiling.load import LoadMonitor
 from attention_docs.records.device import DeviceInfo, device_id
-
-
-class BusyMachineError(RuntimeError):
-    """Other work competed for the machine while an experiment ran; its result was not stored.
-
-    `load` says how busy the machine was (`Load.describe()`).
-    """
-
-    def __init__(self, message: str, load: str) -> None:
-        super().__init__(message)
-        self.load = load
+from attention_docs.records.load import BusyMachineError
 
 
 def cores_available() -> int:

@@ -43,3 +43,15 @@ class Load:
     @classmethod
     def from_json(cls, data: dict) -> Load:
         return cls(**data)
+
+
+class BusyMachineError(RuntimeError):
+    """Other work competed for the machine while an experiment ran; its result was not stored.
+
+    `load` says how busy the machine was (`Load.describe()`). Raised by the runner; defined
+    here, beside the record, so that the command line catches it without importing torch.
+    """
+
+    def __init__(self, message: str, load: str) -> None:
+        super().__init__(message)
+        self.load = load
