@@ -76,25 +76,17 @@ def marks(ctx, *, mark, seconds) -> Observed:
     return Observed(notes=(f"slept {seconds} s",))
 
 
-@experiment(
-    "_test_environment",
-    summary="what a worker process was given (and, with compiles, what torch.compile imports)",
-    compiles=Param(False),
-)
-def environment(ctx, *, compiles) -> Observed:
+@experiment("_test_environment", summary="what a worker process was given")
+def environment(ctx) -> Observed:
     import sys
 
     import torch
 
-    from attention_docs.workers import LEARNED
+    from attention_docs.workers import PRELOAD
 
-    preloaded = [name for name in LEARNED if name in sys.modules]
-    if compiles:
-        import torch._dynamo
-        import torch._inductor.compile_fx
     return Observed(
         facts={
-            "preloaded": preloaded,
+            "preloaded": [name for name in PRELOAD if name in sys.modules],
             "mark": os.environ.get("ATTENTION_DOCS_TEST_MARK"),
             "cwd": str(Path.cwd()),
             "threads": torch.get_num_threads(),

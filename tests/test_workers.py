@@ -21,8 +21,8 @@ from attention_docs.workers import MeasurementError, run_worker
 pytestmark = pytest.mark.skipif(not workers.forking(), reason="workers are forked on Linux only")
 
 
-def environment(store, **params) -> dict:
-    run_worker("_test_environment", params, "cpu", store, 120)
+def environment(store) -> dict:
+    run_worker("_test_environment", {}, "cpu", store, 120)
     (path,) = (store / "_test_environment").glob("*.json")
     facts = json.loads(path.read_text())["facts"]
     path.unlink()
@@ -56,18 +56,9 @@ def test_a_worker_is_given_the_requesters_environment_and_folder(tmp_path, monke
     assert second["mark"] == "set after the server started"
     assert second["cwd"] == str(tmp_path)
     assert second["pid"] != first["pid"]  # a fresh child each time
+    # Its first compile or profiled call times no import: the server made them.
+    assert first["preloaded"] == list(workers.PRELOAD)
     assert workers._current is server  # no new server for a variable no library reads early
-
-
-def test_the_server_imports_what_torch_compile_needs_once_a_child_needed_it(tmp_path):
-    """A build that measures nothing that compiles waits for torch alone; after the first
-    child that compiled, the next ones find Dynamo and Inductor imported."""
-    store = tmp_path / "store"
-    workers._stop_server()
-    assert environment(store)["preloaded"] == []
-    assert environment(store)["preloaded"] == []  # running an experiment imports neither
-    assert environment(store, compiles=True)["preloaded"] == []
-    assert environment(store)["preloaded"] == list(workers.LEARNED)
 
 
 def test_a_variable_read_at_import_starts_a_new_server(tmp_path, monkeypatch):
@@ -165,6 +156,8 @@ def test_without_fork_each_worker_is_a_new_interpreter(tmp_path, monkeypatch):
     assert json.loads(facts["argv"][0])["experiment"] == "_test_environment"
     assert workers._current is None
     assert os.environ["ATTENTION_DOCS_FORK_SERVER"] == "0"
+    # A new interpreter imports what the server would have, before the experiment starts.
+    assert facts["preloaded"] == list(workers.PRELOAD)
 
 
 REQUESTER = (

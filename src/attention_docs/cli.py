@@ -285,8 +285,8 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
     from attention_docs.workers import MeasurementError, run_worker
 
     try:
-        # A worker server starts as soon as a new interpreter would (it imports torch alone
-        # until a child has compiled), and a caller that runs several reuses it.
+        # In a child of the worker server, as a build measures: the same imports done
+        # before the experiment starts (and a caller that runs several reuses the server).
         run_worker(exp.name, requested, kind, store, args.timeout, allow_busy=args.allow_busy)
     except MeasurementError as exc:
         message = exc.message

@@ -4,12 +4,13 @@
 # (experiments/runner.py), never the command line.
 #
 # Starting a new interpreter costs about 2-3 s before the experiment begins (importing torch)
-# and another 3-5 s in every experiment that compiles (importing Dynamo and Inductor): on a
-# cold build of 34 experiments that is two minutes of imports. So on Linux one *worker
-# server* imports those libraries once, and forks a fresh child for each experiment: torch
-# at start, and Dynamo and Inductor once a child has needed them (torch.profiler imports
-# them too, so nearly every experiment needs them; one that neither compiles nor profiles,
-# such as a timing sweep, waits for torch alone). A child starts with no CUDA context, no
+# and another 3-5 s in every experiment that compiles or profiles (importing Dynamo and
+# Inductor; torch.profiler imports them too): on a cold build of 34 experiments that is two
+# minutes of imports. So on Linux one *worker server* imports those libraries once, and
+# forks a fresh child for each experiment. Every worker, forked or new, starts the
+# experiment with them imported (`work` imports what the server would have): no experiment's
+# first compile or first profiled call times an import, whichever path ran it, and whatever
+# ran before it. A child starts with no CUDA context, no
 # allocator state and nothing compiled: the server never runs a torch operation, never
 # initialises CUDA and never imports this package's measured code (a child imports it
 # afresh from disk, so an edit under `mkdocs serve` is measured as edited). What a child is
@@ -42,11 +43,9 @@ from pathlib import Path
 
 log = logging.getLogger("attention_docs")
 
-# Imported once by the server: the library every experiment needs at start, and what
-# torch.compile imports on first use (LEARNED) after the first child that imported it, so
-# that the children after it find it imported. Nothing of attention_docs' own measured code.
-PRELOAD = ("torch",)
-LEARNED = ("torch._dynamo", "torch._inductor.compile_fx")
+# Imported once by the server: the libraries every experiment needs, and what torch.compile
+# (and torch.profiler) import on first use. Nothing of attention_docs' own measured code.
+PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
 # Variables read when those libraries are imported (and PYTHONPATH, read at start-up): when
 # one of them changes, a new server is started so that a child sees what a new process would.
 _IMPORT_TIME_ENV = re.compile(
@@ -250,7 +249,6 @@ class _Server:
                 "env": _child_env(),
                 "stdout": str(out),
                 "stderr": str(err),
-                "imported": str(Path(self.folder.name) / "imported"),
             }
             try:
                 self.proc.stdin.write(json.dumps(request).encode() + b"\n")
@@ -291,10 +289,8 @@ class _Server:
             _kill(self.in_flight)
         with contextlib.suppress(OSError):
             self.proc.stdin.close()
-        # It ends when it reads the end of its requests; one still importing between
-        # requests has nothing to finish, and the requester does not wait for it.
         try:
-            self.proc.wait(timeout=0.5)
+            self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -357,21 +353,11 @@ def _read(path: Path) -> str:
 # ---- the server process ----------------------------------------------------------------
 
 
-def preload(names: tuple[str, ...] = PRELOAD) -> None:
-    """Import `names`; one that cannot be imported is left to the child, whose error names it."""
-    for name in names:
+def preload() -> None:
+    """Import PRELOAD; one that cannot be imported is left to the child, whose error names it."""
+    for name in PRELOAD:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
-
-
-def _learned(path: str) -> tuple[str, ...]:
-    """The LEARNED modules a finished child imported (it listed them in `path`) that this
-    server has not: what the next children would otherwise import again, each."""
-    try:
-        names = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return ()
-    return tuple(n for n in LEARNED if n in names and n not in sys.modules)
 
 
 def serve() -> None:
@@ -400,10 +386,6 @@ def serve() -> None:
             return  # the requester is gone, and so is the child
         answers.write(json.dumps({"pid": pid, "returncode": code}).encode() + b"\n")
         answers.flush()
-        # After the answer, while the requester renders: never while a child measures, nor
-        # when the next request (or the end) is waiting already.
-        if not requests.waiting():
-            preload(_learned(request.get("imported", "")))
 
 
 class _Requests:
@@ -418,10 +400,6 @@ class _Requests:
         chunk = os.read(self.fd, 65536)
         self.closed = not chunk
         self.pending += chunk
-
-    def waiting(self) -> bool:
-        """Whether a request, or the end of them, can be read without waiting."""
-        return b"\n" in self.pending or bool(select.select([self.fd], [], [], 0)[0])
 
     def line(self) -> bytes | None:
         """The next request, or None once the requester has closed the pipe."""
@@ -490,9 +468,6 @@ def _child(request: dict) -> None:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
-        with contextlib.suppress(Exception):
-            imported = [n for n in LEARNED if n in sys.modules]
-            Path(request["imported"]).write_text(json.dumps(imported))
         os._exit(code if isinstance(code, int) else 1)
 
 
@@ -511,6 +486,7 @@ def work(job: dict) -> int:
     from attention_docs.measurements.store import Store
     from attention_docs.profiling.device import DeviceError
 
+    preload()  # what a forked worker has imported already, a new interpreter imports now
     try:
         run_experiment(
             job["experiment"],
