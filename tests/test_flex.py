@@ -250,6 +250,11 @@ def test_the_chapter_renders_from_its_recorded_entries():
     )
     finding = render_flex.finding(fm, times)
     assert finding.count("ad-fact") >= 6 and "is_causal=True" in finding
+    # The causal mask's tiles are timed twice on the page (forward_times' shape-generic
+    # kernel, the sweep's whole-sequence window): both are stated, with what differs.
+    note = render_flex.whole_window_note(fm, times)
+    assert note.count("ad-fact") == 2 and "`dynamic=True`" in note
+    assert note in render_flex.mask_table(fm, times)
     ran = render_flex.ran(fm)
     assert re.search(r"ran a generated, fused kernel: `graph_\d+_kernel`, inside torch", ran)
     assert "`TorchDynamo Cache Lookup`" in ran.split("inside")[1]

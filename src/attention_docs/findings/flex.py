@@ -163,6 +163,33 @@ def sparsity(m: Measurement) -> Sparsity:
 
 
 @dataclass(frozen=True)
+class WholeWindow:
+    """The sweep's whole-sequence window computes the causal mask's tiles: its time beside
+    the causal row's (forward_times'). Three things differ, and nothing here separates
+    them: forward_times compiles one shape-generic kernel for its grid (`dynamic=True`),
+    the sweep one for this shape alone; the sweep's mask_mod also checks the window; the
+    two were timed in different processes."""
+
+    window: int
+    specialised: Fact  # the sweep's point: the same Fact as its row of the sparsity table
+    generic: Fact  # forward_times' causal FlexAttention: the mask table's causal row
+    # No ratio: the two were not timed in the same rounds.
+
+
+def whole_window(m: Measurement, times: Measurement | None) -> WholeWindow | None:
+    """None without forward_times, without a sweep or its timed whole-sequence point, or
+    when the causal row did not compile."""
+    if times is None or "sweep" not in m.tables:
+        return None
+    seq_len = m.params["seq_len"]
+    point = next((p for p in sparsity(m).points if p[0] >= seq_len), None)
+    causal = next((x for x in masks(m, times) if x.mask == "causal"), None)
+    if point is None or causal is None or causal.compiled is None:
+        return None
+    return WholeWindow(point[0], point[2], causal.compiled)
+
+
+@dataclass(frozen=True)
 class BuildCost:
     """create_block_mask along seq_len: each build's time, and the growth where it shows."""
 

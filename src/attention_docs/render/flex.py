@@ -88,7 +88,30 @@ def mask_table(fm: Sourced, times: Sourced) -> str:
     header = ["Mask", "Compiled", "Unfused fallback", "SDPA + dense mask", "Fallback ÷ compiled", "SDPA + dense ÷ compiled"]  # fmt: skip
     note = "\n\nCompiled: the causal mask's time is the FlexAttention row of the site's forward-time table; the sliding window's is the sparsity sweep's point at that width."
     what = "One forward per mask, unprofiled; the fallback and SDPA timed in interleaved rounds. Times are medians over the rounds; each ratio's range is over the same rounds."
-    return markdown_table(header, rows, "lrrrrr") + note + "\n\n" + caption_html(fm, what)
+    return (
+        markdown_table(header, rows, "lrrrrr")
+        + note
+        + whole_window_note(fm, times)
+        + "\n\n"
+        + caption_html(fm, what)
+    )
+
+
+def whole_window_note(fm: Sourced, times: Sourced) -> str:
+    """The causal mask's tiles timed twice on this page, by two kernels: both times (no
+    ratio: not the same rounds), with what differs between them (nothing measured here
+    separates the causes)."""
+    w = ff.whole_window(fm.measurement, times.measurement)
+    if w is None:
+        return ""
+    return (
+        f" The sweep's {w.window}-token window, the whole sequence, computes the causal mask's "
+        f"tiles: {words.fact(w.specialised)} against the causal row's {words.fact(w.generic)}. "
+        "Three things differ, and this page does not separate them: the "
+        "forward-time table compiles one shape-generic kernel for its whole grid "
+        "(`dynamic=True`), the sweep one for this shape alone; the sweep's `mask_mod` also "
+        "checks the window; and the two were timed in different processes."
+    )
 
 
 def block_table(fm: Sourced) -> str:
