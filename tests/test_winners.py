@@ -123,6 +123,14 @@ def test_the_finding_counts_wins_per_view(known, train, steps):
     assert 'data-fact="speed ratio;SDPA flash vs naive (eager);' in text  # a forecast, marked
 
 
+def test_a_view_with_no_clear_winner_says_so(known, steps):
+    s = next(s for s in fw.map_shapes("cpu") if s.seq_len == 512)
+    rows = [row(fwd.NAIVE, s, 1000.0, 900.0, 1100.0), row(fwd.SDPA_FLASH, s, 950.0, 850.0, 1050.0)]
+    text = winners.finding(sourced(known), sourced(train_times(known, rows)), sourced(steps))
+    assert "fastest training step beyond the noise is no implementation in any of the 1 " in text
+    assert "(all within noise)" in text and "none in any" not in text
+
+
 def test_the_trend_claim_checks_ranges_and_names_a_changing_winner(known):
     trend = winners.trend_claim(sourced(known))
     assert "changes with seq_len in 1 of 2 series" in trend
