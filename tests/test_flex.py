@@ -166,7 +166,7 @@ def test_flex_masks_compiles_each_mask_sweeps_sparsity_and_profiles_one_step():
     ("masks", "message"),
     [
         ("causal,sliding_window,banded", "unknown mask 'banded'; masks are causal, sliding_window"),
-        ("causal,alibi", "masks must include sliding_window: the profiled step runs the causal"),
+        ("causal,alibi", "masks must include sliding_window: the sparsity sweep times its kernel"),
     ],
 )
 def test_flex_masks_refuses_masks_it_cannot_run(masks, message):

@@ -10,12 +10,11 @@
 # forks a fresh child for each experiment. Every worker, forked or new, starts the
 # experiment with them imported (`work` imports what the server would have): no experiment's
 # first compile or first profiled call times an import, whichever path ran it, and whatever
-# ran before it. A child starts with no CUDA context, no
-# allocator state and nothing compiled: the server never runs a torch operation, never
-# initialises CUDA and never imports this package's measured code (a child imports it
-# afresh from disk, so an edit under `mkdocs serve` is measured as edited). What a child is
-# given is what a new process would be: the requester's working folder and environment at
-# the time of the request.
+# ran before it. A child starts with no CUDA context, no allocator state and nothing
+# compiled: the server never runs a torch operation, never initialises CUDA and never
+# imports this package's measured code (a child imports it afresh from disk, so an edit
+# under `mkdocs serve` is measured as edited). What a child is given is what a new process
+# would be: the requester's working folder and environment at the time of the request.
 #
 # The server reads one JSON request per line and answers with the child's pid, then with its
 # exit code. It ends when its requester closes the pipe (or exits) — and a child still
@@ -478,8 +477,8 @@ def work(job: dict) -> int:
     """Run one job's experiment in this process and store it: the worker's whole work.
 
     Parameters that cannot fit in the device's free memory are refused before it starts
-    (run_experiment checks them). Returns the exit code: 0 stored; 2 refused (its reason on stderr after REFUSED). Any
-    other failure raises, and its traceback is the worker's output.
+    (run_experiment checks them). Returns the exit code: 0 stored; 2 refused (its reason on
+    stderr after REFUSED). Any other failure raises, and its traceback is the worker's output.
     """
     from attention_docs.experiments.registry import ExperimentError
     from attention_docs.experiments.runner import BusyMachineError, run_experiment
