@@ -39,6 +39,11 @@ def _env() -> dict[str, str]:
         "MPLCONFIGDIR": str(CACHE / "matplotlib"),
         "NO_MKDOCS_2_WARNING": "1",
         "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", ""),
+        # Bytecode is written (into __pycache__/, ignored by git) even where the shell says
+        # not to: a build or the suite starts dozens of processes that import this package
+        # (a worker per measurement), and each would compile it again. `serve` writes none
+        # into the folders it watches (mkdocs_plugin.py).
+        "PYTHONDONTWRITEBYTECODE": "",
     }
 
 

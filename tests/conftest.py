@@ -27,9 +27,49 @@ sys.path.insert(0, str(TESTS))
 os.environ.setdefault("ATTENTION_DOCS_ALLOW_BUSY", "1")
 
 
+def _threads_per_worker() -> int:
+    """Each of the suite's processes gets its share of the cores as OpenMP threads: two test
+    workers with two threads each on a 2-core machine oversubscribe it, and the threads
+    waiting for each other took about 15% more of its CPU time."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+# Set before torch is imported, and inherited by the builds and worker servers tests start.
+os.environ.setdefault("OMP_NUM_THREADS", str(_threads_per_worker()))
+
+
+from short_timing import short_cpu_rounds  # noqa: E402 (tests/ is on sys.path from here)
+
+short_cpu_rounds()
+
+
 # The tests run on two workers with `--dist loadscope` (noxfile.py): each module's tests go to
 # one worker, so a module-scoped fixture (the whole site's build, a measurement, the GPU run's
-# rehearsal) is made once, not once per worker.
+# rehearsal) is made once, not once per worker. The modules that measure through this
+# process's worker server go to one worker together, in this order, and share it: each
+# server costs seconds to start (torch, Dynamo, Inductor), and test_workers replaces its own
+# last.
+SHARED_SERVER = ("tests/test_busy.py", "tests/test_gpu_run.py", "tests/test_workers.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.split("::", 1)[0] in SHARED_SERVER:
+                return "worker server"
+            return super()._split_scope(nodeid)
+
+    return Scheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
 

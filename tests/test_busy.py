@@ -15,7 +15,7 @@ import pytest
 from attention_docs import book
 from attention_docs.measurements.store import Store
 from attention_docs.render.caption import caption_text
-from attention_docs.workers import MeasurementError
+from attention_docs.workers import MeasurementError, run_worker
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the machine's load is read from /proc"
@@ -23,10 +23,12 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture
-def burners():
+def burners(tmp_path):
     """Processes that keep half the cores busy while the test runs: others then use about
     half the CPU, twice the share that makes a measurement busy (records/load.py), and the
-    suite's other test worker is not starved meanwhile."""
+    suite's other test worker is not starved meanwhile. The worker server is started first
+    (its imports take seconds), so that the burners compete with the measurements alone."""
+    run_worker("_test_environment", {}, "cpu", tmp_path / "server-started", 120)
     procs = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"])
         for _ in range(max(1, (os.cpu_count() or 1) // 2))

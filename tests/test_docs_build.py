@@ -252,6 +252,19 @@ def test_every_companion_notebook_is_published_as_ipynb(site):
         assert any(cell.cell_type == "code" for cell in notebook.cells)
 
 
+def test_every_companion_notebook_page_is_small_and_links_its_downloads(site):
+    """Each notebook's page as mkdocs-jupyter and the plugin's finishing left it: no inlined
+    JupyterLab CSS or scripts in the notebook, highlighted code, both downloads linked."""
+    for source in sorted((ROOT / "docs" / "notebooks").glob("*.py")):
+        page = (site / "notebooks" / source.stem / "index.html").read_text(encoding="utf-8")
+        assert len(gzip.compress(page.encode())) < 200_000, source.name
+        notebook = page.split('<div class="jupyter-wrapper">', 1)[1].split("</article>", 1)[0]
+        assert f'<a href="../{source.stem}.ipynb" download>' in notebook, source.name
+        assert f'href="{source.name}" download' in notebook, source.name
+        assert "<script" not in notebook and "<style" not in notebook, source.name
+        assert 'class="language-python highlight"><pre><code>' in notebook, source.name
+
+
 def test_no_link_or_asset_in_the_site_points_at_nothing(site):
     """Every local href/src/data-trace names a file of the site, every #anchor an id there:
     links printed by executed blocks included (they bypass MkDocs' own link check)."""
@@ -511,38 +524,52 @@ def _as_another_cpu(entry: Path, device_id: str, name: str) -> None:
     entry.unlink()
 
 
-def test_a_frozen_build_shows_another_machines_entry_and_auto_measures_its_own(tmp_path):
-    """A clean clone's tests pass on any CPU: a frozen build falls back to another device."""
-    from attention_docs.experiments.runner import run_experiment
-    from attention_docs.measurements.store import Store
+TWO_QUICK_PAGE = QUICK_PAGE.replace(
+    "<!-- attention-docs:build-summary -->",
+    """```python exec="on" id="quick-table-4" session="q"
+print(render.tables.step_table(measure("_test_quick", seq_len=4)))
+```
 
-    config = minimal_site(tmp_path, QUICK_PAGE)
-    store = Store(tmp_path / "docs" / "measurements")
-    m = run_experiment("_test_quick", {"seq_len": 8}, device="cpu", store=store)
-    _as_another_cpu(store.path(m.experiment, m.key, m.device_id), "cpu-elsewhere", "Other CPU")
+<!-- attention-docs:build-summary -->""",
+)
+
+
+def quick_entry(root: Path, seq_len: int) -> Path:
+    """The stored _test_quick entry at `seq_len` in the minimal site at `root`."""
+    (entry,) = (
+        p
+        for p in (root / "docs" / "measurements" / "_test_quick").glob("*.json")
+        if json.loads(p.read_text())["requested"]["seq_len"] == seq_len
+    )
+    return entry
+
+
+def test_a_build_measures_what_the_store_cannot_give_it_and_names_a_corrupt_entry(
+    tmp_path, quick_entries
+):
+    """A frozen build falls back to another machine's entry (a clean clone's tests pass on any
+    CPU); a build that may measure then measures that request on this machine and the one
+    whose entry is corrupt, naming the file. One measuring build: each starts a worker server.
+    """
+    config = minimal_site(tmp_path, TWO_QUICK_PAGE)
+    with_entries(quick_entries, tmp_path, 8, 4)
+    own = quick_entry(tmp_path, 8)
+    _as_another_cpu(own, "cpu-elsewhere", "Other CPU")
     frozen = mkdocs_build(config, tmp_path / "site", ATTENTION_DOCS_MODE="frozen")
     assert frozen.returncode == 0, frozen.stderr
     page = (tmp_path / "site" / "index.html").read_text()
     assert "CPU: Other CPU" in page and ".cpu-elsewhere.json" in page  # the caption says so
-    auto = mkdocs_build(config, tmp_path / "site")
-    assert auto.returncode == 0, auto.stderr
-    assert "1 measured during this build" in auto.stderr
-    assert store.get(m.experiment, m.key, m.device_id) is not None
-
-
-def test_corrupt_entry_is_named_and_measured_again(tmp_path, quick_entries):
-    config = minimal_site(tmp_path, QUICK_PAGE)
-    with_entries(quick_entries, tmp_path, 8)
-    entry = next((tmp_path / "docs" / "measurements").rglob("*.cpu-*.json"))
-    entry.write_text('{"schema_version": 999}')
+    corrupt = quick_entry(tmp_path, 4)
+    corrupt.write_text('{"schema_version": 999}')
     again = mkdocs_build(config, tmp_path / "site", say_torch=True)
     assert again.returncode == 0, again.stderr
-    assert f"{entry.name} is unusable (schema version 999" in again.stderr
-    assert "1 measured during this build" in again.stderr
+    assert f"{corrupt.name} is unusable (schema version 999" in again.stderr
+    assert "2 measured during this build" in again.stderr
     # It measured in a worker; the build process itself imported no torch (nor a CUDA
     # context that would take the memory its worker checks).
     assert again.stdout.strip().splitlines()[-1] == "no torch"
-    assert json.loads(entry.read_text())["schema_version"] != 999
+    assert json.loads(corrupt.read_text())["schema_version"] != 999
+    assert json.loads(own.read_text())["requested"]["seq_len"] == 8  # this machine's own
 
 
 FAILURES = {

@@ -1,22 +1,22 @@
 # The FlashAttention chapter: the tiled loop against float64 and SDPA, the tile schedule and
 # traffic models, the Triton kernel under Triton's interpreter (in a subprocess, because
-# TRITON_INTERPRET must be set before the kernel is defined), the experiments at tiny
-# shapes, and the renderers.
+# TRITON_INTERPRET must be set before the kernel is defined: tests/interpreted.py), the
+# experiments at tiny shapes, and the renderers.
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
 import re
-import subprocess
-import sys
 import textwrap
 from dataclasses import replace
+from types import SimpleNamespace
 
 import markdown
 import pytest
 import torch
-from conftest import ROOT, python_prints
+from conftest import python_prints
+from interpreted import run_interpreted
 from recorded import recorded
 from reference import attention_reference, rel_err
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -276,33 +276,45 @@ INTERPRETED = textwrap.dedent(
 )
 
 
-def run_interpreted(code: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
-        env={
-            **os.environ,
-            "TRITON_INTERPRET": "1",
-            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-        },
+INTERPRETED_CASES = [
+    ((1, 2, 37, 24), None, False, "float32", (16, 16)),
+    ((1, 2, 37, 24), None, True, "float32", (16, 32)),
+    ((2, 1, 20, 16), 45, True, "float32", (16, 16)),
+    ((1, 2, 33, 32), None, True, "bfloat16", (16, 16)),
+    ((1, 1, 48, 16), None, False, "bfloat16", (32, 16)),
+]
+# The GPU experiment's code path, at tiny shapes.
+COMPARISON = textwrap.dedent(
+    """
+    import json
+    import torch
+    from attention_docs.experiments.flash import compare_kernels
+    from attention_docs.experiments.runner import Context
+    from attention_docs.profiling.device import describe
+    dev = torch.device("cpu")
+    obs = compare_kernels(Context(dev, describe(dev)), batch_size=1, num_heads=1,
+                          seq_len=32, head_dim=16, dtype="float32", causal=True)
+    print(json.dumps({"table": obs.tables["kernels"].to_json(), "facts": obs.facts,
+                      "notes": list(obs.notes), "ops": [o.name for o in obs.ops]}))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def interpreted(tmp_path_factory):
+    """The kernel's checks and the GPU comparison, under the interpreter in one new process."""
+    seed = int(torch.randint(0, 2**31 - 1, ()).item())
+    payload = json.dumps([[*c, seed + i] for i, c in enumerate(INTERPRETED_CASES)])
+    ran = run_interpreted(
+        {"kernel": (INTERPRETED, [payload]), "comparison": (COMPARISON, [])},
+        tmp_path_factory.mktemp("interpreted"),
     )
+    return SimpleNamespace(seed=seed, **ran)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
-def test_triton_kernel_matches_float64_under_the_interpreter():
-    seed = int(torch.randint(0, 2**31 - 1, ()).item())
-    cases = [
-        ((1, 2, 37, 24), None, False, "float32", (16, 16)),
-        ((1, 2, 37, 24), None, True, "float32", (16, 32)),
-        ((2, 1, 20, 16), 45, True, "float32", (16, 16)),
-        ((1, 2, 33, 32), None, True, "bfloat16", (16, 16)),
-        ((1, 1, 48, 16), None, False, "bfloat16", (32, 16)),
-    ]
-    payload = json.dumps([[*c, seed + i] for i, c in enumerate(cases)])
-    proc = run_interpreted(INTERPRETED, payload)
+def test_triton_kernel_matches_float64_under_the_interpreter(interpreted):
+    seed, cases, proc = interpreted.seed, INTERPRETED_CASES, interpreted.kernel
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     for i, ((shape, kv, causal, dtype, _), r) in enumerate(zip(cases, results, strict=True)):
@@ -316,23 +328,9 @@ def test_triton_kernel_matches_float64_under_the_interpreter():
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
-def test_gpu_comparison_code_runs_under_the_interpreter():
+def test_gpu_comparison_code_runs_under_the_interpreter(interpreted):
     """The GPU experiment's code path, run on the CPU through the interpreter at tiny shapes."""
-    code = textwrap.dedent(
-        """
-        import json
-        import torch
-        from attention_docs.experiments.flash import compare_kernels
-        from attention_docs.experiments.runner import Context
-        from attention_docs.profiling.device import describe
-        dev = torch.device("cpu")
-        obs = compare_kernels(Context(dev, describe(dev)), batch_size=1, num_heads=1,
-                              seq_len=32, head_dim=16, dtype="float32", causal=True)
-        print(json.dumps({"table": obs.tables["kernels"].to_json(), "facts": obs.facts,
-                          "notes": list(obs.notes), "ops": [o.name for o in obs.ops]}))
-        """
-    )
-    proc = run_interpreted(code)
+    proc = interpreted.comparison
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     rows = Table.from_json(result["table"]).records()

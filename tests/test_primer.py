@@ -347,7 +347,11 @@ def test_the_benchmark_timer_uses_as_many_threads_as_the_profiled_runs():
 
     seen = []
     before = torch.get_num_threads()
-    time_callable(
-        lambda: seen.append(torch.get_num_threads()), torch.device("cpu"), min_run_time=0.01
-    )
-    assert set(seen) == {before}
+    torch.set_num_threads(2)  # not the Timer's own default of one, whatever the suite set
+    try:
+        time_callable(
+            lambda: seen.append(torch.get_num_threads()), torch.device("cpu"), min_run_time=0.01
+        )
+    finally:
+        torch.set_num_threads(before)
+    assert set(seen) == {2}

@@ -13,7 +13,6 @@ import sys
 import textwrap
 
 import pytest
-from conftest import ROOT
 from site_links import broken_links
 from test_docs_build import mkdocs_build
 
@@ -148,6 +147,26 @@ def test_fit_label_shortens_only_what_does_not_fit():
     assert plots.fit_label("aten::bmm", 20, width) == "aten::bmm"
     assert plots.fit_label("aten::_scaled_dot_product_attention", 12, width) == "aten::_scal…"
     assert plots.fit_label("attention.softmax", 3, width) is None
+
+
+def test_fit_label_keeps_the_longest_start_that_fits():
+    # Characters of unequal widths, and spaces the shortened start drops: every room from
+    # nothing to the whole text gets what trying each start, longest first, would give.
+    weights = {"i": 0.4, "m": 1.6, " ": 0.5, "…": 1.0}
+
+    def width(text):
+        return sum(weights.get(c, 1.0) for c in text)
+
+    def longest_first(text, room):
+        if width(text) <= room:
+            return text
+        starts = (text[:end].rstrip() + "…" for end in range(len(text) - 1, 2, -1))
+        return next((s for s in starts if width(s) <= room), None)
+
+    for text in ("aten::mm", "mim mim  mim", "ab", "abcd", "attention.softmax (fused)"):
+        for tenths in range(10 * int(width(text)) + 11):
+            room = tenths / 10
+            assert plots.fit_label(text, room, width) == longest_first(text, room), (text, room)
 
 
 def trace_with(name: str, share: float) -> Trace:
@@ -339,19 +358,6 @@ def test_a_built_site_rewrites_output_links_excludes_figures_from_search_and_shi
     assert "<style" not in page.split('<div class="jupyter-wrapper">')[1]
     assert len(gzip.compress(page.encode())) < 200_000
     assert broken_links(site) == []
-
-
-def test_every_companion_notebook_page_is_small_and_links_its_downloads():
-    """The real notebooks through mkdocs-jupyter's converter and the plugin's finishing."""
-    from mkdocs_jupyter.nbconvert2 import nb2html
-
-    for source in sorted((ROOT / "docs" / "notebooks").glob("*.py")):
-        body = nb2html(str(source), custom_mathjax_url="")
-        page = site_pages.notebook_page(body, source.stem, f"notebooks/{source.stem}/index.html")
-        assert len(gzip.compress(page.encode())) < 200_000, source.name
-        assert f'<a href="../{source.stem}.ipynb" download>' in page, source.name
-        assert "<script" not in page and "<style" not in page, source.name
-        assert 'class="language-python highlight"><pre><code>' in page, source.name
 
 
 def test_a_label_on_its_own_white_box_keeps_dark_text_on_a_dark_cell():

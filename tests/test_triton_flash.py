@@ -1,18 +1,16 @@
 # The Triton kernel's launch and its 64-bit offsets, checked on the CPU: the kernel runs under
-# Triton's interpreter in a subprocess (TRITON_INTERPRET must be set before the kernel module
-# is imported), and the launch's checks run in this process.
+# Triton's interpreter in a subprocess, one for the module (TRITON_INTERPRET must be set before
+# the kernel module is imported: tests/interpreted.py), and the launch's checks run here.
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import ROOT
+from interpreted import run_interpreted
 from reference import attention_reference, rel_err
 
 from attention_docs.attention.triton_flash import (
@@ -24,21 +22,6 @@ from attention_docs.inputs import make_qkv
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
-
-
-def run_interpreted(code: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
-        env={
-            **os.environ,
-            "TRITON_INTERPRET": "1",
-            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-        },
-    )
 
 
 def test_launch_grid_puts_query_tiles_first_and_respects_cudas_limit():
@@ -95,16 +78,18 @@ PREPARED = textwrap.dedent(
 )
 
 
+PREPARED_CASES = [
+    ((2, 2, 37, 24), None, True, "float32", (16, 16), None),
+    ((1, 2, 20, 16), 45, True, "float32", (16, 32), "ieee"),
+    ((1, 1, 33, 16), None, False, "float32", (16, 16), "tf32"),
+    ((1, 2, 33, 32), None, True, "bfloat16", (16, 16), "tf32"),
+]
+
+
 @needs_triton
-def test_prepared_launcher_matches_float64_under_the_interpreter():
-    seed = int(torch.randint(0, 2**31 - 1, ()).item())
-    cases = [
-        ((2, 2, 37, 24), None, True, "float32", (16, 16), None),
-        ((1, 2, 20, 16), 45, True, "float32", (16, 32), "ieee"),
-        ((1, 1, 33, 16), None, False, "float32", (16, 16), "tf32"),
-        ((1, 2, 33, 32), None, True, "bfloat16", (16, 16), "tf32"),
-    ]
-    proc = run_interpreted(PREPARED, json.dumps([[*c, seed + i] for i, c in enumerate(cases)]))
+def test_prepared_launcher_matches_float64_under_the_interpreter(interpreted):
+    seed, cases = interpreted.seed, PREPARED_CASES
+    proc = interpreted.prepared
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     expected_precision = ["ieee", "ieee", "tf32", None]  # bfloat16 ignores it: None
@@ -151,9 +136,9 @@ OFFSETS = textwrap.dedent(
 
 
 @needs_triton
-def test_kernel_offsets_are_64_bit():
+def test_kernel_offsets_are_64_bit(interpreted):
     """Offsets past 2³¹ elements, from int32 program ids and strides, come out exact."""
-    proc = run_interpreted(OFFSETS)
+    proc = interpreted.offsets
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     cases = [(5, 2, 2**30, 2**29, 70000, 40000, 3), (3, 4, 7, 2**31 - 1, 2**20, 2**12, 2**20)]
@@ -185,10 +170,25 @@ HUGE_STRIDE = textwrap.dedent(
 )
 
 
-@needs_triton
-def test_kernel_reads_a_batch_past_2_to_the_31_elements():
+@pytest.fixture(scope="module")
+def interpreted(tmp_path_factory):
+    """The three scripts above, run under the interpreter in one new process."""
     seed = int(torch.randint(0, 2**31 - 1, ()).item())
-    proc = run_interpreted(HUGE_STRIDE, str(seed))
+    prepared = json.dumps([[*c, seed + i] for i, c in enumerate(PREPARED_CASES)])
+    ran = run_interpreted(
+        {
+            "prepared": (PREPARED, [prepared]),
+            "offsets": (OFFSETS, []),
+            "huge_stride": (HUGE_STRIDE, [str(seed)]),
+        },
+        tmp_path_factory.mktemp("interpreted"),
+    )
+    return SimpleNamespace(seed=seed, **ran)
+
+
+@needs_triton
+def test_kernel_reads_a_batch_past_2_to_the_31_elements(interpreted):
+    seed, proc = interpreted.seed, interpreted.huge_stride
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     q, k, v = (torch.tensor(r[n]) for n in ("q", "k", "v"))

@@ -33,11 +33,20 @@ def fit_label(text: str, room: float, width_of: Callable[[str], float]) -> str |
     three characters fit. `width_of` measures a string in the same units as `room`."""
     if width_of(text) <= room:
         return text
-    for end in range(len(text) - 1, 2, -1):
-        short = text[:end].rstrip() + ELLIPSIS
-        if width_of(short) <= room:
-            return short
-    return None
+
+    def shortened(end: int) -> str:
+        return text[:end].rstrip() + ELLIPSIS
+
+    # A longer start is never narrower: bisect for the longest that fits (a timeline has
+    # hundreds of labels, and a linear search measured each one up to its length in text).
+    fits, too_long = 2, len(text)
+    while too_long - fits > 1:
+        end = (fits + too_long) // 2
+        if width_of(shortened(end)) <= room:
+            fits = end
+        else:
+            too_long = end
+    return shortened(fits) if fits >= 3 else None
 
 
 def text_width_px(fig, fontsize: float) -> Callable[[str], float]:
