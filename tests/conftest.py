@@ -27,21 +27,6 @@ sys.path.insert(0, str(TESTS))
 os.environ.setdefault("ATTENTION_DOCS_ALLOW_BUSY", "1")
 
 
-def _threads_per_worker() -> int:
-    """Each of the suite's processes gets its share of the cores as OpenMP threads: two test
-    workers with two threads each on a 2-core machine oversubscribe it, and the threads
-    waiting for each other took about 15% more of its CPU time."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-
-
-# Set before torch is imported, and inherited by the builds and worker servers tests start.
-os.environ.setdefault("OMP_NUM_THREADS", str(_threads_per_worker()))
-
-
 from short_timing import short_cpu_rounds  # noqa: E402 (tests/ is on sys.path from here)
 
 short_cpu_rounds()
@@ -54,6 +39,21 @@ short_cpu_rounds()
 # server costs seconds to start (torch, Dynamo, Inductor), and test_workers replaces its own
 # last.
 SHARED_SERVER = ("tests/test_busy.py", "tests/test_gpu_run.py", "tests/test_workers.py")
+
+
+def pytest_configure(config):
+    """Each of the suite's processes gets its share of the cores as OpenMP threads: two test
+    workers with two threads each on a 2-core machine oversubscribe it, and the threads
+    waiting for each other took about 15% more of its CPU time. Set here, before a test
+    module imports torch and before xdist starts its workers (they inherit it, as do the
+    builds and worker servers the tests start); a value the caller set is kept."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    workers = getattr(config.option, "numprocesses", None)
+    workers = workers if isinstance(workers, int) and workers > 0 else 1
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // workers)))
 
 
 def pytest_xdist_make_scheduler(config, log):
