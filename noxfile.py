@@ -146,8 +146,9 @@ def serve(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite, including a strict build of the whole site."""
     _install(session, "test")
-    # loadscope: a module's tests share a worker, and so its module-scoped fixtures.
-    args = session.posargs or ["-n", "2", "--dist", "loadscope"]
+    # loadscope: a module's tests share a worker, and so its module-scoped fixtures. The 15
+    # slowest are listed at the end: the suite's time is a target (README).
+    args = session.posargs or ["-n", "2", "--dist", "loadscope", "--durations=15"]
     session.run("pytest", *args, env=_env())
 
 
