@@ -70,9 +70,29 @@ def pytest_xdist_make_scheduler(config, log):
     return Scheduling(config, log)
 
 
+# The longest modules first (cold compile caches, measuring builds), so that the run does not
+# end with one worker still in one of them while the other has nothing left.
+LONGEST_FIRST = (
+    "tests/test_docs_build.py",
+    "tests/test_flex.py",
+    *SHARED_SERVER,
+    "tests/test_winners.py",
+    "tests/test_contributor_loop.py",
+    "tests/test_fusion.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
 
+    rank = {module: i for i, module in enumerate(LONGEST_FIRST)}
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(
+        key=lambda item: (
+            rank.get(item.nodeid.split("::", 1)[0], len(rank)),
+            order[id(item)],
+        )
+    )
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")
