@@ -47,13 +47,11 @@ def pytest_configure(config):
     waiting for each other took about 15% more of its CPU time. Set here, before a test
     module imports torch and before xdist starts its workers (they inherit it, as do the
     builds and worker servers the tests start); a value the caller set is kept."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cores = os.cpu_count() or 1
+    from attention_docs.profiling.load import cores_available  # torch-free
+
     workers = getattr(config.option, "numprocesses", None)
     workers = workers if isinstance(workers, int) and workers > 0 else 1
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // workers)))
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores_available() // workers)))
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -86,13 +84,8 @@ def pytest_collection_modifyitems(config, items):
     import torch
 
     rank = {module: i for i, module in enumerate(LONGEST_FIRST)}
-    order = {id(item): i for i, item in enumerate(items)}
-    items.sort(
-        key=lambda item: (
-            rank.get(item.nodeid.split("::", 1)[0], len(rank)),
-            order[id(item)],
-        )
-    )
+    # A stable sort: each module's tests keep their order.
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

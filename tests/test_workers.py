@@ -16,6 +16,7 @@ import pytest
 from conftest import python_prints
 
 from attention_docs import workers
+from attention_docs.profiling.load import cores_available
 from attention_docs.workers import MeasurementError, run_worker
 
 pytestmark = pytest.mark.skipif(not workers.forking(), reason="workers are forked on Linux only")
@@ -138,7 +139,7 @@ def test_a_variable_read_at_import_starts_a_new_server(tmp_path, monkeypatch):
     threads = "2" if os.environ.get("OMP_NUM_THREADS") == "1" else "1"
     monkeypatch.setenv("OMP_NUM_THREADS", threads)
     # The child's torch read it (within the cores it may use: the runner caps threads).
-    assert environment(store)["threads"] == min(int(threads), len(os.sched_getaffinity(0)))
+    assert environment(store)["threads"] == min(int(threads), cores_available())
     assert workers._current is not server
     assert server.proc.poll() is not None  # the old one was stopped
 

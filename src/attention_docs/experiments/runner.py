@@ -4,7 +4,6 @@
 # compile cache left behind by another page).
 from __future__ import annotations
 
-import os
 import platform
 import time
 from collections.abc import Mapping
@@ -20,17 +19,9 @@ from attention_docs.measurements.schema import Measurement, Provenance
 from attention_docs.measurements.store import Store
 from attention_docs.profiling.device import describe, resolve_device
 from attention_docs.profiling.headroom import free_memory_bytes
-from attention_docs.profiling.load import LoadMonitor
+from attention_docs.profiling.load import LoadMonitor, cores_available
 from attention_docs.records.device import DeviceInfo, device_id
 from attention_docs.records.load import BusyMachineError
-
-
-def cores_available() -> int:
-    """The cores this process may run on (its CPU affinity), not all the machine's."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
 
 
 def cap_threads() -> int:

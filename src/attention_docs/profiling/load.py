@@ -13,6 +13,14 @@ from pathlib import Path
 from attention_docs.records.load import Load
 
 
+def cores_available() -> int:
+    """The cores this process may run on (its CPU affinity), not all the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def _loadavg() -> float | None:
     try:
         return round(os.getloadavg()[0], 2)
