@@ -54,10 +54,15 @@ def pytest_configure(config):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores_available() // workers)))
 
 
+@pytest.hookimpl(optionalhook=True)  # `pytest -p no:xdist` (nox -s browser) has no such hook
 def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    # xdist would sort the modules by their number of tests (a parametrised module of quick
+    # checks first), undoing the order pytest_collection_modifyitems gives them below.
+    config.option.loadscopereorder = False
 
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -71,12 +76,15 @@ def pytest_xdist_make_scheduler(config, log):
 # The longest modules first (cold compile caches, measuring builds), so that the run does not
 # end with one worker still in one of them while the other has nothing left.
 LONGEST_FIRST = (
+    *SHARED_SERVER,
     "tests/test_docs_build.py",
     "tests/test_flex.py",
-    *SHARED_SERVER,
     "tests/test_winners.py",
     "tests/test_contributor_loop.py",
+    "tests/test_flash.py",
     "tests/test_fusion.py",
+    "tests/test_cli.py",
+    "tests/test_reader.py",
 )
 
 
