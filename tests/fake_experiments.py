@@ -10,16 +10,22 @@ from pathlib import Path
 from attention_docs.analytic.cost import step_costs
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.experiments._observe import observe_forward
-from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.experiments.registry import PRELOAD, Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.profiling.profile import Schedule
 from attention_docs.profiling.timing import time_callable
+
+# What these experiments import before they start (registry.PRELOAD): torch alone, or torch
+# and what a profile needs; none compiles. Their workers start seconds sooner for it.
+TORCH = ("torch",)
+PROFILES = ("torch", "torch._dynamo")
 
 
 @experiment(
     "_test_quick",
     summary="tiny naive attention",
     measures=("attention/naive.py",),
+    imports=PROFILES,
     seq_len=Param(16, minimum=1),
     causal=Param(True),
 )
@@ -38,6 +44,7 @@ def quick(ctx, *, seq_len, causal) -> Observed:
     "_test_timed",
     summary="times a small matmul for about half a second, as a real experiment times",
     measures=("attention/naive.py",),
+    imports=TORCH,
     size=Param(64, minimum=1),
 )
 def timed(ctx, *, size) -> Observed:
@@ -47,18 +54,23 @@ def timed(ctx, *, size) -> Observed:
     )
 
 
-@experiment("_test_raises", summary="raises", value=Param(1))
+@experiment("_test_raises", summary="raises", imports=TORCH, value=Param(1))
 def raises(ctx, *, value) -> Observed:
     raise ValueError(f"deliberate failure with value={value}")
 
 
-@experiment("_test_killed", summary="dies as the out-of-memory killer would kill it")
+@experiment("_test_killed", summary="dies as the out-of-memory killer would kill it", imports=TORCH)
 def killed(ctx) -> Observed:
     os.kill(os.getpid(), signal.SIGKILL)
     return Observed()
 
 
-@experiment("_test_sleeps", summary="takes as long as it is told", seconds=Param(0.1, minimum=0.0))
+@experiment(
+    "_test_sleeps",
+    summary="takes as long as it is told",
+    imports=TORCH,
+    seconds=Param(0.1, minimum=0.0),
+)
 def sleeps(ctx, *, seconds) -> Observed:
     time.sleep(seconds)
     return Observed(notes=(f"slept {seconds} s",))
@@ -67,6 +79,7 @@ def sleeps(ctx, *, seconds) -> Observed:
 @experiment(
     "_test_marks",
     summary="writes its pid into a file, then takes as long as it is told",
+    imports=TORCH,
     mark=Param(""),
     seconds=Param(0.1, minimum=0.0),
 )
@@ -76,17 +89,24 @@ def marks(ctx, *, mark, seconds) -> Observed:
     return Observed(notes=(f"slept {seconds} s",))
 
 
-@experiment("_test_environment", summary="what a worker process was given")
-def environment(ctx) -> Observed:
+@experiment(
+    "_test_environment",
+    summary="what a worker process was given; `late`: a module it imports while it runs",
+    imports=TORCH,
+    late=Param(""),
+)
+def environment(ctx, *, late) -> Observed:
+    import importlib
     import sys
 
     import torch
 
-    from attention_docs.workers import PRELOAD
-
+    imported = [name for name in PRELOAD if name in sys.modules]
+    if late:
+        importlib.import_module(late)
     return Observed(
         facts={
-            "preloaded": [name for name in PRELOAD if name in sys.modules],
+            "imported": imported,
             "mark": os.environ.get("ATTENTION_DOCS_TEST_MARK"),
             "cwd": str(Path.cwd()),
             "threads": torch.get_num_threads(),

@@ -16,14 +16,15 @@ import pytest
 from conftest import python_prints
 
 from attention_docs import workers
+from attention_docs.experiments.registry import PRELOAD, get
 from attention_docs.profiling.load import cores_available
 from attention_docs.workers import MeasurementError, run_worker
 
 pytestmark = pytest.mark.skipif(not workers.forking(), reason="workers are forked on Linux only")
 
 
-def environment(store) -> dict:
-    run_worker("_test_environment", {}, "cpu", store, 120)
+def environment(store, **requested) -> dict:
+    run_worker("_test_environment", requested, "cpu", store, 120)
     (path,) = (store / "_test_environment").glob("*.json")
     facts = json.loads(path.read_text())["facts"]
     path.unlink()
@@ -45,9 +46,8 @@ def stopped(pid: int, within_s: float = 10.0) -> bool:
 
 
 # The tests down to the variable read share one worker server (this process's), in this
-# order: those that leave it as it was come first, then the two that replace it (a server
-# lost mid-run, a variable read at import), each costing a server's start (~4 s: torch,
-# Dynamo, Inductor).
+# order: those that leave it as it was come first, then those that replace it (a server
+# lost mid-run, a variable read at import), each costing a server's start (~2 s: torch).
 def test_a_worker_is_given_the_requesters_environment_and_folder(tmp_path, monkeypatch):
     store = tmp_path / "store"
     first = environment(store)
@@ -61,9 +61,20 @@ def test_a_worker_is_given_the_requesters_environment_and_folder(tmp_path, monke
     assert second["mark"] == "set after the server started"
     assert second["cwd"] == str(tmp_path)
     assert second["pid"] != first["pid"]  # a fresh child each time
-    # Its first compile or profiled call times no import: the server made them.
-    assert first["preloaded"] == list(workers.PRELOAD)
     assert workers._current is server  # no new server for a variable no library reads early
+
+
+def test_the_server_imports_what_each_experiment_declares_before_forking_it(tmp_path):
+    store = tmp_path / "store"
+    workers._stop_server()
+    # A new server, asked for an experiment that neither profiles nor compiles: its child
+    # starts with torch alone (Dynamo and Inductor cost seconds it does not need).
+    assert environment(store)["imported"] == ["torch"]
+    # One that profiles: the server imports Dynamo before forking it, and keeps it.
+    run_worker("_test_quick", {"seq_len": 4}, "cpu", store, 120)
+    assert environment(store)["imported"] == ["torch", "torch._dynamo"]
+    # Everything else declares the default: whatever a profile or a compile imports.
+    assert get("naive_steps").imports == PRELOAD == get("forward_times").imports
 
 
 def test_a_worker_past_its_time_is_killed_and_the_server_goes_on(tmp_path):
@@ -147,7 +158,7 @@ def test_a_variable_read_at_import_starts_a_new_server(tmp_path, monkeypatch):
 def test_the_server_imports_none_of_the_measured_code():
     """A child imports this package afresh, so an edit is measured as edited."""
     code = (
-        "import sys; from attention_docs import workers; workers.preload(); "
+        f"import sys; from attention_docs import workers; workers.preload({list(PRELOAD)}); "
         "print(sorted(m for m in sys.modules if m.startswith('attention_docs')), "
         "'torch' in sys.modules)"
     )
@@ -165,8 +176,20 @@ def test_without_fork_each_worker_is_a_new_interpreter(tmp_path, monkeypatch):
     assert json.loads(facts["argv"][0])["experiment"] == "_test_environment"
     assert workers._current is None
     assert os.environ["ATTENTION_DOCS_FORK_SERVER"] == "0"
-    # A new interpreter imports what the server would have, before the experiment starts.
-    assert facts["preloaded"] == list(workers.PRELOAD)
+    # A new interpreter imports what the experiment declares, before it starts: no more.
+    assert facts["imported"] == ["torch"]
+    # An experiment that imports, while it runs, what it said it would not need is refused:
+    # a compile or a profile would have timed the import.
+    with pytest.raises(MeasurementError) as caught:
+        environment(tmp_path / "store", late="torch._dynamo")
+    assert caught.value.kind == "refused"
+    assert caught.value.message.startswith(
+        "experiment _test_environment(late=torch._dynamo) was refused: _test_environment "
+        "imported torch._dynamo while it ran, which its declaration (imports=('torch',)) "
+        "says it does not need"
+    )
+    assert "Add it to imports= in its @experiment" in caught.value.message
+    assert not list((tmp_path / "store").rglob("*.json"))
 
 
 REQUESTER = (

@@ -4,17 +4,21 @@
 # (experiments/runner.py), never the command line.
 #
 # Starting a new interpreter costs about 2-3 s before the experiment begins (importing torch)
-# and another 3-5 s in every experiment that compiles or profiles (importing Dynamo and
-# Inductor; torch.profiler imports them too): on a cold build of 34 experiments that is two
+# and another 2-3 s in every experiment that compiles or profiles (importing Dynamo and
+# Inductor; torch.profiler imports Dynamo): on a cold build of 34 experiments that is two
 # minutes of imports. So on Linux one *worker server* imports those libraries once, and
-# forks a fresh child for each experiment. Every worker, forked or new, starts the
-# experiment with them imported (`work` imports what the server would have): no experiment's
-# first compile or first profiled call times an import, whichever path ran it, and whatever
-# ran before it. A child starts with no CUDA context, no allocator state and nothing
-# compiled: the server never runs a torch operation, never initialises CUDA and never
-# imports this package's measured code (a child imports it afresh from disk, so an edit
-# under `mkdocs serve` is measured as edited). What a child is given is what a new process
-# would be: the requester's working folder and environment at the time of the request.
+# forks a fresh child for each experiment. Each request names what its experiment imports
+# before it starts (its declaration's `imports`: everything, unless it neither profiles nor
+# compiles); the server imports what it lacks of them before forking and keeps them, so a
+# build pays each import once and a server that only runs light experiments never pays for
+# Dynamo. Every worker, forked or new, starts the experiment with them imported (the runner
+# imports them otherwise): no experiment's first compile or first profiled call times an
+# import, whichever path ran it, and whatever ran before it. A child starts with no CUDA
+# context, no allocator state and nothing compiled: the server never runs a torch operation,
+# never initialises CUDA and never imports this package's measured code (a child imports it
+# afresh from disk, so an edit under `mkdocs serve` is measured as edited). What a child is
+# given is what a new process would be: the requester's working folder and environment at
+# the time of the request.
 #
 # The server reads one JSON request per line and answers with the child's pid, then with its
 # exit code. It ends when its requester closes the pipe (or exits) — and a child still
@@ -42,9 +46,6 @@ from pathlib import Path
 
 log = logging.getLogger("attention_docs")
 
-# Imported once by the server: the libraries every experiment needs, and what torch.compile
-# (and torch.profiler) import on first use. Nothing of attention_docs' own measured code.
-PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
 # Variables read when those libraries are imported (and PYTHONPATH, read at start-up): when
 # one of them changes, a new server is started so that a child sees what a new process would.
 _IMPORT_TIME_ENV = re.compile(
@@ -107,15 +108,21 @@ def run_worker(
     """Run one experiment in a fresh process that writes its result into `store`: a child
     of the worker server (`run`). Raises MeasurementError, one sentence saying why.
     """
+    from attention_docs.experiments.registry import PRELOAD, ExperimentError, get
     from attention_docs.measurements.keys import params_text
 
     what = f"{experiment}({params_text(requested)})"
+    try:
+        imports = get(experiment).imports
+    except ExperimentError:
+        imports = PRELOAD  # the worker refuses it, in its own words
     job = {
         "experiment": experiment,
         "requested": requested,
         "device": device,
         "store": str(store),
         "allow_busy": allow_busy,
+        "imports": list(imports),  # what the server imports before it forks the child
     }
     log.info("measuring %s on %s in a worker process", what, device)
     try:
@@ -352,18 +359,19 @@ def _read(path: Path) -> str:
 # ---- the server process ----------------------------------------------------------------
 
 
-def preload() -> None:
-    """Import PRELOAD; one that cannot be imported is left to the child, whose error names it."""
-    for name in PRELOAD:
+def preload(modules: list[str]) -> None:
+    """Import `modules` (a request's); one that cannot be imported is left to the child, whose
+    error names it. Imported modules stay: each is imported once per server."""
+    for name in modules:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
 
 
 def serve() -> None:
-    """The worker server's loop: preload, then one forked child per request on stdin."""
+    """The worker server's loop: one forked child per request on stdin, forked once what the
+    request's experiment imports first is imported here."""
     # Ctrl-C reaches the whole process group: the requester decides, and closes the pipe.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    preload()
     # Keep the pipes for the protocol, and point the server's own stdout at its log, so that
     # nothing a library prints can be read as an answer.
     requests = _Requests(os.dup(0))
@@ -373,6 +381,7 @@ def serve() -> None:
     os.dup2(devnull, 0)
     while (line := requests.line()) is not None:
         request = json.loads(line)
+        preload(request["job"].get("imports", []))
         pid = os.fork()
         if pid == 0:
             os.close(requests.fd)
@@ -485,7 +494,6 @@ def work(job: dict) -> int:
     from attention_docs.measurements.store import Store
     from attention_docs.profiling.device import DeviceError
 
-    preload()  # what a forked worker has imported already, a new interpreter imports now
     try:
         run_experiment(
             job["experiment"],

@@ -24,6 +24,14 @@ class ExperimentError(ValueError):
     """A bad experiment name or parameter; the message says what is valid."""
 
 
+# What an experiment has imported before it starts, unless its declaration says less
+# (`imports=`): torch, and what torch.profiler (Dynamo) and torch.compile (Dynamo and
+# Inductor) import on first use, so that no compile time or profiled region includes an
+# import. They cost 2-3 s in a new process; an experiment that neither profiles nor compiles
+# may declare ("torch",), and its worker then skips them (runner.py checks the declaration).
+PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
+
+
 @dataclass(frozen=True)
 class Param:
     """One parameter: its default (and a larger one on a GPU), valid choices, and help."""
@@ -153,6 +161,8 @@ class Experiment:
     # `run` and the worker (for `book.measure`) refuse parameters that cannot fit before the
     # experiment starts.
     estimate_bytes: EstimateBytes | None = score_matrix_bytes
+    # The modules imported before the experiment starts (PRELOAD unless it declares less).
+    imports: tuple[str, ...] = PRELOAD
 
     @property
     def source_files(self) -> tuple[str, ...]:
@@ -247,13 +257,16 @@ def experiment(
     summary: str,
     measures: tuple[str, ...] = (),
     estimate_bytes: EstimateBytes | None = score_matrix_bytes,
+    imports: tuple[str, ...] = PRELOAD,
     **params: Param,
 ) -> Callable[[Callable[..., Observed]], Callable[..., Observed]]:
     """Register `func(ctx, **params) -> Observed` as experiment `name`.
 
     `estimate_bytes(params)` says the least memory a run needs (default: one
     batch_size×num_heads×seq_len² matrix when the experiment has a `seq_len`); pass your own
-    for an experiment that never materialises one, or None to skip the check.
+    for an experiment that never materialises one, or None to skip the check. `imports`: what
+    must be imported before it starts (PRELOAD: an experiment that neither profiles nor
+    compiles may say `("torch",)`, and its worker starts seconds sooner).
     """
 
     def register(func: Callable[..., Observed]) -> Callable[..., Observed]:
@@ -264,7 +277,7 @@ def experiment(
                 f"{func.__module__}); rename one of them"
             )
         REGISTRY[name] = Experiment(
-            name, summary, func, dict(params), tuple(measures), estimate_bytes
+            name, summary, func, dict(params), tuple(measures), estimate_bytes, tuple(imports)
         )
         return func
 

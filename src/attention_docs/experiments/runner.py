@@ -4,7 +4,10 @@
 # compile cache left behind by another page).
 from __future__ import annotations
 
+import contextlib
+import importlib
 import platform
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +17,7 @@ from typing import Any
 import torch
 
 from attention_docs import __version__
-from attention_docs.experiments.registry import ExperimentError, get
+from attention_docs.experiments.registry import PRELOAD, ExperimentError, get
 from attention_docs.measurements.schema import Measurement, Provenance
 from attention_docs.measurements.store import Store
 from attention_docs.profiling.device import describe, resolve_device
@@ -67,11 +70,20 @@ def run_experiment(
     problem = exp.memory_problem(params, free_memory_bytes(target), f"this {target.type}")
     if problem:
         raise ExperimentError(problem)
+    absent = _import_first(exp.imports)
     torch.manual_seed(0)
     started = time.perf_counter()
     with LoadMonitor(torch.get_num_threads() if target.type == "cpu" else None) as monitor:
         observed = exp.func(Context(target, info), **params)
     duration = time.perf_counter() - started
+    late = [module for module in absent if module in sys.modules]
+    if late:
+        raise ExperimentError(
+            f"{name} imported {', '.join(late)} while it ran, which its declaration "
+            f"(imports={exp.imports!r}) says it does not need: a first compile or profiled "
+            "call would have timed the import. Add it to imports= in its @experiment "
+            "(or leave imports= out: everything a profile or compile needs is imported)"
+        )
     measurement = Measurement(
         experiment=name,
         key=exp.key(requested),
@@ -107,3 +119,14 @@ def run_experiment(
     if store is not None:
         measurement = store.put(measurement, observed.chrome)
     return measurement
+
+
+def _import_first(imports: tuple[str, ...]) -> list[str]:
+    """Import `imports` (what a worker server forked from has imported already); return the
+    modules of PRELOAD that are not imported: an experiment that imports one of them while it
+    runs has declared too little. A module that cannot be imported is left to the experiment,
+    whose error names it."""
+    for module in imports:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+    return [module for module in PRELOAD if module not in sys.modules]
