@@ -94,6 +94,25 @@ def site(built) -> Path:
     return built.site
 
 
+def test_the_experiment_index_reads_back_every_declaration(tmp_path):
+    """A warm build reads the declarations from .cache/ instead of importing torch: each must
+    read back as the registry holds it (a field added to one and not the other once made
+    every stored entry look stale)."""
+    from attention_docs import declarations
+    from attention_docs.experiments.registry import REGISTRY
+
+    declarations.experiments(tmp_path)  # the registry, and its index written
+    declarations._memo.clear()
+    indexed = declarations.experiments(tmp_path)
+    assert set(indexed) == set(REGISTRY)
+    for name, exp in REGISTRY.items():
+        read = indexed[name]
+        assert isinstance(read, declarations.IndexedExperiment), name
+        fields = ("summary", "params", "measures", "imports", "source_files")
+        assert [getattr(read, f) for f in fields] == [getattr(exp, f) for f in fields], name
+        assert read.fingerprint() == exp.fingerprint(), name
+
+
 def pages(site: Path) -> list[Path]:
     return sorted(p for p in site.rglob("*.html") if p.name != "404.html")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from attention_docs.experiments.registry import REGISTRY, Experiment
 from attention_docs.measurements.keys import PACKAGE_ROOT
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -95,14 +95,15 @@ def experiments(cache_dir: Path | None) -> dict[str, Experiment]:
         if data["version"] == INDEX_VERSION and data["digest"] == digest:
             found = {
                 name: IndexedExperiment(
-                    name,
-                    d["summary"],
-                    _stub(d["file"]),
-                    d["params"],
-                    d["measures"],
-                    None,
-                    d["fingerprint"],
-                    d["sources"],
+                    name=name,
+                    summary=d["summary"],
+                    func=_stub(d["file"]),
+                    params=d["params"],
+                    measures=d["measures"],
+                    estimate_bytes=None,
+                    imports=d["imports"],
+                    stored_fingerprint=d["fingerprint"],
+                    stored_sources=d["sources"],
                 )
                 for name, d in data["experiments"].items()
             }
@@ -117,6 +118,7 @@ def experiments(cache_dir: Path | None) -> dict[str, Experiment]:
             "file": exp.func.__code__.co_filename,
             "params": dict(exp.params),
             "measures": exp.measures,
+            "imports": exp.imports,
             "fingerprint": exp.fingerprint(),
             "sources": exp.source_files,
         }
