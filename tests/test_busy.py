@@ -28,7 +28,7 @@ def burners(tmp_path):
     half the CPU, twice the share that makes a measurement busy (records/load.py), and the
     suite's other test worker is not starved meanwhile. The worker server is started first
     (its imports take seconds), so that the burners compete with the measurements alone."""
-    run_worker("_test_environment", {}, "cpu", tmp_path / "server-started", 120)
+    run_worker("_test_environment", {}, "cpu", tmp_path / "server-started", 120, imports=("torch",))
     procs = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"])
         for _ in range(max(1, (os.cpu_count() or 1) // 2))

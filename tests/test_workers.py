@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import python_prints
 
-from attention_docs import workers
+from attention_docs import book, workers
 from attention_docs.experiments.registry import PRELOAD, get
 from attention_docs.profiling.load import cores_available
 from attention_docs.workers import MeasurementError, run_worker
@@ -23,8 +23,13 @@ from attention_docs.workers import MeasurementError, run_worker
 pytestmark = pytest.mark.skipif(not workers.forking(), reason="workers are forked on Linux only")
 
 
+def request(experiment: str, requested: dict, store: Path, timeout_s: float) -> None:
+    """`run_worker` as a build calls it: with what the experiment's declaration imports."""
+    run_worker(experiment, requested, "cpu", store, timeout_s, imports=get(experiment).imports)
+
+
 def environment(store, **requested) -> dict:
-    run_worker("_test_environment", requested, "cpu", store, 120)
+    request("_test_environment", requested, store, 120)
     (path,) = (store / "_test_environment").glob("*.json")
     facts = json.loads(path.read_text())["facts"]
     path.unlink()
@@ -67,11 +72,15 @@ def test_a_worker_is_given_the_requesters_environment_and_folder(tmp_path, monke
 def test_the_server_imports_what_each_experiment_declares_before_forking_it(tmp_path):
     store = tmp_path / "store"
     workers._stop_server()
-    # A new server, asked for an experiment that neither profiles nor compiles: its child
-    # starts with torch alone (Dynamo and Inductor cost seconds it does not need).
-    assert environment(store)["imported"] == ["torch"]
+    # A new server, asked by a build for an experiment that neither profiles nor compiles:
+    # its child starts with torch alone (Dynamo and Inductor cost seconds it does not need).
+    book.configure(book.Settings(store=store))
+    try:
+        assert book.measure("_test_environment").measurement.facts["imported"] == ["torch"]
+    finally:
+        book.configure(book.Settings())
     # One that profiles: the server imports Dynamo before forking it, and keeps it.
-    run_worker("_test_quick", {"seq_len": 4}, "cpu", store, 120)
+    request("_test_quick", {"seq_len": 4}, store, 120)
     assert environment(store)["imported"] == ["torch", "torch._dynamo"]
     # Everything else declares the default: whatever a profile or a compile imports.
     assert get("naive_steps").imports == PRELOAD == get("forward_times").imports
@@ -83,7 +92,7 @@ def test_a_worker_past_its_time_is_killed_and_the_server_goes_on(tmp_path):
     server = workers._current
     started = time.perf_counter()
     with pytest.raises(MeasurementError) as caught:
-        run_worker("_test_sleeps", {"seconds": 60.0}, "cpu", store, 1)
+        request("_test_sleeps", {"seconds": 60.0}, store, 1)
     assert caught.value.kind == "timeout"
     assert time.perf_counter() - started < 30
     environment(store)  # the next request is answered by the same server
@@ -93,7 +102,7 @@ def test_a_worker_past_its_time_is_killed_and_the_server_goes_on(tmp_path):
 def test_parameters_too_large_for_the_free_memory_are_refused_before_the_experiment(tmp_path):
     store = tmp_path / "store"
     with pytest.raises(MeasurementError) as caught:
-        run_worker("_test_quick", {"seq_len": 10**7}, "cpu", store, 120)
+        request("_test_quick", {"seq_len": 10**7}, store, 120)
     assert caught.value.kind == "refused"
     message = caught.value.message
     assert message.startswith(
@@ -106,7 +115,7 @@ def test_parameters_too_large_for_the_free_memory_are_refused_before_the_experim
 
 def test_a_worker_killed_by_a_signal_says_so(tmp_path):
     with pytest.raises(MeasurementError) as caught:
-        run_worker("_test_killed", {}, "cpu", tmp_path / "store", 60)
+        request("_test_killed", {}, tmp_path / "store", 60)
     assert caught.value.kind == "killed"
     assert "SIGKILL" in caught.value.message
 
@@ -117,7 +126,7 @@ def test_a_server_lost_during_a_run_costs_no_measurement(tmp_path, caplog):
     lost = workers._current
     done = threading.Event()
     thread = threading.Thread(
-        target=lambda: (run_worker("_test_sleeps", {"seconds": 2.0}, "cpu", store, 120), done.set())
+        target=lambda: (request("_test_sleeps", {"seconds": 2.0}, store, 120), done.set())
     )
     logger = logging.getLogger("attention_docs")  # MkDocs' plugin may stop its propagation
     logger.addHandler(caplog.handler)
@@ -194,7 +203,8 @@ def test_without_fork_each_worker_is_a_new_interpreter(tmp_path, monkeypatch):
 
 REQUESTER = (
     "import sys; from pathlib import Path; from attention_docs.workers import run_worker; "
-    "run_worker('_test_marks', {'mark': sys.argv[1], 'seconds': 8.0}, 'cpu', Path(sys.argv[2]), 120)"
+    "run_worker('_test_marks', {'mark': sys.argv[1], 'seconds': 8.0}, 'cpu', Path(sys.argv[2]), "
+    "120, imports=('torch',))"
 )
 
 

@@ -248,6 +248,7 @@ def run_request(
     request: dict, device: str, store: Path, *, remaining: float, estimate_s: float, unusable: str
 ) -> dict[str, Any]:
     """Run one request in a worker process unless it cannot run; returns its log record."""
+    from attention_docs.experiments.registry import get
     from attention_docs.workers import MeasurementError, run_worker
 
     name, requested = request["experiment"], request["requested"]
@@ -267,7 +268,8 @@ def run_request(
         }
     else:
         try:  # stopped when the budget runs out, so that the archive is written in time
-            run_worker(name, requested, device, store, remaining, allow_busy=True)
+            imports = get(name).imports
+            run_worker(name, requested, device, store, remaining, allow_busy=True, imports=imports)
             record["status"] = "ok"
         except MeasurementError as exc:
             lines = str(exc).strip().splitlines()

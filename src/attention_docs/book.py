@@ -250,7 +250,7 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     # neither the experiments nor torch to measure (nor makes a CUDA context of its own).
     started = time.perf_counter()
     try:
-        kept = _measure_calmly(store, experiment, requested, key, local)
+        kept = _measure_calmly(store, experiment, requested, key, local, imports=exp.imports)
     except MeasurementError as exc:
         if exc.kind == "busy":
             _log.busy_failures[experiment, key] = exc
@@ -277,7 +277,13 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
 
 
 def _measure_calmly(
-    store: Store, experiment: str, requested: dict, key: str, local: str
+    store: Store,
+    experiment: str,
+    requested: dict,
+    key: str,
+    local: str,
+    *,
+    imports: tuple[str, ...],
 ) -> Measurement | None:
     """Measure into the store, never storing a busy result unless `allow_busy` says so.
 
@@ -295,7 +301,15 @@ def _measure_calmly(
     loads = []
     for attempt in range(2):
         try:
-            run_worker(experiment, requested, kind, s.store, s.timeout_s, allow_busy=s.allow_busy)
+            run_worker(
+                experiment,
+                requested,
+                kind,
+                s.store,
+                s.timeout_s,
+                allow_busy=s.allow_busy,
+                imports=imports,
+            )
         except MeasurementError as exc:
             if exc.kind != "busy":
                 raise

@@ -287,7 +287,15 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
     try:
         # In a child of the worker server, as a build measures: the same imports done
         # before the experiment starts (and a caller that runs several reuses the server).
-        run_worker(exp.name, requested, kind, store, args.timeout, allow_busy=args.allow_busy)
+        run_worker(
+            exp.name,
+            requested,
+            kind,
+            store,
+            args.timeout,
+            allow_busy=args.allow_busy,
+            imports=exp.imports,
+        )
     except MeasurementError as exc:
         message = exc.message
         if exc.kind == "timeout":

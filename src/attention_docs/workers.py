@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,25 +105,26 @@ def run_worker(
     timeout_s: float,
     *,
     allow_busy: bool = True,
+    imports: Sequence[str] | None = None,
 ) -> None:
     """Run one experiment in a fresh process that writes its result into `store`: a child
     of the worker server (`run`). Raises MeasurementError, one sentence saying why.
+
+    `imports`: what the experiment's declaration says it imports before it starts (the
+    requester has the declaration; this process may not have imported torch, and need not);
+    None: everything a profile or a compile needs (registry.PRELOAD).
     """
-    from attention_docs.experiments.registry import PRELOAD, ExperimentError, get
+    from attention_docs.experiments.registry import PRELOAD  # torch-free, as is this process
     from attention_docs.measurements.keys import params_text
 
     what = f"{experiment}({params_text(requested)})"
-    try:
-        imports = get(experiment).imports
-    except ExperimentError:
-        imports = PRELOAD  # the worker refuses it, in its own words
     job = {
         "experiment": experiment,
         "requested": requested,
         "device": device,
         "store": str(store),
         "allow_busy": allow_busy,
-        "imports": list(imports),  # what the server imports before it forks the child
+        "imports": list(PRELOAD if imports is None else imports),  # the server's, first
     }
     log.info("measuring %s on %s in a worker process", what, device)
     try:
