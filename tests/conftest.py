@@ -74,11 +74,15 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 # The longest modules first (cold compile caches, measuring builds), so that the run does not
-# end with one worker still in one of them while the other has nothing left.
+# end with one worker still in one of them while the other has nothing left. xdist hands each
+# worker two modules to begin with (the 1st and 3rd, the 2nd and 4th): FlexAttention's
+# compiles come first and pay Inductor's one-time work (its ISA checks and precompiled
+# header, ~15 s), while the other worker builds sites; winners' compiles come after it, and
+# so do not wait on Inductor's locks with a core idle.
 LONGEST_FIRST = (
-    *SHARED_SERVER,
-    "tests/test_docs_build.py",
     "tests/test_flex.py",
+    "tests/test_docs_build.py",
+    *SHARED_SERVER,
     "tests/test_winners.py",
     "tests/test_contributor_loop.py",
     "tests/test_flash.py",
