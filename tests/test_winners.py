@@ -164,6 +164,8 @@ def test_every_timing_is_in_a_tab_with_winner_and_ties_marked(known, train):
     flash_row = next(line for line in causal.splitlines() if "| SDPA flash |" in line)
     assert flash_row.count("**") == 4  # bold in both cells: the winner (or tied first) twice
     assert 'data-fact="training step time;SDPA flash;b1 h16 n512 d128 float32 causal;' in tabs
+    # Each range under its value: five such columns fit a laptop's column only so.
+    assert '">100 µs<br>(95–105 µs)</span>**' in flash_row
 
 
 def test_devices_claim_depends_on_the_devices_in_the_store(known):

@@ -212,7 +212,9 @@ def _time_cell(m: Measurement, c: fw.Cell, name: str) -> str:
     f = fw.time_fact(m, c, name)
     if f is None:
         return "—"
-    text = words.fact(f)
+    # Four or five such cells a row: each range goes under its value, so that the table
+    # fits the column beside both sidebars at 1280 px.
+    text = words.fact(f, stacked=True)
     return f"**{text}**" if name == c.winner else f"≈ {text}" if name in c.tied else text
 
 

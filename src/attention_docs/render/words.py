@@ -234,11 +234,14 @@ def fact_span(fact_id: str, text: str) -> str:
     return f'<span class="ad-fact" data-fact="{attribute}">{text}</span>'
 
 
-def fact(f: Fact, *, with_spread: bool = True, emphasis: bool = False) -> str:
+def fact(
+    f: Fact, *, with_spread: bool = True, emphasis: bool = False, stacked: bool = False
+) -> str:
     """A fact as the page states it, marked with its quantity's id: `9.62 ms (9.5–9.8 ms)`.
 
     `with_spread=False` leaves the range out (prose that already gave it, or a figure label);
-    the value is the same either way, so both spellings are one fact."""
+    the value is the same either way, so both spellings are one fact. `stacked`: the range
+    on a line of its own under the value (`<br>`), for a table cell among many such cells."""
 
     def say(v: float | None) -> str:
         return value(v, f.unit)
@@ -249,7 +252,7 @@ def fact(f: Fact, *, with_spread: bool = True, emphasis: bool = False) -> str:
     if emphasis:
         text = f"**{text}**"
     if with_spread and f.low is not None and f.high is not None and f.low != f.high:
-        text += f" ({span(f.low, f.high, say)})"
+        text += f"{'<br>' if stacked else ' '}({span(f.low, f.high, say)})"
     return fact_span(f.quantity.id, text)
 
 
