@@ -34,6 +34,8 @@ from attention_docs.profiling.timing import time_callables
     # The least memory a run needs: the largest bool mask (1 byte) and float bias (4 bytes).
     # `run` and the build refuse parameters that cannot fit before the experiment starts.
     estimate_bytes=lambda p: 5 * p["max_seq_len"] ** 2,
+    # It neither profiles nor compiles: its worker need not import Dynamo and Inductor.
+    imports=("torch",),
     # GPU sizes: 1024..16384 is 5 sizes x 2 callables x 50 timed runs of at most ~1 ms
     # (1 GiB written at ~4 TB/s): under a second on an H200.
     min_seq_len=Param(128, gpu_default=1024, minimum=1, help="the shortest sequence"),
