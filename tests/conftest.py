@@ -36,8 +36,8 @@ short_cpu_rounds()
 # one worker, so a module-scoped fixture (the whole site's build, a measurement, the GPU run's
 # rehearsal) is made once, not once per worker. The modules that measure through this
 # process's worker server go to one worker together, in this order, and share it: each
-# server costs seconds to start (torch, Dynamo, Inductor), and test_workers replaces its own
-# last.
+# server costs seconds to start (torch, and Dynamo and Inductor once a request declares
+# them), and test_workers replaces its own last.
 SHARED_SERVER = ("tests/test_busy.py", "tests/test_gpu_run.py", "tests/test_workers.py")
 
 

@@ -105,16 +105,14 @@ def run_worker(
     timeout_s: float,
     *,
     allow_busy: bool = True,
-    imports: Sequence[str] | None = None,
+    imports: Sequence[str],
 ) -> None:
     """Run one experiment in a fresh process that writes its result into `store`: a child
     of the worker server (`run`). Raises MeasurementError, one sentence saying why.
 
-    `imports`: what the experiment's declaration says it imports before it starts (the
-    requester has the declaration; this process may not have imported torch, and need not);
-    None: everything a profile or a compile needs (registry.PRELOAD).
+    `imports`: what the experiment's declaration says it imports before it starts (every
+    requester holds the declaration; this process may not have imported torch, and need not).
     """
-    from attention_docs.experiments.registry import PRELOAD  # torch-free, as is this process
     from attention_docs.measurements.keys import params_text
 
     what = f"{experiment}({params_text(requested)})"
@@ -124,7 +122,7 @@ def run_worker(
         "device": device,
         "store": str(store),
         "allow_busy": allow_busy,
-        "imports": list(PRELOAD if imports is None else imports),  # the server's, first
+        "imports": list(imports),  # what the server imports before it forks the child
     }
     log.info("measuring %s on %s in a worker process", what, device)
     try:

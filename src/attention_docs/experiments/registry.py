@@ -277,7 +277,13 @@ def experiment(
                 f"{func.__module__}); rename one of them"
             )
         REGISTRY[name] = Experiment(
-            name, summary, func, dict(params), tuple(measures), estimate_bytes, tuple(imports)
+            name=name,
+            summary=summary,
+            func=func,
+            params=dict(params),
+            measures=tuple(measures),
+            estimate_bytes=estimate_bytes,
+            imports=tuple(imports),
         )
         return func
 
