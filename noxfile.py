@@ -89,16 +89,16 @@ def _docs_env(session: nox.Session) -> Path:
 
 
 def _store_args(session: nox.Session) -> dict[str, str]:
-    """`-- --refresh`, `-- --frozen`, `-- --device cpu`, `-- --allow-busy` -> ATTENTION_DOCS_*
-    variables."""
+    """`-- --refresh`, `-- --frozen`, `-- --publish`, `-- --this-machine`, `-- --device cpu`
+    -> ATTENTION_DOCS_* variables."""
     env = {}
     args = list(session.posargs)
     while args:
         arg = args.pop(0)
-        if arg in ("--refresh", "--frozen", "--auto"):
+        if arg in ("--refresh", "--frozen", "--auto", "--publish"):
             env["ATTENTION_DOCS_MODE"] = arg.removeprefix("--")
-        elif arg == "--allow-busy":
-            env["ATTENTION_DOCS_ALLOW_BUSY"] = "1"
+        elif arg == "--this-machine":
+            env["ATTENTION_DOCS_THIS_MACHINE"] = "1"
         elif arg == "--device" and args:
             env["ATTENTION_DOCS_DEVICE"] = args.pop(0)
         elif arg.startswith("--device="):
@@ -106,8 +106,10 @@ def _store_args(session: nox.Session) -> dict[str, str]:
         else:
             session.error(
                 f"unknown argument {arg!r}; nox -s docs accepts --refresh, --frozen, --auto, "
-                "--allow-busy and --device auto|cpu|cuda"
+                "--publish, --this-machine and --device auto|cpu|cuda"
             )
+    if env.get("ATTENTION_DOCS_DEVICE", "auto") not in ("auto", "cpu", "cuda"):
+        session.error(f"--device {env['ATTENTION_DOCS_DEVICE']!r} is not one of auto, cpu, cuda")
     return env
 
 
@@ -154,19 +156,30 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def bench(session: nox.Session) -> None:
-    """The contributor's loop timed on a copy of the docs, with targets: builds and reloads.
+    """The contributor's loop and the timings' reproducibility, each against its targets.
 
-    Cold build, warm build, and the reload after a prose edit and after a renderer edit
-    under `mkdocs serve --dirty`; see benchmarks/bench_build.py for the targets.
+    benchmarks/bench_build.py: cold build, warm build, and the reload after a prose edit and
+    after a renderer edit under `mkdocs serve --dirty`. benchmarks/bench_repro.py: the same
+    timings twice, idle and beside one CPU-bound process (overlap, interval width, physics).
+    `nox -s bench -- repro` runs only the second, `-- build [its options]` only the first.
     """
     bin_dir = _docs_env(session)
-    session.run(
-        str(bin_dir / "python"),
-        "benchmarks/bench_build.py",
-        *session.posargs,
-        env=_env(),
-        external=True,
-    )
+    args = list(session.posargs)
+    which = [args.pop(0)] if args and args[0] in ("build", "repro") else ["build", "repro"]
+    failed = []
+    for name in which:
+        try:
+            session.run(
+                str(bin_dir / "python"),
+                f"benchmarks/bench_{name}.py",
+                *args,
+                env=_env(),
+                external=True,
+            )
+        except nox.command.CommandFailed:
+            failed.append(name)
+    if failed:
+        session.error(f"missed a target: {', '.join(failed)} (see above)")
 
 
 @nox.session

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from timings import stated
+
 from attention_docs.experiments.decode import STEP_COLUMNS, step_points
 from attention_docs.experiments.registry import get
 from attention_docs.measurements import forward as fwd
@@ -20,7 +22,7 @@ H200 = DeviceInfo(kind="cuda", name="NVIDIA H200", capability="90")
 def timing(median: float, low: float | None = None, high: float | None = None) -> Timing:
     low = median * 0.98 if low is None else low
     high = median * 1.02 if high is None else high
-    return Timing(median, 0.0, 9, "test", (low, median, high))
+    return stated(median, low, high)
 
 
 def measurement(experiment: str, params: dict, *, device=CPU, **fields) -> Measurement:

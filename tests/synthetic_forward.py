@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from timings import stated
+
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Table
-from attention_docs.records.timing import Timing
 
 
 def row(name: str, shape: fwd.Shape, median, low=None, high=None, *, status: str = fwd.OK) -> tuple:
@@ -14,8 +15,7 @@ def row(name: str, shape: fwd.Shape, median, low=None, high=None, *, status: str
     dims = tuple(getattr(shape, f) for f in fwd.SHAPE_COLUMNS)
     if status != fwd.OK:
         return (name, *dims, None, status)
-    rounds = (median if low is None else low, median, median if high is None else high)
-    return (name, *dims, Timing(median, 0.0, 9, "test", rounds), status)
+    return (name, *dims, stated(median, low, high), status)
 
 
 def forward_times(base: Measurement, rows: list[tuple], **facts) -> Measurement:

@@ -26,6 +26,7 @@ from attention_docs import build_cache
 from attention_docs.build_cache import RenderCache, RenderProxy, SourceGraph
 from attention_docs.live_reload import ModuleReloader
 from attention_docs.measurements.schema import Sourced
+from attention_docs.site_pages import stale_banner
 
 MKDOCS = (sys.executable, "-m", "mkdocs")
 CLI = (sys.executable, "-m", "attention_docs")
@@ -205,6 +206,15 @@ def test_the_reloader_reloads_changed_modules_and_their_importers_in_order(tmp_p
         with caplog.at_level("WARNING", logger="attention_docs"):
             assert reloader.reload_changed() == []
         assert "could not reload livepkg.base" in caplog.text and livepkg.user.value() == 2
+        # ... and the pages rebuilt meanwhile say so, naming the module and the error
+        # (issue 30, case 15: only the log said it).
+        assert set(reloader.failed) == {"livepkg.base"}
+        assert "SyntaxError" in reloader.failed["livepkg.base"]
+        banner = stale_banner(reloader.failed)
+        assert "This page may be stale" in banner and "<code>livepkg.base</code>" in banner
+        touch_later(package / "base.py", "VALUE = 3\n")  # mended: no banner any more
+        assert reloader.reload_changed() == ["livepkg.base", "livepkg.user"]
+        assert reloader.failed == {}
 
 
 def test_the_reloader_asks_for_a_restart_only_when_a_kept_module_was_edited(tmp_path, caplog):

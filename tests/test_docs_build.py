@@ -566,10 +566,11 @@ def quick_entry(root: Path, seq_len: int) -> Path:
 def test_a_build_measures_what_the_store_cannot_give_it_and_names_a_corrupt_entry(
     tmp_path, quick_entries
 ):
-    """A frozen build falls back to another machine's entry (a clean clone's tests pass on any
-    CPU); a build that may measure then measures that request on this machine and the one
-    whose entry is corrupt, naming the file. One measuring build: each starts a worker server.
-    """
+    """The committed store serves a build on another machine: a frozen build and an auto one
+    show another machine's entry, measuring nothing (a fresh clone builds the published
+    pages on any CPU); `--this-machine` then measures that request on this machine, and the
+    one whose entry is corrupt, naming the file. One measuring build: each starts a worker
+    server."""
     config = minimal_site(tmp_path, TWO_QUICK_PAGE)
     with_entries(quick_entries, tmp_path, 8, 4)
     own = quick_entry(tmp_path, 8)
@@ -578,9 +579,13 @@ def test_a_build_measures_what_the_store_cannot_give_it_and_names_a_corrupt_entr
     assert frozen.returncode == 0, frozen.stderr
     page = (tmp_path / "site" / "index.html").read_text()
     assert "CPU: Other CPU" in page and ".cpu-elsewhere.json" in page  # the caption says so
+    auto = mkdocs_build(config, tmp_path / "site")
+    assert auto.returncode == 0, auto.stderr
+    assert "0 measured during this build" in auto.stderr
+    assert "CPU: Other CPU" in (tmp_path / "site" / "index.html").read_text()
     corrupt = quick_entry(tmp_path, 4)
     corrupt.write_text('{"schema_version": 999}')
-    again = mkdocs_build(config, tmp_path / "site", say_torch=True)
+    again = mkdocs_build(config, tmp_path / "site", say_torch=True, ATTENTION_DOCS_THIS_MACHINE="1")
     assert again.returncode == 0, again.stderr
     assert f"{corrupt.name} is unusable (schema version 999" in again.stderr
     assert "2 measured during this build" in again.stderr
@@ -672,11 +677,12 @@ NOTEBOOKS = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
 def test_companion_notebook_runs_as_a_script(tmp_path, notebook, monkeypatch, capsys):
     """One test per notebook, so that the test workers share them out. A notebook calls
-    `measure` as its chapter does; run frozen in a folder holding a copy of the committed
-    store, it reads every measurement from there (another device's entry where this
-    machine has none) and writes nothing. What it runs live, it runs at
+    `measure` as its chapter does; run frozen on a copy of the committed store
+    (ATTENTION_DOCS_STORE), it reads every measurement from there (another device's entry
+    where this machine has none) and writes nothing. What it runs live, it runs at
     ATTENTION_DOCS_TINY sizes. It runs as `python NOTEBOOK.py` would (as __main__), in this
-    process: a new interpreter per notebook would import torch each time."""
+    process: a new interpreter per notebook would import torch each time. (A reader's
+    notebook, downloaded and run alone in Jupyter: tests/test_notebook_alone.py.)"""
     from attention_docs import book
 
     store = tmp_path / "docs" / "measurements"
@@ -685,6 +691,7 @@ def test_companion_notebook_runs_as_a_script(tmp_path, notebook, monkeypatch, ca
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ATTENTION_DOCS_TINY", "1")
     monkeypatch.setenv("ATTENTION_DOCS_MODE", "frozen")
+    monkeypatch.setenv("ATTENTION_DOCS_STORE", str(store))
     try:
         runpy.run_path(str(notebook), run_name="__main__")
     finally:
@@ -694,19 +701,26 @@ def test_companion_notebook_runs_as_a_script(tmp_path, notebook, monkeypatch, ca
     assert "Traceback" not in printed
     after = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
     assert after == before, f"{notebook.name} changed the store it was only to read"
-    assert not (tmp_path / "notebook-measurements").exists()
+    assert not (tmp_path / "measurements").exists()
+    assert "data-fact" not in printed  # show() takes the site's markup out
 
 
-def test_a_notebook_finds_the_sites_store_from_its_own_folder(tmp_path, monkeypatch):
+def test_a_notebook_measures_this_machine_into_a_store_beside_it(tmp_path, monkeypatch):
     from attention_docs import book
 
     (tmp_path / "docs" / "measurements").mkdir(parents=True)
     (tmp_path / "docs" / "notebooks").mkdir()
-    monkeypatch.setenv("ATTENTION_DOCS_MODE", "frozen")
+    monkeypatch.delenv("ATTENTION_DOCS_STORE", raising=False)
+    monkeypatch.delenv("ATTENTION_DOCS_MODE", raising=False)
     try:
+        # Beside the notebook, even in a clone: never the committed store.
         settings = book.for_notebook(tmp_path / "docs" / "notebooks")
-        assert settings.store == tmp_path / "docs" / "measurements"
-        assert settings.mode == "frozen" and settings.prefer == ("local",)
+        assert settings.store == tmp_path / "docs" / "notebooks" / "measurements"
+        assert settings.mode == "auto" and settings.prefer == book.THIS_MACHINE
+        monkeypatch.setenv("ATTENTION_DOCS_STORE", str(tmp_path / "docs" / "measurements"))
+        monkeypatch.setenv("ATTENTION_DOCS_MODE", "frozen")
+        settings = book.for_notebook(tmp_path / "docs" / "notebooks")
+        assert settings.store == tmp_path / "docs" / "measurements" and settings.mode == "frozen"
         monkeypatch.setenv("ATTENTION_DOCS_MODE", "sometimes")
         with pytest.raises(ValueError, match="not one of"):
             book.for_notebook(tmp_path)
@@ -818,7 +832,8 @@ def test_two_builds_from_one_store_are_byte_identical_and_world_readable(tmp_pat
         assert path.stat().st_mode & 0o777 == (0o755 if path.is_dir() else 0o644), path
     notebook = nbformat.reads(b["notebooks/nb.ipynb"].decode(), as_version=4)
     nbformat.validate(notebook)
-    assert [c["id"] for c in notebook.cells] == ["cell-0", "cell-1", "cell-2"]
+    assert [c["id"] for c in notebook.cells] == ["cell-0", "cell-1", "cell-2", "cell-3"]
+    assert "pip" in notebook.cells[0]["source"]  # the cell a downloaded notebook installs with
     assert 'id="cell-id=cell-1"' in b["notebooks/nb/index.html"].decode()
 
 

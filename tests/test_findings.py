@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from timings import spanning
 
 from attention_docs.analytic import gpu
 from attention_docs.analytic.cost import StepCost
@@ -17,7 +18,7 @@ from attention_docs.render import words
 
 
 def t(*rounds: float) -> Timing:
-    return Timing(sorted(rounds)[len(rounds) // 2], 0.0, len(rounds), "test", tuple(rounds))
+    return spanning(rounds)
 
 
 # --- words: one precision rule -------------------------------------------------------------

@@ -19,6 +19,7 @@ from conftest import python_prints
 from interpreted import run_interpreted
 from recorded import recorded
 from reference import attention_reference, rel_err
+from timings import measured_in_rounds, stated
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.functional import scaled_dot_product_attention
 from torch.profiler import profile
@@ -340,7 +341,7 @@ def test_gpu_comparison_code_runs_under_the_interpreter(interpreted):
         tri = by[(n, fwd.TRITON)]
         assert tri["status"] == "ok"
         t = tri["time"]  # a Timing cell, every round kept
-        assert isinstance(t, Timing) and t.low_us <= t.median_us <= t.high_us
+        assert isinstance(t, Timing) and t.low_us <= t.time_us <= t.high_us
         assert tri["flops"] == attention_flops(1, 1, n, 16) / 2  # causal: half the FLOPs
         assert by[(n, fwd.SDPA_FLASH)]["status"] == "ok"
         # On the CPU the memory-efficient and cuDNN kernels do not exist: said, not crashed.
@@ -404,8 +405,8 @@ def test_block_sweep_experiment_keeps_every_round():
     assert fused == sorted(fused, reverse=True)
     assert t.column("tile_working_set") == sorted(t.column("tile_working_set"))
     for timing in t.column("time"):  # a Timing cell with its rounds, not rebuilt columns
-        assert isinstance(timing, Timing) and len(timing.rounds_us) == 3
-    assert m.facts["rounds"] == 3 and "interleaved" in m.facts["method"]
+        assert isinstance(timing, Timing) and measured_in_rounds(timing)
+    assert "interleaved" in m.facts["method"]
 
 
 def test_block_sweep_rejects_unreadable_blocks():
@@ -525,7 +526,7 @@ def forward_entry(device_id_of, rows, *, base):
     """A forward_times measurement with `rows` ((implementation, shape, median), ...)."""
 
     def timing(median):
-        return Timing(median, 0.0, 9, "test", (median * 0.98, median, median * 1.02))
+        return stated(median, median * 0.98, median * 1.02)
 
     table = Table(
         fwd.COLUMNS,
@@ -649,7 +650,7 @@ def test_block_table_and_claim_rank_within_the_noise():
 
     def sweep_of(times):
         rows = tuple(
-            (*r[:3], Timing(t, 0.0, 9, "test", (t - 40, t, t + 40)), *r[4:])
+            (*r[:3], stated(t, t - 40, t + 40), *r[4:])
             for r, t in zip(m.tables["blocks"].rows, times, strict=False)
         )
         return replace(m, tables={"blocks": Table(m.tables["blocks"].columns, rows)})
@@ -682,7 +683,7 @@ def on_gpu(m, **changes):
 
 
 def kernel_row(n, name, median, spread=0.01, flops=1e12):
-    t = Timing(median, 0.0, 9, "test", (median * (1 - spread), median, median * (1 + spread)))
+    t = stated(median, median * (1 - spread), median * (1 + spread))
     return (n, name, flops, t, "ok")
 
 

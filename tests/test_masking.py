@@ -5,6 +5,7 @@ from dataclasses import replace
 import pytest
 import torch
 from reference import attention_reference, rel_err
+from timings import measured_in_rounds, spanning
 
 from attention_docs import render
 from attention_docs.attention.masking import (
@@ -110,8 +111,8 @@ def test_mask_variants_experiment_counts_what_each_variant_allocates():
     assert rows["rebuild"]["mask_allocated_bytes"] == matrix + 2 * 32 * 32
     assert [rows[v]["prepared_bytes"] for v in MASK_VARIANTS] == [0, 32 * 32, 32 * 32, 32 * 32 * 4]
     for r in rows.values():  # unprofiled, each variant's rounds kept whole
-        assert len(r["mask"].rounds_us) == len(r["forward"].rounds_us) == 3
-    assert "3 interleaved rounds" in m.facts["timing_method"]
+        assert measured_in_rounds(r["mask"]) and measured_in_rounds(r["forward"])
+    assert "interleaved rounds" in m.facts["timing_method"]
 
 
 def test_dtypes_experiment_times_every_step_and_records_what_runs():
@@ -120,7 +121,7 @@ def test_dtypes_experiment_times_every_step_and_records_what_runs():
     assert table.columns == ("step", "dtype", "time")
     keys = [(r["step"], r["dtype"]) for r in table.records()]
     assert keys == [(step, d) for d in ("float32", "bfloat16") for step in ("forward", *STEPS)]
-    assert all(len(r["time"].rounds_us) == 3 for r in table.records())
+    assert all(measured_in_rounds(r["time"]) for r in table.records())
     assert m.facts["cpu_capability"]
     ops = m.tables["step_ops"].records()
     bmm = [r for r in ops if r["name"] == "aten::bmm" and r["step"] == "attention.scores"]
@@ -139,7 +140,7 @@ def test_step_shares_experiment_keeps_every_profiled_forward():
 
 
 def t(*rounds: float) -> Timing:
-    return Timing(sorted(rounds)[len(rounds) // 2], 0.0, len(rounds), "test", tuple(rounds))
+    return spanning(rounds)
 
 
 def text(html: str) -> str:
@@ -217,7 +218,9 @@ def test_dtype_renderers_state_only_differences_beyond_noise(tiny_measurement):
     ops = render.variants.dtypes(Sourced(m, "now", "x.json"))
     assert "takes **3× (2.76–3.26×)** float32's time: slower." in text(ops)
     # 6 selects for batch_size × num_heads = 1 × 2 matrices: 3 per matrix.
-    assert "6× `aten::select`" in ops and "3 `aten::select` per matrix of the batch" in ops
+    said = text(ops)  # the counts are facts now: no "6×" outside a fact span
+    assert "6 calls of `aten::select`" in said and "3 `aten::select` per matrix of the batch" in said
+    assert 'data-fact="calls per forward;aten::select;' in ops
     assert "the same path" in ops and "is not measured here" in ops
     table = text(ops)
     assert "| `attention.scores` | 7× (6.48–7.58×) | `aten::bmm` | `aten::bmm` |" in table

@@ -2,6 +2,7 @@ import json
 import multiprocessing
 import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from recorded import recorded
@@ -151,14 +152,154 @@ def test_timing_cells_keep_their_rounds_through_json(naive):
     from attention_docs.measurements.schema import Table
     from attention_docs.records.timing import Timing
 
-    t = Timing(median_us=10.0, iqr_us=1.0, runs=30, method="test", rounds_us=(9.0, 10.0, 12.5))
+    t = Timing(rounds_us=(9.0, 10.0, 12.5), runs=30, method="test")
     table = Table(("name", "time"), (("a", t), ("b", None)), {"time": "µs"})
     m = replace(naive, tables={"sweep": table})
     again = Measurement.loads(m.dumps())
     cell = again.tables["sweep"].records()[0]["time"]
     assert isinstance(cell, Timing) and cell.rounds_us == (9.0, 10.0, 12.5)
     assert again.tables["sweep"].records()[1]["time"] is None
-    # A version-2 entry (scalars only) is still read, as version 3.
-    data = json.loads(naive.dumps())
+    # A version-3 entry is still read (its timings' median and IQR left out: they are
+    # derived from the rounds now), as is a version-2 one (no timings in tables).
+    data = json.loads(m.dumps())
+    data["schema_version"] = 3
+    data["tables"]["sweep"]["rows"][0][1]["timing"] |= {"median_us": 10.0, "iqr_us": 1.0}
+    del data["provenance"]["allocator"]
+    old = Measurement.from_json(data)
+    assert old.schema_version == SCHEMA_VERSION and old.tables["sweep"].rows[0][1] == t
     data["schema_version"] = 2
     assert Measurement.from_json(data).schema_version == SCHEMA_VERSION
+    data["schema_version"] = 0
+    with pytest.raises(SchemaError, match="schema version 0"):
+        Measurement.from_json(data)
+
+
+def _keys(copy: Path) -> dict[str, str]:
+    """Every experiment's fingerprint computed from the package copy at `copy`."""
+    from attention_docs.experiments import load_all
+    from attention_docs.experiments.registry import REGISTRY
+
+    load_all()
+    return {name: exp.fingerprint(copy) for name, exp in REGISTRY.items()}
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{path.name} no longer holds {old!r}: update this test"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+@pytest.fixture
+def package_copy(tmp_path) -> Path:
+    copy = tmp_path / "pkg"
+    shutil.copytree(PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_a_sentence_edit_in_an_experiment_module_keeps_every_key(package_copy):
+    before = _keys(package_copy)
+    assert before == _keys(PACKAGE_ROOT)
+    forward = package_copy / "experiments" / "forward.py"
+    # A summary and a parameter's help (declarations), a docstring, a note, an exception's
+    # message: prose, in the module whose entry the whole site reads.
+    _edit(forward, 'summary="Every implementation', 'summary="All of the implementations')
+    _edit(forward, 'help="two shapes only', 'help="just two shapes')
+    _edit(forward, '"""Every implementation the site teaches', '"""All implementations taught')
+    _edit(forward, "could not be imported here: {exc}", "failed to import: {exc}")
+    _edit(
+        package_copy / "profiling" / "timing.py",
+        'raise ValueError(f"rounds must be at least 1',
+        'raise ValueError(f"give at least one round',
+    )
+    _edit(
+        package_copy / "experiments" / "_sweep.py",
+        "was not run: it",
+        "was skipped: it",
+    )
+    assert _keys(package_copy) == before
+
+
+def test_a_change_to_the_timing_code_changes_exactly_the_keys_of_experiments_that_time(
+    package_copy,
+):
+    before = _keys(package_copy)
+    _edit(package_copy / "profiling" / "timing.py", "ROUNDS = 20", "ROUNDS = 21")
+    after = _keys(package_copy)
+    changed = {name for name in before if after[name] != before[name]}
+    from attention_docs.experiments.registry import get
+
+    timing = {n for n in before if "profiling/timing.py" in get(n).source_files}
+    assert changed == timing
+    assert "forward_times" in changed and "naive_steps" not in changed  # it profiles only
+
+
+def test_a_changed_default_changes_the_key_of_a_request_that_left_it_out(package_copy):
+    before = _keys(package_copy)
+    _edit(
+        package_copy / "experiments" / "forward.py",
+        'tiny=Param(False, help="two',
+        'tiny=Param(True, help="two',
+    )
+    after = _keys(package_copy)
+    assert after["forward_times"] != before["forward_times"]
+    assert after["naive_steps"] == before["naive_steps"]
+
+
+def test_the_code_text_is_the_same_for_fields_some_python_versions_lack():
+    """What a fingerprint hashes leaves out fields that only some Python versions have
+    (3.12's `type_params`) and empty ones, so a GPU machine's interpreter (3.12) and this
+    one (3.11) key the same code alike."""
+    import ast
+
+    from attention_docs.measurements.keys import code_fingerprint_text, code_text
+
+    tree = ast.parse("def f(x):\n    return f'{x}!'\n")
+    plain = code_text(tree)
+    tree.body[0].type_params = []  # what 3.12's parser adds
+    assert code_text(tree) == plain
+    assert "type_params" not in plain and "ctx" not in plain
+    # Comments, layout and docstrings are not code; a changed operator is.
+    same = "def f(x):  # why\n    '''Says what.'''\n\n    return f'{x}!'\n"
+    assert code_fingerprint_text(same) == code_fingerprint_text("def f(x):\n    return f'{x}!'\n")
+    assert code_fingerprint_text("def f(x):\n    return x + 1\n") != code_fingerprint_text(
+        "def f(x):\n    return x - 1\n"
+    )
+    # A string that is an input (a dtype name) is code; a message is not.
+    assert code_fingerprint_text("x = 'float32'\n") != code_fingerprint_text("x = 'bfloat16'\n")
+    assert code_fingerprint_text("raise ValueError('bad')\n") == code_fingerprint_text(
+        "raise ValueError(f'bad {x}')\n"
+    )
+
+
+def test_every_python_on_this_machine_keys_the_package_alike():
+    """Where other CPython versions are installed (a GPU machine runs 3.12), each computes
+    the same fingerprints as this one."""
+    import subprocess
+    import sys
+
+    def runs(python: str) -> bool:  # a pyenv shim of a version not selected does not
+        probe = subprocess.run([python, "-c", "pass"], capture_output=True, check=False)
+        return probe.returncode == 0
+
+    others = [
+        found
+        for version in ("3.11", "3.12", "3.13", "3.14")
+        if (found := shutil.which(f"python{version}"))
+        and not sys.version.startswith(version + ".")
+        and runs(found)
+    ]
+    if not others:
+        pytest.skip("no other CPython version on PATH")
+    code = (
+        "import importlib.util, sys, pathlib; spec = importlib.util.spec_from_file_location("
+        f"'k', {str(PACKAGE_ROOT / 'measurements' / 'keys.py')!r}); m = importlib.util."
+        "module_from_spec(spec); sys.modules['k'] = m; spec.loader.exec_module(m); "
+        f"print(m.fingerprint(m.measured_closure(['experiments/forward.py']), "
+        f"pathlib.Path({str(PACKAGE_ROOT)!r})))"
+    )
+    from attention_docs.measurements.keys import fingerprint, measured_closure
+
+    here = fingerprint(measured_closure(["experiments/forward.py"]))
+    for python in others:
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == here, python

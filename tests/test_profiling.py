@@ -1,6 +1,8 @@
 import gzip
 import itertools
 import json
+import math
+import statistics
 
 import pytest
 import torch
@@ -12,7 +14,7 @@ from attention_docs.inputs import make_qkv
 from attention_docs.profiling.device import DeviceError, describe, resolve_device
 from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.timing import time_callable
-from attention_docs.records.timing import Timing
+from attention_docs.records.timing import Timing, interval_ranks
 from attention_docs.records.trace import Trace, op_stats, step_span_times, trim_chrome
 
 
@@ -130,16 +132,16 @@ def test_trim_drops_what_lies_outside_the_steps():
     assert "ampere_sgemm_64x64_nn" in names
 
 
-def test_timing_reports_median_and_spread():
-    import statistics
+def test_timing_takes_its_rounds_and_states_them_in_microseconds():
     import time
 
     t = time_callable(lambda: time.sleep(0.002), torch.device("cpu"), min_run_time=0.03, rounds=3)
-    # Three rounds, one median each; the reported value is their median, the spread their range.
+    # Three rounds, one time per call each: too few for a 90 % interval, so the whole range.
     assert len(t.rounds_us) == 3 and t.runs >= 3
-    assert t.median_us == statistics.median(t.rounds_us)
+    ordered = sorted(t.rounds_us)
+    assert t.time_us == pytest.approx(ordered[0] + (ordered[1] - ordered[0]) / 2)  # quartile
     assert (t.low_us, t.high_us) == (min(t.rounds_us), max(t.rounds_us))
-    assert t.spread == pytest.approx((t.high_us - t.low_us) / t.median_us)
+    assert t.spread == pytest.approx((t.high_us - t.low_us) / t.time_us)
     # Microseconds: a 2 ms sleep cannot take less, nor a whole second.
     assert t.low_us >= 2000 and t.high_us < 1e6
     # The record round-trips with its rounds.
@@ -148,11 +150,35 @@ def test_timing_reports_median_and_spread():
         time_callable(lambda: None, torch.device("cpu"), rounds=0)
 
 
-def test_a_timing_without_rounds_spreads_nothing():
-    t = Timing(median_us=10.0, iqr_us=1.0, runs=5, method="test")
-    assert (t.low_us, t.high_us, t.spread) == (10.0, 10.0, 0.0)
-    wide = Timing(median_us=10.0, iqr_us=0.0, runs=3, method="test", rounds_us=(8.0, 10.0, 13.0))
-    assert wide.spread == pytest.approx(0.5)
+def test_a_timing_states_its_rounds_lower_quartile_which_slow_rounds_cannot_move():
+    calm = [100.0 + i for i in range(20)]  # 100..119 µs
+    t = Timing(tuple(calm), 20, "test")
+    assert t.time_us == pytest.approx(104.75)  # the lower quartile, interpolated
+    # Contention only adds time: up to three rounds in four made slower, however much,
+    # leave the lower quartile where it was; the median would have moved.
+    disturbed = [x * (3.0 if i >= 6 else 1.0) for i, x in enumerate(calm)]
+    assert Timing(tuple(disturbed), 20, "test").time_us == pytest.approx(t.time_us)
+    assert statistics.median(disturbed) > 2 * statistics.median(calm)
+    # Its interval is the rounds' 2nd and 9th of 20: a 90 % interval for the quartile.
+    assert (t.low_us, t.high_us) == (101.0, 108.0)
+    assert t.spread == pytest.approx(7.0 / 104.75)
+    with pytest.raises(ValueError, match="needs its rounds"):
+        Timing((), 0, "test")
+
+
+@pytest.mark.parametrize("n", [3, 5, 8, 10, 15, 20, 40, 100])
+def test_the_interval_of_the_lower_quartile_holds_it_with_90_percent_probability(n):
+    j, k = interval_ranks(n)
+    pmf = [math.comb(n, i) * 0.25**i * 0.75 ** (n - i) for i in range(n + 1)]
+    coverage = sum(pmf[j:k])  # P(j <= B <= k - 1), B ~ Binomial(n, 1/4)
+    if (j, k) == (1, n):  # too few rounds for 90 %: the whole range
+        assert n <= 8
+    else:
+        assert coverage >= 0.90
+        # ... and no narrower pair of order statistics reaches it.
+        narrower = [sum(pmf[a : a + k - j - 1]) for a in range(1, n - (k - j - 1) + 1)]
+        assert max(narrower) < 0.90
+    assert 1 <= j < k <= n
 
 
 def test_device_choice():

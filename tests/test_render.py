@@ -45,12 +45,13 @@ def test_step_table_has_a_row_per_step_and_a_caption(sourced):
 
 def test_step_rates_come_from_the_unprofiled_step_times(tiny_measurement):
     """Issue 16: "Achieved FLOP/s" divided profiled times (attention.scale at 500 µs where
-    its unprofiled time was 39 µs). Rates now divide the steps timed alone."""
+    its unprofiled time was 39 µs). Rates now divide the steps' unprofiled times in the
+    forward."""
     steps = dict.fromkeys(STEPS, (40.0, 38.0, 44.0))
     times = forward_times_for(tiny_measurement, (300.0, 290.0, 310.0), steps)
     table = render.tables.step_table(Sourced(tiny_measurement, "now", "x.json"), times=times)
     header = table.splitlines()[0]
-    assert "(profiled)" in header and "Alone (unprofiled)" in header
+    assert "(profiled)" in header and "In the forward (unprofiled)" in header
     assert "Achieved (unprofiled)" in header and "FLOP/s (a matmul) or bytes/s" in table
     rows = {line.split(" | ")[0]: line for line in table.splitlines()}
     scale = tiny_measurement.step("attention.scale")
@@ -183,14 +184,16 @@ def test_profiled_and_unprofiled_forward_are_set_side_by_side(tiny_measurement):
     m = with_per_forward(
         tiny_measurement,
         {s.label: [100.0, 110.0, 120.0] for s in tiny_measurement.steps},
-    )  # five steps: 500, 550 and 600 µs per forward
+    )  # five steps: 500, 550 and 600 µs per forward; their lower quartile 525 µs
     times = forward_times_for(m, (400.0, 390.0, 410.0))
     claim = text(render.claims.profiled_vs_unprofiled(m, times))
-    assert "sum to **550 µs (500–600 µs)** per forward" in claim
+    assert "sum to **525 µs (500–600 µs)** per forward" in claim
     assert "without it the forward takes 400 µs (390–410 µs)" in claim
-    assert "**150 µs** per forward" in claim and "this page does not split them" in claim
+    assert "**125 µs** per forward" in claim and "this page does not split them" in claim
     shorter = render.claims.profiled_vs_unprofiled(m, forward_times_for(m, (700.0, 690.0, 710.0)))
-    assert "150 µs shorter" in text(shorter)
+    # Shorter, the difference is negative: said as a difference, never "−175 µs shorter".
+    assert "minus the forward is −175 µs" in text(shorter) and "the sum is shorter" in text(shorter)
+    assert "µs shorter" not in text(shorter)
     tie = render.claims.profiled_vs_unprofiled(m, forward_times_for(m, (560.0, 540.0, 580.0)))
     assert "within noise of each other" in tie
 

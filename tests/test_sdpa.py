@@ -6,6 +6,7 @@ import torch
 from recorded import recorded, sourced
 from reference import attention_reference, rel_err
 from synthetic_forward import at, forward_times, row
+from timings import stated
 
 from attention_docs import render
 from attention_docs.analytic.sdpa_dispatch import why_variants
@@ -29,7 +30,6 @@ from attention_docs.inputs import make_qkv
 from attention_docs.measurements import Table
 from attention_docs.measurements.schema import Sourced
 from attention_docs.records.shape import Shape
-from attention_docs.records.timing import Timing
 
 
 def reference(q, k, v, causal):
@@ -340,7 +340,7 @@ def test_mask_times_are_ratios_to_is_causal_with_their_range_or_a_tie():
         (95.0, 100.0, 105.0),
     ]
     rows = [
-        (*r[:i], Timing(t[1], 0.0, 9, "test", t), *r[i + 1 :])
+        (*r[:i], stated(t[1], t[0], t[2]), *r[i + 1 :])
         for r, t in zip(table.rows, times, strict=True)
     ]
     text = render.sdpa.mask_table(Sourced(timed(rows), "x", "x.json"))

@@ -120,6 +120,8 @@ def _decode_points(p: Mapping[str, Any]) -> int:
 WORK: dict[str, Callable[[Mapping[str, Any]], Work]] = {
     "machine_ceilings": lambda p: Work(timed=_count(p["dtypes"]) + 1, device_s=2.0),
     "forward_times": _forward_times,
+    # the method page: the forward and the five steps alone and in sequence (no threads on a GPU)
+    "timing_method": lambda p: Work(timed=11, device_s=1.0),
     # chapter 01
     "op_size_sweep": lambda p: Work(timed=p["max_log2"] - p["min_log2"] + 1, device_s=2.0),
     "profile_first_calls": lambda p: Work(profiles=2, device_s=0.05 * p["calls"]),

@@ -11,16 +11,19 @@
 # %% [markdown]
 # # Reading a profile — companion notebook
 #
-# Run the chapter's experiments in your own Python session, on your own hardware. Install the
-# package first (`pip install -e .` in a clone of the repository); on a machine with a CUDA
-# GPU the experiments use it automatically.
+# Run the chapter's experiments in your own Python session, on your own hardware: on a
+# machine with a CUDA GPU they use it. The first cell of the notebook you download from the
+# site installs the package where it is missing (from the wheel linked on the notebook's
+# page, put beside the notebook); in a clone, `pip install -e .` does it.
 #
-# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
-# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
-# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
-# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
-# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
-# entries, each captioned with the device that measured it (the test suite runs it so).
+# Every experiment is fetched with `measure`, exactly as the chapter does, and measured on
+# this machine into `measurements/` beside the notebook, a store of its own (a clone's
+# committed store is never written): chapter-sized shapes take minutes on a laptop CPU the
+# first time and seconds afterwards. A busy machine is handled as the site's build handles
+# it: a measurement taken while other work competed is taken again once the machine calms,
+# and kept, flagged in its caption, if it is busy again. `ATTENTION_DOCS_STORE` names another
+# store (a clone's `docs/measurements`), and `ATTENTION_DOCS_MODE=frozen` only reads it: the
+# site's own entries, each captioned with the device that measured it.
 
 # %%
 import os
@@ -28,7 +31,7 @@ import os
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from attention_docs import book, make_qkv, measure, naive_attention, render
+from attention_docs import book, make_qkv, measure, naive_attention, render, show
 
 book.for_notebook()
 first = measure("profile_first_calls")
@@ -36,7 +39,7 @@ overhead = measure("profile_overhead")
 sweep = measure("op_size_sweep")
 naive = measure("naive_steps")
 times = measure("forward_times")  # the site's one source of unprofiled forward times
-print(render.primer.finding(first, overhead, sweep, times))
+show(render.primer.finding(first, overhead, sweep, times))
 
 # %% [markdown]
 # ## Why the first step lies
@@ -44,9 +47,9 @@ print(render.primer.finding(first, overhead, sweep, times))
 # Calls 1..N of the forward, every one profiled, then again with the forward warm.
 
 # %%
-print(render.primer.first_calls(first, times))
-print(render.primer.first_call_ops_table(first))
-print(render.primer.faults(first, times))
+show(render.primer.first_calls(first, times))
+show(render.primer.first_call_ops_table(first))
+show(render.primer.faults(first, times))
 
 # %% [markdown]
 # ## Self time, total time and the dispatch chain
@@ -54,9 +57,9 @@ print(render.primer.faults(first, times))
 # The settled forward's profile is `naive_steps`', as on the site.
 
 # %%
-print(render.primer.dispatch_tree(naive, "attention.scores"))
-print(render.primer.self_vs_total_claim(naive.measurement, "attention.scores"))
-print(render.tables.op_table(naive, subject="naive (eager)"))
+show(render.primer.dispatch_tree(naive, "attention.scores"))
+show(render.primer.self_vs_total_claim(naive.measurement, "attention.scores"))
+show(render.tables.op_table(naive, subject="naive (eager)"))
 
 # %% [markdown]
 # ## The same table, straight from torch
@@ -83,14 +86,14 @@ print(prof.key_averages().table(sort_by=sort_key, row_limit=12))
 # ## Overhead-bound or work-bound?
 
 # %%
-print(render.primer.size_sweep_table(sweep))
-print(render.primer.size_sweep_claim(sweep.measurement))
+show(render.primer.size_sweep_table(sweep))
+show(render.primer.size_sweep_claim(sweep.measurement))
 
 # %% [markdown]
 # ## What the profiler costs
 
 # %%
-print(render.primer.overhead(overhead, times))
+show(render.primer.overhead(overhead, times))
 
 # %% [markdown]
 # ## Try next

@@ -11,27 +11,30 @@
 # %% [markdown]
 # # Naive attention, step by step — companion notebook
 #
-# Run the chapter's experiments in your own Python session, on your own hardware. Install the
-# package first (`pip install -e .` in a clone of the repository); on a machine with a CUDA
-# GPU the experiments use it automatically.
+# Run the chapter's experiments in your own Python session, on your own hardware: on a
+# machine with a CUDA GPU they use it. The first cell of the notebook you download from the
+# site installs the package where it is missing (from the wheel linked on the notebook's
+# page, put beside the notebook); in a clone, `pip install -e .` does it.
 #
-# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
-# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
-# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
-# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
-# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
-# entries, each captioned with the device that measured it (the test suite runs it so).
+# Every experiment is fetched with `measure`, exactly as the chapter does, and measured on
+# this machine into `measurements/` beside the notebook, a store of its own (a clone's
+# committed store is never written): chapter-sized shapes take minutes on a laptop CPU the
+# first time and seconds afterwards. A busy machine is handled as the site's build handles
+# it: a measurement taken while other work competed is taken again once the machine calms,
+# and kept, flagged in its caption, if it is busy again. `ATTENTION_DOCS_STORE` names another
+# store (a clone's `docs/measurements`), and `ATTENTION_DOCS_MODE=frozen` only reads it: the
+# site's own entries, each captioned with the device that measured it.
 
 # %%
 import inspect
 
-from attention_docs import book, measure, measure_each_device, naive_attention, render
+from attention_docs import book, measure, measure_each_device, naive_attention, render, show
 
 book.for_notebook()
 naive = measure("naive_steps")
 times = measure("forward_times")  # unprofiled forward and step times, this machine
 every_device = measure_each_device("forward_times")  # a GPU's entry, when the store has one
-print(render.claims.finding(naive, every_device))
+show(render.claims.finding(naive, every_device))
 
 # %% [markdown]
 # ## The code under study
@@ -48,18 +51,18 @@ print(inspect.getsource(naive_attention))
 # `Measurement` is plain data you can inspect (`naive.measurement`), save as JSON or render.
 
 # %%
-print(render.tables.step_table(naive, times=times))
+show(render.tables.step_table(naive, times=times))
 m = naive.measurement
-print(render.claims.dominant_step(m))
-print(render.claims.profiled_vs_unprofiled(m, times))
+show(render.claims.dominant_step(m))
+show(render.claims.profiled_vs_unprofiled(m, times))
 
 # %% [markdown]
 # ## On a GPU
 #
-# The data sheet's forecast for each step (in Jupyter, wrap it in `IPython.display.Markdown`).
+# The data sheet's forecast for each step.
 
 # %%
-print(render.claims.gpu_forecast(every_device))
+show(render.claims.gpu_forecast(every_device))
 
 # %% [markdown]
 # ## Four ways to apply the mask
@@ -68,28 +71,26 @@ print(render.claims.gpu_forecast(every_device))
 # `masked_fill`, applied in place with `masked_fill_`, or added as a float bias.
 
 # %%
-print(render.claims.mask_step_claim(m, times))
+show(render.claims.mask_step_claim(m, times))
 variants = measure("naive_mask_variants")
-print(render.variants.mask_variants(variants))
+show(render.variants.mask_variants(variants))
 
 # %% [markdown]
 # ## float32 or bfloat16
 
 # %%
 dtypes = measure("naive_dtypes")
-print(render.variants.dtypes(dtypes))
+show(render.variants.dtypes(dtypes))
 
 # %% [markdown]
 # ## Which step dominates at which shape
 
 # %%
 shares = measure("naive_step_shares")
-print(render.variants.step_shares_claim(shares.measurement, naive.measurement))
+show(render.variants.step_shares_figure(shares, naive))
+show(render.variants.step_shares_claim(shares.measurement, naive.measurement))
 
 # %% [markdown]
-# In Jupyter, show the figure with
-# `IPython.display.HTML(render.variants.step_shares_figure(shares, naive))`.
-#
 # ## Try next
 #
 # Measure your own shapes with `run_experiment` (in this process; it stores nothing):

@@ -11,19 +11,22 @@
 # %% [markdown]
 # # Cost model first — companion notebook
 #
-# Run the chapter's experiments in your own Python session, on your own hardware. Install the
-# package first (`pip install -e .` in a clone of the repository); on a machine with a CUDA
-# GPU the experiments use it automatically.
+# Run the chapter's experiments in your own Python session, on your own hardware: on a
+# machine with a CUDA GPU they use it. The first cell of the notebook you download from the
+# site installs the package where it is missing (from the wheel linked on the notebook's
+# page, put beside the notebook); in a clone, `pip install -e .` does it.
 #
-# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
-# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
-# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
-# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
-# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
-# entries, each captioned with the device that measured it (the test suite runs it so).
+# Every experiment is fetched with `measure`, exactly as the chapter does, and measured on
+# this machine into `measurements/` beside the notebook, a store of its own (a clone's
+# committed store is never written): chapter-sized shapes take minutes on a laptop CPU the
+# first time and seconds afterwards. A busy machine is handled as the site's build handles
+# it: a measurement taken while other work competed is taken again once the machine calms,
+# and kept, flagged in its caption, if it is busy again. `ATTENTION_DOCS_STORE` names another
+# store (a clone's `docs/measurements`), and `ATTENTION_DOCS_MODE=frozen` only reads it: the
+# site's own entries, each captioned with the device that measured it.
 
 # %%
-from attention_docs import book, measure, measure_each_device, render, step_costs
+from attention_docs import book, measure, measure_each_device, render, show, step_costs
 
 book.for_notebook()
 naive = measure("naive_steps")
@@ -31,7 +34,7 @@ ceilings = measure("machine_ceilings")
 times = measure("forward_times")
 sweep = measure("op_size_sweep")  # the per-call floor of Reading a profile
 every_device = measure_each_device("forward_times")
-print(render.roofline.finding(naive, ceilings, times, sweep, every_device))
+show(render.roofline.finding(naive, ceilings, times, sweep, every_device))
 
 # %% [markdown]
 # ## The cost model, without measuring anything
@@ -48,9 +51,9 @@ for cost in step_costs(1, 4, 1024, 64, "bfloat16", causal=True):
 # ## FLOPs and bytes per step, and this machine's ceilings
 
 # %%
-print(render.roofline.costs(naive))
-print(render.roofline.ceilings_table(ceilings))
-print(render.roofline.ceilings_claim(naive, ceilings, times))
+show(render.roofline.costs(naive))
+show(render.roofline.ceilings_table(ceilings))
+show(render.roofline.ceilings_claim(naive, ceilings, times))
 
 # %% [markdown]
 # ## The five steps on the roofline: predicted against measured
@@ -58,19 +61,17 @@ print(render.roofline.ceilings_claim(naive, ceilings, times))
 # Their structure from `naive_steps`' profile, their times from `forward_times`.
 
 # %%
-print(render.roofline.bound_rules(naive, ceilings, times, sweep))
-print(render.roofline.verdicts(naive, ceilings, times, sweep))
+show(render.roofline.bound_rules(naive, ceilings, times, sweep))
+show(render.roofline.verdicts(naive, ceilings, times, sweep))
+show(render.roofline.roofline_figure(naive, ceilings, times, sweep))
 
 # %% [markdown]
-# In Jupyter, display the figure with
-# `IPython.display.HTML(render.roofline.roofline_figure(naive, ceilings, times, sweep))`.
-#
 # ## On a GPU
 #
 # The same steps on an H200's roofline, from its data sheet.
 
 # %%
-print(render.roofline.gpu_forecast(every_device))
+show(render.roofline.gpu_forecast(every_device))
 
 # %% [markdown]
 # ## Try next

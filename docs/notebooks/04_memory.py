@@ -11,37 +11,38 @@
 # %% [markdown]
 # # Memory: the N×N matrix — companion notebook
 #
-# Run the chapter's experiments in your own Python session, on your own hardware. Install the
-# package first (`pip install -e .` in a clone of the repository); on a machine with a CUDA
-# GPU the experiments use it automatically.
+# Run the chapter's experiments in your own Python session, on your own hardware: on a
+# machine with a CUDA GPU they use it. The first cell of the notebook you download from the
+# site installs the package where it is missing (from the wheel linked on the notebook's
+# page, put beside the notebook); in a clone, `pip install -e .` does it.
 #
-# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
-# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
-# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
-# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
-# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
-# entries, each captioned with the device that measured it (the test suite runs it so).
+# Every experiment is fetched with `measure`, exactly as the chapter does, and measured on
+# this machine into `measurements/` beside the notebook, a store of its own (a clone's
+# committed store is never written): chapter-sized shapes take minutes on a laptop CPU the
+# first time and seconds afterwards. A busy machine is handled as the site's build handles
+# it: a measurement taken while other work competed is taken again once the machine calms,
+# and kept, flagged in its caption, if it is busy again. `ATTENTION_DOCS_STORE` names another
+# store (a clone's `docs/measurements`), and `ATTENTION_DOCS_MODE=frozen` only reads it: the
+# site's own entries, each captioned with the device that measured it.
 
 # %%
-from attention_docs import book, measure, measure_each_device, render
+from attention_docs import book, measure, measure_each_device, render, show
 from attention_docs.analytic.memory import max_seq_len, naive_peak
 
 book.for_notebook()
 timeline, peak = measure("memory_timeline"), measure("memory_peak")
-print(render.memory.finding(timeline.measurement))
+show(render.memory.finding(timeline.measurement))
 
 # %% [markdown]
 # ## The allocation timeline of one forward
 
 # %%
-print(render.memory.memory_step_table(timeline))
-print(render.memory.allocation_claim(timeline.measurement))
-print(render.memory.peak_claim(timeline.measurement))
+show(render.memory.memory_step_table(timeline))
+show(render.memory.allocation_claim(timeline.measurement))
+show(render.memory.peak_claim(timeline.measurement))
+show(render.memory.memory_timeline_figure(timeline))
 
 # %% [markdown]
-# In Jupyter, display the timeline with
-# `IPython.display.HTML(render.memory.memory_timeline_figure(timeline))`.
-#
 # ## Tensors and scratch
 #
 # The timeline is also profiled in the other dtype; allocations an op frees before it returns
@@ -50,8 +51,8 @@ print(render.memory.peak_claim(timeline.measurement))
 # (`ATTENTION_DOCS_MODE=refresh`) to see the scratch disappear.
 
 # %%
-print(render.memory.dtype_table(timeline))
-print(render.memory.scratch_claim(timeline.measurement))
+show(render.memory.dtype_table(timeline))
+show(render.memory.scratch_claim(timeline.measurement))
 
 # %% [markdown]
 # ## The memory model
@@ -68,14 +69,14 @@ print("longest seq_len in 16 GB:", max_seq_len(16 * 10**9, 1, 4, 64, "float32", 
 # ## Peak memory against seq_len
 
 # %%
-print(render.memory.peak_table(peak))
-print(render.memory.oom_claim(peak.measurement))
+show(render.memory.peak_table(peak))
+show(render.memory.oom_claim(peak.measurement))
 
 # %% [markdown]
 # ## On a GPU
 
 # %%
-print(render.memory.forecast(measure_each_device("memory_timeline")))
+show(render.memory.forecast(measure_each_device("memory_timeline")))
 
 # %% [markdown]
 # ## Try next

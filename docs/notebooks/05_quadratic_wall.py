@@ -12,22 +12,27 @@
 # # The quadratic wall — companion notebook
 #
 # Sweep naive attention over seq_len, over how tokens are split into sequences and heads,
-# and over head_dim, on your own hardware. Install the package first (`pip install -e .`
-# in a clone of the repository); with a CUDA GPU the experiments use it.
+# and over head_dim, on your own hardware; with a CUDA GPU the experiments use it.
 #
-# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
-# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
-# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
-# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
-# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
-# entries, each captioned with the device that measured it (the test suite runs it so).
+# The first cell of the notebook you download from the site installs the package where it
+# is missing (from the wheel linked on the notebook's page, put beside the notebook); in a
+# clone, `pip install -e .` does it.
+#
+# Every experiment is fetched with `measure`, exactly as the chapter does, and measured on
+# this machine into `measurements/` beside the notebook, a store of its own (a clone's
+# committed store is never written): chapter-sized shapes take minutes on a laptop CPU the
+# first time and seconds afterwards. A busy machine is handled as the site's build handles
+# it: a measurement taken while other work competed is taken again once the machine calms,
+# and kept, flagged in its caption, if it is busy again. `ATTENTION_DOCS_STORE` names another
+# store (a clone's `docs/measurements`), and `ATTENTION_DOCS_MODE=frozen` only reads it: the
+# site's own entries, each captioned with the device that measured it.
 
 # %%
-from attention_docs import book, measure, measure_each_device, render
+from attention_docs import book, measure, measure_each_device, render, show
 
 book.for_notebook()
 wall, times = measure("wall"), measure("forward_times")
-print(render.wall.finding(wall, times))
+show(render.wall.finding(wall, times))
 
 # %% [markdown]
 # ## Doubling seq_len
@@ -36,33 +41,35 @@ print(render.wall.finding(wall, times))
 # a shape the forward-time table holds is read from it, so no shape has two times.
 
 # %%
-print(render.wall.sweep_table(wall, "seq_len", times))
-print(render.wall.seq_len_claim(wall, times))
-print(render.wall.step_shares_claim(wall, "seq_len"))
+show(render.wall.sweep_table(wall, "seq_len", times))
+show(render.wall.seq_len_claim(wall, times))
+show(render.wall.step_shares_claim(wall, "seq_len"))
+show(
+    render.wall.sweep_figure(
+        wall, "seq_len", y="time", what="Forward time against seq_len.", times=times
+    )
+)
 
 # %% [markdown]
-# In Jupyter, display the log-log figure with `IPython.display.HTML(render.wall.sweep_figure(
-# wall, "seq_len", y="time", what="Forward time against seq_len.", times=times))`.
-#
 # ## The same tokens, split differently
 
 # %%
-print(render.wall.sweep_table(wall, "tokens"))
-print(render.wall.tokens_claim(wall))
-print(render.wall.sweep_table(wall, "heads"))
-print(render.wall.heads_claim(wall))
+show(render.wall.sweep_table(wall, "tokens"))
+show(render.wall.tokens_claim(wall))
+show(render.wall.sweep_table(wall, "heads"))
+show(render.wall.heads_claim(wall))
 
 # %% [markdown]
 # ## head_dim at a fixed seq_len
 
 # %%
-print(render.wall.head_dim_claim(wall))
+show(render.wall.head_dim_claim(wall))
 
 # %% [markdown]
 # ## The wall on a GPU
 
 # %%
-print(render.wall.forecast(measure_each_device("forward_times")))
+show(render.wall.forecast(measure_each_device("forward_times")))
 
 # %% [markdown]
 # ## Try next

@@ -11,25 +11,30 @@
 # %% [markdown]
 # # scaled_dot_product_attention and its backends — companion notebook
 #
-# Run the chapter's experiments in your own Python session, on your own hardware. Install
-# the package first (`pip install -e .` in a clone of the repository); on a machine with a
-# CUDA GPU the experiments use it automatically.
+# Run the chapter's experiments in your own Python session, on your own hardware: on a
+# machine with a CUDA GPU they use it.
 #
-# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
-# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
-# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
-# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
-# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
-# entries, each captioned with the device that measured it (the test suite runs it so).
+# The first cell of the notebook you download from the site installs the package where it
+# is missing (from the wheel linked on the notebook's page, put beside the notebook); in a
+# clone, `pip install -e .` does it.
+#
+# Every experiment is fetched with `measure`, exactly as the chapter does, and measured on
+# this machine into `measurements/` beside the notebook, a store of its own (a clone's
+# committed store is never written): chapter-sized shapes take minutes on a laptop CPU the
+# first time and seconds afterwards. A busy machine is handled as the site's build handles
+# it: a measurement taken while other work competed is taken again once the machine calms,
+# and kept, flagged in its caption, if it is busy again. `ATTENTION_DOCS_STORE` names another
+# store (a clone's `docs/measurements`), and `ATTENTION_DOCS_MODE=frozen` only reads it: the
+# site's own entries, each captioned with the device that measured it.
 
 # %%
-from attention_docs import book, make_qkv, measure, measure_each_device, render, why_backend
+from attention_docs import book, make_qkv, measure, measure_each_device, render, show, why_backend
 
 book.for_notebook()
 backends, times = measure("sdpa_backends"), measure("forward_times")
 why_everywhere = measure_each_device("sdpa_why")
 why = why_everywhere[0]
-print(render.sdpa.finding(backends.measurement, times, why.measurement))
+show(render.sdpa.finding(backends.measurement, times, why.measurement))
 
 # %% [markdown]
 # ## Ask SDPA why, on your own inputs
@@ -49,32 +54,32 @@ for verdict in why_backend(q, k, v, dropout_p=0.1):
 # times: every implementation at a grid of shapes, in interleaved rounds.
 
 # %%
-print(render.sdpa.backend_table(backends))
-print(render.sdpa.backend_times(times, backends))
-print(render.sdpa.priority_claim(backends.measurement))
+show(render.sdpa.backend_table(backends))
+show(render.sdpa.backend_times(times, backends))
+show(render.sdpa.priority_claim(backends.measurement))
 
 # %% [markdown]
 # ## Why this backend? Over a set of input variants
 
 # %%
-print(render.sdpa.why_matrix(why))
-print(render.sdpa.why_reasons(why))
+show(render.sdpa.why_matrix(why))
+show(render.sdpa.why_reasons(why))
 
 # %% [markdown]
 # ## On a GPU: which backend torch's rules pick (a forecast)
 
 # %%
-print(render.sdpa.rules_table())
-print(render.sdpa.dispatch_forecast(why_everywhere))
+show(render.sdpa.rules_table())
+show(render.sdpa.dispatch_forecast(why_everywhere))
 
 # %% [markdown]
 # ## Masks: is_causal, boolean, float, and the wrong polarity
 
 # %%
 masks = measure("sdpa_masks")
-print(render.sdpa.mask_table(masks))
-print(render.sdpa.mask_claims(masks.measurement))
-print(render.sdpa.empty_row_claim(masks.measurement))
+show(render.sdpa.mask_table(masks))
+show(render.sdpa.mask_claims(masks.measurement))
+show(render.sdpa.empty_row_claim(masks.measurement))
 
 # %% [markdown]
 # ## Try next

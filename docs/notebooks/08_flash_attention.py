@@ -11,22 +11,24 @@
 # %% [markdown]
 # # FlashAttention from scratch — companion notebook
 #
-# Run the chapter's experiments in your own Python session, on your own hardware. Install the
-# package first (`pip install -e .` in a clone of the repository); on a machine with a CUDA
-# GPU the experiments use it automatically, and the Triton comparison runs if `triton` is
-# installed.
+# Run the chapter's experiments in your own Python session, on your own hardware: on a
+# machine with a CUDA GPU they use it.
 #
-# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
-# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
-# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
-# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
-# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
-# entries, each captioned with the device that measured it (the test suite runs it so).
+# The first cell of the notebook you download from the site installs the package where it
+# is missing (from the wheel linked on the notebook's page, put beside the notebook); in a
+# clone, `pip install -e .` does it.
+#
+# Every experiment is fetched with `measure`, exactly as the chapter does, and measured on
+# this machine into `measurements/` beside the notebook, a store of its own (a clone's
+# committed store is never written): chapter-sized shapes take minutes on a laptop CPU the
+# first time and seconds afterwards. A busy machine is handled as the site's build handles
+# it: a measurement taken while other work competed is taken again once the machine calms,
+# and kept, flagged in its caption, if it is busy again. `ATTENTION_DOCS_STORE` names another
+# store (a clone's `docs/measurements`), and `ATTENTION_DOCS_MODE=frozen` only reads it: the
+# site's own entries, each captioned with the device that measured it.
 
 # %%
 import inspect
-
-from IPython.display import HTML, display
 
 from attention_docs import (
     book,
@@ -35,13 +37,14 @@ from attention_docs import (
     measure_each_device,
     naive_attention,
     render,
+    show,
     tiled_attention,
 )
 
 book.for_notebook()
 flash = measure("flash_tiled_vs_naive")
 times = measure("forward_times")
-print(render.flash.finding(flash, times, measure_each_device("forward_times")))
+show(render.flash.finding(flash, times, measure_each_device("forward_times")))
 
 # %% [markdown]
 # ## The code under study
@@ -68,9 +71,9 @@ for block in (16, 37, 64):
 # Draw the tile grid for any shape: change `seq_len`, the blocks, or `causal`.
 
 # %%
-print(render.flash.online_softmax_table(flash))
-print(render.flash.tile_summary(flash.measurement))
-display(HTML(render.flash.tile_grid_svg(300, 64, 32, causal=True, highlight_row=2)))
+show(render.flash.online_softmax_table(flash))
+show(render.flash.tile_summary(flash.measurement))
+show(render.flash.tile_grid_svg(300, 64, 32, causal=True, highlight_row=2))
 
 # %% [markdown]
 # ## Tiled vs naive vs SDPA: memory, bytes and time
@@ -80,19 +83,19 @@ display(HTML(render.flash.tile_grid_svg(300, 64, 32, causal=True, highlight_row=
 # peak, the profile of the loop's phases and the bytes each approach moves.
 
 # %%
-print(render.flash.implementations_table(flash, times))
-print(render.flash.memory_claim(flash.measurement))
-print(render.flash.phase_table(flash))
-print(render.flash.traffic_table(flash, times))
-display(HTML(render.flash.memory_figure(flash)))
+show(render.flash.implementations_table(flash, times))
+show(render.flash.memory_claim(flash.measurement))
+show(render.flash.phase_table(flash))
+show(render.flash.traffic_table(flash, times))
+show(render.flash.memory_figure(flash))
 
 # %% [markdown]
 # ## The block size
 
 # %%
 blocks = measure("flash_block_sweep")
-print(render.flash.block_table(blocks))
-print(render.flash.block_claim(blocks.measurement))
+show(render.flash.block_table(blocks))
+show(render.flash.block_claim(blocks.measurement))
 
 # %% [markdown]
 # ## FlashAttention 2 and 3 on a GPU, counted
@@ -101,10 +104,10 @@ print(render.flash.block_claim(blocks.measurement))
 # memory, for the GPU this site forecasts for (an NVIDIA H200), from its data sheet.
 
 # %%
-print(render.flash.generations_table())
-print(render.flash.causal_claim())
-print(render.flash.tiles_table())
-print(render.flash.gpu_forecast_box(measure_each_device("forward_times")))
+show(render.flash.generations_table())
+show(render.flash.causal_claim())
+show(render.flash.tiles_table())
+show(render.flash.gpu_forecast_box(measure_each_device("forward_times")))
 
 # %% [markdown]
 # ## The Triton kernel
@@ -116,7 +119,7 @@ print(render.flash.gpu_forecast_box(measure_each_device("forward_times")))
 # %%
 tri = measure("flash_triton_vs_sdpa")
 ceilings = measure("machine_ceilings")
-print(render.flash.triton_section(tri, ceilings))
+show(render.flash.triton_section(tri, ceilings))
 
 # %% [markdown]
 # ## Try next

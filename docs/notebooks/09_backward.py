@@ -11,25 +11,30 @@
 # %% [markdown]
 # # The backward pass — companion notebook
 #
-# Run the chapter's experiments in your own Python session, on your own hardware. Install
-# the package first (`pip install -e .` in a clone of the repository); on a machine with a
-# CUDA GPU the experiments use it automatically.
+# Run the chapter's experiments in your own Python session, on your own hardware: on a
+# machine with a CUDA GPU they use it.
 #
-# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
-# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
-# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
-# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
-# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
-# entries, each captioned with the device that measured it (the test suite runs it so).
+# The first cell of the notebook you download from the site installs the package where it
+# is missing (from the wheel linked on the notebook's page, put beside the notebook); in a
+# clone, `pip install -e .` does it.
+#
+# Every experiment is fetched with `measure`, exactly as the chapter does, and measured on
+# this machine into `measurements/` beside the notebook, a store of its own (a clone's
+# committed store is never written): chapter-sized shapes take minutes on a laptop CPU the
+# first time and seconds afterwards. A busy machine is handled as the site's build handles
+# it: a measurement taken while other work competed is taken again once the machine calms,
+# and kept, flagged in its caption, if it is busy again. `ATTENTION_DOCS_STORE` names another
+# store (a clone's `docs/measurements`), and `ATTENTION_DOCS_MODE=frozen` only reads it: the
+# site's own entries, each captioned with the device that measured it.
 
 # %%
-from attention_docs import book, make_qkv, measure, measure_each_device, render
+from attention_docs import book, make_qkv, measure, measure_each_device, render, show
 from attention_docs.attention.backward import implementation
 from attention_docs.profiling.saved import saved_tensors
 
 book.for_notebook()
 compare = measure("backward_compare")
-print(render.backward.finding(compare))
+show(render.backward.finding(compare))
 
 # %% [markdown]
 # ## Forward and backward, counted and measured
@@ -38,8 +43,8 @@ print(render.backward.finding(compare))
 # FlashAttention's recomputes a fifth. The tables set that count beside the clock.
 
 # %%
-print(render.backward.count_table(compare))
-print(render.backward.time_table(compare))
+show(render.backward.count_table(compare))
+show(render.backward.time_table(compare))
 
 # %% [markdown]
 # ## What autograd keeps for the backward
@@ -56,20 +61,20 @@ for name in ("naive", "sdpa-flash"):
 
 # %%
 saved = measure("backward_saved_tensors")
-print(render.backward.saved_detail_table(saved))
-print(render.backward.saved_claim(saved))
+show(render.backward.saved_detail_table(saved))
+show(render.backward.saved_claim(saved))
 
 # %% [markdown]
 # ## The autograd nodes in the profile
 
 # %%
-print(render.backward.nodes_table(compare))
+show(render.backward.nodes_table(compare))
 
 # %% [markdown]
 # ## On a GPU: the training step's floors, from the data sheet
 
 # %%
-print(render.backward.training_forecast(measure_each_device("backward_compare")))
+show(render.backward.training_forecast(measure_each_device("backward_compare")))
 
 # %% [markdown]
 # ## Try next

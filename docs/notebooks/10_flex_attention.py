@@ -11,28 +11,32 @@
 # %% [markdown]
 # # FlexAttention — companion notebook
 #
-# Run the chapter's experiments in your own Python session, on your own hardware. Install
-# the package first (`pip install -e .` in a clone of the repository); on a machine with a
-# CUDA GPU the experiments use it automatically. Each distinct mask or score modification
-# compiles its own kernel the first time it runs (seconds each).
+# Run the chapter's experiments in your own Python session, on your own hardware: on a
+# machine with a CUDA GPU they use it.
 #
-# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
-# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
-# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
-# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
-# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
-# entries, each captioned with the device that measured it (the test suite runs it so).
+# The first cell of the notebook you download from the site installs the package where it
+# is missing (from the wheel linked on the notebook's page, put beside the notebook); in a
+# clone, `pip install -e .` does it.
+#
+# Every experiment is fetched with `measure`, exactly as the chapter does, and measured on
+# this machine into `measurements/` beside the notebook, a store of its own (a clone's
+# committed store is never written): chapter-sized shapes take minutes on a laptop CPU the
+# first time and seconds afterwards. A busy machine is handled as the site's build handles
+# it: a measurement taken while other work competed is taken again once the machine calms,
+# and kept, flagged in its caption, if it is busy again. `ATTENTION_DOCS_STORE` names another
+# store (a clone's `docs/measurements`), and `ATTENTION_DOCS_MODE=frozen` only reads it: the
+# site's own entries, each captioned with the device that measured it.
 
 # %%
 import inspect
 
-from attention_docs import book, measure, render
+from attention_docs import book, measure, render, show
 from attention_docs.attention import flex
 
 book.for_notebook()
 fm = measure("flex_masks")
 times = measure("forward_times")
-print(render.flex.finding(fm, times))
+show(render.flex.finding(fm, times))
 
 # %% [markdown]
 # ## The mods under study
@@ -45,24 +49,24 @@ for mod in (flex.causal, flex.sliding_window, flex.alibi, flex.document):
 # ## What ran, and causal FlexAttention against SDPA
 
 # %%
-print(render.flex.ran(fm))
-print(render.flex.versus_sdpa_table(times))
+show(render.flex.ran(fm))
+show(render.flex.versus_sdpa_table(times))
 
 # %% [markdown]
 # ## Four masks, compiled and not; the tiles a BlockMask skips; time against sparsity
 
 # %%
-print(render.flex.mask_table(fm, times))
-print(render.flex.fallback_warning(fm.measurement))
-print(render.flex.block_table(fm))
-print(render.flex.sparsity_table(fm))
+show(render.flex.mask_table(fm, times))
+show(render.flex.fallback_warning(fm.measurement))
+show(render.flex.block_table(fm))
+show(render.flex.sparsity_table(fm))
 
 # %% [markdown]
 # ## What a BlockMask costs to build
 
 # %%
 fc = measure("flex_block_mask_cost")
-print(render.flex.cost_table(fc))
+show(render.flex.cost_table(fc))
 
 # %% [markdown]
 # ## Try next

@@ -11,21 +11,26 @@
 # %% [markdown]
 # # Decoding with a KV cache — companion notebook
 #
-# Run the chapter's experiments in your own Python session, on your own hardware. Install the
-# package first (`pip install -e .` in a clone of the repository); on a machine with a CUDA
-# GPU the experiments use it automatically.
+# Run the chapter's experiments in your own Python session, on your own hardware: on a
+# machine with a CUDA GPU they use it.
 #
-# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
-# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
-# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
-# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
-# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
-# entries, each captioned with the device that measured it (the test suite runs it so).
+# The first cell of the notebook you download from the site installs the package where it
+# is missing (from the wheel linked on the notebook's page, put beside the notebook); in a
+# clone, `pip install -e .` does it.
+#
+# Every experiment is fetched with `measure`, exactly as the chapter does, and measured on
+# this machine into `measurements/` beside the notebook, a store of its own (a clone's
+# committed store is never written): chapter-sized shapes take minutes on a laptop CPU the
+# first time and seconds afterwards. A busy machine is handled as the site's build handles
+# it: a measurement taken while other work competed is taken again once the machine calms,
+# and kept, flagged in its caption, if it is busy again. `ATTENTION_DOCS_STORE` names another
+# store (a clone's `docs/measurements`), and `ATTENTION_DOCS_MODE=frozen` only reads it: the
+# site's own entries, each captioned with the device that measured it.
 
 # %%
 import inspect
 
-from attention_docs import book, measure, measure_each_device, render
+from attention_docs import book, measure, measure_each_device, render, show
 from attention_docs.attention.decode import grouped_attention
 
 book.for_notebook()
@@ -33,7 +38,7 @@ steps = measure("decode_steps")
 pvd = measure("decode_prefill_vs_decode")
 # This machine's copy bandwidth and matmul rate: the roofline the decode steps sit under.
 ceilings = measure("machine_ceilings")
-print(render.decode.finding(steps, pvd, ceilings))
+show(render.decode.finding(steps, pvd, ceilings))
 
 # %% [markdown]
 # ## The code under study
@@ -52,21 +57,21 @@ print(inspect.getsource(grouped_attention))
 # every point timed in the same interleaved rounds.
 
 # %%
-print(render.decode.steps_table(steps, ceilings))
-print(render.decode.bandwidth_claim(steps, ceilings))
-print(render.decode.repeat_kv_claim(steps))
-print(render.decode.sdpa_ops_note(steps))
-print(render.decode.cache_claim(steps, ceilings))
-print(render.decode.batch_table(steps, ceilings))
-print(render.decode.batch_claim(steps))
+show(render.decode.steps_table(steps, ceilings))
+show(render.decode.bandwidth_claim(steps, ceilings))
+show(render.decode.repeat_kv_claim(steps))
+show(render.decode.sdpa_ops_note(steps))
+show(render.decode.cache_claim(steps, ceilings))
+show(render.decode.batch_table(steps, ceilings))
+show(render.decode.batch_claim(steps))
 
 # %% [markdown]
 # ## Prefill against decode, and one decode step in the profiler
 
 # %%
-print(render.decode.prefill_table(pvd))
-print(render.decode.prefill_claim(pvd, ceilings))
-print(render.decode.step_share_table(pvd))
+show(render.decode.prefill_table(pvd))
+show(render.decode.prefill_claim(pvd, ceilings))
+show(render.decode.step_share_table(pvd))
 
 # %% [markdown]
 # ## On a GPU
@@ -75,7 +80,7 @@ print(render.decode.step_share_table(pvd))
 # measurements.
 
 # %%
-print(render.decode.gpu_forecast(measure_each_device("decode_steps"), pvd))
+show(render.decode.gpu_forecast(measure_each_device("decode_steps"), pvd))
 
 # %% [markdown]
 # ## Try next

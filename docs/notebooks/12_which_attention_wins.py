@@ -13,51 +13,56 @@
 #
 # Every implementation the site teaches, timed on your own hardware over the grid of shapes
 # the site uses for your kind of device. On a machine with a CUDA GPU the map includes SDPA's
-# fused GPU backends and this site's Triton kernel. Install the package first
-# (`pip install -e .` in a clone of the repository).
+# fused GPU backends and this site's Triton kernel.
 #
-# Every experiment is fetched with `measure`, exactly as the chapter does: from the site's
-# store (`docs/measurements` in your clone) when it holds an entry for this machine, and
-# otherwise measured here, in a fresh worker process, and added to it — so the numbers below
-# are your hardware's. Chapter-sized shapes take minutes on a laptop CPU the first time and
-# seconds afterwards. `ATTENTION_DOCS_MODE=frozen` never measures: it shows the site's own
-# entries, each captioned with the device that measured it (the test suite runs it so).
+# The first cell of the notebook you download from the site installs the package where it
+# is missing (from the wheel linked on the notebook's page, put beside the notebook); in a
+# clone, `pip install -e .` does it.
+#
+# Every experiment is fetched with `measure`, exactly as the chapter does, and measured on
+# this machine into `measurements/` beside the notebook, a store of its own (a clone's
+# committed store is never written): chapter-sized shapes take minutes on a laptop CPU the
+# first time and seconds afterwards. A busy machine is handled as the site's build handles
+# it: a measurement taken while other work competed is taken again once the machine calms,
+# and kept, flagged in its caption, if it is busy again. `ATTENTION_DOCS_STORE` names another
+# store (a clone's `docs/measurements`), and `ATTENTION_DOCS_MODE=frozen` only reads it: the
+# site's own entries, each captioned with the device that measured it.
 
 # %%
-from attention_docs import book, measure, measure_each_device, render
+from attention_docs import book, measure, measure_each_device, render, show
 
 book.for_notebook()
 times = measure("forward_times")
 train = measure("train_times")
 steps = measure("decode_steps")
-print(render.winners.finding(times, train, steps))
+show(render.winners.finding(times, train, steps))
 
 # %% [markdown]
 # ## The forward-time table and its maps
 #
 # Every implementation at every shape of your device's grid, timed without the profiler in
-# interleaved rounds, and a training step at the map's shapes. In Jupyter, display the map
-# with `IPython.display.HTML(render.winners.map_figure(times))`.
+# interleaved rounds, and a training step at the map's shapes.
 
 # %%
-print(render.winners.trend_claim(times))
-print(render.winners.times_tabs(times, train))
-print(render.winners.not_run(times, train))
+show(render.winners.map_figure(times))
+show(render.winners.trend_claim(times))
+show(render.winners.times_tabs(times, train))
+show(render.winners.not_run(times, train))
 
 # %% [markdown]
 # ## On a GPU
 
 # %%
 everywhere = measure_each_device("forward_times")
-print(render.winners.gpu_forecast(everywhere))
-print(render.winners.devices_claim(everywhere))
+show(render.winners.gpu_forecast(everywhere))
+show(render.winners.devices_claim(everywhere))
 
 # %% [markdown]
 # ## What each trick removed
 
 # %%
 summary = measure("winners_summary")
-print(render.winners.summary_table(summary, times))
+show(render.winners.summary_table(summary, times))
 
 # %% [markdown]
 # ## Try next

@@ -35,6 +35,7 @@ _EXPORTS = {
     "run_experiment": "attention_docs.experiments.runner",
     "measure": "attention_docs.book",
     "measure_each_device": "attention_docs.book",
+    "show": "attention_docs.notebook",
     "MeasurementError": "attention_docs.book",
     "ExperimentError": "attention_docs.experiments.registry",
     "tiled_attention": "attention_docs.attention.tiled",

@@ -1,6 +1,18 @@
 # What a chapter's executed block calls. `measure()` answers from the store when it can and
 # otherwise runs the experiment in a worker process (never inside MkDocs), then reads the
 # result back from the store. The MkDocs plugin sets the settings and reads the build log.
+#
+# Whose entry a page shows (DESIGN, "The measurement store"): a machine with a GPU measures
+# its GPU; a machine without one shows the committed store's entries, whatever CPU measured
+# them, and measures only what the store lacks (`--this-machine` measures this machine
+# instead). Every page reads one device: the device of its first entry, wherever it holds
+# the others; a page that must show another device's entry says so in the build log and
+# summary, and each caption names its device.
+#
+# A busy machine never fails a reader's build: an entry measured while other work competed
+# is measured once more when the machine calms, and, busy again, stored flagged (its caption
+# and the build summary say so). Only publishing (`mode: publish`, refreshing the committed
+# store) refuses busy entries, loudly.
 from __future__ import annotations
 
 import functools
@@ -22,13 +34,20 @@ from attention_docs.workers import MeasurementError, run_worker
 
 log = logging.getLogger("attention_docs")
 
-MODES = ("auto", "refresh", "frozen")
+# auto: measure what the store lacks; refresh: measure everything on this machine again;
+# frozen: never measure; publish: refresh, refusing any entry measured while busy (what
+# refreshing the committed store takes).
+MODES = ("auto", "refresh", "frozen", "publish")
 # Device selectors for `prefer`, tried in order: "local-gpu" (this machine's GPU, when it
 # has one: its stored entry, else measured now), "any-gpu" (any stored GPU entry), an exact
-# device id such as "cuda-h200" (that device's stored entry), "local" (this machine's
-# device: its stored entry, else measured now). The list should end with "local".
-SELECTORS = ("local-gpu", "any-gpu", "local")
-DEFAULT_PREFER = ("local-gpu", "cuda-h200", "any-gpu", "local")
+# device id such as "cuda-h200" (that device's stored entry), "stored" (any device's stored
+# entry: this machine's if it has one, else the device the store holds most entries of),
+# "local" (this machine's device: its stored entry, else measured now). The list should end
+# with "local".
+SELECTORS = ("local-gpu", "any-gpu", "stored", "local")
+DEFAULT_PREFER = ("local-gpu", "cuda-h200", "any-gpu", "stored", "local")
+# `--this-machine`: this machine's entries only, measured where the store lacks them.
+THIS_MACHINE = ("local-gpu", "local")
 
 
 @dataclass(frozen=True)
@@ -40,16 +59,8 @@ class Settings:
     prefer: tuple[str, ...] = DEFAULT_PREFER
     device: str = "auto"
     timeout_s: float = 1800.0
-    # Store entries measured while other work competed (flagged as busy). False: such an
-    # entry is measured once more after waiting up to `busy_wait_s` for the machine to
-    # calm, and if it is busy again it is not stored (see `_measure_calmly`). Outside MkDocs
-    # (a notebook, a script) ATTENTION_DOCS_ALLOW_BUSY=1 sets it, as it does for a build.
-    allow_busy: bool = field(
-        default_factory=lambda: (
-            os.environ.get("ATTENTION_DOCS_ALLOW_BUSY", "").strip().lower()
-            in ("1", "true", "yes", "on")
-        )
-    )
+    # An entry measured while other work competed is measured once more after waiting up
+    # to this long for the machine to calm (see `_measure_calmly`).
     busy_wait_s: float = 60.0
     # Where declarations.py remembers experiment declarations and this machine's device id,
     # so that a build with nothing to measure never imports torch; None: always compute.
@@ -67,6 +78,16 @@ class Settings:
                 )
         if not self.prefer or self.prefer[-1] != "local":
             object.__setattr__(self, "prefer", (*self.prefer, "local"))
+
+    @property
+    def fresh(self) -> bool:
+        """Every entry is measured anew on this machine (refresh, publish)."""
+        return self.mode in ("refresh", "publish")
+
+    @property
+    def refuse_busy(self) -> bool:
+        """Busy entries fail the build instead of being kept flagged (publish)."""
+        return self.mode == "publish"
 
 
 @dataclass(frozen=True)
@@ -96,6 +117,13 @@ class BuildLog:
     # (asked again, they answer the same without measuring a third time).
     kept: set[tuple[str, str]] = field(default_factory=set)
     busy_failures: dict[tuple[str, str], MeasurementError] = field(default_factory=dict)
+    # The page being rendered, the device its entries come from (its first entry's), and the
+    # pages that had to show more than one device: {page: device ids}.
+    page: str | None = None
+    page_device: str | None = None
+    mixed: dict[str, set[str]] = field(default_factory=dict)
+    # How many entries each device holds in the store (for "stored"), counted once a build.
+    held: dict[str, int] | None = None
 
 
 _settings = Settings()
@@ -113,26 +141,26 @@ def settings() -> Settings:
     return _settings
 
 
+def start_page(page: str | None) -> None:
+    """The plugin calls this before each page: its entries then come from one device."""
+    _log.page = page
+    _log.page_device = None
+
+
 def for_notebook(start: Path | None = None) -> Settings:
     """Set up `measure()` for a companion notebook, which calls it as its chapter does.
 
-    The store is the site's: the nearest `docs/measurements` at or above `start` (the working
-    directory), so a notebook opened from `docs/notebooks/` or run from the repository root
-    finds it. Only this machine's entries count (`prefer=("local",)`): a notebook is for
-    seeing your own hardware, so what the store lacks for it is measured here and added.
-    ATTENTION_DOCS_MODE=frozen never measures (another device's entry is shown, its
-    caption naming the device); =refresh measures everything again."""
+    A notebook is for seeing your own hardware: it measures this machine (its GPU when it
+    has one) into a store of its own, `measurements/` beside the notebook (`start`, or the
+    working directory), and never writes into a clone's committed store. A busy machine is
+    handled as a reader's build handles it: measured again once calm, then kept flagged.
+    ATTENTION_DOCS_STORE names another store (a clone's `docs/measurements`, to read the
+    site's own entries); ATTENTION_DOCS_MODE=frozen never measures (any device's entry is
+    shown, its caption naming the device), =refresh measures everything again."""
     here = (start or Path.cwd()).resolve()
-    found = next(
-        (
-            p / "docs" / "measurements"
-            for p in (here, *here.parents)
-            if (p / "docs" / "measurements").is_dir()
-        ),
-        here / "docs" / "measurements",
-    )
+    store = Path(os.environ.get("ATTENTION_DOCS_STORE", "").strip() or here / "measurements")
     mode = os.environ.get("ATTENTION_DOCS_MODE", "").strip() or "auto"
-    configure(Settings(store=found, mode=mode, prefer=("local",)))
+    configure(Settings(store=store.resolve(), mode=mode, prefer=THIS_MACHINE))
     return _settings
 
 
@@ -170,12 +198,24 @@ def declaration(experiment: str) -> Experiment:
     return found if found is not None else get(experiment)
 
 
-def choose_device(available: list[str], prefer: tuple[str, ...], local: str) -> str | None:
+def choose_device(  # noqa: PLR0911 - a return per selector reads as the rule it is
+    available: list[str],
+    prefer: tuple[str, ...],
+    local: str,
+    *,
+    page: str | None = None,
+    held: dict[str, int] | None = None,
+) -> str | None:
     """The stored device id to use among `available`, or None: measure on `local`.
 
-    `prefer` is tried in order (see SELECTORS); "local" and a "local-gpu" that applies stop
-    the search, since a missing local entry is measured rather than taken from elsewhere.
+    The page's device (`page`, its first entry's) comes first when it has this entry.
+    Otherwise `prefer` is tried in order (see SELECTORS); "local" and a "local-gpu" that
+    applies stop the search, since a missing local entry is measured rather than taken from
+    elsewhere. "stored" takes this machine's entry, else the device with the most entries
+    in the store (`held`), else the first in order.
     """
+    if page is not None and page in available:
+        return page
     for selector in prefer:
         if selector == "local-gpu":
             if local.startswith("cuda-"):
@@ -184,11 +224,48 @@ def choose_device(available: list[str], prefer: tuple[str, ...], local: str) -> 
             gpus = [d for d in available if d.startswith("cuda-")]
             if gpus:
                 return gpus[0]
+        elif selector == "stored":
+            if local in available:
+                return local
+            if available:
+                counts = held or {}
+                return max(available, key=lambda d: (counts.get(d, 0), d))
         elif selector == "local":
             return local if local in available else None
         elif selector in available:
             return selector
     return None
+
+
+def _held(store: Store) -> dict[str, int]:
+    """Entries per device in the store, counted from file names once a build."""
+    if _log.held is None:
+        counts: dict[str, int] = {}
+        for path in store.entry_paths():
+            device = path.name.split(".", 1)[1].removesuffix(".json")
+            counts[device] = counts.get(device, 0) + 1
+        _log.held = counts
+    return _log.held
+
+
+def _on_page(device: str, what: str) -> None:
+    """Note the device an entry shown on the current page comes from; warn when the page
+    already shows another device's."""
+    if _log.page_device is None:
+        _log.page_device = device
+    elif device != _log.page_device and _log.page is not None:
+        shown = _log.mixed.setdefault(_log.page, {_log.page_device})
+        if device not in shown:
+            log.warning(
+                "%s shows %s from %s, while its other entries come from %s: the store has no "
+                "%s entry for it; each caption names its device",
+                _log.page,
+                what,
+                device,
+                _log.page_device,
+                _log.page_device,
+            )
+        shown.add(device)
 
 
 def measure(experiment: str, **requested: Any) -> Sourced:
@@ -212,7 +289,9 @@ def measure_each_device(experiment: str, **requested: Any) -> list[Sourced]:
             continue
         found = store.get(experiment, key, device)
         if found is not None:
-            others.append(_record(found, requested, "from the store", store, 0.0))
+            others.append(
+                _record(found, requested, "from the store", store, 0.0, side_by_side=True)
+            )
     _log.problems.extend(str(p) for p in store.problems)
     return [first, *others]
 
@@ -229,9 +308,10 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     fresh_this_build = (experiment, key) in _log.refreshed
     if (experiment, key) in _log.busy_failures:
         raise _log.busy_failures[experiment, key]
-    if s.mode != "refresh" or fresh_this_build or (experiment, key) in _log.kept:
+    if not s.fresh or fresh_this_build or (experiment, key) in _log.kept:
         available = store.devices(experiment, key)
-        chosen = choose_device(available, s.prefer, local)
+        prefer = ("local",) if s.fresh else s.prefer
+        chosen = choose_device(available, prefer, local, page=_log.page_device, held=_held(store))
         found = store.get(experiment, key, chosen) if chosen else None
         if found is None and s.mode == "frozen":
             # A frozen build never measures, so rather than fail on a machine the store has
@@ -265,11 +345,12 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
             f"{what}: the worker finished but wrote no readable entry to {s.store}"
         )
     _log.refreshed.add((experiment, key))
+    _log.held = None  # the store holds one more entry
     if found.provenance.busy:
         log.warning(
-            "%s was measured while other work competed for the machine (%s) and stored as "
-            "allow_busy says; its caption and the build summary say so: measure it again on "
-            "an idle machine before committing it",
+            "%s was measured twice while other work competed for the machine (%s); it is "
+            "stored flagged as busy, and its caption and the build summary say so. Publish "
+            "it only from an idle machine (`nox -s docs -- --publish`)",
             what,
             found.provenance.load.describe(),
         )
@@ -285,13 +366,15 @@ def _measure_calmly(
     *,
     imports: tuple[str, ...],
 ) -> Measurement | None:
-    """Measure into the store, never storing a busy result unless `allow_busy` says so.
+    """Measure into the store; a busy result is measured once more when the machine calms.
 
-    A result measured while other work competed is refused by the worker (nothing written),
-    measured once more after the machine calms (or `busy_wait_s` passes), and if it is busy
-    again: the entry the store already holds for this machine (a `refresh` build's previous
-    one) is returned and kept, or, when there is none, the build fails saying how busy.
-    Returns None when the store now holds the fresh entry.
+    The first attempt stores nothing if other work competed; after waiting up to
+    `busy_wait_s` for the machine to calm, the second attempt is stored whatever the load,
+    flagged as busy when it was — except when publishing (`refuse_busy`): then a second busy
+    result keeps the entry the store already holds for this machine, or fails the build
+    saying how busy. With `busy_wait_s` 0 there is no calm to wait for, and no second
+    attempt: the first is kept flagged (publishing refuses it at once). Returns None when
+    the store now holds the fresh entry.
     """
     from attention_docs.profiling.load import wait_until_calm
 
@@ -299,7 +382,8 @@ def _measure_calmly(
     what = f"{experiment}({params_text(requested)})"
     kind = local_device_kind(s.device)
     loads = []
-    for attempt in range(2):
+    attempts = 2 if s.busy_wait_s > 0 else 1
+    for attempt in range(attempts):
         try:
             run_worker(
                 experiment,
@@ -307,14 +391,14 @@ def _measure_calmly(
                 kind,
                 s.store,
                 s.timeout_s,
-                allow_busy=s.allow_busy,
+                allow_busy=attempt == attempts - 1 and not s.refuse_busy,
                 imports=imports,
             )
         except MeasurementError as exc:
             if exc.kind != "busy":
                 raise
             loads.append(exc.busy)
-            if attempt == 0:
+            if attempt < attempts - 1:
                 log.warning(
                     "%s was measured while other work competed for the machine (%s) and was "
                     "not stored; waiting up to %.0f s for the machine to calm, then measuring "
@@ -326,24 +410,25 @@ def _measure_calmly(
                 wait_until_calm(s.busy_wait_s)
             continue
         return None
+    how = f"; then, after waiting up to {s.busy_wait_s:.0f} s for it to calm, ".join(loads)
+    times = "twice" if len(loads) > 1 else "once, with no wait for calm (busy_wait 0),"
     previous = store.get(experiment, key, local)
-    if previous is not None:
+    if previous is not None and not previous.provenance.busy:
         log.warning(
-            "%s was measured twice while other work competed for the machine (%s; then %s); "
-            "the stored entry measured on %s is kept",
+            "%s was measured %s while other work competed for the machine (%s); the stored "
+            "entry measured on %s is kept",
             what,
-            *loads,
+            times,
+            how,
             previous.provenance.date[:10],
         )
         return previous
     raise MeasurementError(
-        f"{what} was measured twice while other work competed for the machine ({loads[0]}; "
-        f"then, after waiting up to {s.busy_wait_s:.0f} s for it to calm, {loads[1]}), so it "
-        "was not stored: a busy machine's timings are not facts. Build again when the machine "
-        "is idle, or set `allow_busy: true` for the attention-docs plugin in mkdocs.yml to "
-        "store it flagged as busy",
+        f"{what} was measured {times} while other work competed for the machine ({how}), "
+        "and publishing refuses a busy machine's timings. Publish from an idle machine; a "
+        "reader's build (`nox -s docs`) keeps such an entry, flagged as busy",
         kind="busy",
-        busy=loads[1],
+        busy=loads[-1],
     )
 
 
@@ -411,8 +496,19 @@ def older_entry(store: Store, exp: Experiment, requested: dict) -> Measurement |
     return newest
 
 
-def _record(m: Measurement, requested: dict, origin: str, store: Store, seconds: float) -> Sourced:
+def _record(
+    m: Measurement,
+    requested: dict,
+    origin: str,
+    store: Store,
+    seconds: float,
+    *,
+    side_by_side: bool = False,
+) -> Sourced:
+    """Log a fetch; `side_by_side`: shown beside the page's own device on purpose."""
     p = m.provenance
+    if not side_by_side:
+        _on_page(p.device_id, f"{m.experiment}({params_text(requested)})")
     busy = p.load.describe() if p.busy and p.load else None
     _log.used_files.add(store.path(m.experiment, m.key, m.device_id).resolve())
     _log.fetches.append(

@@ -39,6 +39,9 @@ class ModuleReloader:
         self.graph = graph or SourceGraph(package, root)
         self.loaded: dict[str, str] = {}  # module -> tokens of the source it was loaded from
         self.since = 0  # ns: files changed after this, in modules seen later, may be stale
+        # Modules the last reload could not reload (a syntax error mid-edit), and why: the
+        # pages that use them are served from the old code, and say so (mkdocs_plugin.py).
+        self.failed: dict[str, str] = {}
 
     def _modules(self) -> dict[str, Path]:
         found = {}
@@ -83,6 +86,7 @@ class ModuleReloader:
         if not changed:
             self.snapshot()
             return []
+        self.failed = {}
         loaded = set(self._modules())
         affected = {m for m in loaded if changed & set(self.graph.closure(m))}
         # Only a kept module's own edit needs a restart: the modules it imports are reloaded
@@ -106,6 +110,7 @@ class ModuleReloader:
                 _unregister(name)
                 _register(dropped)
                 failed.add(name)
+                self.failed[name] = f"{type(exc).__name__}: {exc}"
                 continue
             reloaded.append(name)
         for name in affected:

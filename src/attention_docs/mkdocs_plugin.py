@@ -39,6 +39,8 @@ from attention_docs.measurements.keys import PACKAGE_ROOT
 
 log = get_plugin_logger("attention_docs")
 PLACEHOLDER = "@measurements/"
+SITE = "@site/"  # the site's root, as a link from the page (captions link to method/)
+DEVICE_SETTINGS = ("auto", "cpu", "cuda")
 SUMMARY_MARKER = "<!-- attention-docs:build-summary -->"
 SNIPPET = re.compile(r"""--8<--\s+["']([^"'\n]+)["']""")
 
@@ -48,13 +50,11 @@ class AttentionDocsConfig(Config):
     mode = c.Choice(book.MODES, default="auto")
     # Which device's entry a page shows, in order (see book.SELECTORS).
     prefer = c.ListOfItems(c.Type(str), default=list(book.DEFAULT_PREFER))
-    # Store entries measured while other work competed (flagged in captions and the
-    # summary). False (the default): such an entry is measured once more when the machine
-    # has calmed (waiting at most `busy_wait` seconds); busy again, it is not stored — the
-    # previous entry is kept, or the build fails saying how busy the machine was.
-    allow_busy = c.Type(bool, default=False)
+    # An entry measured while other work competed is measured once more when the machine
+    # has calmed (waiting at most `busy_wait` seconds); busy again, it is stored flagged as
+    # busy (its caption and the build summary say so) — except in mode publish, which fails.
     busy_wait = c.Type(int, default=60)
-    device = c.Choice(("auto", "cpu", "cuda"), default="auto")
+    device = c.Choice(DEVICE_SETTINGS, default="auto")
     timeout = c.Type(int, default=1800)
     requests = c.Type(str, default="docs/measurements/requests.json")
     # What builds reuse (relative to mkdocs.yml): renderer outputs, published notebooks,
@@ -183,7 +183,20 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         self.requests_path = root / self.config.requests
         mode = os.environ.get("ATTENTION_DOCS_MODE") or self.config.mode
         device = os.environ.get("ATTENTION_DOCS_DEVICE") or self.config.device
+        prefer = tuple(self.config.prefer)
+        if _flag("ATTENTION_DOCS_THIS_MACHINE", False):
+            prefer = book.THIS_MACHINE
         self.cache_dir = root / self.config.cache_dir if self.config.cache_dir else None
+        if device not in DEVICE_SETTINGS:
+            raise PluginError(
+                f"attention-docs: device {device!r} is not one of {', '.join(DEVICE_SETTINGS)} "
+                "(set by --device or ATTENTION_DOCS_DEVICE)"
+            )
+        if mode not in book.MODES:
+            raise PluginError(
+                f"attention-docs: mode {mode!r} is not one of {', '.join(book.MODES)} "
+                "(set by ATTENTION_DOCS_MODE)"
+            )
         if device == "cuda":
             # One line now, rather than the same error from every block that measures.
             from attention_docs.profiling.device import DeviceError, resolve_device
@@ -197,9 +210,8 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
                 book.Settings(
                     store=self.store,
                     mode=mode,
-                    prefer=tuple(self.config.prefer),
-                    allow_busy=_flag("ATTENTION_DOCS_ALLOW_BUSY", self.config.allow_busy),
-                    busy_wait_s=float(self.config.busy_wait),
+                    prefer=prefer,
+                    busy_wait_s=_seconds("ATTENTION_DOCS_BUSY_WAIT", self.config.busy_wait),
                     device=device,
                     timeout_s=float(self.config.timeout),
                     cache_dir=self.cache_dir,
@@ -213,6 +225,8 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         )
         build_cache.install(self.cache)
         self.links: list[tuple[str, str]] = []
+        # Built once per build (from the cache when unchanged): notebook pages link it.
+        self.wheel = package_wheel(self.cache_dir) is not None
         self.failures = BlockFailures()
         logging.getLogger("mkdocs.plugins.markdown_exec").addHandler(self.failures)
         self.full = self.command in ("build", "gh-deploy") and not self.dirty
@@ -244,6 +258,7 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
 
     def on_page_markdown(self, markdown, page, config, **kwargs):
         uri = page.file.src_uri
+        book.start_page(uri)
         self.failures.page = uri
         self.failures.sessions = block_sessions(markdown)
         self.cache.used_files.clear()
@@ -264,13 +279,16 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         html = site_pages.rewrite_doc_links(
             html, _RelativePathTreeprocessor(page.file, files, config).path_to_url
         )
+        if self.reloader is not None and self.reloader.failed:
+            html = site_pages.stale_banner(self.reloader.failed) + html
         if site_pages.is_notebook(page.file.src_uri):
             stem = posixpath.splitext(posixpath.basename(page.file.src_uri))[0]
             page.title = site_pages.notebook_title(page.markdown or "", stem)
-            html = site_pages.notebook_page(html, stem, page.file.dest_uri)
+            html = site_pages.notebook_page(html, stem, page.file.dest_uri, wheel=self.wheel)
+        directory = posixpath.dirname(page.file.dest_uri)
+        html = html.replace(SITE, posixpath.relpath(".", directory or ".") + "/")
         if PLACEHOLDER not in html:
             return html
-        directory = posixpath.dirname(page.file.dest_uri)
         prefix = posixpath.relpath("measurements", directory or ".") + "/"
         for rel in re.findall(re.escape(PLACEHOLDER) + r'([^"\'\s<>]+)', html):
             self.links.append((page.file.src_uri, rel))
@@ -299,6 +317,7 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
             listing = "; ".join(f"{rel} (linked from {page})" for page, rel in missing)
             raise PluginError(f"attention-docs: linked measurement files are missing: {listing}")
         write_notebooks(Path(config.docs_dir), site, self.cache_dir)
+        publish_wheel(site, self.cache_dir)
         index = site / "index.html"
         text = index.read_text(encoding="utf-8") if index.is_file() else ""
         if SUMMARY_MARKER in text:  # a dirty rebuild leaves an unchanged index alone
@@ -320,6 +339,22 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
             log.warning(line)
         if self.reloader is not None:
             self.reloader.snapshot()
+
+
+def _seconds(variable: str, default: float) -> float:
+    """A non-negative number of seconds that an environment variable may override."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return float(default)
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):  # NaN fails the comparison
+        raise PluginError(
+            f"attention-docs: {variable}={text!r} is not a number of seconds (0 or more)"
+        )
+    return value
 
 
 def _flag(variable: str, default: bool) -> bool:
@@ -413,35 +448,93 @@ def world_readable(site: Path) -> None:
 
 
 def write_notebooks(docs: Path, site: Path, cache_dir: Path | None = None) -> None:
-    """Publish each Jupytext companion notebook as a .ipynb readers can download and run.
+    """Publish each Jupytext companion notebook as a .ipynb readers can download and run,
+    its first cell installing the package (site_pages.INSTALL_CELL) where it is missing.
 
     Cells are numbered (`cell-0`, ...) instead of jupytext's random ids, so that the file
     is the same from one build to the next; it is kept under `cache_dir`, keyed by the
     source, since jupytext's conversion and validation take a while.
     """
-    import importlib.metadata
-
     for source in sorted((docs / "notebooks").glob("*.py")):
-        text = source.read_bytes()
-        key = hashlib.sha256(
-            f"{importlib.metadata.version('jupytext')}\0".encode() + text
-        ).hexdigest()
-        cached = cache_dir / "notebooks" / f"{key}.ipynb" if cache_dir else None
         target = site / "notebooks" / f"{source.stem}.ipynb"
         if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
             continue  # written by an earlier build into this folder (`serve`)
-        if cached is not None and cached.is_file():
-            data = cached.read_bytes()
-        else:
-            import jupytext
+        write_file(target, published_notebook(source, cache_dir))
 
-            notebook = jupytext.reads(text.decode("utf-8"), fmt="py:percent")
-            for i, cell in enumerate(notebook.cells):
-                cell["id"] = f"cell-{i}"
-            data = jupytext.writes(notebook, fmt="ipynb").encode()
-            if cached is not None:
-                write_file(cached, data)
+
+def published_notebook(source: Path, cache_dir: Path | None = None) -> bytes:
+    """The .ipynb a reader downloads for the Jupytext notebook `source`."""
+    import importlib.metadata
+
+    text = source.read_bytes()
+    key = hashlib.sha256(
+        f"{importlib.metadata.version('jupytext')}\0{site_pages.INSTALL_CELL}\0".encode() + text
+    ).hexdigest()
+    cached = cache_dir / "notebooks" / f"{key}.ipynb" if cache_dir else None
+    if cached is not None and cached.is_file():
+        return cached.read_bytes()
+    import jupytext
+    import nbformat
+
+    notebook = jupytext.reads(text.decode("utf-8"), fmt="py:percent")
+    notebook.cells.insert(0, nbformat.v4.new_code_cell(site_pages.INSTALL_CELL))
+    for i, cell in enumerate(notebook.cells):
+        cell["id"] = f"cell-{i}"
+    data = jupytext.writes(notebook, fmt="ipynb").encode()
+    if cached is not None:
+        write_file(cached, data)
+    return data
+
+
+# The project the package is built from: a source checkout's (an editable install, or
+# PYTHONPATH=src), never an installed copy's.
+PROJECT = PACKAGE_ROOT.parents[1]
+
+
+def package_wheel(cache_dir: Path | None = None) -> bytes | None:
+    """The package as the wheel notebooks install (site_pages.WHEEL), built by hatchling,
+    whose wheels are reproducible (fixed timestamps), and kept under `cache_dir` while the
+    project's files stay the same. None, with a warning in the log, where there is no
+    project to build it from (an installed copy) or it cannot be built."""
+    if not (PROJECT / "pyproject.toml").is_file() or "site-packages" in PACKAGE_ROOT.parts:
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(
+        (*PACKAGE_ROOT.rglob("*.py"), PROJECT / "pyproject.toml", PROJECT / "README.md")
+    ):
+        digest.update(path.as_posix().encode() + b"\0" + file_digest(path).encode())
+    key = digest.hexdigest()[:16]
+    cached = cache_dir / "wheel" / key / site_pages.WHEEL if cache_dir else None
+    if cached is not None and cached.is_file():
+        return cached.read_bytes()
+    from hatchling.builders.wheel import WheelBuilder
+
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            (built,) = WheelBuilder(str(PROJECT)).build(directory=folder, versions=["standard"])
+            data = Path(built).read_bytes()
+    except (OSError, ValueError, TypeError) as exc:  # hatchling's errors for a bad project
+        logging.getLogger("attention_docs").warning(
+            "the package's wheel could not be built from %s (%s): the notebooks' pages link "
+            "none, and a downloaded notebook needs ATTENTION_DOCS_PACKAGE",
+            PROJECT,
+            exc,
+        )
+        return None
+    if cached is not None:
+        write_file(cached, data)
+    return data
+
+
+def publish_wheel(site: Path, cache_dir: Path | None = None) -> Path | None:
+    """Write `package_wheel` into the site's downloads folder; its path, or None."""
+    data = package_wheel(cache_dir)
+    if data is None:
+        return None
+    target = site / site_pages.DOWNLOADS / site_pages.WHEEL
+    if not target.is_file() or target.read_bytes() != data:
         write_file(target, data)
+    return target
 
 
 FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
@@ -568,8 +661,18 @@ def summary_html(fetches, build_log, store: Path | None = None) -> str:
             f"<li><code>{html.escape(e)}</code>: {html.escape(why)}</li>" for e, why in busy
         )
         items += (
-            "</ul><p><strong>Measured on a busy machine</strong> (other work competed; "
-            f"their timings are less trustworthy):</p><ul>{listed}"
+            "</ul><p><strong>Measured on a busy machine</strong> (other work competed, and "
+            "again after waiting for the machine to calm; their captions say so, and their "
+            f"timings are less trustworthy):</p><ul>{listed}"
+        )
+    if build_log.mixed:
+        listed = "".join(
+            f"<li>{html.escape(page)}: {html.escape(', '.join(sorted(devices)))}</li>"
+            for page, devices in sorted(build_log.mixed.items())
+        )
+        items += (
+            "</ul><p><strong>Pages that show more than one device</strong> (the store lacked "
+            f"an entry on the page's own device; each caption names its device):</p><ul>{listed}"
         )
     problems = ""
     if build_log.problems:

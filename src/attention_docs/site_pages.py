@@ -6,7 +6,10 @@
 #   printed by a block would stay a link to a .md file (a 404 on the site).
 # - Notebook pages: mkdocs-jupyter inlines ~600 KB of JupyterLab CSS, a MathJax and a Mermaid
 #   loader into every notebook page; the page keeps only the cells, styled like the rest of the
-#   site, gains links to download the notebook, and is named in the nav by its chapter.
+#   site, gains links to download the notebook and the package it runs, and is named in the
+#   nav by its chapter.
+# - Downloaded notebooks: each published .ipynb begins with a cell that installs this package
+#   where it is missing, from the wheel the site publishes beside the notebooks.
 from __future__ import annotations
 
 import html
@@ -14,7 +17,12 @@ import posixpath
 import re
 from collections.abc import Callable
 
+from attention_docs import __version__
+
 COMPANION = " — companion notebook"
+# The package as a wheel, published with the site (the plugin builds it).
+DOWNLOADS = "downloads"
+WHEEL = f"attention_docs-{__version__}-py3-none-any.whl"
 _MD_LINK = re.compile(r'(<a\b[^>]*?\bhref=")([^":#?]+\.md(?:#[^"]*)?)(")')
 
 
@@ -40,16 +48,62 @@ def notebook_title(source: str, stem: str) -> str:
     return f"{number} · {name}" if number.isdigit() else name
 
 
-def download_links(stem: str, page_dest_uri: str) -> str:
+def stale_banner(failed: dict[str, str]) -> str:
+    """What a page served by `mkdocs serve` says when an edited module could not be reloaded
+    (a syntax error mid-edit): its content may come from the old code."""
+    items = "".join(
+        f"<li><code>{html.escape(module)}</code>: {html.escape(why)}</li>"
+        for module, why in sorted(failed.items())
+    )
+    return (
+        '<div class="admonition warning"><p class="admonition-title">This page may be stale'
+        "</p><p>An edited module could not be reloaded, so what it renders here comes from "
+        f"its old code. Fix it and save again:</p><ul>{items}</ul></div>"
+    )
+
+
+def download_links(stem: str, page_dest_uri: str, *, wheel: bool = True) -> str:
     """A line under the notebook's title with the .ipynb (published by the plugin beside the
-    pages) and the Jupytext .py (copied into the page's folder by mkdocs-jupyter)."""
-    ipynb = posixpath.relpath(f"notebooks/{stem}.ipynb", posixpath.dirname(page_dest_uri) or ".")
+    pages), the Jupytext .py (copied into the page's folder by mkdocs-jupyter) and, where the
+    build published it, the package's wheel, which the notebook's first cell installs from
+    the folder it is in."""
+    here = posixpath.dirname(page_dest_uri) or "."
+    ipynb = posixpath.relpath(f"notebooks/{stem}.ipynb", here)
     script = f"{stem}.py"
+    package = ""
+    if wheel:
+        href = posixpath.relpath(f"{DOWNLOADS}/{WHEEL}", here)
+        package = (
+            f' · <a href="{href}" download>{WHEEL}</a> (the package it runs: put it beside the '
+            "notebook, and its first cell installs it)"
+        )
     return (
         '<p class="ad-notebook-download">Run it on your own machine: '
         f'<a href="{ipynb}" download>{stem}.ipynb</a> (Jupyter notebook) · '
-        f'<a href="{script}" download>{stem}.py</a> (the same notebook as a Jupytext script)</p>'
+        f'<a href="{script}" download>{stem}.py</a> (the same notebook as a Jupytext script)'
+        f"{package}</p>"
     )
+
+
+INSTALL_CELL = f"""\
+# Installs the package this notebook runs, where it is missing: from ATTENTION_DOCS_PACKAGE
+# if you set it (the wheel's path or URL, a clone's folder), else from {WHEEL}
+# beside this notebook (the notebook's page on the site links it). pip takes torch, NumPy
+# and matplotlib with it; on a machine with a CUDA GPU the experiments use it.
+import glob, importlib.util, os, subprocess, sys
+
+if importlib.util.find_spec("attention_docs") is None:
+    package = os.environ.get("ATTENTION_DOCS_PACKAGE") or next(
+        iter(sorted(glob.glob("attention_docs-*.whl"))), None
+    )
+    if package is None:
+        raise SystemExit(
+            "attention_docs is not installed here: download {WHEEL} from this notebook's "
+            "page into this folder (or set ATTENTION_DOCS_PACKAGE to it) and run this cell again"
+        )
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", package], check=True)
+    importlib.invalidate_caches()
+"""
 
 
 _DROP = [
@@ -79,10 +133,10 @@ def slim_notebook(page_html: str) -> str:
     return body.replace('class="anchor-link"', 'class="headerlink"')
 
 
-def notebook_page(page_html: str, stem: str, page_dest_uri: str) -> str:
+def notebook_page(page_html: str, stem: str, page_dest_uri: str, *, wheel: bool = True) -> str:
     """A notebook page as published: slimmed, with its download links under the title."""
     body = slim_notebook(page_html)
-    links = download_links(stem, page_dest_uri)
+    links = download_links(stem, page_dest_uri, wheel=wheel)
     end = body.find("</h1>")
     if end < 0:
         return links + body

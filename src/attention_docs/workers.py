@@ -56,6 +56,7 @@ _IMPORT_TIME_ENV = re.compile(
 # device's free memory, no such device, a busy machine): the last line of its stderr, after
 # exit code 2.
 REFUSED = "attention_docs worker: refused: "
+BUSY = "busy "  # then the load as a JSON string (it holds parentheses), ": " and the message
 
 
 class MeasurementError(RuntimeError):
@@ -146,12 +147,10 @@ def run_worker(
     last = lines[-1] if lines else ""
     if proc.returncode == 2 and last.startswith(REFUSED):
         reason = last.removeprefix(REFUSED)
-        busy = re.match(r"busy \((?P<load>[^()]*)\): ", reason)
-        if busy:
+        if reason.startswith(BUSY):  # busy "<the load, as JSON>": <the message>
+            load, end = json.JSONDecoder().raw_decode(reason, len(BUSY))
             raise MeasurementError(
-                f"experiment {what} was refused: {reason[busy.end() :]}",
-                kind="busy",
-                busy=busy.group("load"),
+                f"experiment {what} was refused: {reason[end + 2 :]}", kind="busy", busy=load
             )
         raise MeasurementError(f"experiment {what} was refused: {reason}", kind="refused")
     raise MeasurementError(
@@ -503,7 +502,7 @@ def work(job: dict) -> int:
             allow_busy=job["allow_busy"],
         )
     except BusyMachineError as exc:
-        print(f"{REFUSED}busy ({exc.load}): {exc}", file=sys.stderr)
+        print(f"{REFUSED}{BUSY}{json.dumps(exc.load, ensure_ascii=False)}: {exc}", file=sys.stderr)
         return 2
     except (ExperimentError, DeviceError) as exc:
         print(f"{REFUSED}{exc}", file=sys.stderr)

@@ -12,7 +12,7 @@ from torch.profiler import record_function
 
 from attention_docs.records.steps import STEPS
 
-__all__ = ["STEPS", "causal_mask", "naive_attention", "naive_steps_alone"]
+__all__ = ["STEPS", "causal_mask", "naive_attention", "naive_step_calls"]
 
 
 def causal_mask(seq_len: int, kv_seq_len: int | None = None, *, device=None) -> torch.Tensor:
@@ -47,11 +47,12 @@ def naive_attention(
 # --8<-- [end:steps]
 
 
-def naive_steps_alone(
+def naive_step_calls(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False
 ) -> dict[str, Callable[[], torch.Tensor]]:
-    """Each of `naive_attention`'s steps as a call of its own, on inputs the steps before it
-    made: what a step costs without the profiler, and without its neighbours' time.
+    """Each of `naive_attention`'s steps as a call of its own, in order, on inputs the steps
+    before it made: run one after another (profiling/timing.py's StepSequence), each call's
+    time is that step's time in the forward, without the profiler's.
 
     The expressions are those of `naive_attention` above; without `causal` there is no
     mask step.

@@ -20,6 +20,7 @@ MODULES = (
     "fusion",
     "flex",
     "winners",
+    "method",
 )
 
 

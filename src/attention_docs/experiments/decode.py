@@ -36,7 +36,7 @@ from attention_docs.experiments.naive import with_per_forward
 from attention_docs.experiments.registry import ExperimentError, Observed, Param, experiment
 from attention_docs.inputs import dtype_name, make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
-from attention_docs.profiling.timing import ROUNDS, time_callables
+from attention_docs.profiling.timing import time_callables
 from attention_docs.records.timing import Timing
 
 MEASURES = ("attention/decode.py", "attention/naive.py", "analytic/decode.py", "inputs.py")
@@ -154,12 +154,7 @@ def _step(caches: list[KVCache], q, k_new, v_new, *, impl: str = "sdpa") -> None
 
 def per_layer(t: Timing, layers: int) -> Timing:
     """A timing of `layers` steps, one after another, as the time of one: every round divided."""
-    return replace(
-        t,
-        median_us=t.median_us / layers,
-        iqr_us=t.iqr_us / layers,
-        rounds_us=tuple(r / layers for r in t.rounds_us),
-    )
+    return t.scaled(1 / layers)
 
 
 @experiment(
@@ -225,8 +220,6 @@ def decode_steps(ctx, **p) -> Observed:
             "dtype": dtype_name(resolve_dtype(dtype)),
             "kv_heads": heads,
             "sdpa_ops": ops,
-            "rounds": ROUNDS,
-            "method": f"{ROUNDS} rounds interleaved across all {len(calls)} points",
         },
     )
 
@@ -329,5 +322,5 @@ def decode_prefill_vs_decode(
     return replace(
         observed,
         tables={"times": table, **observed.tables},
-        facts={**observed.facts, "rounds": ROUNDS, "profiled_impl": "naive"},
+        facts={**observed.facts, "profiled_impl": "naive"},
     )

@@ -351,9 +351,7 @@ def flash_block_sweep(
         },
     )
     method = next(iter(timings.values())).method
-    return Observed(
-        tables={"blocks": table}, facts={"method": method, "rounds": ROUNDS}, notes=tuple(notes)
-    )
+    return Observed(tables={"blocks": table}, facts={"method": method}, notes=tuple(notes))
 
 
 @experiment(
@@ -490,15 +488,11 @@ def _kernel_timings(
             pooled[name].extend(times)
     result = {}
     for name in live:
-        runs = sorted(pooled[name])
-        q1, _, q3 = statistics.quantiles(runs, n=4) if len(runs) >= 2 else (runs[0],) * 3
         result[name] = Timing(
-            median_us=statistics.median(medians[name]),
-            iqr_us=q3 - q1,
-            runs=len(runs),
+            rounds_us=tuple(medians[name]),
+            runs=len(pooled[name]),
             method=f"triton.testing.do_bench (L2 flushed before each call), {ROUNDS} "
             "interleaved rounds",
-            rounds_us=tuple(medians[name]),
         )
     return result
 

@@ -313,7 +313,7 @@ def _sparsity(flex, mod, width, *, qkv, ctx, min_window, ok):
     # If time were proportional to the tiles computed: the whole sequence's time, scaled.
     last = next((r for r in reversed(table.records()) if r["time"] is not None), None)
     ideal = [
-        last["time"].median_us * r["computed_fraction"] / last["computed_fraction"]
+        last["time"].time_us * r["computed_fraction"] / last["computed_fraction"]
         if last and r["computed_fraction"] is not None
         else None
         for r in table.records()

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import torch
 
-from attention_docs.attention.naive import naive_attention, naive_steps_alone
+from attention_docs.attention.naive import naive_attention, naive_step_calls
 from attention_docs.experiments.registry import Observed, Param, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import is_out_of_memory, release_cached_memory
-from attention_docs.profiling.timing import ROUNDS, time_callables
+from attention_docs.profiling.timing import StepSequence, time_callables
 from attention_docs.records.timing import Timing
 
 Attention = Callable[..., torch.Tensor]
@@ -37,11 +37,11 @@ MEASURED = (
 
 @dataclass(frozen=True)
 class Candidate:
-    """One implementation: how to build it for a causal flag, and what it is."""
+    """One implementation: its name and how to build it for a causal flag. (What its trick
+    is, in words, is the renderers' to say: render/words.py.)"""
 
     name: str
     build: Callable[[bool], Attention]  # causal -> fn(q, k, v)
-    trick: str
     # (q, k, v, causal) -> a zero-argument call, for implementations with per-call set-up
     # (checks, configuration) that must stay out of the timed region.
     prepare: Callable[..., Callable[[], torch.Tensor]] | None = None
@@ -55,7 +55,6 @@ def candidates(device: torch.device) -> tuple[list[Candidate], list[str]]:
         Candidate(
             fwd.NAIVE,
             lambda c: lambda q, k, v: naive_attention(q, k, v, causal=c),
-            "none: five ops, the N×N matrix in memory",
         )
     ]
     compiled = _module("compiled", notes)
@@ -67,7 +66,6 @@ def candidates(device: torch.device) -> tuple[list[Candidate], list[str]]:
             Candidate(
                 fwd.COMPILED,
                 lambda c: lambda q, k, v: fn(q, k, v, causal=c),
-                "fusion of the element-wise steps",
             )
         )
     sdpa = _module("sdpa", notes)
@@ -79,9 +77,6 @@ def candidates(device: torch.device) -> tuple[list[Candidate], list[str]]:
                     lambda c, b=backend: (
                         lambda q, k, v: sdpa.sdpa_attention(q, k, v, causal=c, backend=b)
                     ),
-                    "SDPA's reference decomposition"
-                    if backend == "math"
-                    else "one fused kernel, no N×N matrix",
                 )
             )
     flex = _module("flex", notes)
@@ -98,7 +93,6 @@ def candidates(device: torch.device) -> tuple[list[Candidate], list[str]]:
             Candidate(
                 fwd.FLEX,
                 flex_build,
-                "a kernel generated for the mask (shape-generic); skips masked blocks",
             )
         )
     tiled = _module("tiled", notes)
@@ -107,7 +101,6 @@ def candidates(device: torch.device) -> tuple[list[Candidate], list[str]]:
             Candidate(
                 fwd.TILED,
                 lambda c: lambda q, k, v: tiled.tiled_attention(q, k, v, causal=c),
-                "tiles and online softmax, one small op at a time",
             )
         )
     triton = _module("triton_flash", notes)
@@ -118,7 +111,6 @@ def candidates(device: torch.device) -> tuple[list[Candidate], list[str]]:
                 Candidate(
                     fwd.TRITON,
                     lambda c: lambda q, k, v: triton.triton_flash_attention(q, k, v, causal=c),
-                    "tiles and online softmax in one kernel",
                     prepare=lambda q, k, v, c: triton.prepare_triton_flash(q, k, v, causal=c),
                 )
             )
@@ -206,9 +198,11 @@ def time_shape(
         if statuses[cand.name] == fwd.OK:
             fns[cand.name] = fn
     if statuses.get(fwd.NAIVE) == fwd.OK and grid.times_steps(shape):
-        for label, call in naive_steps_alone(q, k, v, causal=shape.causal).items():
-            fns[fwd.STEP_PREFIX + label] = call
-            statuses[fwd.STEP_PREFIX + label] = fwd.OK
+        # The five steps one after another, as the forward runs them: each step's time is
+        # its time in the forward (profiling/timing.py says why not each alone).
+        steps = naive_step_calls(q, k, v, causal=shape.causal)
+        fns["naive steps"] = StepSequence({fwd.STEP_PREFIX + s: c for s, c in steps.items()})
+        statuses.update(dict.fromkeys(fns["naive steps"].steps, fwd.OK))
     try:
         timings = time_callables(fns, device, min_run_time=min_run, cuda_runs=30)
     except Exception as exc:
@@ -242,11 +236,5 @@ def forward_times(ctx, *, tiny) -> Observed:
     return Observed(
         tables={"times": Table(fwd.COLUMNS, tuple(rows), {"time": "µs"})},
         notes=tuple(notes),
-        facts={
-            "implementations": [c.name for c in impls],
-            "tricks": {c.name: c.trick for c in impls},
-            "rounds": ROUNDS,
-            "method": ("CUDA events" if ctx.device.type == "cuda" else "torch.utils.benchmark")
-            + f", {ROUNDS} rounds interleaved across implementations",
-        },
+        facts={"implementations": [c.name for c in impls]},
     )

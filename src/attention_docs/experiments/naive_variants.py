@@ -21,7 +21,7 @@ from attention_docs.attention.masking import (
     masked_attention,
     prepare_mask,
 )
-from attention_docs.attention.naive import STEPS, naive_attention, naive_steps_alone
+from attention_docs.attention.naive import STEPS, naive_attention, naive_step_calls
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments.naive import CAUSAL, LIGHT, per_forward_table
 from attention_docs.experiments.registry import (
@@ -35,7 +35,7 @@ from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import step_allocations, timeline_from_chrome
 from attention_docs.profiling.profile import Schedule
-from attention_docs.profiling.timing import time_callables
+from attention_docs.profiling.timing import StepSequence, time_callables
 from attention_docs.records.trace import GPU_WORK, Trace, attribute
 
 SCHED = Schedule(wait=1, warmup=2, active=3)
@@ -169,13 +169,15 @@ def naive_dtypes(ctx, *, batch_size, num_heads, seq_len, head_dim, causal) -> Ob
         )
         trace = Trace.from_chrome(observed.chrome or {})
         ops_rows += [(dtype, *r) for r in step_ops(trace, STEPS, SCHED.active)]
-        calls[(dtype, "forward")] = forward
-        for label, call in naive_steps_alone(q, k, v, causal=causal).items():
-            calls[(dtype, label)] = call
-    timed = time_callables(
-        {f"{d}|{step}": fn for (d, step), fn in calls.items()}, ctx.device, cuda_runs=50
+        calls[f"{dtype}|forward"] = forward
+        steps = naive_step_calls(q, k, v, causal=causal)
+        calls[f"{dtype}|steps"] = StepSequence({f"{dtype}|{s}": c for s, c in steps.items()})
+    timed = time_callables(calls, ctx.device, cuda_runs=50)
+    rows = tuple(
+        (step, dtype, timed[f"{dtype}|{step}"])
+        for dtype in dtypes
+        for step in ("forward", *(s for s in STEPS if f"{dtype}|{s}" in timed))
     )
-    rows = tuple((step, dtype, timed[f"{dtype}|{step}"]) for (dtype, step) in calls)
     facts = {
         "dtypes": ",".join(dtypes),
         "timing_method": next(iter(timed.values())).method,

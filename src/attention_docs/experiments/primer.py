@@ -25,7 +25,7 @@ from attention_docs.experiments.registry import Observed, Param, experiment, sha
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
-from attention_docs.profiling.timing import ROUNDS, time_callable, time_callables
+from attention_docs.profiling.timing import time_callable, time_callables
 from attention_docs.records.timing import Timing
 from attention_docs.records.trace import Trace, trim_chrome
 
@@ -309,19 +309,18 @@ def _wall_per_call(fn: Callable[[], object], device: torch.device, iterations: i
 
 
 def _round_timing(per_round: list[list[float]], method: str) -> Timing:
-    """A Timing from per-call times grouped by round: median of the round medians, and
-    their range (the same reading as profiling/timing.py's)."""
-    medians = tuple(statistics.median(r) for r in per_round)
+    """A Timing from per-call times grouped by round: each round's median is a round."""
     return Timing(
-        median_us=statistics.median(medians),
-        iqr_us=0.0,
+        rounds_us=tuple(statistics.median(r) for r in per_round),
         runs=sum(len(r) for r in per_round),
         method=method,
-        rounds_us=medians,
     )
 
 
 # What each setting adds is findings/primer.py's to compute: the table keeps the timings.
+# Ten rounds, not profiling/timing.py's twenty: each round starts the profiler four times, and
+# ten rounds are the fewest whose lower quartile has a 90 % interval (records/timing.py).
+OVERHEAD_ROUNDS = 10
 OVERHEAD_COLUMNS = ("configuration", "time", "events_per_forward")
 
 
@@ -351,21 +350,21 @@ def profile_overhead(
     baseline: list[list[float]] = []
     times: dict[str, list[list[float]]] = {label: [] for label, _ in OVERHEAD_CONFIGS}
     events: dict[str, list[float]] = {label: [] for label, _ in OVERHEAD_CONFIGS}
-    for _ in range(ROUNDS):
+    for _ in range(OVERHEAD_ROUNDS):
         baseline.append(_wall_per_call(forward, ctx.device, iterations))
         for label, options in OVERHEAD_CONFIGS:
             with profile(activities=_activities(ctx.device), **options) as prof:
                 _wall_per_call(forward, ctx.device, warm)  # the profiler's own first calls
                 times[label].append(_wall_per_call(forward, ctx.device, iterations))
             events[label].append(len(prof.events()) / (warm + iterations))
-    method = f"time.perf_counter around each forward, {ROUNDS} interleaved rounds"
+    method = f"time.perf_counter around each forward, {OVERHEAD_ROUNDS} interleaved rounds"
     rows = [("no profiler", _round_timing(baseline, method), 0.0)]
     for label, _ in OVERHEAD_CONFIGS:
         per_forward = statistics.median(events[label])
         rows.append((label, _round_timing(times[label], method), round(per_forward, 2)))
     return Observed(
         tables={"overhead": Table(OVERHEAD_COLUMNS, tuple(rows), {"time": "µs"})},
-        facts={"iterations": iterations, "rounds": ROUNDS, "timer": method},
+        facts={"iterations": iterations, "rounds": OVERHEAD_ROUNDS, "timer": method},
     )
 
 

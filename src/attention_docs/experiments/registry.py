@@ -4,7 +4,6 @@
 # memory a choice of parameters needs at least (checked before the experiment starts).
 from __future__ import annotations
 
-import hashlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -13,7 +12,13 @@ from typing import Any
 
 from attention_docs.analytic import cost
 from attention_docs.measurements import forward as fwd
-from attention_docs.measurements.keys import PACKAGE_ROOT, file_tokens, fingerprint, store_key
+from attention_docs.measurements.keys import (
+    PACKAGE_ROOT,
+    code_fingerprint_text,
+    fingerprint,
+    measured_closure,
+    store_key,
+)
 from attention_docs.measurements.schema import OpStat, StepStat, Table
 from attention_docs.records.shape import DTYPES
 from attention_docs.records.timing import Timing
@@ -166,17 +171,29 @@ class Experiment:
 
     @property
     def source_files(self) -> tuple[str, ...]:
-        """The experiment's own module and the files it measures, relative to the package."""
+        """The files whose code this experiment's entries depend on, relative to the package:
+        its own module, the files it names in `measures`, and every measuring module (under
+        experiments/, profiling/, attention/, analytic/, inputs.py) they import, transitively.
+        A change in profiling/timing.py thus re-measures the experiments that time, and no
+        other."""
         own = Path(inspect.getfile(self.func)).resolve()
+        named = self.measures
         if own.is_relative_to(PACKAGE_ROOT):
-            return (own.relative_to(PACKAGE_ROOT).as_posix(), *self.measures)
-        return self.measures  # an out-of-tree experiment: its own file is hashed separately
+            named = (own.relative_to(PACKAGE_ROOT).as_posix(), *named)
+        return measured_closure(named)
+
+    def defaults_text(self) -> str:
+        """The parameters' defaults on each device: a request that leaves a parameter at its
+        default has no key of its own for it, so a changed default must change the key."""
+        return repr({n: (p.default, p.gpu_default) for n, p in sorted(self.params.items())})
 
     def fingerprint(self, root: Path = PACKAGE_ROOT) -> str:
         own = Path(inspect.getfile(self.func)).resolve()
-        extra = "" if own.is_relative_to(PACKAGE_ROOT) else file_tokens(own)
-        base = fingerprint(self.source_files, root)
-        return base if not extra else hashlib.sha256((base + extra).encode()).hexdigest()[:16]
+        extra = "" if own.is_relative_to(PACKAGE_ROOT) else code_fingerprint_text(own.read_text())
+        files = (
+            self.source_files if root == PACKAGE_ROOT else measured_closure(self.source_files, root)
+        )
+        return fingerprint(files, root, extra=self.defaults_text() + extra)
 
     def check(self, requested: Mapping[str, Any]) -> dict[str, Any]:
         """Validate requested parameters; returns them coerced to their types."""

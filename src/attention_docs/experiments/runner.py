@@ -21,23 +21,11 @@ from attention_docs.experiments.registry import PRELOAD, ExperimentError, get
 from attention_docs.measurements.schema import Measurement, Provenance
 from attention_docs.measurements.store import Store
 from attention_docs.profiling.device import describe, resolve_device
+from attention_docs.profiling.environment import keep_freed_memory, set_threads
 from attention_docs.profiling.headroom import free_memory_bytes
-from attention_docs.profiling.load import LoadMonitor, cores_available
+from attention_docs.profiling.load import LoadMonitor
 from attention_docs.records.device import DeviceInfo, device_id
 from attention_docs.records.load import BusyMachineError
-
-
-def cap_threads() -> int:
-    """Keep torch's intra-op threads within the cores this process may use; returns them.
-
-    More threads than cores oversubscribe the machine: on a busy 2-core machine a 3 µs op
-    was once timed at 11.9 ms. The count is recorded in the provenance (DeviceInfo.threads,
-    Load.threads) and stated in every CPU caption.
-    """
-    cores = cores_available()
-    if torch.get_num_threads() > cores:
-        torch.set_num_threads(cores)
-    return torch.get_num_threads()
 
 
 @dataclass(frozen=True)
@@ -64,7 +52,8 @@ def run_experiment(
     exp = get(name)
     requested = exp.canonical(requested or {})
     target = resolve_device(device)
-    cap_threads()
+    set_threads()
+    allocator = keep_freed_memory()
     info = describe(target)
     params = exp.resolve(requested, target.type)
     problem = exp.memory_problem(params, free_memory_bytes(target), f"this {target.type}")
@@ -100,6 +89,7 @@ def run_experiment(
             duration_s=round(duration, 3),
             device_id=device_id(info),
             load=monitor.load,
+            allocator=allocator,
         ),
         steps=observed.steps,
         ops=observed.ops,

@@ -26,14 +26,14 @@ from attention_docs.measurements.schema import Table
 from attention_docs.profiling.cache import last_level_cache
 from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
 from attention_docs.profiling.profile import Schedule, profile_callable
-from attention_docs.profiling.timing import ROUNDS, time_callables
+from attention_docs.profiling.timing import time_callables
 from attention_docs.records.shape import Shape
 from attention_docs.records.timing import Timing
 from attention_docs.records.trace import step_span_rounds
 
 DTYPE = Param("float32", gpu_default="bfloat16", choices=("float32", "bfloat16", "float16"))
 # One profiled call per round: the spread of a step over these calls is its noise.
-PROFILED = Schedule(wait=1, warmup=1, active=ROUNDS)
+PROFILED = Schedule(wait=1, warmup=1, active=3)  # three profiled steps: shares and a range
 DIMS = ("batch_size", "num_heads", "seq_len", "head_dim")
 SWEEPS = ("seq_len", "tokens", "heads", "head_dim")
 PROFILED_SWEEPS = ("seq_len", "head_dim")  # the sweeps whose page shows step shares
@@ -81,14 +81,7 @@ def _largest_bytes(p: dict) -> int:
 
 
 def _profiled(samples: list[float]) -> Timing:
-    ordered = sorted(samples)
-    return Timing(
-        ordered[len(ordered) // 2],
-        0.0,
-        len(samples),
-        "profiled, one sample per call",
-        tuple(samples),
-    )
+    return Timing(tuple(samples), len(samples), "profiled, one sample per call")
 
 
 @experiment(
@@ -176,6 +169,9 @@ def wall(ctx, **params) -> Observed:
             "points": Table(columns, tuple(rows), {"time": "µs", "peak_bytes": "B"}),
             "sweeps": members,
         },
-        facts={"rounds": ROUNDS, **(cache.to_facts() if cache else {})},
+        facts={
+            "profiled_steps": PROFILED.active,
+            **(cache.to_facts() if cache else {}),
+        },
         notes=tuple(notes),
     )

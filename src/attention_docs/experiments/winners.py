@@ -34,7 +34,7 @@ from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import peak_memory_bytes, release_cached_memory
 from attention_docs.profiling.profile import Schedule, profile_callable
-from attention_docs.profiling.timing import ROUNDS, time_callables
+from attention_docs.profiling.timing import time_callables
 from attention_docs.records.kernels import work_items
 from attention_docs.records.shape import Shape
 
@@ -95,27 +95,21 @@ def winners_summary(ctx, *, seq_len, head_dim, batch_size, num_heads, dtype, cau
             else:
                 status = _ready(call)
             if status != fwd.OK:
-                rows.append((cand.name, cand.trick, None, None, status))
+                rows.append((cand.name, None, None, status))
                 continue
             run = profile_callable(call, ctx.device, sched=Schedule(1, 1, 1))
             work = sum(item.calls for item in work_items(run.trace, every_depth=True))
-            rows.append((cand.name, cand.trick, work, peak_memory_bytes(call, ctx.device), status))
+            rows.append((cand.name, work, peak_memory_bytes(call, ctx.device), status))
     return Observed(
         tables={
             "summary": Table(
-                ("implementation", "trick", "work_per_forward", "peak_bytes", "status"),
+                ("implementation", "work_per_forward", "peak_bytes", "status"),
                 tuple(rows),
                 {"peak_bytes": "B"},
             )
         },
         notes=tuple(notes),
-        facts={
-            "work_counted": "kernels, memcpys and memsets"
-            if ctx.device.type == "cuda"
-            else "ATen ops at every depth and Inductor's generated kernels, views and "
-            "allocations excluded",
-            "shape": shape.text(),
-        },
+        facts={"shape": shape.text()},
     )
 
 
@@ -174,9 +168,5 @@ def train_times(ctx, **params) -> Observed:
     return Observed(
         tables={"times": Table(fwd.COLUMNS, tuple(rows), {"time": "µs"})},
         notes=tuple(notes),
-        facts={
-            "rounds": ROUNDS,
-            "method": ("CUDA events" if ctx.device.type == "cuda" else "torch.utils.benchmark")
-            + f", {ROUNDS} rounds interleaved across implementations",
-        },
+        facts={},
     )

@@ -34,7 +34,7 @@ class Bound:
         """Measured median over the floor (how far above its roof the step runs)."""
         if self.measured is None or not self.floor_us:
             return None
-        return self.measured.median_us / self.floor_us
+        return self.measured.time_us / self.floor_us
 
     @property
     def attained(self) -> float | None:
@@ -55,9 +55,9 @@ def bound(
     fixed_s = fixed_us * 1e-6 if fixed_us is not None else None
     verdicts = {
         predict(cost, roof, us * 1e-6, fixed_s).bound
-        for us in (measured.low_us, measured.median_us, measured.high_us)
+        for us in (measured.low_us, measured.time_us, measured.high_us)
     }
-    median = predict(cost, roof, measured.median_us * 1e-6, fixed_s).bound
+    median = predict(cost, roof, measured.time_us * 1e-6, fixed_s).bound
     return Bound(
         cost.label,
         cost.intensity,

@@ -20,7 +20,7 @@ class Comparison:
 def compare(fast: Timing, slow: Timing) -> Comparison:
     """Compare two timings; a tie when their round ranges overlap."""
     return Comparison(
-        ratio=slow.median_us / fast.median_us,
+        ratio=slow.time_us / fast.time_us,
         low=slow.low_us / fast.high_us,
         high=slow.high_us / fast.low_us,
         tie=slow.low_us <= fast.high_us and fast.low_us <= slow.high_us,

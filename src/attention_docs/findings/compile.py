@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attention_docs.findings.facts import UNPROFILED, Fact, Quantity
+from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, one_device
 from attention_docs.findings.forward import versus
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
@@ -35,7 +35,7 @@ def time_saved(times: Measurement, fast: str, slow: str, shape: Shape) -> Fact |
         return None
     a, b = fwd.timing(times, fast, shape), fwd.timing(times, slow, shape)
     q = Quantity(SAVED, v.quantity.subject, times.device_id, UNPROFILED, shape)
-    return Fact(q, b.median_us - a.median_us, "µs", b.low_us - a.high_us, b.high_us - a.low_us)
+    return Fact(q, b.time_us - a.time_us, "µs", b.low_us - a.high_us, b.high_us - a.low_us)
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,9 @@ def break_even(compile: Fact, times: Measurement, fast: str, slow: str, shape: S
     """How many forwards of `fast` (compiled) instead of `slow` (eager) repay `compile`: its
     time over the saving per forward, the range from the largest and the smallest saving the
     rounds allow."""
-    if compile.quantity.device != times.device_id:
-        raise ValueError(
-            f"the compile was timed on {compile.quantity.device} and the forwards on "
-            f"{times.device_id}: a break-even needs both from one device"
-        )
+    one_device(
+        "a break-even (its compile and forward times)", compile.quantity.device, times.device_id
+    )
     saved = time_saved(times, fast, slow, shape)
     if saved is None:
         v = versus(times, fast, slow, shape)

@@ -136,12 +136,12 @@ def per_token(m: Measurement, p: Point) -> Fact | None:
         return None
     b = p.shape.batch_size
     q = Quantity(PER_TOKEN, p.impl, m.device_id, UNPROFILED, p.shape, _detail(m))
-    return Fact(q, p.time.median_us / b, "µs", p.time.low_us / b, p.time.high_us / b)
+    return Fact(q, p.time.time_us / b, "µs", p.time.low_us / b, p.time.high_us / b)
 
 
 def _rate(amount: float, t: Timing) -> tuple[float, float, float]:
     """amount per second at the median, the slowest and the fastest round."""
-    return amount / (t.median_us * 1e-6), amount / (t.high_us * 1e-6), amount / (t.low_us * 1e-6)
+    return amount / (t.time_us * 1e-6), amount / (t.high_us * 1e-6), amount / (t.low_us * 1e-6)
 
 
 def read_rate(m: Measurement, p: Point) -> Fact | None:
@@ -258,14 +258,7 @@ def tail_slope(m: Measurement, variant: str) -> Fact | None:
 
 
 def _token_timing(p: Point) -> Timing:
-    b = p.shape.batch_size
-    return Timing(
-        p.time.median_us / b,
-        0.0,
-        p.time.runs,
-        p.time.method,
-        tuple(r / b for r in p.time.rounds_us),
-    )
+    return p.time.scaled(1 / p.shape.batch_size)
 
 
 def saturation(m: Measurement) -> Point | None:
@@ -276,7 +269,7 @@ def saturation(m: Measurement) -> Point | None:
         later = series[i + 1 :]
         if all(
             compare(_token_timing(x), _token_timing(p)).tie
-            or _token_timing(x).median_us >= _token_timing(p).median_us
+            or _token_timing(x).time_us >= _token_timing(p).time_us
             for x in later
         ):
             return p
@@ -412,17 +405,17 @@ def split(m: Measurement, ceilings: Measurement | None) -> Split | None:
     t, n, s = _times(m), m.params["prompt_len"], prompt_shape(m)
     bytes_us = moved_bytes(m, DECODE) / bw * 1e6
     floor, total = t[FLOOR], t[DECODE]
-    holds = bytes_us + n * floor.median_us <= total.high_us
+    holds = bytes_us + n * floor.time_us <= total.high_us
 
     def share(subject: str, part_us: float) -> Fact:
         q = Quantity("share of decode time", subject, m.device_id, UNPROFILED, s)
-        return Fact(q, part_us / total.median_us, "%")
+        return Fact(q, part_us / total.time_us, "%")
 
     return Split(
         share("bytes at the copy bandwidth", bytes_us),
-        share(f"{n} steps on a one-token cache", n * floor.median_us),
+        share(f"{n} steps on a one-token cache", n * floor.time_us),
         holds,
-        n * floor.median_us > bytes_us,
+        n * floor.time_us > bytes_us,
     )
 
 

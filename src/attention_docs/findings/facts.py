@@ -7,6 +7,7 @@
 # proves that every id has one value.
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from attention_docs.records.shape import Shape
@@ -26,6 +27,23 @@ CLOCKS = (UNPROFILED, PROFILED, KERNEL, MODEL, SPEC, COUNTED, NUMERIC, PUBLISHED
 # The device of a MODEL quantity computed from a shape or a parameter alone: it holds on every
 # device, so every device's page states it with the same id.
 MODEL_DEVICE = "model"
+
+
+class DevicesDifferError(ValueError):
+    """A finding that needs one device's entries was given entries of several (a store that
+    lacks some of them on the page's device). `what` names the finding."""
+
+    def __init__(self, what: str, devices: Iterable[str]) -> None:
+        self.what = what
+        self.devices = tuple(sorted(set(devices)))
+        super().__init__(f"{what} needs its entries from one device; got {', '.join(self.devices)}")
+
+
+def one_device(what: str, *device_ids: str) -> str:
+    """The one device id of `device_ids`, or DevicesDifferError naming `what` needs them alike."""
+    if len(set(device_ids)) > 1:
+        raise DevicesDifferError(what, device_ids)
+    return device_ids[0]
 
 
 @dataclass(frozen=True)
@@ -73,7 +91,7 @@ class Fact:
 
     @classmethod
     def of_timing(cls, quantity: Quantity, t: Timing) -> Fact:
-        return cls(quantity, t.median_us, "µs", t.low_us, t.high_us)
+        return cls(quantity, t.time_us, "µs", t.low_us, t.high_us)
 
     @property
     def id(self) -> str:

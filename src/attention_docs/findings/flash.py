@@ -414,7 +414,7 @@ def kernels(m: Measurement, ceilings: Measurement | None) -> list[Kernel]:
             Quantity("kernel time", r["implementation"], m.device_id, KERNEL, shape, "L2 flushed"),
             t,
         )
-        value = r["flops"] / (t.median_us * 1e-6)
+        value = r["flops"] / (t.time_us * 1e-6)
         rate = Fact(
             Quantity("achieved FLOP/s", r["implementation"], m.device_id, KERNEL, shape, USEFUL),
             value,

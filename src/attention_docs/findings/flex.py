@@ -218,7 +218,7 @@ def build_cost(m: Measurement) -> BuildCost:
         for r in rows
     )
     fitted = rows[-3:]
-    slope = fitted_slope([r["seq_len"] for r in fitted], [r["build"].median_us for r in fitted])
+    slope = fitted_slope([r["seq_len"] for r in fitted], [r["build"].time_us for r in fitted])
     span = f"seq_len {fitted[0]['seq_len']}–{fitted[-1]['seq_len']}"
     q_slope = Quantity(
         "log-log slope of BlockMask build time", mask, m.device_id, UNPROFILED, None, span

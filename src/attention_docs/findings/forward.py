@@ -1,5 +1,6 @@
 # Facts and comparisons from the one forward-time entry of a device (measurements/forward.py):
-# an implementation's unprofiled forward time at a shape, one naive step timed alone, how two
+# an implementation's unprofiled forward time at a shape, one naive step's time in the forward
+# (the five timed one after another), how two
 # implementations compare, and the machine's measured ceilings. Every page that states one of
 # these asks here, so each is one quantity with one value.
 from __future__ import annotations
@@ -13,7 +14,7 @@ from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape
 
 FORWARD_TIME = "forward time"
-STEP_TIME = "step time alone"
+STEP_TIME = "step time in the forward"
 SPEED = "speed ratio"
 
 
@@ -32,7 +33,7 @@ def forward_time(m: Measurement, implementation: str, shape: Shape) -> Fact | No
 
 
 def step_time(m: Measurement, label: str, shape: Shape) -> Fact | None:
-    """One naive step (`attention.softmax`...) timed on its own, without the profiler."""
+    """One naive step's (`attention.softmax`...) time in the forward, without the profiler."""
     return forward_time(m, fwd.STEP_PREFIX + label, shape)
 
 

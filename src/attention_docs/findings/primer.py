@@ -36,7 +36,7 @@ MOST, SMALL = 0.5, 0.1
 
 def samples(values: Sequence[float], method: str) -> Timing:
     """Separate observations (calls, profiled forwards) as a Timing: each one a round."""
-    return Timing(statistics.median(values), 0.0, len(values), method, tuple(values))
+    return Timing(tuple(values), len(values), method)
 
 
 def _q(m: Measurement, metric: str, subject: str, clock: str, detail: str = "") -> Quantity:
@@ -114,7 +114,7 @@ def first_calls(m: Measurement, times: Measurement) -> FirstCalls:
         ),
         startup=Fact(
             _q(m, "profiler start-up", fwd.NAIVE, PROFILED, "first call over settled calls"),
-            again[0] - settled_again.median_us,
+            again[0] - settled_again.time_us,
             "µs",
         ),
         startup_shows=again[0] > settled_again.high_us,
@@ -132,8 +132,7 @@ class FirstCallOp:
     name: str
     kind: str
     first: Fact  # self time in the first call
-    warm: Fact  # mean self time in the settled calls
-    extra: Fact
+    extra: Fact  # over the mean of the settled calls
     only_first: bool  # no settled call runs it
 
 
@@ -150,7 +149,6 @@ def first_call_ops(m: Measurement) -> tuple[FirstCallOp, ...]:
                 r["name"],
                 r["kind"],
                 f("profiled self time", r["self_first_us"], "first call, cold session"),
-                f("profiled self time", r["self_warm_us"], "mean of the settled calls"),
                 f("first call's extra self time", r["extra_us"], "over the settled calls"),
                 not r["calls_warm"],
             )
@@ -280,7 +278,7 @@ def faults(m: Measurement, times: Measurement) -> Faults | None:
     if per_buffer >= 1 and not compare(mapped, fresh).tie:
         page = Fact(
             Quantity("fresh page cost", "one minor page fault", m.device_id, UNPROFILED),
-            (fresh.median_us - mapped.median_us) / per_buffer,
+            (fresh.time_us - mapped.time_us) / per_buffer,
             "µs",
             max(fresh.low_us - mapped.high_us, 0.0) / per_buffer,
             (fresh.high_us - mapped.low_us) / per_buffer,
@@ -354,7 +352,7 @@ def overhead(m: Measurement) -> tuple[Overhead, ...]:
         c = compare(base, t)
         added = Fact(
             _q(m, "profiler time added per forward", fwd.NAIVE, UNPROFILED, what),
-            t.median_us - base.median_us,
+            t.time_us - base.time_us,
             "µs",
             t.low_us - base.high_us,
             t.high_us - base.low_us,
@@ -413,9 +411,7 @@ class SizeSweep:
 
 
 def _per_byte(t: Timing, nbytes: float) -> Timing:
-    return Timing(
-        t.median_us / nbytes, 0.0, t.runs, t.method, tuple(r / nbytes for r in t.rounds_us)
-    )
+    return t.scaled(1 / nbytes)
 
 
 def size_sweep(m: Measurement) -> SizeSweep:
@@ -448,7 +444,7 @@ def size_sweep(m: Measurement) -> SizeSweep:
                 Fact.of_timing(q("time per call", detail=f"{n} elements"), t),
                 Fact(
                     q("achieved bandwidth", detail=f"{n} elements"),
-                    b / t.median_us * 1e6,
+                    b / t.time_us * 1e6,
                     "B/s",
                     b / t.high_us * 1e6,
                     b / t.low_us * 1e6,

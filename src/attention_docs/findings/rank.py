@@ -33,7 +33,7 @@ def rank(timings: Mapping[str, Timing]) -> Ranking:
     """Rank timed things; empty input is an error (there is nothing to rank)."""
     if not timings:
         raise ValueError("nothing to rank: no timings were given")
-    order = tuple(sorted(timings, key=lambda name: timings[name].median_us))
+    order = tuple(sorted(timings, key=lambda name: timings[name].time_us))
     fastest = timings[order[0]]
     against = {name: compare(fastest, timings[name]) for name in order[1:]}
     leaders = (order[0], *(name for name in order[1:] if against[name].tie))

@@ -20,6 +20,7 @@ from attention_docs.findings.facts import (
     UNPROFILED,
     Fact,
     Quantity,
+    one_device,
 )
 from attention_docs.findings.forward import ceiling
 from attention_docs.findings.primer import size_sweep
@@ -101,12 +102,12 @@ def roofline(
 ) -> Roofline:
     """Every step of `naive` (naive_steps) under the roof of `ceilings`, at its unprofiled
     time from `times`; `sweep` (op_size_sweep) gives a CPU's per-call floor."""
-    devices = {m.device_id for m in (naive, ceilings, times)}
-    if len(devices) > 1:
-        raise ValueError(
-            f"a roofline needs its steps, ceilings and times from one device; got "
-            f"{', '.join(sorted(devices))}. Measure the missing entries on that device."
-        )
+    one_device(
+        "a roofline (its steps, ceilings and times)",
+        naive.device_id,
+        ceilings.device_id,
+        times.device_id,
+    )
     dtype = str(naive.params["dtype"])
     key = f"peak_flops_{dtype}"
     if key not in ceilings.facts or "bandwidth_bs" not in ceilings.facts:

@@ -54,7 +54,7 @@ def rates(label: str, cost: StepCost, t: Timing, device: str, shape: Shape) -> t
     def rate(metric: str, amount: float, unit: str) -> Fact:
         q = Quantity(metric, label, device, UNPROFILED, shape)
         return Fact(
-            q, amount / t.median_us * 1e6, unit, amount / t.high_us * 1e6, amount / t.low_us * 1e6
+            q, amount / t.time_us * 1e6, unit, amount / t.high_us * 1e6, amount / t.low_us * 1e6
         )
 
     return rate(FLOP_RATE, cost.flops, "FLOP/s"), rate(BYTE_RATE, cost.bytes, "B/s")
@@ -208,9 +208,14 @@ class Profiled:
     summed: Fact
     unprofiled: Fact
     versus: Comparison  # ratio = profiled sum ÷ unprofiled forward
-    difference: Fact  # profiled sum minus the unprofiled forward
+    difference: Fact  # profiled sum minus the unprofiled forward (negative: shorter)
     events: int  # events in one profiled forward (ranges, ops, runtime calls)
     per_event: Fact | None  # the difference over those events, when positive and not a tie
+
+    @property
+    def shorter(self) -> bool:
+        """The profiled sum is the shorter of the two (`difference` negative)."""
+        return self.difference.value < 0
 
 
 def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | None:
@@ -221,7 +226,7 @@ def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | Non
     found = steps(m)
     summed = found.total
     c = compare(unprofiled, summed)
-    diff = summed.median_us - unprofiled.median_us
+    diff = summed.time_us - unprofiled.time_us
     events = (
         sum(1 for s in m.timeline.spans if s.kind in ("range", "op", "runtime"))
         if m.timeline

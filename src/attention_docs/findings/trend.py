@@ -31,7 +31,7 @@ def slope(x0: float, x1: float, a: Timing, b: Timing) -> Slope:
     return Slope(
         x0,
         x1,
-        math.log(b.median_us / a.median_us) / span,
+        math.log(b.time_us / a.time_us) / span,
         math.log(b.low_us / a.high_us) / span,
         math.log(b.high_us / a.low_us) / span,
     )

@@ -89,10 +89,10 @@ class DtypeStep:
     versus: Comparison  # this dtype's time ÷ float32's
     ratio: Fact
     top: str | None  # the op (CPU, by self time) or kernel (GPU) that took the most time
-    extra: tuple[tuple[str, float], ...]  # (name, calls per forward) float32 does not run
+    extra: tuple[tuple[str, Fact], ...]  # (name, calls per forward) float32 does not run
     # An extra op called a whole number of times per matrix of the batch (batch_size ×
     # num_heads): the batched product taken apart matrix by matrix. (name, calls per matrix)
-    per_matrix: tuple[str, float] | None
+    per_matrix: tuple[str, Fact] | None
 
 
 @dataclass(frozen=True)
@@ -130,15 +130,22 @@ def dtypes(m: Measurement) -> Dtypes:
         for step in order:
             c = compare(timings[(step, names[0])], timings[(step, d)])
             subject = "naive (eager)" if step == "forward" else step
-            detail = "forward" if step == "forward" else "step timed alone"
+            detail = "forward" if step == "forward" else "step in the forward"
             q = Quantity(f"time ÷ {names[0]}'s", subject, m.device_id, UNPROFILED, shape, detail)
             here, base = work.get((d, step), {}), work.get((names[0], step), {})
             top = max(here, key=lambda n: here[n][1]) if here else None
-            extra = tuple((n, here[n][0]) for n in sorted(here) if n not in base)
+
+            def calls_fact(name: str, calls: float, per: str, step=step, shape=shape) -> Fact:
+                counted = Quantity(f"calls per {per}", name, m.device_id, COUNTED, shape, step)
+                return Fact(counted, calls, "")
+
+            extra = tuple(
+                (n, calls_fact(n, here[n][0], "forward")) for n in sorted(here) if n not in base
+            )
             whole = [
-                (n, calls / matrices)
-                for n, calls in extra
-                if calls >= matrices and calls % matrices == 0
+                (n, calls_fact(n, f.value / matrices, "matrix of the batch"))
+                for n, f in extra
+                if f.value >= matrices and f.value % matrices == 0
             ]
             per_matrix = whole[0] if whole else None
             found[(step, d)] = DtypeStep(step, d, c, ratio_fact(q, c), top, extra, per_matrix)

@@ -218,7 +218,7 @@ def matmul_share(m: Measurement, p: Point) -> Fact:
 
 def change(m: Measurement, a: Point, b: Point) -> tuple[str, Comparison]:
     """How time changes from `a` to `b`: (fact id, comparison of the faster with the slower)."""
-    fast, slow = sorted((a, b), key=lambda p: p.timing.median_us)
+    fast, slow = sorted((a, b), key=lambda p: p.timing.time_us)
     q = Quantity(
         "time ratio", NAIVE, m.device_id, UNPROFILED, None, f"{a.shape.key()} → {b.shape.key()}"
     )

@@ -1,9 +1,15 @@
 # Store keys. A key names what was measured: the experiment, the parameters the chapter
-# asked for, and a fingerprint of the code under measurement. The fingerprint ignores
-# comments and layout (tokens only), so reformatting a file re-runs nothing, and it is the
-# same under every Python version, so a GPU machine's entries match a CPU machine's build.
+# asked for, and a fingerprint of the code under measurement. The fingerprint is taken from
+# the code's syntax tree, not its text: comments and layout are not in it, and neither is
+# prose — docstrings, the `summary=`/`help=`/`notes=` sentences of a declaration, the
+# messages of `raise` and of the log, what an experiment appends to its notes — so a sentence
+# edit keeps every stored entry (a GPU entry costs a GPU run to replace). The tree is written
+# out by `code_text` with a fixed set of fields, so the same source gives the same
+# fingerprint under every Python version (3.12 tokenizes f-strings differently from 3.11, and
+# adds fields to the tree): a GPU machine's entries match a CPU machine's build.
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import json
@@ -46,14 +52,180 @@ def file_tokens(path: Path) -> str:
     return known[1]
 
 
-def fingerprint(files: Iterable[str], root: Path = PACKAGE_ROOT) -> str:
-    """Hash of the token streams of `files` (paths relative to the package, e.g. `attention/naive.py`)."""
-    digest = hashlib.sha256()
+# Keyword arguments whose value is a sentence for readers, never an input of the measurement.
+PROSE_KEYWORDS = frozenset({"summary", "help", "notes", "note", "description", "message"})
+# Calls whose arguments are sentences: log lines and notes (`notes.append(...)`).
+PROSE_CALLS = frozenset({"debug", "info", "warning", "error", "exception", "append"})
+_PROSE = "<prose>"
+
+
+class _StripProse(ast.NodeTransformer):
+    """Replace prose in a module's tree by one placeholder (see the comment at the top)."""
+
+    DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if isinstance(node, self.DOCUMENTED):
+            body = node.body
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                node.body = body[1:] or [ast.Pass()]
+        return super().visit(node)
+
+    def visit_Raise(self, node: ast.Raise) -> ast.AST:
+        return _Silence().visit(node)
+
+    def visit_keyword(self, node: ast.keyword) -> ast.AST:
+        if node.arg in PROSE_KEYWORDS:
+            node.value = ast.Constant(_PROSE)
+            return node
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else None
+        owner = (
+            func.value.id
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+            else ""
+        )
+        if name in PROSE_CALLS and (name != "append" or owner == "notes"):
+            node.args = [_Silence().visit(arg) for arg in node.args]
+        return self.generic_visit(node)
+
+
+class _Silence(ast.NodeTransformer):
+    """Every string inside a node (an exception's message, a log line) as the placeholder."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return ast.Constant(_PROSE) if isinstance(node.value, str) else node
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.AST:
+        return ast.Constant(_PROSE)
+
+
+# Fields that say nothing about what code does, or that only some Python versions have.
+_IGNORED_FIELDS = frozenset({"ctx", "kind", "type_comment", "type_params"})
+
+
+def code_text(tree: ast.AST) -> str:
+    """The tree written out with a fixed set of fields (empty ones left out): the same text
+    for the same code under every Python version."""
+
+    def write(node: Any) -> str:
+        if isinstance(node, ast.AST):
+            fields = []
+            for name, value in ast.iter_fields(node):
+                if name in _IGNORED_FIELDS or value is None or value == []:
+                    continue
+                fields.append(f"{name}={write(value)}")
+            return f"{type(node).__name__}({','.join(fields)})"
+        if isinstance(node, list):
+            return "[" + ",".join(write(item) for item in node) + "]"
+        return repr(node)
+
+    return write(tree)
+
+
+def code_fingerprint_text(source: str) -> str:
+    """What of a module's source a fingerprint hashes: its code without comments, layout or
+    prose."""
+    return code_text(_StripProse().visit(ast.parse(source)))
+
+
+_CODE: dict[Path, tuple[tuple[int, int], str, tuple[str, ...]]] = {}
+
+
+def _parsed(path: Path) -> tuple[str, tuple[str, ...]]:
+    """The module's fingerprint text and the package modules it imports, remembered until
+    the file changes."""
+    stat = path.stat()
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    known = _CODE.get(path)
+    if known is None or known[0] != stamp:
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source)
+        known = (stamp, code_fingerprint_text(source), _imported_modules(tree))
+        _CODE[path] = known
+    return known[1], known[2]
+
+
+def _imported_modules(tree: ast.AST) -> tuple[str, ...]:
+    """Dotted names of the `attention_docs` modules a tree imports (lazy imports included):
+    `from attention_docs.x import y` names both `attention_docs.x` and `attention_docs.x.y`
+    (the caller keeps whichever is a file)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("attention_docs")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attention_docs"):
+            found.append(node.module)
+            found += [f"{node.module}.{a.name}" for a in node.names]
+    return tuple(found)
+
+
+def module_file(dotted: str, root: Path = PACKAGE_ROOT) -> str | None:
+    """`attention_docs.profiling.timing` -> `profiling/timing.py` (relative to `root`), or
+    None when it names no file of the package."""
+    parts = dotted.split(".")[1:]
+    if not parts:
+        return None
+    for rel in ("/".join(parts) + ".py", "/".join(parts) + "/__init__.py"):
+        if (root / rel).is_file():
+            return rel
+    return None
+
+
+# The code a measurement depends on besides the modules an experiment names: what its module
+# imports from these places, and what those import in turn. Registry, runner and the store
+# are how a measurement is kept, not how it is taken; records are its data types (their
+# meaning is versioned by the schema); renderers never run in a worker.
+MEASURING = ("experiments/", "profiling/", "attention/", "analytic/", "inputs.py")
+NOT_MEASURING = frozenset(
+    {"experiments/__init__.py", "experiments/registry.py", "experiments/runner.py"}
+)
+
+
+def _measuring(rel: str) -> bool:
+    return rel.startswith(MEASURING) and rel not in NOT_MEASURING
+
+
+# Measured by every experiment: the worker sets the process up with it (threads, malloc).
+ALWAYS_MEASURED = ("profiling/environment.py",)
+
+
+def measured_closure(files: Iterable[str], root: Path = PACKAGE_ROOT) -> tuple[str, ...]:
+    """`files`, ALWAYS_MEASURED and every measuring module they import, transitively, sorted."""
+    seen: set[str] = set()
+    todo = [*files, *ALWAYS_MEASURED]
+    while todo:
+        rel = todo.pop()
+        if rel in seen:
+            continue
+        path = root / rel
+        if not path.is_file():
+            raise FileNotFoundError(f"fingerprint: {rel} is not a file under {root.name}/")
+        seen.add(rel)
+        for dotted in _parsed(path)[1]:
+            found = module_file(dotted, root)
+            if found and found not in seen and _measuring(found):
+                todo.append(found)
+    return tuple(sorted(seen))
+
+
+def fingerprint(files: Iterable[str], root: Path = PACKAGE_ROOT, extra: str = "") -> str:
+    """Hash of the code (without comments, layout or prose) of `files` (paths relative to the
+    package, e.g. `attention/naive.py`), and of `extra` text (an experiment's defaults)."""
+    digest = hashlib.sha256(extra.encode() + b"\0")
     for rel in sorted(set(files)):
         path = root / rel
         if not path.is_file():
             raise FileNotFoundError(f"fingerprint: {rel} is not a file under {root.name}/")
-        digest.update(rel.encode() + b"\0" + file_tokens(path).encode() + b"\0")
+        digest.update(rel.encode() + b"\0" + _parsed(path)[0].encode() + b"\0")
     return digest.hexdigest()[:16]
 
 
@@ -73,13 +245,7 @@ def canonical(params: Mapping[str, Any]) -> str:
     return json.dumps(dict(sorted(params.items())), separators=(",", ":"), sort_keys=True)
 
 
-# How measurements are taken (profiling/): bump it when a change there alters what every
-# experiment records — as interleaved timing rounds and the load record did (2) — so that
-# every key changes and the whole store is measured again.
-METHOD_VERSION = 2
-
-
 def store_key(experiment: str, requested: Mapping[str, Any], code_fingerprint: str) -> str:
     """The key under which a measurement is stored: 16 hex digits."""
-    text = f"{experiment}\0{canonical(requested)}\0{code_fingerprint}\0method {METHOD_VERSION}"
+    text = f"{experiment}\0{canonical(requested)}\0{code_fingerprint}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]

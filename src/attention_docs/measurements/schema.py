@@ -1,9 +1,13 @@
 # The Measurement record: everything an experiment observed, as plain JSON-ready data. It is
 # the only thing that crosses from the worker process to the pages, so it must round-trip
 # exactly. Bump SCHEMA_VERSION whenever a field changes meaning; older files are then
-# reported and re-measured instead of being misread, except where `_upgrade` knows how to
-# read an older version losslessly (version 1 lacked the device id and the load; version 2
-# had no Timing cells in tables).
+# reported and re-measured instead of being misread, except where a version can be read
+# losslessly: version 1 lacked the device id and the load, version 2 had no Timing cells in
+# tables. Version 4's Timing keeps only its
+# rounds (what it states is derived from them), and its provenance may say what malloc did
+# with freed memory: a version-3 file is read as version 4 by keeping its timings' rounds
+# (their median and interquartile range are derived now) — a key measured the old way is
+# stale anyway, but `show`, `prune` and the tests' second device can still read it.
 from __future__ import annotations
 
 import dataclasses
@@ -20,7 +24,7 @@ from attention_docs.records.load import Load
 from attention_docs.records.timing import Timing
 from attention_docs.records.trace import Trace
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class SchemaError(ValueError):
@@ -40,6 +44,8 @@ class Provenance:
     duration_s: float
     device_id: str = ""  # e.g. "cuda-h200", "cpu-amd-epyc": names the store file
     load: Load | None = None  # how busy the machine was while it measured
+    # What malloc did with freed memory in the worker (profiling/environment.py).
+    allocator: str | None = None
 
     def __post_init__(self) -> None:
         if not self.device_id:
@@ -209,8 +215,8 @@ class Measurement:
         version = data.get("schema_version") if isinstance(data, Mapping) else None
         if version == 1:
             data, version = _upgrade_v1(data), 2
-        if version == 2:  # tables held scalars only: read as they are
-            data, version = {**data, "schema_version": SCHEMA_VERSION}, SCHEMA_VERSION
+        if version in (2, 3):  # 2: tables held scalars only; 3: see the top of this file
+            version = SCHEMA_VERSION
         if version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {version!r}, this build reads {SCHEMA_VERSION}")
         try:

@@ -151,7 +151,7 @@ class DeviceInfo:
     @property
     def label(self) -> str:
         if self.kind == "cpu":
-            return f"CPU: {self.name}, {self.threads} threads"
+            return f"CPU: {self.name}, {self.threads} thread{'' if self.threads == 1 else 's'}"
         return f"GPU: {self.name} (sm_{self.capability})"
 
     def to_json(self) -> dict:

@@ -1,46 +1,111 @@
-# A timing as plain data: the median over separate rounds and each round's median, so that
-# the spread between rounds (the machine drifting, another process waking up) travels with
-# the number from the worker to the page. profiling/timing.py measures it; findings/ judges
-# it (ties, rankings); render/words.py says it.
+# A timing as plain data: the time per call of every round, and how it was taken. Everything
+# a page says about it — its value, its interval, whether two timings are a tie — is derived
+# here from the rounds, in one place, so a better statistic needs no new measurement.
+# profiling/timing.py measures it; findings/ judges it (ties, rankings); render/words.py
+# says it.
+#
+# The statistic is made for a shared machine (docs/method.md says it for readers). Contention
+# only ever adds time: a round in which another process took the core, or the CPU clocked
+# down, is slower, never faster. So the value is the rounds' *lower quartile*, which up to
+# three rounds in four can be disturbed without moving, and its interval is a distribution-
+# free confidence interval for that quartile: the pair of order statistics of the rounds that
+# holds it with at least 90 % probability (the binomial argument of any statistics text).
+# With few rounds no pair reaches 90 % and the interval is the rounds' whole range.
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+# The quantile of the rounds a timing states, and the confidence of its interval.
+QUANTILE = 0.25
+CONFIDENCE = 0.90
+
+
+def quantile(values: Sequence[float], p: float) -> float:
+    """The `p`-quantile of `values`, linearly interpolated between order statistics."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("quantile of no values")
+    position = p * (len(ordered) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
+def _binomial_pmf(n: int, p: float) -> list[float]:
+    return [math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(n + 1)]
+
+
+def interval_ranks(n: int, p: float = QUANTILE, confidence: float = CONFIDENCE) -> tuple[int, int]:
+    """1-based ranks (j, k) of the order statistics X(j) <= X(k) that hold the p-quantile with
+    at least `confidence` probability, the narrowest such pair (the one nearest the quantile
+    among equals); (1, n) when no pair reaches it.
+
+    P(X(j) <= q_p <= X(k)) = P(j <= B <= k - 1) for B ~ Binomial(n, p).
+    """
+    if n < 2:
+        return (1, max(n, 1))
+    pmf = _binomial_pmf(n, p)
+    best = None
+    for j in range(1, n):
+        covered = 0.0
+        for k in range(j + 1, n + 1):
+            covered += pmf[k - 1]
+            if covered >= confidence:
+                width = k - j
+                centre = abs((j + k) / 2 - (p * (n - 1) + 1))
+                if best is None or (width, centre) < best[0]:
+                    best = ((width, centre), (j, k))
+                break
+    return best[1] if best else (1, n)
 
 
 @dataclass(frozen=True)
 class Timing:
-    """One callable's time in microseconds: the median over rounds and their range.
+    """One callable's time in microseconds, from separate rounds.
 
-    `rounds_us` holds each round's median; `low_us`/`high_us` are their minimum and maximum,
-    the interval a comparison uses. `iqr_us` is the interquartile range of the individual
-    runs pooled over all rounds.
+    `rounds_us` holds each round's time per call (the mean over the calls of its block);
+    `runs` is how many calls were timed in all. `time_us` is the rounds' lower quartile, and
+    `low_us`/`high_us` its 90 % interval, the interval a comparison uses.
     """
 
-    median_us: float
-    iqr_us: float
+    rounds_us: tuple[float, ...]
     runs: int
     method: str
-    rounds_us: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rounds_us", tuple(self.rounds_us))
+        if not self.rounds_us:
+            raise ValueError("a Timing needs its rounds")
+
+    @property
+    def time_us(self) -> float:
+        """The time this timing states: the rounds' lower quartile."""
+        return quantile(self.rounds_us, QUANTILE)
 
     @property
     def low_us(self) -> float:
-        return min(self.rounds_us) if self.rounds_us else self.median_us
+        j, _ = interval_ranks(len(self.rounds_us))
+        return sorted(self.rounds_us)[j - 1]
 
     @property
     def high_us(self) -> float:
-        return max(self.rounds_us) if self.rounds_us else self.median_us
+        _, k = interval_ranks(len(self.rounds_us))
+        return sorted(self.rounds_us)[k - 1]
 
     @property
     def spread(self) -> float:
-        """The rounds' range relative to the median (0.05 = ±2.5 %)."""
-        return (self.high_us - self.low_us) / self.median_us if self.median_us else 0.0
+        """The interval's width relative to the time (0.05: 5 % of it)."""
+        return (self.high_us - self.low_us) / self.time_us if self.time_us else 0.0
+
+    def scaled(self, factor: float) -> Timing:
+        """The same timing with every round multiplied by `factor` (per layer, per token)."""
+        return Timing(tuple(x * factor for x in self.rounds_us), self.runs, self.method)
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data["rounds_us"] = list(self.rounds_us)
-        return data
+        return {"rounds_us": list(self.rounds_us), "runs": self.runs, "method": self.method}
 
     @classmethod
     def from_json(cls, data: Mapping) -> Timing:
-        return cls(**{**data, "rounds_us": tuple(data.get("rounds_us", ()))})
+        return cls(rounds_us=tuple(data["rounds_us"]), runs=data["runs"], method=data["method"])

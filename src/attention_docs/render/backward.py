@@ -40,7 +40,7 @@ def _ratio_sentence(p: fb.Passes) -> str:
 def finding(sourced: Sourced) -> str:
     """The chapter's opening: each pass ratio against its count, and what flash keeps."""
     m, ran = sourced.measurement, _by_name(sourced)
-    text = f"On this machine ({m.provenance.device.label}), at {fb.shape(m).text()}, " + "; ".join(
+    text = f"On {m.provenance.device.label}, at {fb.shape(m).text()}, " + "; ".join(
         _ratio_sentence(ran[n]) for n in ("naive", "sdpa-flash") if n in ran
     )
     naive, flash = ran.get("naive"), ran.get("sdpa-flash")

@@ -3,9 +3,13 @@
 # that exist only after the build has measured them.
 from __future__ import annotations
 
+import functools
 import html
+from collections.abc import Callable
 
+from attention_docs.findings.facts import DevicesDifferError
 from attention_docs.measurements.schema import Sourced
+from attention_docs.render import words
 from attention_docs.render.words import params_text
 
 
@@ -22,13 +26,33 @@ def caption_text(sourced: Sourced) -> str:
     )
 
 
+# The page that says how every number is measured, as the MkDocs plugin links it from any page.
+METHOD_HREF = "@site/method/"
+
+
 def caption_html(sourced: Sourced, what: str = "") -> str:
-    """`<p class="ad-caption">` with the provenance and links to JSON (and trace)."""
+    """`<p class="ad-caption">` with the provenance and links to JSON (and trace), and to the
+    page saying how it was measured."""
     links = [f'<a href="{html.escape(sourced.json_href)}" download>raw data (JSON)</a>']
     if sourced.trace_href:
         links.append(f'<a href="{html.escape(sourced.trace_href)}" download>trace</a>')
+    links.append(f'<a href="{METHOD_HREF}">how it was measured</a>')
     lead = f"<strong>{html.escape(what)}</strong> " if what else ""
     return (
         f'<p class="ad-caption">{lead}{html.escape(caption_text(sourced))} · '
         f"{' · '.join(links)}</p>"
     )
+
+
+def on_one_device(render: Callable[..., str]) -> Callable[..., str]:
+    """A renderer of a finding that needs one device's entries: given several devices'
+    (DevicesDifferError), it says so in a sentence instead of failing the page."""
+
+    @functools.wraps(render)
+    def rendered(*args, **kwargs) -> str:
+        try:
+            return render(*args, **kwargs)
+        except DevicesDifferError as exc:
+            return words.devices_differ(exc.what, exc.devices)
+
+    return rendered

@@ -68,16 +68,17 @@ def profiled_vs_unprofiled(m: Measurement, times: Sourced | Measurement) -> str:
             f"each; this page does not split them. Profiled times are for shares, never for "
             f"speed."
         )
-    if p.difference.value < 0:
+    if p.shorter:
         return text + (
-            f" The profiled sum is {fact(p.difference)} shorter: time between and outside the "
-            f"ranges that no step covers, which the profiler's cost does not make up."
+            f" The profiled sum minus the forward is {fact(p.difference)}: the sum is shorter, "
+            f"by time between and outside the ranges that no step covers, which the "
+            f"profiler's cost does not make up."
         )
     return text + f" The profiled sum is {fact(p.difference)} longer."
 
 
 def mask_step_claim(m: Measurement, times: Sourced | Measurement) -> str:
-    """`attention.mask` timed alone against each matmul, without the profiler."""
+    """`attention.mask`'s time in the forward against each matmul's, without the profiler."""
     t, shape = _m(times), fs.shape_of(m)
     mask = fs.step_time(t, "attention.mask", shape)
     if mask is None:
@@ -92,7 +93,7 @@ def mask_step_claim(m: Measurement, times: Sourced | Measurement) -> str:
             ratio = words.fact_span(v.quantity.id, words.versus(v.comparison))
             parts.append(f"{ratio} the time of `{label}`")
     return (
-        f"Timed alone without the profiler, `attention.mask`, which does no arithmetic, takes "
+        f"Timed in the forward without the profiler, `attention.mask`, which does no arithmetic, takes "
         f"{fact(mask)}: {' and '.join(parts)}."
     )
 
@@ -104,7 +105,7 @@ def finding(naive: Sourced, gpu_times: list) -> str:
     found = fs.steps(m)
     g = fs.gpu_steps(gpu_times)
     return (
-        f"Profiled on this machine ({m.provenance.device.label}) at {found.shape.text()}, the "
+        f"Profiled on {m.provenance.device.label} at {found.shape.text()}, the "
         f"two matmuls do "
         f"{fact(found.matmul_flops)} of the FLOPs but take only "
         f"{fact(found.matmul_time, with_spread=False)} of the profiled time: the three passes over the "

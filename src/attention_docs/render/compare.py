@@ -2,7 +2,7 @@
 # verdicts come from findings/forward.py (the one forward-time entry of a device); the words
 # from render/words.py. Three rules hold everywhere:
 #   - a time is shown with its spread over rounds ("9.62 ms (9.5–9.8 ms)");
-#   - a comparison whose round ranges overlap is a tie, and says "within noise" — never
+#   - a comparison whose intervals overlap is a tie, and says "within noise" — never
 #     "N× faster";
 #   - every value is marked with its quantity's `data-fact` id, so that a test over the built
 #     site can prove that no quantity is stated with two values.
@@ -79,7 +79,7 @@ def forward_table(
     """A Markdown table: each implementation's forward time at `shape`, against `baseline`."""
     m = _m(times)
     lines = [
-        f"| Implementation | Unprofiled forward time (median; range over rounds) | vs {baseline} |",
+        f"| Implementation | Unprofiled forward time (its confidence interval) | vs {baseline} |",
         "| --- | --: | --: |",
     ]
     for name in implementations:
@@ -94,7 +94,7 @@ CEILING_UNITS = ffwd.CEILING_UNITS
 
 def ceiling(ceilings: Sourced | Measurement, key: str, *, spread: bool = False) -> str:
     """One of the device's measured ceilings (`peak_flops_float32`, `bandwidth_bs`...) as a
-    marked fact: `95 GFLOP/s`, with `spread` its range over the rounds too."""
+    marked fact: `95 GFLOP/s`, with `spread` its interval too."""
     return words.fact(ffwd.ceiling(_m(ceilings), key), with_spread=spread)
 
 

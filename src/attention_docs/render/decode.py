@@ -122,7 +122,7 @@ def bandwidth_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     if below is None:
         return f"{text} {_no_roof(m)}"
     roofs = (
-        f"this machine's ridge (its {m.params['dtype']} matmul rate, "
+        f"the measured ridge (its {m.params['dtype']} matmul rate, "
         f"{_say(ceiling(c, fd.matmul_key(m)), False)}, over its copy bandwidth, "
         f"{_say(ceiling(c, 'bandwidth_bs'), False)})"
     )
@@ -145,7 +145,7 @@ def _resident(points: list, c, subject: str = "Its") -> str:
         return ""
     sets = words.series(list(dict.fromkeys(_say(fd.working_set(p), False) for p in points)))
     return (
-        f" {subject} layers ({sets} in all) fit in this machine's {_say(llc, False)} last-level "
+        f" {subject} layers ({sets} in all) fit in the {_say(llc, False)} last-level "
         f"cache, so these bytes may come from there rather than from memory, which this page "
         f"does not separate: the copy, sized past the cache, is then not their roof."
     )
@@ -197,7 +197,7 @@ def roofline_figure(steps: Sourced, ceilings: Sourced | None = None) -> str:
         ax.axvline(ridge, color=MUTED, linestyle=":", linewidth=1)
         ax.text(ridge * 1.1, peak * 0.55, f"ridge {words.intensity(ridge)}", color=MUTED)
         for p in ran:
-            rate = p.cost.flops / (p.time.median_us * 1e-6)
+            rate = p.cost.flops / (p.time.time_us * 1e-6)
             style = {"color": COLORS.get(p.variant, INK), "label": p.label, **MARKERS[p.impl]}
             ax.plot(p.cost.intensity, rate, linestyle="none", **style)
             alt.append(
@@ -221,8 +221,7 @@ def cache_figure(steps: Sourced) -> str:
     series = {v: {p.shape.keys: p.time for p in fd.cache_series(m, v)} for v in fd.VARIANTS}
     lengths = sorted(series["MHA"])
     rows = [
-        (n, *(t.median_us if (t := series[v].get(n)) else None for v in fd.VARIANTS))
-        for n in lengths
+        (n, *(t.time_us if (t := series[v].get(n)) else None for v in fd.VARIANTS)) for n in lengths
     ]
     units = {"cache_len": "tokens", **dict.fromkeys(fd.VARIANTS, "µs")}
     table = Table(("cache_len", *fd.VARIANTS), tuple(rows), units)  # the medians, to draw
@@ -247,7 +246,7 @@ def cache_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     if reads:
         at += _resident(last, c, "The")
     return (
-        f"Over the longer half of the caches the log-log slopes (range over the rounds) are "
+        f"Over the longer half of the caches the log-log slopes (its range from the times' intervals) are "
         f"{words.series(slopes)}; a slope of 1 is a time proportional to the bytes read."
     ) + (at if reads else "")
 
@@ -273,11 +272,12 @@ def batch_claim(steps: Sourced) -> str:
     if found is None:
         return "Too few batch sizes ran on this device to compare."
     (q, gain), first, last = found, series[0], series[-1]
-    said = "within noise." if gain.tie else f"{words.versus(gain)} the throughput per layer."
+    said = words.versus(gain)  # `within noise (1.01×)` when a tie
+    tail = "." if gain.tie else " the throughput per layer."
     text = (
         f"From batch {first.shape.batch_size} to {last.shape.batch_size} the time per token "
         f"goes from {_say(fd.per_token(m, first), False)} to {_say(fd.per_token(m, last), False)}"
-        f": {words.fact_span(q.id, said)}"
+        f": {words.fact_span(q.id, said)}{tail}"
     )
     if flat is None:
         return f"{text} The time per token still falls beyond the noise at the largest batch."

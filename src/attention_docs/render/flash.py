@@ -290,7 +290,7 @@ def traffic_table(sourced: Sourced, times: Sourced) -> str:
 
 
 def block_table(sourced: Sourced) -> str:
-    """The block sweep: tiles, time with its round range, peak memory, modelled bytes."""
+    """The block sweep: tiles, time with its interval, peak memory, modelled bytes."""
     m = sourced.measurement
     found = ff.block_sweep(m)
     leaders = set(found.ranking.leaders) if found.ranking else set()

@@ -34,7 +34,7 @@ def finding(fm: Sourced, times: Sourced) -> str:
     here = next((v for v in ff.versus_sdpa(t) if v.shape == ff.shape(m)), None)
     versus = speedup(t, here.sdpa, fwd.FLEX, here.shape) if here else "SDPA did not run here"
     return (
-        f"On this machine ({m.provenance.device.label}), at {ff.shape(m).text()}, with the "
+        f"On {m.provenance.device.label}, at {ff.shape(m).text()}, with the "
         f"mask given as SDPA's `is_causal=True`: {versus}. Called without `torch.compile`, `flex_attention` "
         f"falls back to an unfused path that takes {_f(causal.fallback)}, "
         f"{_ratio(causal.versus_fallback)} the compiled time. A sliding window of {narrow} "
@@ -55,7 +55,7 @@ def ran(fm: Sourced) -> str:
         if machinery
         else ""
     )
-    return f"Under the profiler, on this machine ({m.provenance.device.label}), the compiled call ran {what}: {names}{around}."
+    return f"Under the profiler, on {m.provenance.device.label}, the compiled call ran {what}: {names}{around}."
 
 
 def timeline(fm: Sourced) -> str:
@@ -71,9 +71,7 @@ def versus_sdpa_table(times: Sourced) -> str:
         for v in ff.versus_sdpa(times.measurement)
     ]  # fmt: skip
     header = ["Shape (B×H×N×D, causal)", fwd.FLEX, "SDPA, `is_causal=True` (backend)", "FlexAttention's time ÷ SDPA's"]  # fmt: skip
-    what = (
-        "Unprofiled forward times from the site's forward-time table: median and range over rounds."
-    )
+    what = "Unprofiled forward times from the site's forward-time table, each with its confidence interval."
     return markdown_table(header, rows, "lrrr") + "\n\n" + caption_html(times, what)
 
 
@@ -170,7 +168,7 @@ def cost_table(fc: Sourced) -> str:
         for n, t, peak, size in found.points
     ]
     header = ["seq_len", "Build (unprofiled, warm)", "Peak memory while building", "BlockMask size"]
-    what = "create_block_mask, called repeatedly: median and range over rounds."
+    what = "create_block_mask, called repeatedly: its time and confidence interval over the rounds."
     table = markdown_table(header, rows, "rrrr") + "\n\n" + caption_html(fc, what)
     if found.slope is None:
         return table

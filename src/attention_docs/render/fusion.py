@@ -18,6 +18,7 @@ from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
 from attention_docs.render import compare as cmp
 from attention_docs.render import words
+from attention_docs.render.caption import on_one_device
 from attention_docs.render.compare import stated
 from attention_docs.render.forecast import forecast_box, stored_on
 from attention_docs.render.tables import captioned_table
@@ -49,6 +50,7 @@ def _sdpa_peak(m: Measurement, backends: Measurement) -> tuple[str, float]:
     return f"SDPA {chosen}", row["peak_bytes"]
 
 
+@on_one_device
 def finding(fk: Measurement, times: Sourced, backends: Measurement) -> str:
     """The chapter's finding: what compiling bought here and what it cost, what it leaves in
     memory, and what it saves on the forecast GPU."""
@@ -108,6 +110,7 @@ def ranges_note(m: Measurement) -> str:
     return text
 
 
+@on_one_device
 def compile_table(sourced: Sourced, times: Sourced) -> str:
     """Cold and warm compile: first-call time, cache hits, and the forwards that repay it;
     and what a new process pays once before either, importing the compiler."""

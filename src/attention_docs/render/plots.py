@@ -176,9 +176,9 @@ def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
 
 
 def _numbers(table: Table, column: str) -> list[float | None]:
-    """A column's numbers; a Timing cell plots as its median."""
+    """A column's numbers; a Timing cell plots as its time."""
     return [
-        v.median_us
+        v.time_us
         if isinstance(v, Timing)
         else (v if isinstance(v, int | float) and not isinstance(v, bool) else None)
         for v in table.column(column)

@@ -30,7 +30,7 @@ def finding(first: Sourced, overhead: Sourced, sweep: Sourced, times: Sourced) -
         else "the profiler's cost per event was within the noise of this run"
     )
     return (
-        f"On this machine ({_m(first).provenance.device.label}), the first profiled call of a fresh process "
+        f"On {_m(first).provenance.device.label}, the first profiled call of a fresh process "
         f"took **{fact(calls.cold[0])}**, {fact(calls.first_vs_warm, with_spread=False)} the "
         f"unprofiled warm forward; {cost}; and a `torch.add` costs a fixed "
         f"{fact(size.floor, with_spread=False)} per call until it moves about "
@@ -113,12 +113,16 @@ def faults(sourced: Sourced, times: Sourced) -> str:
 
 
 def first_call_ops_table(sourced: Sourced, limit: int = 8) -> str:
-    """Where the first call's extra time went: names only it runs, then the largest extras."""
+    """Where the first call's extra time went: names only it runs, then the largest extras.
+
+    A settled call's self time by name is not stated here: the page's per-op table states it
+    from the chapter's one profile of the forward (naive_steps), and this experiment's
+    profile, another process recording every call, would give the same op a second value."""
     ops = fp.first_call_ops(sourced.measurement)[:limit]
-    rows = [(f"`{o.name[:57]}`", o.kind, o.first, o.warm, o.extra) for o in ops]
-    header = "Name | Kind | Self, first call (profiled) | Self, settled calls (profiled) | Extra"
-    what = "Self time by name (profiled clock): the first call against the settled ones."
-    return facts_table(sourced, header, rows, what, "llrrr")
+    rows = [(f"`{o.name[:57]}`", o.kind, o.first, o.extra) for o in ops]
+    header = "Name | Kind | Self, first call (profiled) | Extra over a settled call"
+    what = "Self time by name (profiled clock): the first call, and what it took beyond a settled call of the same session."
+    return facts_table(sourced, header, rows, what, "llrr")
 
 
 # --- Self time, total time and the dispatch chain -------------------------------------------------
@@ -271,4 +275,10 @@ def size_sweep_table(sourced: Sourced) -> str:
     size = fp.size_sweep(sourced.measurement)
     rows = [(f"{p.elements:,}", p.moved, p.time, p.rate) for p in size.points]
     header = "Elements | Bytes moved | Time per call (unprofiled) | Bytes/s (unprofiled)"
-    return facts_table(sourced, header, rows, "Size sweep; ranges over the rounds.", "rrrr")
+    return facts_table(
+        sourced,
+        header,
+        rows,
+        "Size sweep; each time with its confidence interval over the rounds.",
+        "rrrr",
+    )

@@ -8,6 +8,7 @@ from attention_docs.findings.forecast import check
 from attention_docs.measurements.schema import Sourced
 from attention_docs.records.steps import MATMULS
 from attention_docs.render import words
+from attention_docs.render.caption import on_one_device
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.tables import facts_table
@@ -29,6 +30,7 @@ def _verdict(p: fr.Placed) -> str:
     return word if p.bound.settled else f"{word} (not in every round)"
 
 
+@on_one_device
 def finding(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced, gpu_times) -> str:
     """Chapter 03's finding: the verdicts here, and why the score matmuls stay memory-bound
     on the forecast GPU."""
@@ -41,7 +43,7 @@ def finding(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced, g
     side = "above" if r.cap_above_ridge else "below"
     gpu_side = "above" if g.cap_above_ridge else "below"
     return (
-        f"On this machine ({_m(naive).provenance.device.label}), each step timed alone without the profiler "
+        f"On {_m(naive).provenance.device.label}, each step timed without the profiler in the forward's order "
         f"is {here}. The ridge here is {fact(r.ridge, with_spread=False)}, and a matmul of naive "
         f"attention at most reaches {fact(r.cap)}, {side} it. On an {g.gpu.label} in "
         f"{g.shape.dtype} the data sheet's ridge is {fact(g.ridge)} and the matmuls cannot pass "
@@ -89,6 +91,7 @@ def ceilings_table(sourced: Sourced) -> str:
     return facts_table(sourced, header + ["Data sheet"] * spec, rows, what, "llr" + "r" * spec)
 
 
+@on_one_device
 def ceilings_claim(naive: Sourced, ceilings: Sourced, times: Sourced) -> str:
     """The two ceilings, the ridge they imply, and the small copy against the large one."""
     r = _roofline(naive, ceilings, times)
@@ -111,6 +114,7 @@ def ceilings_claim(naive: Sourced, ceilings: Sourced, times: Sourced) -> str:
 # --- Predicted against measured ---------------------------------------------------------------------
 
 
+@on_one_device
 def bound_rules(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) -> str:
     """The classification rule with the thresholds the code uses, and this device's fixed cost."""
     r = _roofline(naive, ceilings, times, sweep)
@@ -137,6 +141,7 @@ def bound_rules(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Source
     )
 
 
+@on_one_device
 def verdicts(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) -> str:
     """Per step: both roofline times (the floor in bold), the unprofiled time and its ratio
     to the floor, the fixed cost on the same clock, and the verdict; then how close the
@@ -148,15 +153,18 @@ def verdicts(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) 
         compute, memory = (
             (f"**{compute}**", memory) if p.bound.roof == "compute" else (compute, f"**{memory}**")
         )
-        alone = p.step.alone or "not timed alone"
+        alone = p.step.alone or "not timed"
         rows.append(
             [f"`{p.step.label}`", compute, memory, alone, p.ratio, p.fixed, f"**{_verdict(p)}**"]
         )
     header = (
-        "Step | FLOPs ÷ peak | Bytes ÷ bandwidth | Time alone (unprofiled) | ÷ floor (rounds) | "
+        "Step | FLOPs ÷ peak | Bytes ÷ bandwidth | Time in the forward (unprofiled) | ÷ floor | "
         "Fixed cost | Bound"
     )
-    what = "Roofline floor against each step timed alone without the profiler, in rounds."
+    what = (
+        "Roofline floor against each step's time in the forward without the profiler "
+        "(the steps timed one after another, in interleaved rounds)."
+    )
     parts = [facts_table(naive, header, rows, what, "lrrrrrl") + "\n\n"]
     for p in r.placed:
         if p.step.label not in MATMULS or p.attained is None:
@@ -175,13 +183,13 @@ def verdicts(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) 
     if memory:
         parts.append(
             f"{words.series(memory)} moved bytes faster than the large copy in every round: "
-            f"timed alone on the same inputs, a step can find them in a cache the copy is "
-            f"too large for."
+            f"at this size a step's inputs, written by the step before it, can still be in a "
+            f"cache the copy is too large for (the page does not measure which)."
         )
     if any(p.bound.roof == "compute" for p in beat):
         parts.append(
             "A matmul beat the measured peak in every round: the matmul that measured it "
-            "reached less than this machine can do (measure it larger, `--matmul-size`)."
+            "reached less than the machine can do (measure it larger, `--matmul-size`)."
         )
     return " ".join(parts)
 
@@ -221,6 +229,7 @@ def gpu_forecast(gpu_times) -> str:
 # --- The figure ---------------------------------------------------------------------------------------
 
 
+@on_one_device
 def roofline_figure(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) -> str:
     """Log-log roofline: the measured roof, the steps at their unprofiled FLOP/s with the
     rounds' range as an error bar, the ridge marked; a step without FLOPs listed by its
@@ -266,7 +275,7 @@ def roofline_figure(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: So
         ax.legend(frameon=False, fontsize=8, loc="upper left")
         svg = to_svg(fig, " ".join(alt))
     what = (
-        "The five steps on this machine's roofline, each at its unprofiled time (error bars: the "
-        "fastest and slowest round)."
+        "The five steps on the measured device's roofline, each at its unprofiled time in the "
+        "forward (error bars: its confidence interval over the rounds)."
     )
     return figure_html(svg, naive, what)

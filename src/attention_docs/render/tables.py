@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from attention_docs.findings import steps as fs
 from attention_docs.findings.facts import Fact
 from attention_docs.measurements.schema import Measurement, Sourced, Table
+from attention_docs.records.timing import Timing
 from attention_docs.render import words
 from attention_docs.render.caption import caption_html
 
@@ -68,8 +69,9 @@ def step_table(
     sourced: Sourced, total_label: str = "all five", times: Sourced | Measurement | None = None
 ) -> str:
     """Per step: calls, profiled time and share (ranges over the profiled forwards); with
-    `times` (forward_times), each step timed alone without the profiler and the FLOP/s (a
-    matmul) or bytes/s (an element-wise step) that reaches; without it, the cost model's."""
+    `times` (forward_times), each step's time in the forward without the profiler and the
+    FLOP/s (a matmul) or bytes/s (an element-wise step) that reaches; without it, the cost
+    model's."""
     m = sourced.measurement
     t = getattr(times, "measurement", times)
     found = fs.steps(m, t)
@@ -77,7 +79,7 @@ def step_table(
     header = f"Step | Time per forward ({clock}) | Share ({clock}) | "
     alone = t is not None and any(s.alone for s in found.steps)
     header += (
-        "Alone (unprofiled) | Achieved (unprofiled)"
+        "In the forward (unprofiled) | Achieved (unprofiled)"
         if alone
         else "FLOPs (cost model) | Bytes (cost model, minimum)"
     )
@@ -88,8 +90,8 @@ def step_table(
     total = f"**{words.fact(found.summed)}**"
     rows.append((f"**{total_label}**", total, "", "", ""))
     what = f"Per step, median over {found.forwards} profiled forward(s) with their range" + (
-        "; unprofiled: each step timed alone in interleaved rounds, achieving FLOP/s (a matmul) "
-        "or bytes/s (an element-wise step)."
+        "; unprofiled: the five steps timed one after another as the forward runs them, in "
+        "interleaved rounds, achieving FLOP/s (a matmul) or bytes/s (an element-wise step)."
         if alone
         else "."
     )
@@ -121,10 +123,10 @@ def records_table(sourced: Sourced, name: str, columns: Sequence[str] | None = N
 
 def _cell(value) -> str:
     """Integers (shapes, counts) exactly; other numbers by the one precision rule (an SI
-    prefix from 10,000 up); a Timing as its median and range; — for missing."""
+    prefix from 10,000 up); a Timing as its time and interval; — for missing."""
     if value is None:
         return "—"
-    if hasattr(value, "median_us"):
+    if isinstance(value, Timing):
         return words.timing(value)
     if isinstance(value, float):
         return words.count(value) if abs(value) >= 1e4 else words.number(value)

@@ -42,12 +42,12 @@ def mask_variants(sourced: Sourced) -> str:
         f"Kept between calls"
     )
     what = (
-        f"Mask variants. Times: each variant's median ÷ {BASELINE}'s over interleaved rounds "
+        f"Mask variants. Times: each variant's time ÷ {BASELINE}'s, timed in interleaved rounds "
         f"(brackets: the least and most favourable readings); allocations per forward."
     )
     r = found.cheapest
     table = facts_table(sourced, header, rows, what, "lrrrrr")
-    lead = f"{table}\n\nTimed alone, the cheapest mask step is `{r.fastest}`'s"
+    lead = f"{table}\n\nTimed alone on the same scores, the cheapest mask step is `{r.fastest}`'s"
     if r.clear:
         return f"{lead}, beyond the noise of every other."
     others = words.series(f"`{x}`'s" for x in r.leaders[1:])
@@ -80,8 +80,9 @@ def dtypes(sourced: Sourced) -> str:
     header = ["Step", *(f"{d} ÷ {found.dtypes[0]} (unprofiled)" for d in others)]
     header += [f"Most time in {d} (profiled)" for d in found.dtypes]
     what = (
-        "Per step, per dtype: each step timed alone without the profiler in interleaved rounds "
-        "(brackets: the rounds' least and most favourable readings); what runs, from a profile."
+        "Per step, per dtype: the steps timed without the profiler one after another as the "
+        "forward runs them, in interleaved rounds (brackets: the least and most favourable "
+        "readings of the two intervals); what runs, from a profile."
     )
     align = "l" + "r" * len(others) + "l" * len(found.dtypes)
     parts = [facts_table(sourced, header, rows, what, align) + "\n\n"]
@@ -103,12 +104,14 @@ def dtypes(sourced: Sourced) -> str:
             s = found.found[(step, d)]
             text = f"In {d}, `{step}` spends most time in {_short(s.top)}"
             if s.extra:
-                listed = words.series(f"{words.number(n)}× {_short(x, 30)}" for x, n in s.extra)
+                listed = words.series(
+                    f"{words.fact(n)} calls of {_short(x, 30)}" for x, n in s.extra
+                )
                 text += f", and runs what float32 does not: {listed} per forward"
             if s.per_matrix:
                 name, each = s.per_matrix
                 text += (
-                    f" — {words.number(each)} {_short(name, 30)} per matrix of the batch "
+                    f" — {words.fact(each)} {_short(name, 30)} per matrix of the batch "
                     f"(batch_size × num_heads = {found.matrices}): the batched product is "
                     f"taken apart matrix by matrix"
                 )

@@ -20,7 +20,7 @@ from attention_docs.render.tables import markdown_table
 fact = words.fact
 X = {"seq_len": "seq_len", "tokens": "seq_len", "heads": "num_heads", "head_dim": "head_dim"}
 CELLS = {
-    "time": ("Forward time, unprofiled (median; range over rounds)", lambda p: p.time),
+    "time": ("Forward time, unprofiled (with its confidence interval)", lambda p: p.time),
     "peak": ("Peak memory (allocator)", lambda p: p.peak),
     "flops": ("Matmul FLOPs (model)", lambda p: p.flops),
 }
@@ -51,7 +51,7 @@ def sweep_table(wall: Sourced, name: str, times: Sourced | None = None) -> str:
 def sweep_figure(
     wall: Sourced, name: str, *, y: str, what: str, times: Sourced | None = None
 ) -> str:
-    """Time (its range over the rounds as a band) or peak memory against a sweep's x, log-log."""
+    """Time (its confidence interval as a band) or peak memory against a sweep's x, log-log."""
     x = X[name]
     pts = [p for p in _pts(wall, name, times) if (p.time if y == "time" else p.peak)]  # fmt: skip
     facts = [p.time if y == "time" else p.peak for p in pts]
@@ -79,7 +79,7 @@ def step_share_figure(sourced: Sourced, table: str, *, x: str, what: str) -> str
     m = sourced.measurement
     if table in fw.SWEEP_NAMES and "points" in m.tables:
         pts = [p for p in fw.sweep(m, table) if p.steps]
-        rows = tuple((getattr(p.shape, x), *(p.steps[s].median_us for s in STEPS)) for p in pts)
+        rows = tuple((getattr(p.shape, x), *(p.steps[s].time_us for s in STEPS)) for p in pts)
         m = replace(m, tables={table: Table((x, *STEPS), rows)})
         sourced = replace(sourced, measurement=m)
     return stacked_share_figure(sourced, table, x=x, parts=STEPS, what=what)
@@ -95,7 +95,7 @@ def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
         return "Too few lengths were measured to fit a slope."
     text = (
         f"From seq_len {t.xs[0]:,} to {t.xs[-1]:,}, time grows with a log-log slope of "
-        f"{fact(t.whole, emphasis=True)} end to end (range over the rounds), and "
+        f"{fact(t.whole, emphasis=True)} end to end (its range from the times' intervals), and "
         f"{fact(t.upper)} over the upper half."
     )
     if t.overhead_until:
@@ -157,7 +157,7 @@ def _change(m: Measurement, a: fw.Point, b: fw.Point) -> str:
     fact_id, c = fw.change(m, a, b)
     if c.tie:
         return words.fact_span(fact_id, f"leaves time within noise ({words.times(c.ratio)} apart)")
-    verb = "multiplies" if b.timing.median_us >= a.timing.median_us else "divides"
+    verb = "multiplies" if b.timing.time_us >= a.timing.time_us else "divides"
     return words.fact_span(fact_id, f"{verb} time by {words.versus(c)}")
 
 

@@ -107,7 +107,7 @@ def _grid(found: list[fw.Cell], col) -> tuple[list, list, dict]:
 
 LEGEND = (
     "Each cell: the fastest implementation, unprofiled, and its lead over the runner-up "
-    "(median ratio; range over the rounds); hatched: a tie within noise."
+    "(ratio of the times; its range from their intervals); hatched: a tie within noise."
 )
 
 
@@ -241,7 +241,9 @@ def times_tabs(times: Sourced, train: Sourced) -> str:
         for dtype in sorted({c.shape.dtype for c in found}):
             part = [c for c in found if c.shape.dtype == dtype]
             tabs.append(_tab(f"{part[0].shape.num_heads} heads, {dtype}: {view}", source, part))
-    what = "Unprofiled times (median; slowest–fastest round). Bold: the fastest; ≈: within noise."
+    what = (
+        "Unprofiled times (each with its confidence interval). Bold: the fastest; ≈: within noise."
+    )
     return "\n".join(tabs) + "\n" + caption_html(times, what) + caption_html(train, "Training.")
 
 
@@ -341,13 +343,14 @@ def summary_table(summary: Sourced, times: Sourced | Measurement) -> str:
         ratio = words.fact_span(v.quantity.id, words.versus(v.comparison)) if v else "—"
         f = ffwd.forward_time(t, name, shape)
         time = words.fact(f) if f else "—"
-        rows.append([name, r["trick"], words.count(r["work_per_forward"]), peak, time, ratio])
+        rows.append(
+            [name, words.trick(name), words.count(r["work_per_forward"]), peak, time, ratio]
+        )
     unit = "Kernels" if m.device_kind == "cuda" else "Ops (every depth)"
     header = ["Implementation", "What the trick removes", f"{unit} / forward", "Peak memory"]
     header += ["Forward time (unprofiled)", "vs naive"]
     notes = ["\n\nDid not run here:\n\n" + "\n".join(missing)] if missing else []
-    if m.facts.get("work_counted"):
-        notes.append(f"\n\nWork counted: {m.facts['work_counted']}.")
+    notes.append(f"\n\nWork counted: {words.work_counted(m.device_kind)}.")
     what = f"What each trick removed at {shape.text()}; times are forward_times'."
     table = markdown_table(header, rows, "llrrrr")
     return table + "".join(notes) + "\n\n" + caption_html(summary, what)

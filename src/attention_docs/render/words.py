@@ -17,10 +17,39 @@ from attention_docs.findings.facts import Fact
 
 # How a request's parameters read (`batch_size=1, not causal`) is the store's too: the build
 # log and the command line name requests with it. Re-exported for the renderers.
+from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.keys import params_text  # noqa: F401
 from attention_docs.records.timing import Timing
 
 SIGNIFICANT = 3
+
+# What each implementation's trick is (forward_times' and winners' implementation names).
+# Sentences live here, not in the experiments: editing one re-measures nothing.
+TRICKS = {
+    fwd.NAIVE: "none: five ops, the N×N matrix in memory",
+    fwd.COMPILED: "fusion of the element-wise steps",
+    fwd.SDPA_MATH: "SDPA's reference decomposition",
+    fwd.SDPA_FLASH: "one fused kernel, no N×N matrix",
+    fwd.SDPA_EFFICIENT: "one fused kernel, no N×N matrix",
+    fwd.SDPA_CUDNN: "one fused kernel, no N×N matrix",
+    fwd.FLEX: "a kernel generated for the mask (shape-generic); skips masked blocks",
+    fwd.TILED: "tiles and online softmax, one small op at a time",
+    fwd.TRITON: "tiles and online softmax in one kernel",
+}
+
+
+def trick(implementation: str) -> str:
+    """What `implementation`'s trick removes, in words (— for a name without one)."""
+    return TRICKS.get(implementation, "—")
+
+
+def work_counted(device_kind: str) -> str:
+    """What a count of a forward's work counts on a device kind (winners' summary)."""
+    if device_kind == "cuda":
+        return "kernels, memcpys and memsets"
+    return (
+        "ATen ops at every depth and Inductor's generated kernels, views and allocations excluded"
+    )
 
 
 # --- numbers -----------------------------------------------------------------------------
@@ -171,7 +200,7 @@ def spread(t: Timing) -> str:
 
 def timing(t: Timing) -> str:
     """`9.62 ms (9.5–9.8 ms over 3 rounds)`."""
-    return f"{time_us(t.median_us)} ({spread(t)})"
+    return f"{time_us(t.time_us)} ({spread(t)})"
 
 
 def versus(c: Comparison) -> str:
@@ -262,6 +291,20 @@ def versus_fact(f: Fact, c: Comparison) -> str:
 
 
 # --- labels --------------------------------------------------------------------------------
+
+
+def devices_differ(what: str, devices: Iterable[str]) -> str:
+    """Why a finding is not stated: its entries come from several devices."""
+    return (
+        f"*Not shown: {what} needs its entries from one device, and this build read them from "
+        f"{series(f'`{d}`' for d in devices)} (the store lacks some of them on one). Measure "
+        "them on this machine with `nox -s docs -- --this-machine`.*"
+    )
+
+
+def plural(n: int, noun: str) -> str:
+    """`1 thread`, `2 threads`, `1,024 tokens`: a whole count with its noun."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def series(items: Iterable[str]) -> str:

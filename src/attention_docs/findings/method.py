@@ -1,0 +1,131 @@
+# What docs/method.md concludes from one `timing_method` run: ratios within that run only
+# (its forward times are forward_times' facts, stated on the chapters). Whether the steps
+# timed alone add up to the forward, whether timed in sequence they do, and what a thread
+# per core costs beside one other busy process.
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from attention_docs.findings.compare import Comparison, compare
+from attention_docs.findings.facts import UNPROFILED, Fact, Quantity
+from attention_docs.measurements.schema import Measurement
+from attention_docs.records.shape import Shape
+from attention_docs.records.timing import Timing
+
+RUN = "timing_method's run"
+# The steps' sum "adds up" to the forward within this share of it (the reproducibility
+# benchmark's physics target, benchmarks/bench_repro.py).
+ADDS_UP = 0.20
+
+
+def _shape(m: Measurement) -> Shape:
+    return Shape.of({**m.params, "causal": True})
+
+
+def sum_share(m: Measurement, parts: Sequence[Timing], whole: Timing, subject: str) -> Fact:
+    """The sum of `parts` as a share of `whole`, with the range their intervals allow."""
+    value = sum(t.time_us for t in parts)
+    low, high = sum(t.low_us for t in parts), sum(t.high_us for t in parts)
+    q = Quantity("share of the forward", subject, m.device_id, UNPROFILED, _shape(m), RUN)
+    return Fact(q, value / whole.time_us, "%", low / whole.high_us, high / whole.low_us)
+
+
+@dataclass(frozen=True)
+class StepRatio:
+    label: str
+    ratio: Fact  # in sequence ÷ alone
+    comparison: Comparison
+
+
+@dataclass(frozen=True)
+class Steps:
+    alone: Fact  # the five steps timed alone, summed, as a share of the forward
+    in_sequence: Fact  # the same, timed one after another
+    alone_adds_up: bool  # within ADDS_UP of the forward, whatever its interval says
+    in_sequence_adds_up: bool
+    ratios: tuple[StepRatio, ...]
+
+
+def _adds_up(f: Fact) -> bool:
+    return f.low <= 1 + ADDS_UP and f.high >= 1 - ADDS_UP
+
+
+def steps(m: Measurement) -> Steps:
+    rows = m.tables["steps"].records()
+    forward = m.tables["forward"].records()[0]["time"]
+    alone = sum_share(m, [r["alone"] for r in rows], forward, "five steps timed alone")
+    seq = sum_share(m, [r["in_sequence"] for r in rows], forward, "five steps in sequence")
+    ratios = []
+    for r in rows:
+        c = compare(r["alone"], r["in_sequence"])
+        q = Quantity("in sequence ÷ alone", r["step"], m.device_id, UNPROFILED, _shape(m), RUN)
+        ratios.append(StepRatio(r["step"], Fact(q, c.ratio, "×", c.low, c.high), c))
+    return Steps(alone, seq, _adds_up(alone), _adds_up(seq), tuple(ratios))
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """What one other busy process did to the forward at one thread count."""
+
+    threads: int
+    ratio: Fact  # beside one busy process ÷ alone
+    comparison: Comparison
+
+
+@dataclass(frozen=True)
+class Threads:
+    worker_threads: int  # what a worker gives torch: half the cores
+    cores: int
+    neighbours: tuple[Neighbour, ...]  # per thread count, the worker's first
+    idle_speedup: Fact  # alone: the worker's threads' time ÷ one thread per core's
+    idle_comparison: Comparison
+
+    @property
+    def worker(self) -> Neighbour:
+        return self.neighbours[0]
+
+    @property
+    def every_core_hurt_more(self) -> bool:
+        """A busy neighbour slowed a thread per core more than the worker's threads, beyond
+        the noise of both ratios."""
+        return self.every_core.comparison.low > self.worker.comparison.high
+
+    @property
+    def every_core(self) -> Neighbour:
+        return self.neighbours[-1]
+
+
+def threads(m: Measurement) -> Threads | None:
+    """None where the run did not measure threads (a GPU, a machine with one core)."""
+    table = m.tables.get("threads")
+    if table is None:
+        return None
+    times = {(r["threads"], r["other_process"]): r["forward"] for r in table.records()}
+    counts = sorted({t for t, _ in times})
+    shape = _shape(m)
+
+    def fact(metric: str, subject: str, c: Comparison) -> Fact:
+        return Fact(
+            Quantity(metric, subject, m.device_id, UNPROFILED, shape, RUN),
+            c.ratio,
+            "×",
+            c.low,
+            c.high,
+        )
+
+    neighbours = []
+    for t in counts:
+        c = compare(times[t, False], times[t, True])
+        neighbours.append(
+            Neighbour(
+                t,
+                fact("time ratio", f"forward, {t} threads, beside one busy process ÷ alone", c),
+                c,
+            )
+        )
+    idle = compare(times[counts[-1], False], times[counts[0], False])
+    subject = f"forward alone, {counts[0]} threads ÷ {counts[-1]} threads"
+    return Threads(
+        counts[0], m.facts["cores"], tuple(neighbours), fact("time ratio", subject, idle), idle
+    )

@@ -1,0 +1,86 @@
+# How reproducible a set of unprofiled timings is: two runs of the same timings (one on an
+# idle machine, one beside a CPU-bound process) compared by their intervals, how wide those
+# intervals are, and what physics requires of the numbers within one run. `nox -s bench`
+# prints these against their targets (benchmarks/bench_repro.py); the tests check the rules
+# on recorded runs. Torch-free: a run is a mapping of names to Timings.
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from attention_docs.records.timing import Timing
+
+# The targets (DESIGN principle 8): most timings of one run overlap the other run's, an
+# interval is narrow enough to decide a comparison, and the numbers obey physics.
+OVERLAP_TARGET = 0.95  # share of timings whose intervals overlap between the two runs
+WIDTH_TARGET = 0.10  # median interval width relative to its time
+STEPS_SUM_TOLERANCE = 0.20  # the steps in sequence sum to the forward within this share
+EQUAL_FLOPS_RATIO = 1.3  # two matmuls of equal FLOPs within this ratio of each other
+
+Run = Mapping[str, Timing]
+
+
+def overlaps(a: Timing, b: Timing) -> bool:
+    return a.low_us <= b.high_us and b.low_us <= a.high_us
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How two runs of the same timings agree."""
+
+    compared: int
+    overlapping: int
+    disagreeing: tuple[str, ...]  # names whose intervals do not overlap
+
+    @property
+    def share(self) -> float:
+        return self.overlapping / self.compared if self.compared else 0.0
+
+    @property
+    def met(self) -> bool:
+        return self.share >= OVERLAP_TARGET
+
+
+def agreement(a: Run, b: Run) -> Agreement:
+    """The timings both runs hold, and which of them overlap."""
+    common = sorted(set(a) & set(b))
+    apart = tuple(n for n in common if not overlaps(a[n], b[n]))
+    return Agreement(len(common), len(common) - len(apart), apart)
+
+
+def median_width(run: Run) -> float:
+    """The median of the timings' interval widths relative to their times."""
+    if not run:
+        raise ValueError("no timings to measure the width of")
+    return statistics.median(t.spread for t in run.values())
+
+
+@dataclass(frozen=True)
+class Check:
+    """One physical requirement at one point: the ratio found and whether it holds."""
+
+    name: str
+    ratio: float  # the value the requirement bounds
+    low: float  # the least and most favourable readings of the intervals
+    high: float
+    holds: bool
+
+
+def steps_sum(point: str, forward: Timing, steps: Sequence[Timing]) -> Check:
+    """The steps, timed in sequence, summed against the forward: their times' sum within the
+    tolerance of the forward's (the intervals' readings are reported beside it)."""
+    ratio = sum(t.time_us for t in steps) / forward.time_us
+    low = sum(t.low_us for t in steps) / forward.high_us
+    high = sum(t.high_us for t in steps) / forward.low_us
+    holds = abs(ratio - 1) <= STEPS_SUM_TOLERANCE
+    return Check(f"steps sum to the forward at {point}", ratio, low, high, holds)
+
+
+def equal_flops(point: str, a: Timing, b: Timing) -> Check:
+    """Two matmuls of equal FLOPs: the slower's time over the faster's within
+    EQUAL_FLOPS_RATIO (the intervals' readings are reported beside it)."""
+    fast, slow = sorted((a, b), key=lambda t: t.time_us)
+    ratio = slow.time_us / fast.time_us
+    low, high = slow.low_us / fast.high_us, slow.high_us / fast.low_us
+    return Check(f"equal-FLOP matmuls at {point}", ratio, low, high, ratio <= EQUAL_FLOPS_RATIO)

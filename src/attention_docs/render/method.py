@@ -1,0 +1,89 @@
+# docs/method.md's measured paragraphs: steps alone against steps in sequence, and threads.
+from __future__ import annotations
+
+from attention_docs.findings import method as fm
+from attention_docs.measurements.schema import Sourced
+from attention_docs.render import words
+from attention_docs.render.tables import facts_table
+
+
+def steps_table(sourced: Sourced) -> str:
+    """Per step, its time in sequence against its time alone, in one run."""
+    found = fm.steps(sourced.measurement)
+    rows = [(f"`{r.label}`", words.versus_fact(r.ratio, r.comparison)) for r in found.ratios]
+    what = (
+        "Each step timed alone (a loop of that step on the same inputs) and in sequence (the "
+        "five one after another, each with its own clock), in one run, interleaved rounds."
+    )
+    return facts_table(sourced, "Step | In sequence ÷ alone (unprofiled)", rows, what, "lr")
+
+
+def finding(sourced: Sourced) -> str:
+    """What the five steps' times sum to, of the forward, timed alone and in sequence."""
+    found = fm.steps(sourced.measurement)
+    alone = words.fact(found.alone)
+    seq = words.fact(found.in_sequence)
+    verdict = {
+        (False, True): "only timed in sequence do the steps add up to the forward they are part of",
+        (True, True): "both ways the steps add up to the forward, within a fifth of it",
+        (False, False): "neither way do the steps add up to the forward within a fifth of it",
+        (True, False): "timed alone the steps add up to the forward, in sequence they do not",
+    }[(found.alone_adds_up, found.in_sequence_adds_up)]
+    device = sourced.measurement.provenance.device.label
+    return (
+        f"On {device}, naive attention's five steps timed alone sum to {alone} of the forward "
+        f"timed in the same run; timed in sequence, as this site times them, to {seq}: "
+        f"{verdict}."
+    )
+
+
+def threads(sourced: Sourced) -> str:
+    """What one other busy process does to the forward with the worker's threads and with a
+    thread per core; or a sentence saying why it was not measured."""
+    found = fm.threads(sourced.measurement)
+    if found is None:
+        return (
+            "Threads were not measured here: the run was on a GPU or on a machine with one "
+            "core, where the host's threads set no kernel's pace."
+        )
+    rows = [
+        (words.plural(n.threads, "thread"), words.versus_fact(n.ratio, n.comparison))
+        for n in found.neighbours
+    ]
+    what = (
+        f"The forward on {words.plural(found.cores, 'core')}, with each thread count alone and "
+        "beside one CPU-bound process, each timed after the other in one run."
+    )
+    header = "Threads | Forward beside one busy process ÷ alone (unprofiled)"
+    table = facts_table(sourced, header, rows, what, "lr")
+    every, worker = found.every_core, found.worker
+    base = words.plural(found.worker_threads, "thread")
+    cores = words.plural(found.cores, "thread")
+    if found.idle_comparison.tie:
+        idle = f"On an idle machine {cores} and {base} were within noise of each other"
+    else:
+        idle = (
+            f"On an idle machine {base} took "
+            f"{words.versus_fact(found.idle_speedup, found.idle_comparison)} the time of {cores}"
+        )
+    slowed = (
+        "within noise of its time alone"
+        if every.comparison.tie
+        else f"{words.versus_fact(every.ratio, every.comparison)} its time alone"
+    )
+    kept = (
+        "within noise of its time alone"
+        if worker.comparison.tie
+        else f"{words.versus_fact(worker.ratio, worker.comparison)} its time alone"
+    )
+    text = f"{table}\n\n{idle}. Beside one busy process, the forward on {cores} took {slowed}, on {base} {kept}"
+    if not found.every_core_hurt_more:
+        return text + (
+            ": in this run a thread per core was not hurt more than half the cores' beyond "
+            "the noise of both."
+        )
+    return text + (
+        ": an op split over every core ends when its last thread does, and the other "
+        "process holds one of those cores. A worker gives torch half the cores so that its "
+        "numbers depend on the forward, not on whatever else the machine is running."
+    )

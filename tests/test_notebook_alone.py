@@ -1,0 +1,85 @@
+# A reader's notebook, run the way a reader runs it: the published .ipynb copied alone into
+# an empty folder, in a fresh virtual environment that has Jupyter and torch but not this
+# package, executed with `jupyter nbconvert --execute`. Its first cell installs the package
+# from the wheel the site publishes; it measures this machine into a store beside the
+# notebook; what it shows is rendered Markdown and HTML, without the site's fact markup.
+# Two chapters' notebooks: one that profiles (memory), one that compiles (fusion).
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+
+import pytest
+from conftest import ROOT
+
+from attention_docs.mkdocs_plugin import publish_wheel, published_notebook
+from attention_docs.site_pages import WHEEL
+
+NOTEBOOKS = ("04_memory", "06_fusion")
+BIN = "Scripts" if sys.platform == "win32" else "bin"
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory):
+    """A fresh environment with what a reader brings (Jupyter, torch as pinned), and the
+    wheel the site publishes."""
+    root = tmp_path_factory.mktemp("reader")
+    venv.create(root / "env", with_pip=True)
+    python = root / "env" / BIN / "python"
+    pins = ("-c", str(ROOT / "constraints.txt"))
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", *pins, "torch", "nbconvert", "ipykernel"],
+        check=True,
+    )
+    wheel = publish_wheel(root / "site")
+    assert wheel is not None and wheel.name == WHEEL
+    return python, wheel
+
+
+def outputs(notebook: dict) -> list[dict]:
+    return [o for cell in notebook["cells"] for o in cell.get("outputs", [])]
+
+
+@pytest.mark.parametrize("stem", NOTEBOOKS)
+def test_a_downloaded_notebook_runs_alone_and_shows_rendered_tables(reader, tmp_path, stem):
+    python, wheel = reader
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    (folder / f"{stem}.ipynb").write_bytes(
+        published_notebook(ROOT / "docs" / "notebooks" / f"{stem}.py")
+    )
+    store = ROOT / "docs" / "measurements"
+    before = sorted(p.name for p in store.rglob("*") if p.is_file())
+    env = {
+        **os.environ,
+        "ATTENTION_DOCS_PACKAGE": str(wheel),
+        "PIP_CONSTRAINT": str(ROOT / "constraints.txt"),
+        # Not the suite's: the reader's environment knows nothing of tests/.
+        "PYTHONPATH": "",
+        "ATTENTION_DOCS_EXPERIMENTS": "",
+    }
+    env.pop("ATTENTION_DOCS_STORE", None)
+    env.pop("ATTENTION_DOCS_MODE", None)
+    done = subprocess.run(
+        [python, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+         "--ExecutePreprocessor.timeout=1200", "--output", "executed.ipynb", f"{stem}.ipynb"],
+        cwd=folder, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    executed = json.loads((folder / "executed.ipynb").read_text(encoding="utf-8"))
+    shown = outputs(executed)
+    assert not [o for o in shown if o["output_type"] == "error"]
+    rendered = [o for o in shown if {"text/markdown", "text/html"} & set(o.get("data", {}))]
+    assert rendered, "the notebook showed nothing rendered"
+    text = json.dumps(shown)
+    assert "data-fact" not in text and "ad-fact" not in text  # the site's markup, taken out
+    assert "@measurements/" not in text and "@site/" not in text
+    assert "Traceback" not in text
+    # It measured this machine, into a store of its own beside the notebook ...
+    entries = list((folder / "measurements").glob("*/*.json"))
+    assert entries and all(".cpu-" in p.name or ".cuda-" in p.name for p in entries)
+    # ... and wrote nothing into the clone's committed store.
+    assert sorted(p.name for p in store.rglob("*") if p.is_file()) == before
