@@ -11,7 +11,7 @@ from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import UNPROFILED, Fact, Quantity
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape
-from attention_docs.records.timing import Timing
+from attention_docs.records.timing import Timing, interval_ranks, quantile
 
 RUN = "timing_method's run"
 # The steps' sum "adds up" to the forward within this share of it (the reproducibility
@@ -24,11 +24,15 @@ def _shape(m: Measurement) -> Shape:
 
 
 def sum_share(m: Measurement, parts: Sequence[Timing], whole: Timing, subject: str) -> Fact:
-    """The sum of `parts` as a share of `whole`, with the range their intervals allow."""
-    value = sum(t.time_us for t in parts)
-    low, high = sum(t.low_us for t in parts), sum(t.high_us for t in parts)
+    """The sum of `parts` as a share of `whole`, round by round (all were timed in the same
+    interleaved rounds): the median of the rounds' shares, with its 90 % interval."""
+    shares = [
+        sum(t.rounds_us[r] for t in parts) / whole.rounds_us[r] for r in range(len(whole.rounds_us))
+    ]
+    j, k = interval_ranks(len(shares), 0.5)
+    ordered = sorted(shares)
     q = Quantity("share of the forward", subject, m.device_id, UNPROFILED, _shape(m), RUN)
-    return Fact(q, value / whole.time_us, "%", low / whole.high_us, high / whole.low_us)
+    return Fact(q, quantile(shares, 0.5), "%", ordered[j - 1], ordered[k - 1])
 
 
 @dataclass(frozen=True)
@@ -38,17 +42,26 @@ class StepRatio:
     comparison: Comparison
 
 
+# Whether a sum of steps adds up to the forward: within ADDS_UP of it over its whole
+# interval, short of it over its whole interval, or neither (the noise does not decide).
+ADDS_UP_TO, SHORT_OF, UNDECIDED = "adds up", "short", "undecided"
+
+
 @dataclass(frozen=True)
 class Steps:
     alone: Fact  # the five steps timed alone, summed, as a share of the forward
     in_sequence: Fact  # the same, timed one after another
-    alone_adds_up: bool  # within ADDS_UP of the forward, whatever its interval says
-    in_sequence_adds_up: bool
+    alone_verdict: str  # ADDS_UP_TO, SHORT_OF or UNDECIDED
+    in_sequence_verdict: str
     ratios: tuple[StepRatio, ...]
 
 
-def _adds_up(f: Fact) -> bool:
-    return f.low <= 1 + ADDS_UP and f.high >= 1 - ADDS_UP
+def _verdict(f: Fact) -> str:
+    if f.low >= 1 - ADDS_UP and f.high <= 1 + ADDS_UP:
+        return ADDS_UP_TO
+    if f.high < 1 - ADDS_UP:
+        return SHORT_OF
+    return UNDECIDED
 
 
 def steps(m: Measurement) -> Steps:
@@ -61,7 +74,7 @@ def steps(m: Measurement) -> Steps:
         c = compare(r["alone"], r["in_sequence"])
         q = Quantity("in sequence ÷ alone", r["step"], m.device_id, UNPROFILED, _shape(m), RUN)
         ratios.append(StepRatio(r["step"], Fact(q, c.ratio, "×", c.low, c.high), c))
-    return Steps(alone, seq, _adds_up(alone), _adds_up(seq), tuple(ratios))
+    return Steps(alone, seq, _verdict(alone), _verdict(seq), tuple(ratios))
 
 
 @dataclass(frozen=True)

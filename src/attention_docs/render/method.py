@@ -23,12 +23,14 @@ def finding(sourced: Sourced) -> str:
     found = fm.steps(sourced.measurement)
     alone = words.fact(found.alone)
     seq = words.fact(found.in_sequence)
-    verdict = {
-        (False, True): "only timed in sequence do the steps add up to the forward they are part of",
-        (True, True): "both ways the steps add up to the forward, within a fifth of it",
-        (False, False): "neither way do the steps add up to the forward within a fifth of it",
-        (True, False): "timed alone the steps add up to the forward, in sequence they do not",
-    }[(found.alone_adds_up, found.in_sequence_adds_up)]
+    said = {
+        fm.ADDS_UP_TO: "within a fifth of it over their whole interval",
+        fm.SHORT_OF: "short of it by more than a fifth over their whole interval",
+        fm.UNDECIDED: "where the noise does not decide whether within a fifth of it",
+    }
+    verdict = (
+        f"timed alone, {said[found.alone_verdict]}; in sequence, {said[found.in_sequence_verdict]}"
+    )
     device = sourced.measurement.provenance.device.label
     return (
         f"On {device}, naive attention's five steps timed alone sum to {alone} of the forward "
