@@ -629,10 +629,12 @@ def _device_item(device_id: str, row: dict, used: int) -> str:
     p = row["provenance"]
     memory = f", {p.device.memory_bytes / 2**30:.0f} GiB" if p.device.memory_bytes else ""
     versions = f"torch {p.torch_version}" + (f", CUDA {p.cuda_version}" if p.cuda_version else "")
+    spec = (p.device.spec or {}).get("source")
+    sheet = f"data sheet: {spec}" if spec else "no data sheet: its ceilings are measured"
     return (
         f"<li><code>{html.escape(device_id)}</code>: {html.escape(p.device.label)}{memory}; "
-        f"{html.escape(versions)}; {row['entries']} entries in the store, "
-        f"{used} shown on these pages</li>"
+        f"{html.escape(versions)}; {html.escape(sheet)}; {row['entries']} entries in the "
+        f"store, {used} shown on these pages</li>"
     )
 
 

@@ -1,0 +1,63 @@
+# Several devices on one page: content tabs, one per device (the page's own first), and the
+# ratio of the same quantity between devices. A page with one device's entry looks as it
+# would without this module.
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Sequence
+
+from attention_docs.findings import devices as fd
+from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.records.shape import Shape
+from attention_docs.render import words
+from attention_docs.render.caption import caption_html
+from attention_docs.render.tables import markdown_table
+
+
+def _m(s: Sourced | Measurement) -> Measurement:
+    return s.measurement if isinstance(s, Sourced) else s
+
+
+def tabs(entries: Sequence[Sourced], draw: Callable[[Sourced], str]) -> str:
+    """`draw(entry)` for each device's entry: Material content tabs named by device, the
+    page's own device first; one entry, drawn as it is."""
+    if len(entries) == 1:
+        return draw(entries[0])
+    parts = []
+    for s in entries:
+        label = s.measurement.provenance.device.label.replace('"', "'")
+        parts.append(f'=== "{label}"\n\n{textwrap.indent(draw(s), "    ")}\n')
+    return "\n".join(parts)
+
+
+def forward_table(entries: Sequence[Sourced], shape: Shape | None = None) -> str:
+    """Each implementation's unprofiled forward time at `shape` (default: the first shape
+    every device's grid holds) on every device, and each other device's time against the
+    first's; empty with one device."""
+    if len(entries) < 2:
+        return ""
+    ms = [_m(s) for s in entries]
+    if shape is None:
+        common = fd.common_shapes(ms)
+        if not common:
+            return (
+                "The devices' forward-time grids share no shape, so no time is set beside another."
+            )
+        shape = common[0]
+    rows = []
+    for a in fd.across(ms, shape):
+        times = [words.fact(t) if t else "did not run" for t in a.times]
+        ratios = [words.versus_fact(*r) if r else "—" for r in a.ratios]
+        rows.append([a.implementation, *times, *ratios])
+    labels = [m.provenance.device.label for m in ms]
+    header = ["Implementation", *labels]
+    header += [f"{label} ÷ {labels[0]}" for label in labels[1:]]
+    table = markdown_table(header, rows, "l" + "r" * (len(header) - 1))
+    what = f"The forward times at {shape.text()} on each device the store holds"
+    captions = "".join(
+        caption_html(
+            s, f"{what}: this one's." if i else f"{what}: this one's, and the ratios' base."
+        )
+        for i, s in enumerate(entries)
+    )
+    return table + "\n\n" + captions

@@ -1,0 +1,102 @@
+# Several devices side by side (issue 29): the second device is a real one, an entry this
+# project measured on another CPU (an Intel Xeon guest, kept from the project's history in
+# tests/data/measurements/forward_times.cpu-intel-xeon.json), beside the committed store's.
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import site_facts
+from recorded import DATA, recorded
+from test_docs_build import minimal_site, mkdocs_build
+
+from attention_docs import render
+from attention_docs.findings import devices as fd
+from attention_docs.measurements.schema import Measurement, Sourced
+
+FACT = re.compile(r'data-fact="([^"]+)">(.*?)</span>', re.S)
+
+
+def xeon() -> Measurement:
+    return Measurement.loads((DATA / "forward_times.cpu-intel-xeon.json").read_text())
+
+
+def both() -> list[Sourced]:
+    here, other = recorded("forward_times"), xeon()
+    assert here.device_id != other.device_id  # two real devices
+    return [
+        Sourced(here, "from the store", "forward_times/here.json"),
+        Sourced(other, "from the store", "forward_times/xeon.json"),
+    ]
+
+
+def test_the_same_forward_on_two_devices_side_by_side_with_their_ratio():
+    entries = both()
+    ms = [s.measurement for s in entries]
+    shape = fd.common_shapes(ms)[0]
+    rows = fd.across(ms, shape)
+    assert rows and all(len(r.times) == 2 and len(r.ratios) == 1 for r in rows)
+    naive = next(r for r in rows if r.implementation == "naive (eager)")
+    ratio, comparison = naive.ratios[0]
+    here, other = naive.times
+    assert ratio.value == other.value / here.value and comparison.ratio == ratio.value
+    assert ms[1].device_id in ratio.id and ms[0].device_id in ratio.id
+    table = render.devices.forward_table(entries)
+    for m in ms:  # each device named, each number a fact of its own device
+        assert m.provenance.device.label in table
+        assert f";{m.device_id}" in table
+    assert "÷" in table and table.count('class="ad-caption"') == 2
+    # One text per fact across both devices' facts.
+    values: dict[str, set[str]] = {}
+    for fact_id, text in FACT.findall(table):
+        values.setdefault(fact_id, set()).add(text)
+    assert len(values) > 10 and all(len(v) == 1 for v in values.values())
+    assert {i.rsplit(";", 1)[-1] for i in values} >= {m.device_id for m in ms}
+
+
+def test_one_device_looks_as_it_would_without_tabs():
+    (one,) = both()[:1]
+    assert render.devices.forward_table([one]) == ""
+    drawn = render.devices.tabs([one], lambda s: "the table")
+    assert drawn == "the table"
+    entries = both()
+    two = render.devices.tabs(entries, lambda s: f"drawn on {s.measurement.device_id}")
+    first = entries[0].measurement.provenance.device.label
+    assert two.startswith(f'=== "{first}"')  # the page's own device first
+    assert two.count("=== ") == 2 and "    drawn on cpu-intel-xeon" in two
+
+
+def test_a_built_page_shows_both_cpus_and_states_each_fact_once(tmp_path):
+    """A build whose store holds forward_times from two CPUs: the page sets them side by
+    side. (The Xeon's entry is stored under this checkout's key here: it was measured with
+    older code, which is why the committed store no longer holds it.)"""
+    here = recorded("forward_times")
+    store = tmp_path / "docs" / "measurements" / "forward_times"
+    store.mkdir(parents=True)
+    shutil.copy(DATA / "forward_times.json", store / f"{here.key}.{here.device_id}.json")
+    data = json.loads((DATA / "forward_times.cpu-intel-xeon.json").read_text())
+    data["key"], data["fingerprint"] = here.key, here.fingerprint
+    (store / f"{here.key}.cpu-intel-xeon.json").write_text(json.dumps(data))
+    config = minimal_site(
+        tmp_path,
+        """
+        # Two devices
+
+        ```python exec="on" id="devices" session="d"
+        from attention_docs import measure_each_device, render
+        print(render.devices.forward_table(measure_each_device("forward_times")))
+        ```
+        """,
+    )
+    built = mkdocs_build(config, tmp_path / "site", ATTENTION_DOCS_MODE="frozen")
+    assert built.returncode == 0, built.stderr
+    page = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert "CPU: AMD EPYC" in page and "Intel(R) Xeon(R) Processor" in page
+    found = site_facts.read_page(page)
+    assert found.unmarked == []
+    values: dict[str, set[str]] = {}
+    for fact_id, text in FACT.findall(page):
+        values.setdefault(fact_id, set()).add(text)
+    assert all(len(v) == 1 for v in values.values())
+    assert any("cpu-intel-xeon ÷" in i for i in values)
