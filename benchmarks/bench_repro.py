@@ -6,7 +6,7 @@ Times a representative set of the site's timings — every implementation `forwa
 times, and naive attention's five steps in sequence, at the teaching slice's seq_len 256 and
 512, head_dim 64, causal and not — in a fresh worker process set up as the site's are
 (profiling/environment.py: half the cores' threads, malloc keeping freed memory), with
-forward_times' own code. Then again, with one CPU-bound process running beside it. Prints,
+forward_times' own code and budget. Then again, with one CPU-bound process running beside it. Prints,
 each against its target (findings/reproducibility.py):
 
 - the share of timings whose intervals overlap between the two runs (at least 95 %);
@@ -42,7 +42,7 @@ BUSY_LOOP = "while True: pass"
 WORKER = """
 import json, sys
 import torch
-from attention_docs.experiments.forward import candidates, time_shape
+from attention_docs.experiments.forward import BUDGET_S, candidates, time_shape
 from attention_docs.measurements import forward as fwd
 from attention_docs.profiling.environment import keep_freed_memory, set_threads
 
@@ -54,7 +54,7 @@ shapes = [s for s in grid.teaching.shapes() if s.seq_len in {seq_lens!r} and s.h
 impls, _ = candidates(device)
 out = {{}}
 for shape in shapes:
-    for row in time_shape(impls, shape, device, grid=grid, min_run=0.1):
+    for row in time_shape(impls, shape, device, grid=grid, min_run=BUDGET_S):
         name, t = row[0], row[-2]
         if t is not None:
             out[f"{{name}} @ {{shape.key()}}"] = t.to_json()

@@ -23,6 +23,9 @@ from attention_docs.profiling.timing import StepSequence, time_callables
 from attention_docs.records.timing import Timing
 
 Attention = Callable[..., torch.Tensor]
+# Seconds of timing per implementation (and per naive step) at each shape: with 20 rounds,
+# a few calls a round at the chapters' shapes, for intervals a tenth of the time wide.
+BUDGET_S = 0.2
 MEASURED = (
     "attention/naive.py",
     "attention/compiled.py",
@@ -229,7 +232,7 @@ def forward_times(ctx, *, tiny) -> Observed:
         first = grid.teaching
         shapes = [s for s in first.shapes() if s.seq_len == first.seq_lens[0] and s.head_dim == 64]
     impls, notes = candidates(ctx.device)
-    min_run = 0.1
+    min_run = BUDGET_S
     rows = []
     for shape in shapes:
         rows.extend(time_shape(impls, shape, ctx.device, grid=grid, min_run=min_run))

@@ -101,18 +101,23 @@ def time_callables(
     cuda = device.type == "cuda"
     single = {name: _warm(fn, device) for name, fn in fns.items()}
     warm = {name: cuda or single[name] < WARM_BELOW_S for name in fns}
+    # A sequence of n steps is n timings: it gets n callables' budget.
+    budget = {
+        n: min_run_time * len(fn.steps) if isinstance(fn, StepSequence) else min_run_time
+        for n, fn in fns.items()
+    }
     if cuda:
         number = {name: max(cuda_runs // rounds, 3) for name in fns}
     else:
         # As many rounds as the callables' budgets hold, each with at least one call (and
         # its warm-up call), between MIN_ROUNDS and `rounds`.
         one_round = sum(single[n] * (2 if warm[n] else 1) for n in fns)
-        affordable = int(min_run_time * len(fns) / one_round)
+        affordable = int(sum(budget.values()) / one_round)
         rounds = min(rounds, max(MIN_ROUNDS, affordable))
         if rounds * one_round > GROUP_CAP_S:
             rounds = min(rounds, max(FEWEST_ROUNDS, int(GROUP_CAP_S / one_round)))
         # The budget holds the warm-up call of each block too.
-        number = {n: max(1, round(min_run_time / rounds / single[n]) - int(warm[n])) for n in fns}
+        number = {n: max(1, round(budget[n] / rounds / single[n]) - int(warm[n])) for n in fns}
     samples: dict[str, list[float]] = {}
     names = list(fns)
     for r in range(rounds):
