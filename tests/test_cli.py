@@ -74,7 +74,13 @@ def test_list_shows_experiments_and_parameters():
             "batch_size×num_heads×seq_len² score matrix of float32",
         ),
         (("bogus",), "invalid choice: 'bogus'"),
-        (("run", "_test_quick", "--timeout", "0"), "--timeout must be a positive number"),
+        (("run", "_test_quick", "--timeout", "0"), "--timeout: must be a positive number"),
+        (("run", "_test_quick", "--timeout", "-1"), "--timeout: must be a positive number"),
+        # Issue 30: nan and inf reached select() as a traceback; 1e300 overflowed it.
+        (("run", "_test_quick", "--timeout", "nan"), "--timeout: 'nan' is not a number of"),
+        (("run", "_test_quick", "--timeout", "inf"), "--timeout: 'inf' is not a number of"),
+        (("run", "_test_quick", "--timeout", "1e300"), "--timeout: 1e300 s is more than a week"),
+        (("run", "_test_quick", "--timeout", "soon"), "--timeout: 'soon' is not a number of"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(capsys, args, message):
@@ -553,3 +559,28 @@ def test_an_experiment_registered_twice_is_one_line_naming_both(tmp_path, monkey
         "experiment naive_steps is registered twice (in attention_docs.experiments.naive and "
         "in twice_experiments); rename one of them",
     )
+
+
+# --- Issue 30: fault cases of the command line ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run", "_test_quick", "--store", ""),
+        ("run", "--requests", ""),
+        ("show", "_test_quick", "--store", ""),
+        ("show", "_test_quick", "--device", " "),
+        ("prune", "--store", ""),
+        ("migrate", "--store", ""),
+        ("import-archive", ""),
+        ("import-archive", "measurements.tar.gz", "--store", ""),
+        ("new-chapter", "mask-cost", "--root", ""),
+    ],
+)
+def test_an_empty_path_or_name_is_refused_not_read_as_this_folder(tmp_path, args):
+    """An empty --store was the current folder: `run` measured into it, `new-chapter --root ''`
+    wrote a chapter into it."""
+    out = cli(*args, cwd=tmp_path)
+    one_line_error(out.returncode, out.stderr, "is empty; give a")
+    assert list(tmp_path.iterdir()) == []

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from attention_docs import arguments
+
 RUN_LOG = "run-log.json"
 STORE_DIR = "store"
 MAX_MEMBER_BYTES = 64 * 2**20
@@ -302,8 +304,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "ones into the store. Exit code 0: all imported; 1: stale entries were left out; "
         "2: the archive or an entry is unusable (nothing imported).",
     )
-    parser.add_argument("file", type=Path, help="the archive (measurements.tar.gz)")
-    parser.add_argument("--store", type=Path, default=Path("docs/measurements"))
+    parser.add_argument("file", type=arguments.path, help="the archive (measurements.tar.gz)")
+    parser.add_argument("--store", type=arguments.path, default=Path("docs/measurements"))
     parser.add_argument(
         "--allow-stale",
         action="store_true",

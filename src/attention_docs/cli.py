@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from attention_docs import arguments
+
 COMMITTED_STORE = Path("docs/measurements")
 # Where `run` writes unless told otherwise: the committed store changes only on purpose.
 SCRATCH_STORE = Path(".cache/scratch-store")
@@ -61,11 +63,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("name", nargs="?", help="experiment name")
     run.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
     run.add_argument(
-        "--store", type=Path, default=SCRATCH_STORE, help="store folder (default: %(default)s)"
+        "--store",
+        type=arguments.path,
+        default=SCRATCH_STORE,
+        help="store folder (default: %(default)s)",
     )
     run.add_argument("--no-store", action="store_true", help="do not keep the result")
     run.add_argument(
-        "--requests", type=Path, help="run every request listed in this manifest instead of NAME"
+        "--requests",
+        type=arguments.path,
+        help="run every request listed in this manifest instead of NAME",
     )
     run.add_argument(
         "--allow-busy",
@@ -75,9 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--timeout",
-        type=float,
+        type=arguments.seconds("--timeout"),
         default=900.0,
-        help="stop the experiment after this many seconds (default: %(default)s)",
+        help="stop the experiment after this many seconds (default: %(default)s; at most a week)",
     )
     run.add_argument(
         "--traceback", action="store_true", help="on failure, print the worker's last output"
@@ -88,12 +95,13 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("name", help="experiment name, or the path of a stored .json file")
     show.add_argument(
         "--store",
-        type=Path,
+        type=arguments.path,
         default=None,
         help=f"store folder (default: {COMMITTED_STORE}, then {SCRATCH_STORE})",
     )
     show.add_argument(
         "--device",
+        type=arguments.word,
         default=None,
         help="device id of the entry to show, e.g. cuda-h200 (default: GPU entries first)",
     )
@@ -102,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     prune = sub.add_parser(
         "prune", help="delete stale entries from the store", description=PRUNE_HELP
     )
-    prune.add_argument("--store", type=Path, default=COMMITTED_STORE)
+    prune.add_argument("--store", type=arguments.path, default=COMMITTED_STORE)
     prune.add_argument("--dry-run", action="store_true", help="only say what would be deleted")
     prune.add_argument(
         "--unrequested",
@@ -116,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
         "migrate",
         help="rename entries named by device kind (KEY.cpu.json) to their device id",
     )
-    migrate.add_argument("--store", type=Path, default=COMMITTED_STORE)
+    migrate.add_argument("--store", type=arguments.path, default=COMMITTED_STORE)
     migrate.set_defaults(handler=cmd_migrate)
 
     from attention_docs import archive, scaffold
@@ -260,8 +268,6 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         raise UsageError(
             f"unknown device {args.device!r}; choose one of: {', '.join(DEVICE_CHOICES)}"
         )
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     store = None if args.no_store else args.store
     if args.requests:
         if args.name or extra:

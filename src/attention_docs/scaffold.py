@@ -11,6 +11,8 @@ import json
 import re
 from pathlib import Path
 
+from attention_docs import arguments
+
 SLUG = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 
 EXPERIMENT = """\
@@ -304,7 +306,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("slug", help="lowercase words joined by hyphens, e.g. mask-cost")
     parser.add_argument("--title", help="the page's title (default: from the slug)")
     parser.add_argument(
-        "--root", type=Path, default=Path(), help="the project's top folder (default: here)"
+        "--root",
+        type=arguments.path,
+        default=Path(),
+        help="the project's top folder (default: here)",
     )
     parser.set_defaults(handler=_cmd_new_chapter)
 

@@ -1,0 +1,55 @@
+# argparse `type=` functions shared by the command line and tools/: each refuses what its
+# option cannot use (an empty path, a number that is not finite, a negative time) with one
+# sentence, which argparse prints after the option's name with exit code 2. `float` and
+# `Path` alone accept "nan", "inf" and "" and leave the failure to a traceback later on.
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+# The longest wait a timeout or budget may ask for: the platform's waits (select, a
+# subprocess's) overflow somewhere above 10^9 s, and no experiment takes a week.
+MAX_SECONDS = 7 * 24 * 3600
+
+
+def seconds(flag: str, *, zero_ok: bool = False, example: str = "900") -> Callable[[str], float]:
+    """A number of seconds for `flag`: finite, positive (or zero with `zero_ok`), at most a
+    week."""
+    least = "zero or more" if zero_ok else "positive"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value):
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a number of seconds; give a {least} number, e.g. {flag} {example}"
+            )
+        if value < 0 or (value == 0 and not zero_ok):
+            raise argparse.ArgumentTypeError(
+                f"must be a {least} number of seconds, got {text}; e.g. {flag} {example}"
+            )
+        if value > MAX_SECONDS:
+            raise argparse.ArgumentTypeError(
+                f"{text} s is more than a week ({MAX_SECONDS} s), the longest it can be"
+            )
+        return value
+
+    return parse
+
+
+def path(text: str) -> Path:
+    """A path that is not empty (an empty one would be the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give a path")
+    return Path(text)
+
+
+def word(text: str) -> str:
+    """A name that is not empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give a name")
+    return text
