@@ -584,3 +584,67 @@ def test_an_empty_path_or_name_is_refused_not_read_as_this_folder(tmp_path, args
     out = cli(*args, cwd=tmp_path)
     one_line_error(out.returncode, out.stderr, "is empty; give a")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_that_is_not_stored_names_no_file(tmp_path):
+    """`run --no-store` printed `trace: _test_quick/<key>.trace.json.gz`: a file in a folder
+    deleted as the run ended."""
+    out = cli(
+        "run", "_test_quick", "--seq-len", "4", "--device", "cpu", "--no-store", "--allow-busy"
+    )
+    assert out.returncode == 0, out.stderr
+    assert "| `attention.softmax` |" in out.stdout
+    assert "trace:" not in out.stdout and ".json" not in out.stdout
+    assert "not stored (--no-store): neither its raw data nor its trace was kept" in out.stdout
+
+
+def _busy_refusal(name: str, requested: dict):
+    """The MeasurementError run_worker raises when the runner refused a busy result: the
+    runner's sentence (BusyMachineError's), as its worker reports it."""
+    from attention_docs.workers import MeasurementError
+
+    load = "load 1.9 → 2.0 on 2 cores; other processes used 60% of the CPU"
+    return MeasurementError(
+        f"experiment {name}(seq_len=4) was refused: {name} was measured while other work "
+        f"competed for the machine ({load}), so its timings are not trustworthy and it was "
+        "not stored. Run it again on an idle machine, or pass --allow-busy to store it flagged.",
+        kind="busy",
+        busy=load,
+    )
+
+
+def test_a_busy_refusal_under_no_store_says_nothing_of_storing(tmp_path, monkeypatch, capsys):
+    """Under --no-store nothing is ever stored: "it was not stored ... pass --allow-busy to
+    store it flagged" promised what the flag cannot do. The machine's load is the worker's
+    report, given here (a real busy machine would disturb the suite's other timings)."""
+    from attention_docs import workers
+
+    def busy_worker(experiment, requested, *args, **kwargs):
+        raise _busy_refusal(experiment, requested)
+
+    monkeypatch.setattr(workers, "run_worker", busy_worker)
+    code, _, err = main(capsys, "run", "_test_quick", "--seq-len", "4", "--no-store")
+    one_line_error(code, err, "_test_quick(seq_len=4) was measured while other work competed")
+    assert "(load 1.9 → 2.0 on 2 cores;" in err
+    assert "stored" not in err and "pass --allow-busy to show it flagged as busy" in err
+    code, _, err = main(capsys, "run", "_test_quick", "--seq-len", "4", "--store", tmp_path)
+    assert code == 2 and "it was not stored" in err and "to store it flagged" in err
+
+
+def test_a_busy_request_of_a_manifest_under_no_store_says_nothing_of_storing(
+    tmp_path, monkeypatch, capsys
+):
+    from attention_docs.experiments import runner
+    from attention_docs.records.load import BusyMachineError
+
+    def busy_run(name, requested, **kwargs):
+        refusal = _busy_refusal(name, requested)
+        raise BusyMachineError(refusal.message.split("was refused: ", 1)[1], refusal.busy)
+
+    monkeypatch.setattr(runner, "run_experiment", busy_run)
+    manifest = tmp_path / "requests.json"
+    manifest.write_text(json.dumps([{"experiment": "_test_quick", "requested": {"seq_len": 4}}]))
+    code, out, _ = main(capsys, "run", "--requests", manifest, "--no-store")
+    assert code == 1 and "FAILED  _test_quick {'seq_len': 4}: " in out
+    assert "_test_quick(seq_len=4) was measured while other work competed" in out
+    assert "stored" not in out and "pass --allow-busy to show it flagged as busy" in out

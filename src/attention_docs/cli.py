@@ -157,7 +157,9 @@ def _plain(markdown: str) -> str:
     return re.sub(r"<[^>]+>", "", markdown)
 
 
-def print_measurement(sourced) -> None:
+def print_measurement(sourced, *, kept: bool = True) -> None:
+    """`sourced`'s tables, then where its raw data and trace are (`kept` False: nowhere, a
+    run under --no-store measured into a folder deleted since)."""
     from attention_docs import render
 
     m = sourced.measurement
@@ -173,6 +175,9 @@ def print_measurement(sourced) -> None:
         print(f"## {name}\n\n" + _plain(render.tables.records_table(sourced, name)) + "\n")
     for note in m.notes:
         print(f"note: {note}")
+    if not kept:
+        print("not stored (--no-store): neither its raw data nor its trace was kept")
+        return
     print(f"raw data: {sourced.json_href}")
     if sourced.trace_href:
         print(
@@ -243,6 +248,7 @@ def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
     """Every request of a manifest, in this process (one torch import for them all)."""
     from attention_docs.experiments.runner import run_experiment
     from attention_docs.measurements.store import Store
+    from attention_docs.records.load import BusyMachineError
 
     requests = _read_manifest(args.requests)
     target = Store(store) if store else None
@@ -254,6 +260,10 @@ def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
                 name, requested, device=args.device, store=target, allow_busy=args.allow_busy
             )
             print(f"ok      {name} {requested}")
+        except BusyMachineError as exc:
+            failures += 1
+            why = busy_unstored(name, requested, exc.load) if target is None else str(exc)
+            print(f"FAILED  {name} {requested}: {why}")
         except Exception as exc:  # one failed request must not stop the others
             failures += 1
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -304,6 +314,8 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
         )
     except MeasurementError as exc:
         message = exc.message
+        if exc.kind == "busy" and not keep:
+            message = busy_unstored(exp.name, requested, exc.busy)
         if exc.kind == "timeout":
             message += f", or allow more time with --timeout (it had {args.timeout:.0f} s)"
         print(f"{PROG}: error: {message}", file=sys.stderr)
@@ -319,8 +331,20 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
     if keep:
         print_measurement(Sourced(found, "measured now", rel, base=f"{store}/"))
     else:
-        print_measurement(Sourced(found, "measured now (not stored)", "-", base=""))
+        print_measurement(Sourced(found, "measured now (not stored)", rel), kept=False)
     return 0
+
+
+def busy_unstored(name: str, requested: dict, load: str | None) -> str:
+    """Why a busy run under --no-store was refused. The runner's own sentence says it "was
+    not stored" and that --allow-busy stores it: under --no-store nothing is ever stored."""
+    from attention_docs.measurements.keys import params_text
+
+    return (
+        f"{name}({params_text(requested)}) was measured while other work competed for the "
+        f"machine ({load or 'load not recorded'}), so its timings are not trustworthy; run it "
+        "again on an idle machine, or pass --allow-busy to show it flagged as busy"
+    )
 
 
 def _read_entry(path: Path):
