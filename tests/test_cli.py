@@ -648,3 +648,77 @@ def test_a_busy_request_of_a_manifest_under_no_store_says_nothing_of_storing(
     assert code == 1 and "FAILED  _test_quick {'seq_len': 4}: " in out
     assert "_test_quick(seq_len=4) was measured while other work competed" in out
     assert "stored" not in out and "pass --allow-busy to show it flagged as busy" in out
+
+
+def _stale_copy(store: Path) -> Path:
+    """A copy of the store's entry under another key, with another code fingerprint: an entry
+    `prune` deletes."""
+    (current,) = store.glob("_test_quick/*.json")
+    stale = current.with_name("ffffffffffffffff." + current.name.split(".", 1)[1])
+    data = json.loads(current.read_text())
+    data["fingerprint"], data["trace_file"] = "0" * 16, None
+    stale.write_text(json.dumps(data))
+    return stale
+
+
+def _with_legacy_entry(store: Path) -> None:
+    (entry,) = store.glob("_test_quick/*.json")
+    _legacy(store, json.loads(entry.read_text()), "2999-01-01T00:00:00+00:00", None)
+
+
+@pytest.mark.parametrize(
+    ("command", "prepare"),
+    [
+        (("prune",), _stale_copy),
+        (("migrate",), _with_legacy_entry),
+        (("import-archive", "ARCHIVE"), None),
+    ],
+)
+def test_a_read_only_store_is_one_sentence_and_left_as_it_was(
+    tmp_path, store, capsys, command, prepare
+):
+    """They ended in filelock's PermissionError on `<store>/.lock`, a traceback."""
+    from conftest import read_only
+
+    archive = _archive(tmp_path, store, {"requests": []})
+    if prepare is not None:
+        prepare(store)
+    args = [archive if a == "ARCHIVE" else a for a in command]
+    before = files(store)
+    with read_only(store):
+        code, _, err = main(capsys, *args, "--store", store)
+    one_line_error(code, err, f"the store {store} cannot be written (Permission denied")
+    assert "--store" in err and files(store) == before
+
+
+def test_prune_dry_run_reads_a_read_only_store(store, capsys):
+    from conftest import read_only
+
+    stale = _stale_copy(store)
+    with read_only(store):
+        code, out, err = main(capsys, "prune", "--store", store, "--dry-run")
+    assert code == 0 and f"would delete {stale}" in out, err
+
+
+def test_run_into_a_read_only_store_is_refused_before_it_measures(tmp_path, store, capsys):
+    """It measured fully, then failed to write."""
+    from conftest import read_only
+
+    mark = tmp_path / "started"
+    before = files(store)
+    with read_only(store):
+        code, _, err = main(
+            capsys, "run", "_test_marks", "--mark", mark, "--device", "cpu", "--store", store
+        )
+    one_line_error(code, err, f"the store {store} cannot be written (Permission denied")
+    assert not mark.exists() and files(store) == before
+    # A store folder that does not exist yet is made where its parent can be written.
+    with read_only(tmp_path / "store"):
+        assert write_problem_of(tmp_path / "new" / "store") is None
+        assert "cannot be written" in write_problem_of(store / "new")
+
+
+def write_problem_of(root: Path) -> str | None:
+    from attention_docs.measurements.store import Store
+
+    return Store(root).write_problem()

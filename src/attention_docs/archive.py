@@ -248,6 +248,9 @@ def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -
     chosen = [e for e in contents.entries if allow_stale or e.stale is None]
     left_out = [e for e in contents.entries if e not in chosen]
     store = Store(store_root)
+    problem = store.write_problem() if chosen else None
+    if problem:
+        raise ArchiveError(f"{problem}: make it writable, or import into another with --store")
     written = []
     with store._lock():
         for entry in chosen:

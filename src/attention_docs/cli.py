@@ -284,10 +284,14 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
             raise UsageError(
                 "give either --requests FILE or an experiment name with parameters, not both"
             )
+        if store is not None:
+            writable_store(store, "nothing was measured")
         return _run_requests(args, store)
     if not args.name:
         raise UsageError(f"run needs an experiment name (see `{PROG} list`)")
     exp, requested, kind = _check_request(args.name, parse_params(extra), args.device)
+    if store is not None:
+        writable_store(store, "nothing was measured")
     if store is None:
         with tempfile.TemporaryDirectory(prefix="attention-docs-run-") as tmp:
             return _run_in_worker(args, exp, requested, kind, Path(tmp), keep=False)
@@ -422,6 +426,18 @@ def existing_store(path: Path, *, empty_ok: bool = False) -> Path:
     return path
 
 
+def writable_store(path: Path, outcome: str) -> None:
+    """Raise UsageError unless the store at `path` can be written; `outcome` says what was
+    left undone."""
+    from attention_docs.measurements.store import Store
+
+    problem = Store(path).write_problem()
+    if problem:
+        raise UsageError(
+            f"{problem}; {outcome}: make it writable, or give a store you can write with --store"
+        )
+
+
 def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
     from attention_docs.experiments import load_all
     from attention_docs.experiments.registry import REGISTRY, ExperimentError
@@ -463,6 +479,8 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
             (m.experiment, json.dumps(exp.canonical(m.requested), sort_keys=True)) not in wanted
         ):
             stale.append((path, "no page requests it (requests.json)"))
+    if stale and not args.dry_run:
+        writable_store(args.store, "nothing was deleted")
     for path, why in stale:
         if not args.dry_run:
             store.remove(path)
@@ -482,9 +500,12 @@ def _invalid_request(exp, requested: dict, error: type[Exception]) -> str | None
 
 
 def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:
-    from attention_docs.measurements.store import Store
+    from attention_docs.measurements.store import LEGACY_SUFFIXES, Store
 
-    done = Store(existing_store(args.store)).migrate()
+    store = Store(existing_store(args.store))
+    if any(p.name.endswith(LEGACY_SUFFIXES) for p in store.entry_paths()):
+        writable_store(args.store, "nothing was renamed")
+    done = store.migrate()
     for d in done:
         if d.superseded:
             print(f"deleted {d.old.name}: {d.new.name}, measured later on that device, is kept")

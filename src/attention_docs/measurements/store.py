@@ -57,6 +57,39 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         return FileLock(self.root / ".lock", timeout=600)
 
+    def write_problem(self) -> str | None:
+        """Why this store cannot be written, as a clause naming it; None when it can.
+
+        Ask before work that ends in a write (a measurement, a prune, an import), so that a
+        read-only store is one sentence up front instead of filelock's error on `.lock`
+        afterwards. Each folder a write may touch is tried with a file created and removed
+        there, not judged from its permission bits: a read-only mount, another user's folder
+        and root's capabilities then count as they would for the write. A store folder that
+        does not exist yet is writable when the folder it would be made in is.
+        """
+        folder = self.root
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            return f"the store {self.root} cannot be written ({folder} is not a folder)"
+        folders = [folder]
+        if folder == self.root:
+            folders += sorted(p for p in self.root.iterdir() if p.is_dir())
+        for place in folders:
+            try:
+                fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=place)
+                os.close(fd)
+                Path(probe).unlink()
+            except OSError as exc:
+                return f"the store {self.root} cannot be written ({exc.strerror or exc}: {place})"
+        lock = self.root / ".lock"
+        try:
+            if lock.exists():
+                lock.open("a").close()
+        except OSError as exc:
+            return f"the store {self.root} cannot be written ({exc.strerror or exc}: {lock})"
+        return None
+
     def relative(self, experiment: str, key: str, device: str, suffix: str = ".json") -> str:
         return f"{experiment}/{key}.{device}{suffix}"
 
@@ -150,10 +183,11 @@ class Store:
         left where it is (and reported by `entries`).
         """
         done = []
+        legacy = [p for p in self.entry_paths() if p.name.endswith(LEGACY_SUFFIXES)]
+        if not legacy:
+            return done  # nothing to rename: a read-only store is fine
         with self._lock():
-            for path in self.entry_paths():
-                if not path.name.endswith(LEGACY_SUFFIXES):
-                    continue
+            for path in legacy:
                 try:
                     m = Measurement.loads(path.read_text(encoding="utf-8"))
                 except (SchemaError, OSError, UnicodeDecodeError):
