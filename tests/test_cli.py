@@ -722,3 +722,18 @@ def write_problem_of(root: Path) -> str | None:
     from attention_docs.measurements.store import Store
 
     return Store(root).write_problem()
+
+
+def test_show_of_a_truncated_entry_says_so_once_and_never_that_it_will_be_measured(
+    store, capsys, caplog
+):
+    """It warned twice (the entry was found under two of the keys it tries) that the entry
+    "will be measured again": `show` never measures."""
+    (entry,) = store.glob("_test_quick/*.json")
+    entry.write_bytes(entry.read_bytes()[:100])
+    before = files(store)
+    code, out, err = main(capsys, "show", "_test_quick", "--seq-len", "8", "--store", store)
+    one_line_error(code, err, f"the stored measurement {entry} cannot be read (not valid JSON")
+    assert "measured again" not in err + caplog.text and out == ""
+    assert f"run _test_quick --seq-len 8 --store {store}" in err
+    assert files(store) == before

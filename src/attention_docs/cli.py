@@ -382,31 +382,47 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
     params = parse_params(extra)
     requested = exp.canonical(params)
     stores = [args.store] if args.store else [COMMITTED_STORE, SCRATCH_STORE]
+    problems = []
     for root in stores:
-        store = Store(root)
+        # Problems are reported here, once each: the store's own warning says an entry "will
+        # be measured again", which is a build's doing, never show's.
+        store = Store(root, warn=False)
         # Under the key every device shares, then under the key a run on the command line
-        # gives when a parameter equals that device's default.
-        keys = [(exp.key(requested), None)] + [
-            (exp.key(exp.canonical(params, kind)), kind) for kind in ("cuda", "cpu")
+        # gives when a parameter equals that device's default (often the same key).
+        keys = [exp.key(requested)] + [exp.key(exp.canonical(params, k)) for k in ("cuda", "cpu")]
+        found = [
+            (key, device) for key in dict.fromkeys(keys) for device in store.devices(exp.name, key)
         ]
-        found = []
-        for key, kind in dict.fromkeys(keys):
-            for device in store.devices(args.name, key):
-                if kind is None or device.startswith(f"{kind}-"):
-                    found.append((key, device))
         if args.device:
             found = [(k, d) for k, d in found if d == args.device]
         found.sort(key=lambda kd: (not kd[1].startswith("cuda-"), kd[1]))
         for key, device in found:
+            reported = len(store.problems)
             m = store.get(args.name, key, device)
             if m is not None:
+                for problem in problems:
+                    print(f"{PROG}: note: {problem}", file=sys.stderr)
                 rel = store.relative(m.experiment, key, device)
                 print_measurement(Sourced(m, "from the store", rel, base=f"{store.root}/"))
                 return 0
+            problems += [
+                _unreadable(p, exp.name, requested, root) for p in store.problems[reported:]
+            ]
+    if problems:
+        raise UsageError("; and ".join(problems))
     where = " or ".join(str(s) for s in stores)
     raise UsageError(
         f"no stored measurement of {args.name} with {requested or 'default parameters'} in "
         f"{where} (key {exp.key(requested)}); run it with: {PROG} run {args.name} ..."
+    )
+
+
+def _unreadable(problem, name: str, requested: dict, store: Path) -> str:
+    from attention_docs.book import command_line
+
+    return (
+        f"the stored measurement {problem.path} cannot be read ({problem.reason}); measure it "
+        f"again with: {command_line(name, requested, store)}"
     )
 
 
