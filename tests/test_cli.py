@@ -737,3 +737,56 @@ def test_show_of_a_truncated_entry_says_so_once_and_never_that_it_will_be_measur
     assert "measured again" not in err + caplog.text and out == ""
     assert f"run _test_quick --seq-len 8 --store {store}" in err
     assert files(store) == before
+
+
+def _other_fingerprint(data: dict) -> None:
+    data["fingerprint"] = "0" * 16
+
+
+def _other_parameters(data: dict) -> None:
+    data["requested"] = {"seq_len": 9}
+
+
+def _bad_parameters(data: dict) -> None:
+    data["requested"] = {"seq_len": 0}
+
+
+def _gone(data: dict) -> None:
+    data["experiment"] = "_test_gone"
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (_other_fingerprint, "the code it measured has changed since (its fingerprint 0000"),
+        (_other_parameters, "is not the key this code gives its parameters"),
+        (_bad_parameters, "its parameters are not the experiment's now: parameter seq_len=0"),
+        (_gone, "experiment _test_gone no longer exists"),
+    ],
+)
+def test_import_archive_and_prune_call_the_same_entries_stale_for_the_same_reason(
+    tmp_path, store, capsys, damage, reason
+):
+    """An archived entry whose fingerprint differed from its key's was imported as current;
+    prune then called it stale. One rule decides for both."""
+    (entry,) = store.glob("_test_quick/*.json")
+    data = json.loads(entry.read_text())
+    damage(data)
+    entry.unlink()
+    entry.with_name(entry.name.replace(".json", ".trace.json.gz")).unlink()
+    data["trace_file"] = None
+    moved = store / data["experiment"] / entry.name
+    moved.parent.mkdir(exist_ok=True)
+    moved.write_text(json.dumps(data))
+    archive = _archive(tmp_path, store, {"requests": []})
+    target = tmp_path / "target"
+    target.mkdir()
+    code, out, err = main(capsys, "import-archive", archive, "--store", target)
+    assert code == 1, err
+    assert f"stale, not imported: {data['experiment']}/{entry.name}: " in out and reason in out
+    assert files(target) == {}
+    code, out, err = main(capsys, "import-archive", archive, "--store", target, "--allow-stale")
+    assert code == 0 and "1 entry imported" in out and "(stale)" in out, err
+    code, out, err = main(capsys, "prune", "--store", target, "--dry-run")
+    assert code == 0 and f"would delete {target / moved.relative_to(store)} (" in out, err
+    assert reason in out

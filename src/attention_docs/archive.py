@@ -5,9 +5,9 @@
 # import-archive` reads it (`import_archive`). Reading never extracts: every member is
 # checked (no absolute path, no `..`, no link, only the names above, a size cap) and read
 # into memory; every entry must read as this build's Measurement under the name the store
-# would give it, and is sorted into current or stale (its key is not the key this code gives
-# its parameters: it was measured with other code) before anything is written. Writes go
-# through the store's lock and its atomic, mode-0644 writes.
+# would give it, and is sorted into current or stale — by the rule `prune` deletes by,
+# `stale_reason` in measurements/store.py — before anything is written. Writes go through
+# the store's lock and its atomic, mode-0644 writes.
 from __future__ import annotations
 
 import argparse
@@ -127,7 +127,7 @@ class Entry:
     measurement: Any  # Measurement
     data: bytes
     trace: tuple[str, bytes] | None  # store-relative name and bytes
-    stale: str | None  # why it is stale, or None when its key is current
+    stale: str | None  # why it is stale (store.stale_reason), or None when it is current
 
 
 @dataclass
@@ -138,8 +138,10 @@ class Contents:
 
 def check_archive(path: Path) -> Contents:
     """The archive's run log and entries, every one readable; raises ArchiveError."""
-    from attention_docs.experiments.registry import get
+    from attention_docs.experiments import load_all
+    from attention_docs.experiments.registry import REGISTRY
     from attention_docs.measurements.schema import Measurement
+    from attention_docs.measurements.store import stale_reason
 
     name = Path(path).name
     files = read_members(path)
@@ -151,6 +153,7 @@ def check_archive(path: Path) -> Contents:
             raise ArchiveError(f"{name}: {RUN_LOG} is not valid JSON ({exc})") from None
         _check_run_log(run_log, name)
     contents = Contents(run_log)
+    load_all()
     traces = {m for m in files if m.endswith(".trace.json.gz")}
     for member in sorted(m for m in files if m.endswith(".json") and m != RUN_LOG):
         where = f"{name}: {member}"
@@ -182,18 +185,7 @@ def check_archive(path: Path) -> Contents:
                 ) from None
             trace = (m.trace_file, files[trace_member])
             traces.discard(trace_member)
-        try:
-            current = get(m.experiment).key(m.requested)
-            stale = (
-                None
-                if current == m.key
-                else (
-                    f"measured with other code (its key {m.key}; this code gives {m.experiment} "
-                    f"with these parameters the key {current})"
-                )
-            )
-        except ValueError as exc:  # ExperimentError: gone, or its parameters changed
-            stale = f"measured with other code ({exc})"
+        stale = stale_reason(m, REGISTRY.get(m.experiment))  # the rule prune deletes by
         contents.entries.append(Entry(rel, m, files[member], trace, stale))
     if traces:
         raise ArchiveError(f"{name} holds {min(traces)}, a trace that no entry names")
@@ -248,10 +240,12 @@ def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -
     chosen = [e for e in contents.entries if allow_stale or e.stale is None]
     left_out = [e for e in contents.entries if e not in chosen]
     store = Store(store_root)
-    problem = store.write_problem() if chosen else None
+    written = []
+    if not chosen:  # nothing to write: not even the lock file
+        return Imported(contents, written, left_out)
+    problem = store.write_problem()
     if problem:
         raise ArchiveError(f"{problem}: make it writable, or import into another with --store")
-    written = []
     with store._lock():
         for entry in chosen:
             target = store.root / entry.name
@@ -312,7 +306,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--allow-stale",
         action="store_true",
-        help="also import entries measured with other code (their key is no longer current)",
+        help="also import stale entries (measured with other code or parameters, or keyed the "
+        "old way: what prune would delete)",
     )
     parser.set_defaults(handler=lambda args, extra: cmd_import_archive(args))
 

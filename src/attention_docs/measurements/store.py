@@ -226,6 +226,39 @@ class Store:
             trace.unlink(missing_ok=True)
 
 
+def stale_reason(measurement: Measurement, experiment) -> str | None:
+    """Why the stored `measurement` is stale, or None when it is current: the one rule that
+    `prune` deletes by and `import-archive` leaves entries out by (and a frozen build's
+    message can give).
+
+    `experiment` is the Experiment of the measurement's name as the code declares it now, or
+    None when there is none. Stale: no such experiment; the code it measured has changed
+    (its fingerprint is not the code's now, whatever its key says); its parameters are not
+    the experiment's now; or its key is not the one this code gives its parameters (an
+    older measuring method, or parameters given at their default, which share the
+    default's key).
+    """
+    if experiment is None:
+        return f"experiment {measurement.experiment} no longer exists"
+    now = experiment.fingerprint()
+    if measurement.fingerprint != now:
+        return (
+            f"the code it measured has changed since (its fingerprint {measurement.fingerprint}, "
+            f"the code's now {now})"
+        )
+    try:
+        current = experiment.key(measurement.requested)
+    except ValueError as exc:  # ExperimentError: a parameter renamed, retyped or out of range
+        return f"its parameters are not the experiment's now: {exc}"
+    if measurement.key != current:
+        return (
+            f"its key {measurement.key} is not the key this code gives its parameters "
+            f"({current}): it was keyed by an older measuring method, or with parameters given "
+            "at their default"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class Migration:
     """One legacy entry migrated: renamed to `new`, or (superseded) deleted because `new`,
