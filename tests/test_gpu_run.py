@@ -344,3 +344,37 @@ def test_archive_bytes_are_deterministic(tmp_path):
     assert first == second
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(first))) as tar:
         assert tar.getnames() == [RUN_LOG, "store/exp_a/0123abcd.cpu-x.json"]
+
+
+class _Zeros(io.RawIOBase):
+    """`size` zero bytes, read in chunks: a large member without holding it in memory."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self.left)
+        buffer[:n] = bytes(n)
+        self.left -= n
+        return n
+
+
+def test_a_member_over_the_member_cap_is_refused_naming_that_cap(tmp_path, capsys):
+    """A 100 MiB member was refused as taking the archive "past 512 MiB" (the total cap);
+    the cap it broke is the one a member has, 64 MiB."""
+    from attention_docs.archive import MAX_MEMBER_BYTES
+
+    archive = tmp_path / "big.tar.gz"
+    name = "store/_test_quick/0123456789abcdef.cpu-x.json"
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+        info = tarfile.TarInfo(name)
+        info.size = 100 * 2**20
+        tar.addfile(info, io.BufferedReader(_Zeros(info.size)))
+    assert info.size > MAX_MEMBER_BYTES
+    code, _, err = import_archive(capsys, archive, "--store", tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"big.tar.gz holds {name!r} of 100 MiB, more than the 64 MiB" in err
+    assert "512" not in err and "nothing was imported" in err

@@ -102,11 +102,16 @@ def read_members(path: Path) -> dict[str, bytes]:
                     )
                 if member in files:
                     raise ArchiveError(f"{name} holds {member!r} twice")
+                if info.size > MAX_MEMBER_BYTES:
+                    raise ArchiveError(
+                        f"{name} holds {member!r} of {_mib(info.size)}, more than the "
+                        f"{_mib(MAX_MEMBER_BYTES)} one entry or trace of measurements can be"
+                    )
                 total += info.size
-                if info.size > MAX_MEMBER_BYTES or total > MAX_TOTAL_BYTES:
+                if total > MAX_TOTAL_BYTES:
                     raise ArchiveError(
                         f"{name} is larger than an archive of measurements can be "
-                        f"({member!r} takes it past {MAX_TOTAL_BYTES // 2**20} MiB)"
+                        f"({member!r} takes it past {_mib(MAX_TOTAL_BYTES)})"
                     )
                 handle = tar.extractfile(info)
                 files[member] = handle.read() if handle else b""
@@ -117,6 +122,10 @@ def read_members(path: Path) -> dict[str, bytes]:
             f"{name} is not a readable gzipped tar archive ({type(exc).__name__}: {exc})"
         ) from None
     return files
+
+
+def _mib(size: int) -> str:
+    return f"{size // 2**20} MiB" if size % 2**20 == 0 else f"{size / 2**20:.1f} MiB"
 
 
 @dataclass
