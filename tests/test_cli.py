@@ -790,3 +790,41 @@ def test_import_archive_and_prune_call_the_same_entries_stale_for_the_same_reaso
     code, out, err = main(capsys, "prune", "--store", target, "--dry-run")
     assert code == 0 and f"would delete {target / moved.relative_to(store)} (" in out, err
     assert reason in out
+
+
+@pytest.mark.parametrize(
+    ("slug", "message"),
+    [
+        ("import", "the slug 'import' names the module import, a Python keyword"),
+        ("class", "the slug 'class' names the module class, a Python keyword"),
+        # Bound by experiments/__init__.py: importing experiments/os.py would replace the
+        # package's `os` (and `load_all`), and every command would fail.
+        ("os", "the slug 'os' names the module os, which experiments/__init__.py uses"),
+        ("load-all", "names the module load_all, which experiments/__init__.py uses"),
+        # Bound by the experiment module it writes: its function would shadow them.
+        ("prepare-mask", "names the module prepare_mask, which the chapter's experiment uses"),
+        ("experiment", "names the module experiment, which the chapter's experiment uses"),
+        ("a" * 80, "is 80 characters long; 60 at most"),
+    ],
+)
+def test_new_chapter_refuses_a_slug_that_is_no_usable_module_name(tmp_path, capsys, slug, message):
+    """`new-chapter import` was accepted: experiments/import.py then failed every command of
+    the command line with a SyntaxError traceback."""
+    root = project(tmp_path)
+    before = files(root)
+    code, _, err = main(capsys, "new-chapter", slug, "--root", root)
+    one_line_error(code, err, message)
+    assert files(root) == before
+
+
+def test_new_chapter_into_a_read_only_project_writes_nothing(tmp_path, capsys):
+    from conftest import read_only
+
+    root = project(tmp_path)
+    (root / "tests").mkdir()
+    before = files(root)
+    with read_only(root / "tests"):
+        code, _, err = main(capsys, "new-chapter", "mask-cost", "--root", root)
+    one_line_error(code, err, "cannot write the chapter mask-cost (Permission denied:")
+    assert "nothing was written" in err and files(root) == before
+    assert sorted(p.name for p in (root / "docs").iterdir()) == ["chapters"]
