@@ -1,13 +1,22 @@
-# argparse `type=` functions shared by the command line and tools/: each refuses what its
-# option cannot use (an empty path, a number that is not finite, a negative time) with one
-# sentence, which argparse prints after the option's name with exit code 2. `float` and
-# `Path` alone accept "nan", "inf" and "" and leave the failure to a traceback later on.
+# What the command line and tools/ parse their arguments with: a parser whose errors are
+# one line, and `type=` functions that each refuse what an option cannot use (an empty path,
+# a number that is not finite, a negative time) with one sentence, printed after the
+# option's name with exit code 2. `float` and `Path` alone accept "nan", "inf" and "" and
+# leave the failure to a traceback later on.
 from __future__ import annotations
 
 import argparse
 import math
 from collections.abc import Callable
 from pathlib import Path
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, its errors one line (without the usage block above them)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
 
 # The longest wait a timeout or budget may ask for: the platform's waits (select, a
 # subprocess's) overflow somewhere above 10^9 s, and no experiment takes a week.

@@ -28,12 +28,6 @@ class UsageError(Exception):
     """Bad command-line input: printed as one line, exit code 2."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        # argparse's own one-line error, without the usage block above it.
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 PRUNE_HELP = """\
 Delete stale entries from the store. An entry is stale when it can no longer be shown:
 its file cannot be read; its experiment no longer exists; the code it measured has changed
@@ -46,11 +40,11 @@ attention_docs is kept and named."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = arguments.Parser(
         prog=PROG,
         description="Run the experiments behind 'Attention, Profiled' and read the measurement store.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=arguments.Parser)
     sub.add_parser("list", help="list experiments and their parameters").set_defaults(
         handler=cmd_list
     )
