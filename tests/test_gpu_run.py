@@ -378,3 +378,61 @@ def test_a_member_over_the_member_cap_is_refused_naming_that_cap(tmp_path, capsy
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert f"big.tar.gz holds {name!r} of 100 MiB, more than the 64 MiB" in err
     assert "512" not in err and "nothing was imported" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # nan said "all 28 requests fit the budget" (exit 0); -1 was taken as a budget.
+        (["--plan", "--budget-s", "nan"], "--budget-s: 'nan' is not a number of seconds"),
+        (["--plan", "--budget-s", "inf"], "--budget-s: 'inf' is not a number of seconds"),
+        (
+            ["--plan", "--budget-s", "-1"],
+            "--budget-s: must be zero or a positive number of seconds",
+        ),
+        (["--plan", "--budget-s", ""], "--budget-s: '' is not a number of seconds"),
+        (["--plan", "--budget-s", "1e12"], "--budget-s: 1e12 s is more than a week"),
+        (["--out", "FILE", "--budget-s", "0"], "--out FILE is a file, not a folder"),
+        (["--out", "", "--budget-s", "0"], "argument --out: is empty"),
+        (["--plan", "--requests", ""], "argument --requests: is empty"),
+        (["--plan", "--requests", "BINARY"], "cannot read the requests manifest BINARY: it is"),
+        (["--plan", "--estimates", "NOWHERE"], "--estimates NOWHERE is not a store folder"),
+        (["--plan", "--estimates", "FILE"], "--estimates FILE is not a store folder"),
+    ],
+)
+def test_gpu_measure_refuses_bad_input_in_one_sentence(tmp_path, capsys, argv, message):
+    (tmp_path / "file").write_text("not a folder\n")
+    (tmp_path / "binary").write_bytes(bytes(range(256)))
+    names = {
+        "FILE": tmp_path / "file",
+        "BINARY": tmp_path / "binary",
+        "NOWHERE": tmp_path / "nowhere",
+    }
+    argv = [str(names.get(a, a)) for a in argv]
+    try:
+        code = load_script().main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    for name, path in names.items():
+        message = message.replace(name, str(path))
+    assert code == 2 and message in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert (tmp_path / "file").read_text() == "not a folder\n"
+
+
+def test_gpu_measure_into_a_read_only_out_is_refused_before_it_measures(tmp_path, capsys):
+    from conftest import read_only
+
+    manifest = tmp_path / "requests.json"
+    mark = tmp_path / "started"
+    request = {"experiment": "_test_marks", "requested": {"mark": str(mark)}}
+    manifest.write_text(json.dumps([request]), encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["--device", "cpu", "--requests", str(manifest), "--out", str(out), "--budget-s", "60"]
+    with read_only(out), pytest.raises(SystemExit) as exited:
+        load_script().main(argv)
+    code, err = exited.value.code, capsys.readouterr().err
+    assert code == 2 and f"--out {out} cannot be written (Permission denied" in err, err
+    assert not mark.exists() and list(out.iterdir()) == []

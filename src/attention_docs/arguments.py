@@ -26,7 +26,7 @@ MAX_SECONDS = 7 * 24 * 3600
 def seconds(flag: str, *, zero_ok: bool = False, example: str = "900") -> Callable[[str], float]:
     """A number of seconds for `flag`: finite, positive (or zero with `zero_ok`), at most a
     week."""
-    least = "zero or more" if zero_ok else "positive"
+    least = "zero or a positive number" if zero_ok else "a positive number"
 
     def parse(text: str) -> float:
         try:
@@ -35,11 +35,11 @@ def seconds(flag: str, *, zero_ok: bool = False, example: str = "900") -> Callab
             value = None
         if value is None or not math.isfinite(value):
             raise argparse.ArgumentTypeError(
-                f"{text!r} is not a number of seconds; give a {least} number, e.g. {flag} {example}"
+                f"{text!r} is not a number of seconds; give {least}, e.g. {flag} {example}"
             )
         if value < 0 or (value == 0 and not zero_ok):
             raise argparse.ArgumentTypeError(
-                f"must be a {least} number of seconds, got {text}; e.g. {flag} {example}"
+                f"must be {least} of seconds, got {text}; e.g. {flag} {example}"
             )
         if value > MAX_SECONDS:
             raise argparse.ArgumentTypeError(
