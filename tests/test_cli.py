@@ -828,3 +828,21 @@ def test_new_chapter_into_a_read_only_project_writes_nothing(tmp_path, capsys):
     one_line_error(code, err, "cannot write the chapter mask-cost (Permission denied:")
     assert "nothing was written" in err and files(root) == before
     assert sorted(p.name for p in (root / "docs").iterdir()) == ["chapters"]
+
+
+@pytest.mark.parametrize("command", [("prune",), ("migrate",), ("import-archive", "ARCHIVE")])
+def test_a_command_run_outside_the_repository_says_where_it_looked(tmp_path, store, command):
+    """It said "there is no store folder docs/measurements; the committed store is
+    docs/measurements": neither where it looked nor how to point it at a store."""
+    archive = _archive(tmp_path, store, {"requests": []})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = cli(*[archive if a == "ARCHIVE" else a for a in command], cwd=elsewhere)
+    looked = elsewhere.resolve() / "docs" / "measurements"
+    one_line_error(
+        out.returncode,
+        out.stderr,
+        f"there is no store folder docs/measurements here (looked for {looked}); run it from "
+        "the repository's top folder, or point it at a store with --store PATH",
+    )
+    assert list(elsewhere.iterdir()) == []

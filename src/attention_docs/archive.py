@@ -243,8 +243,8 @@ def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -
         raise ArchiveError(f"{Path(path).name} holds no measurement entries ({summary})")
     if not Path(store_root).is_dir():  # a mistyped path must not become a new store
         raise ArchiveError(
-            f"there is no store folder {store_root} (the committed store is "
-            "docs/measurements; to start a new one, create the folder first)"
+            f"{arguments.missing_store(Path(store_root))}; to start a new store, create its "
+            "folder first"
         )
     chosen = [e for e in contents.entries if allow_stale or e.stale is None]
     left_out = [e for e in contents.entries if e not in chosen]

@@ -62,3 +62,17 @@ def word(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty; give a name")
     return text
+
+
+def missing_store(path: Path, committed: Path = Path("docs/measurements")) -> str:
+    """The sentence for a --store folder that does not exist: where it was looked for, and
+    how to point the command at a store."""
+    where = str(path) if path.is_absolute() else f"{path} here (looked for {path.resolve()})"
+    if path == committed:
+        hint = "run it from the repository's top folder, or point it at a store with --store PATH"
+    else:
+        hint = (
+            f"check the path given to --store (the committed store is {committed}, in the "
+            "repository's top folder)"
+        )
+    return f"there is no store folder {where}; {hint}"

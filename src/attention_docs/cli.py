@@ -427,13 +427,11 @@ def existing_store(path: Path, *, empty_ok: bool = False) -> Path:
     from attention_docs.measurements.store import Store
 
     if not path.is_dir():
-        raise UsageError(
-            f"there is no store folder {path}; the committed store is {COMMITTED_STORE}"
-        )
+        raise UsageError(arguments.missing_store(path, COMMITTED_STORE))
     if not empty_ok and not Store(path).entry_paths():
         raise UsageError(
             f"{path} holds no measurement entries (<experiment>/<key>.<device id>.json): is it "
-            f"a store? The committed store is {COMMITTED_STORE}"
+            f"a store? The committed store is {COMMITTED_STORE}; give another with --store"
         )
     return path
 
