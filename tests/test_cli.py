@@ -846,3 +846,71 @@ def test_a_command_run_outside_the_repository_says_where_it_looked(tmp_path, sto
         "the repository's top folder, or point it at a store with --store PATH",
     )
     assert list(elsewhere.iterdir()) == []
+
+
+def _newer_schema(path: Path) -> bytes:
+    from attention_docs.measurements.schema import SCHEMA_VERSION
+
+    data = json.loads(path.read_text())
+    data["schema_version"] = SCHEMA_VERSION + 1
+    path.write_text(json.dumps(data))
+    return path.read_bytes()
+
+
+def test_prune_keeps_and_names_an_entry_of_a_newer_schema(store, capsys):
+    """prune deleted it as "unreadable": what a newer checkout wrote, lost."""
+    (entry,) = store.glob("_test_quick/*.json")
+    _newer_schema(entry)
+    before = files(store)
+    code, out, err = main(capsys, "prune", "--store", store)
+    assert code == 0, err
+    assert f"kept {entry} (written by a newer version of attention_docs (schema" in out
+    assert "update your checkout" in out and "0 stale entries removed" in out
+    assert files(store) == before
+
+
+def test_show_of_an_entry_of_a_newer_schema_says_to_update_not_to_measure(store, capsys):
+    (entry,) = store.glob("_test_quick/*.json")
+    _newer_schema(entry)
+    code, _, err = main(capsys, "show", "_test_quick", "--seq-len", "8", "--store", store)
+    one_line_error(code, err, f"the stored measurement {entry} was written by a newer version")
+    assert "update your checkout" in err and "measure it again" not in err
+
+
+def test_run_and_import_never_overwrite_an_entry_of_a_newer_schema(tmp_path, store, capsys):
+    (entry,) = store.glob("_test_quick/*.json")
+    archive = _archive(tmp_path, store, {"requests": []})
+    _newer_schema(entry)
+    before = files(store)
+    code, _, err = main(capsys, "import-archive", archive, "--store", store)
+    one_line_error(code, err, f"the stored measurement {entry} was written by a newer version")
+    assert files(store) == before
+    mark = tmp_path / "started"
+    key = json.loads(entry.read_text())["key"]
+    marked = store / "_test_marks" / entry.name.replace(key, _marks_key(mark))
+    marked.parent.mkdir()
+    marked.write_bytes(entry.read_bytes())
+    before = files(store)
+    code, _, err = main(
+        capsys, "run", "_test_marks", "--mark", mark, "--device", "cpu", "--store", store
+    )
+    one_line_error(code, err, f"the stored measurement {marked} was written by a newer version")
+    assert "nothing was measured" in err and not mark.exists() and files(store) == before
+
+
+def _marks_key(mark: Path) -> str:
+    from attention_docs.experiments.registry import get
+
+    return get("_test_marks").key({"mark": str(mark)})
+
+
+def test_migrate_leaves_a_legacy_entry_whose_target_is_of_a_newer_schema(store, capsys):
+    (entry,) = store.glob("_test_quick/*.json")
+    data = json.loads(entry.read_text())
+    _newer_schema(entry)
+    _legacy(store, data, "2999-01-01T00:00:00+00:00", None)
+    before = files(store)
+    code, out, err = main(capsys, "migrate", "--store", store)
+    assert code == 0, err
+    assert f"kept {data['key']}.cpu.json: {entry.name} was written by a newer version" in out
+    assert files(store) == before

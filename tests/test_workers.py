@@ -113,6 +113,26 @@ def test_parameters_too_large_for_the_free_memory_are_refused_before_the_experim
     assert not list(store.rglob("*.json"))
 
 
+def test_a_result_whose_entry_a_newer_checkout_wrote_is_refused_and_that_entry_kept(tmp_path):
+    """A build overwrote an entry of a newer schema with what it measured."""
+    from attention_docs.measurements.schema import SCHEMA_VERSION
+
+    store = tmp_path / "store"
+    key = get("_test_sleeps").key({})
+    newer = store / "_test_sleeps" / f"{key}.{book.local_device_id('cpu')}.json"
+    newer.parent.mkdir(parents=True)
+    newer.write_text(json.dumps({"schema_version": SCHEMA_VERSION + 1, "key": key}))
+    before = newer.read_bytes()
+    with pytest.raises(MeasurementError) as caught:
+        request("_test_sleeps", {}, store, 120)
+    assert caught.value.kind == "refused"
+    assert f"was refused: the stored measurement {newer} was written by a newer version of " in (
+        caught.value.message
+    )
+    assert "update your checkout; it is left as it is" in caught.value.message
+    assert newer.read_bytes() == before and [p.name for p in newer.parent.iterdir()] == [newer.name]
+
+
 def test_a_worker_killed_by_a_signal_says_so(tmp_path):
     with pytest.raises(MeasurementError) as caught:
         request("_test_killed", {}, tmp_path / "store", 60)

@@ -255,6 +255,11 @@ def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -
     problem = store.write_problem()
     if problem:
         raise ArchiveError(f"{problem}: make it writable, or import into another with --store")
+    for entry in chosen:  # a newer checkout's entry is never replaced
+        m = entry.measurement
+        problem = store.newer_problem(m.experiment, m.key, m.device_id)
+        if problem:
+            raise ArchiveError(problem)
     with store._lock():
         for entry in chosen:
             target = store.root / entry.name

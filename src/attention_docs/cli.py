@@ -288,6 +288,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     exp, requested, kind = _check_request(args.name, parse_params(extra), args.device)
     if store is not None:
         writable_store(store, "nothing was measured")
+        _not_newer(store, exp, requested, kind)
     if store is None:
         with tempfile.TemporaryDirectory(prefix="attention-docs-run-") as tmp:
             return _run_in_worker(args, exp, requested, kind, Path(tmp), keep=False)
@@ -333,6 +334,17 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
     else:
         print_measurement(Sourced(found, "measured now (not stored)", rel), kept=False)
     return 0
+
+
+def _not_newer(store: Path, exp, requested: dict, kind: str) -> None:
+    """Raise UsageError when the entry this run would write was written by a newer version
+    of attention_docs: the store would refuse it after the whole measurement."""
+    from attention_docs.book import local_device_id
+    from attention_docs.measurements.store import Store
+
+    problem = Store(store).newer_problem(exp.name, exp.key(requested), local_device_id(kind))
+    if problem:
+        raise UsageError(f"{problem}, or give another --store; nothing was measured")
 
 
 def busy_unstored(name: str, requested: dict, load: str | None) -> str:
@@ -416,6 +428,8 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
 def _unreadable(problem, name: str, requested: dict, store: Path) -> str:
     from attention_docs.book import command_line
 
+    if problem.newer:  # measuring it again here would not be stored: put refuses
+        return f"the stored measurement {problem.path} was {problem.reason}"
     return (
         f"the stored measurement {problem.path} cannot be read ({problem.reason}); measure it "
         f"again with: {command_line(name, requested, store)}"
@@ -470,10 +484,12 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
             for r in _read_manifest(manifest)
             if r["experiment"] in REGISTRY
         }
-    stale = []
+    stale, kept = [], []
     for path, m, problem in store.entries():
-        if m is None:
-            stale.append((path, f"unreadable: {problem}"))
+        if m is None and problem.newer:
+            kept.append((path, problem.reason))  # the checkout that wrote it reads it
+        elif m is None:
+            stale.append((path, f"unreadable: {problem.reason}"))
         elif why := stale_reason(m, REGISTRY.get(m.experiment)):
             stale.append((path, why))
         elif wanted is not None and (
@@ -486,6 +502,8 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
             stale.append((path, "no page requests it (requests.json)"))
     if stale and not args.dry_run:
         writable_store(args.store, "nothing was deleted")
+    for path, why in kept:
+        print(f"kept {path} ({why})")
     for path, why in stale:
         if not args.dry_run:
             store.remove(path)
@@ -497,6 +515,7 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:
+    from attention_docs.measurements.schema import SCHEMA_VERSION
     from attention_docs.measurements.store import LEGACY_SUFFIXES, Store
 
     store = Store(existing_store(args.store))
@@ -504,10 +523,17 @@ def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:
         writable_store(args.store, "nothing was renamed")
     done = store.migrate()
     for d in done:
-        if d.superseded:
+        if d.newer_schema is not None:
+            print(
+                f"kept {d.old.name}: {d.new.name} was written by a newer version of "
+                f"attention_docs (schema {d.newer_schema}, this checkout reads "
+                f"{SCHEMA_VERSION}): update your checkout, and migrate there"
+            )
+        elif d.superseded:
             print(f"deleted {d.old.name}: {d.new.name}, measured later on that device, is kept")
         else:
             print(f"renamed {d.old.name} -> {d.new.name}")
+    done = [d for d in done if d.newer_schema is None]
     renamed = sum(not d.superseded for d in done)
     print(
         f"{renamed} entr{'y' if renamed == 1 else 'ies'} renamed, {len(done) - renamed} superseded"

@@ -486,11 +486,14 @@ def work(job: dict) -> int:
     """Run one job's experiment in this process and store it: the worker's whole work.
 
     Parameters that cannot fit in the device's free memory are refused before it starts
-    (run_experiment checks them). Returns the exit code: 0 stored; 2 refused (its reason on
-    stderr after REFUSED). Any other failure raises, and its traceback is the worker's output.
+    (run_experiment checks them), and a result whose place in the store holds an entry of a
+    newer schema after it ends (the store never overwrites one). Returns the exit code: 0
+    stored; 2 refused (its reason on stderr after REFUSED). Any other failure raises, and its
+    traceback is the worker's output.
     """
     from attention_docs.experiments.registry import ExperimentError
     from attention_docs.experiments.runner import BusyMachineError, run_experiment
+    from attention_docs.measurements.schema import NewerSchemaError
     from attention_docs.measurements.store import Store
     from attention_docs.profiling.device import DeviceError
 
@@ -505,7 +508,8 @@ def work(job: dict) -> int:
     except BusyMachineError as exc:
         print(f"{REFUSED}busy ({exc.load}): {exc}", file=sys.stderr)
         return 2
-    except (ExperimentError, DeviceError) as exc:
+    except (ExperimentError, DeviceError, NewerSchemaError) as exc:
+        # NewerSchemaError: the store keeps the entry a newer checkout wrote in its place.
         print(f"{REFUSED}{exc}", file=sys.stderr)
         return 2
     return 0

@@ -3,7 +3,8 @@
 # exactly. Bump SCHEMA_VERSION whenever a field changes meaning; older files are then
 # reported and re-measured instead of being misread, except where `_upgrade` knows how to
 # read an older version losslessly (version 1 lacked the device id and the load; version 2
-# had no Timing cells in tables).
+# had no Timing cells in tables). A newer version's file is NewerSchemaError: named, and
+# kept for the checkout that can read it.
 from __future__ import annotations
 
 import dataclasses
@@ -25,6 +26,27 @@ SCHEMA_VERSION = 3
 
 class SchemaError(ValueError):
     """A stored measurement could not be read as this version's Measurement."""
+
+
+class NewerSchemaError(SchemaError):
+    """A stored measurement written by a newer version of attention_docs: this checkout
+    cannot read it, and the checkout that wrote it can, so it is never deleted or
+    overwritten (measurements/store.py) — only named, with what to do."""
+
+    def __init__(self, version: int, where: str = "", outcome: str = "") -> None:
+        self.version = version
+        super().__init__(
+            f"{where}written by a newer version of attention_docs (schema {version}, this "
+            f"checkout reads {SCHEMA_VERSION}): update your checkout{outcome}"
+        )
+
+
+def newer_version(data: Any) -> int | None:
+    """The schema version of a stored measurement's JSON `data` when it is newer than this
+    checkout's, else None."""
+    version = data.get("schema_version") if isinstance(data, Mapping) else None
+    newer = isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+    return version if newer else None
 
 
 @dataclass(frozen=True)
@@ -211,6 +233,8 @@ class Measurement:
             data, version = _upgrade_v1(data), 2
         if version == 2:  # tables held scalars only: read as they are
             data, version = {**data, "schema_version": SCHEMA_VERSION}, SCHEMA_VERSION
+        if newer_version(data) is not None:
+            raise NewerSchemaError(version)
         if version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {version!r}, this build reads {SCHEMA_VERSION}")
         try:

@@ -3,9 +3,14 @@
 # kind, so that entries from several GPUs live side by side. Writes are atomic (temporary
 # file + rename, mode 0644 so that the published copy is world-readable) and serialised by a
 # file lock, so two builds at once never leave a half-written entry. A file that cannot be
-# read is reported by name and treated as missing, so the caller re-measures it.
+# read is reported by name and treated as missing, so the caller re-measures it — except a
+# file a newer version of attention_docs wrote (NewerSchemaError): it is reported as not
+# usable here, and left alone. `put` refuses to overwrite it (it raises, before writing the
+# entry or its trace) rather than putting the fresh entry aside under another name, where
+# nothing would find it: the sentence says to update the checkout, and nothing is lost.
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -16,7 +21,12 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from attention_docs.measurements.schema import Measurement, SchemaError
+from attention_docs.measurements.schema import (
+    Measurement,
+    NewerSchemaError,
+    SchemaError,
+    newer_version,
+)
 from attention_docs.records.trace import chrome_bytes
 
 log = logging.getLogger("attention_docs")
@@ -31,10 +41,12 @@ ENTRY_NAME = re.compile(r"[0-9a-f]{16}\.(?:cpu|cuda)(?:-[a-z0-9-]+)?\.json")
 
 @dataclass(frozen=True)
 class Problem:
-    """A stored file that could not be used, and why."""
+    """A stored file that could not be used, and why; `newer`: a newer version of
+    attention_docs wrote it (keep it: the checkout that wrote it can read it)."""
 
     path: Path
     reason: str
+    newer: bool = False
 
     def __str__(self) -> str:
         return f"{self.path.name}: {self.reason}"
@@ -113,6 +125,9 @@ class Store:
             return None
         try:
             measurement = Measurement.loads(path.read_text(encoding="utf-8"))
+        except NewerSchemaError as exc:
+            self._report(path, str(exc), newer=True)
+            return None
         except (SchemaError, OSError, UnicodeDecodeError) as exc:
             self._report(path, str(exc))
             return None
@@ -126,28 +141,36 @@ class Store:
             return None
         return measurement
 
-    def _report(self, path: Path, reason: str) -> None:
-        problem = Problem(path, reason)
+    def _report(self, path: Path, reason: str, *, newer: bool = False) -> None:
+        problem = Problem(path, reason, newer)
         self.problems.append(problem)
         if not self.warn:
             return
         log.warning(
-            "stored measurement %s is unusable (%s); it will be measured again",
+            "stored measurement %s is unusable (%s); %s",
             path.relative_to(self.root.parent) if path.is_relative_to(self.root.parent) else path,
             reason,
+            "it is left as it is" if newer else "it will be measured again",
         )
 
     def put(self, measurement: Measurement, chrome: Mapping | None = None) -> Measurement:
         """Write `measurement` (and its trace) atomically; returns it with `trace_file` set."""
         device = measurement.device_id
         with self._lock():
+            target = self.path(measurement.experiment, measurement.key, device)
+            version = _newer_file(target)
+            if version is not None:
+                raise NewerSchemaError(
+                    version,
+                    f"the stored measurement {target} was ",
+                    "; it is left as it is, and this measurement was not stored",
+                )
             if chrome is not None:
                 rel = self.relative(
                     measurement.experiment, measurement.key, device, ".trace.json.gz"
                 )
                 _atomic_write(self.root / rel, chrome_bytes(chrome))
                 measurement = replace(measurement, trace_file=rel)
-            target = self.path(measurement.experiment, measurement.key, device)
             _atomic_write(target, measurement.dumps().encode())
         return measurement
 
@@ -155,13 +178,23 @@ class Store:
         """Every file named as an entry (`<experiment>/<key>.<device id>.json`), sorted."""
         return sorted(p for p in self.root.glob("*/*.json") if ENTRY_NAME.fullmatch(p.name))
 
-    def entries(self) -> Iterator[tuple[Path, Measurement | None, str | None]]:
-        """Every entry: (path, measurement or None, reason it is unreadable)."""
+    def entries(self) -> Iterator[tuple[Path, Measurement | None, Problem | None]]:
+        """Every entry: (path, measurement or None, why it cannot be read)."""
         for path in self.entry_paths():
             try:
                 yield path, Measurement.loads(path.read_text(encoding="utf-8")), None
             except (SchemaError, OSError, UnicodeDecodeError) as exc:
-                yield path, None, str(exc)
+                yield path, None, Problem(path, str(exc), isinstance(exc, NewerSchemaError))
+
+    def newer_problem(self, experiment: str, key: str, device: str) -> str | None:
+        """The sentence saying that the entry a write of (experiment, key, device) would
+        replace was written by a newer version of attention_docs; None when it was not: ask
+        before measuring what `put` would refuse to store."""
+        target = self.path(experiment, key, device)
+        version = _newer_file(target)
+        if version is None:
+            return None
+        return str(NewerSchemaError(version, f"the stored measurement {target} was "))
 
     def remove(self, path: Path) -> list[Path]:
         """Delete one entry and its trace; returns what was deleted."""
@@ -193,6 +226,10 @@ class Store:
                 except (SchemaError, OSError, UnicodeDecodeError):
                     continue
                 target = self.path(m.experiment, m.key, m.device_id)
+                version = _newer_file(target)
+                if version is not None:  # never replaced: a newer checkout wrote it
+                    done.append(Migration(path, target, superseded=False, newer_schema=version))
+                    continue
                 newer = self._readable(target)
                 old_trace = self.root / m.trace_file if m.trace_file else None
                 if newer is not None and newer.provenance.date >= m.provenance.date:
@@ -267,6 +304,15 @@ class Migration:
     old: Path
     new: Path
     superseded: bool
+    newer_schema: int | None = None  # `new` is of this newer schema: `old` was left as it is
+
+
+def _newer_file(path: Path) -> int | None:
+    """The schema version of the entry at `path` when a newer attention_docs wrote it."""
+    try:
+        return newer_version(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
