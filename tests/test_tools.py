@@ -124,3 +124,99 @@ def test_a_preview_into_a_site_folder_another_is_building_into_is_refused(
     with FileLock(tmp_path / ".site.lock"):
         code = exit_code(load("preview").main, ["--store", tmp_path / "s", "--site", site, PAGE])
     one_line_error(code, capsys.readouterr().err, f"another preview is building into {site}")
+
+
+def test_build_site_clears_what_dead_builds_left_and_keeps_a_live_ones(tmp_path, monkeypatch):
+    """Killed builds left .site-building-* beside site/ and worker and `mkdocs serve` folders
+    under the temporary folder, for ever."""
+    build_site = load("build_site")
+    dead, live = dead_pid(), os.getpid()
+    left = [
+        tmp_path / f".site-building-{dead}-x1",
+        tmp_path / f".site-previous-{dead}",
+        tmp_path / "tmp" / f"attention-docs-workers-{dead}-x2",
+        tmp_path / "tmp" / "mkdocs_dead",
+    ]
+    kept = [
+        tmp_path / f".site-building-{live}-x3",
+        tmp_path / "tmp" / f"attention-docs-workers-{live}-x4",
+        tmp_path / "tmp" / "mkdocs_live",
+        tmp_path / "tmp" / "mkdocs_unclaimed",  # no owner known: kept
+        tmp_path / ".site-building-x5",  # named as builds once named them: no owner known
+    ]
+    for folder in left + kept:
+        folder.mkdir(parents=True)
+        (folder / "index.html").write_text("half a site\n")
+    (tmp_path / "tmp" / "mkdocs_dead.pid").write_text(f"{dead}\n")
+    (tmp_path / "tmp" / "mkdocs_live.pid").write_text(f"{live}\n")
+    (tmp_path / "tmp" / "mkdocs_gone.pid").write_text(f"{dead}\n")  # mkdocs removed its folder
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    building = []
+
+    def mkdocs(command, **kwargs):
+        building.append(Path(command[command.index("-d") + 1]).name)
+        return subprocess.CompletedProcess(command, 1)
+
+    monkeypatch.setattr(subprocess, "run", mkdocs)
+    config = tmp_path / "mkdocs.yml"
+    config.write_text("site_name: t\n")
+    assert (
+        build_site.main(["--site-dir", str(tmp_path / "site"), "--config-file", str(config)]) == 1
+    )
+    assert [p for p in left if p.exists()] == [] and all(p.exists() for p in kept)
+    assert not (tmp_path / "tmp" / "mkdocs_dead.pid").exists()
+    assert not (tmp_path / "tmp" / "mkdocs_gone.pid").exists()
+    assert (tmp_path / "tmp" / "mkdocs_live.pid").exists()
+    # This build's own folder names it, so that a later build can tell whether it runs.
+    assert building[0].startswith(f".site-building-{live}-")
+    assert not (tmp_path / building[0]).exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--site-dir", "FOLDER"], "no built site (no index.html), and a build would delete"),
+        (["--site-dir", "FILE"], "is a file, not a site folder"),
+        (["--site-dir", ""], "argument --site-dir: is empty"),
+        (["--config-file", ""], "argument --config-file: is empty"),
+        (["--config-file", "MISSING"], "there is no MkDocs config file"),
+    ],
+)
+@pytest.mark.usefixtures("no_mkdocs")
+def test_build_site_refuses_bad_input_in_one_sentence_and_deletes_nothing(
+    tmp_path, capsys, monkeypatch, argv, message
+):
+    """`--site-dir src` (or `.`) would have been swapped out and deleted after a build."""
+    (tmp_path / "file").write_text("not a folder\n")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "notes.txt").write_text("mine\n")
+    (tmp_path / "mkdocs.yml").write_text("site_name: t\n")
+    monkeypatch.chdir(tmp_path)
+    names = {"FILE": "file", "FOLDER": "folder", "MISSING": "missing.yml"}
+    argv = [names.get(a, a) for a in argv]
+    one_line_error(exit_code(load("build_site").main, argv), capsys.readouterr().err, message)
+    assert (tmp_path / "folder" / "notes.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "folder", "mkdocs.yml"]
+
+
+def test_mkdocs_serves_site_folder_is_claimed_by_the_serving_process(tmp_path, monkeypatch):
+    """`mkdocs serve` names its site folder mkdocs_<random>, with no owner: the plugin records
+    it, so that a killed serve's folder can be told from a live one's."""
+    from types import SimpleNamespace
+
+    from attention_docs.mkdocs_plugin import AttentionDocsPlugin
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", sys.dont_write_bytecode)  # on_serve sets it
+    site, old = tmp_path / "mkdocs_serving", tmp_path / "mkdocs_killed"
+    site.mkdir()
+    old.mkdir()
+    (tmp_path / "mkdocs_killed.pid").write_text(f"{dead_pid()}\n")
+
+    class Server:
+        def watch(self, path):
+            pass
+
+    AttentionDocsPlugin().on_serve(Server(), SimpleNamespace(site_dir=str(site)), None)
+    assert (tmp_path / "mkdocs_serving.pid").read_text() == f"{os.getpid()}\n"
+    assert not old.exists() and not (tmp_path / "mkdocs_killed.pid").exists()

@@ -171,6 +171,31 @@ def test_a_server_lost_during_a_run_costs_no_measurement(tmp_path, caplog):
     assert workers._current is not lost
 
 
+def test_a_new_server_clears_what_killed_requesters_left_and_names_its_own(tmp_path):
+    """A requester killed with SIGKILL left its server's folder (and pipes' files) under the
+    temporary folder, for ever."""
+    import shutil
+    import tempfile
+
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()
+    temp = Path(tempfile.gettempdir())
+    dead = temp / f"attention-docs-workers-{ended.pid}-left"
+    live = temp / f"attention-docs-workers-{os.getppid()}-kept"  # a process that runs
+    for folder in (dead, live):
+        folder.mkdir()
+        (folder / "server.log").write_text("")
+    try:
+        workers._stop_server()
+        environment(tmp_path / "store")
+        assert not dead.exists() and (live / "server.log").exists()
+        own = Path(workers._current.folder.name).name
+        assert own.startswith(f"attention-docs-workers-{os.getpid()}-")
+    finally:
+        shutil.rmtree(live)
+        shutil.rmtree(dead, ignore_errors=True)
+
+
 def test_a_variable_read_at_import_starts_a_new_server(tmp_path, monkeypatch):
     store = tmp_path / "store"
     environment(store)

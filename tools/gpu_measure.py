@@ -336,7 +336,9 @@ def measure_all(order: list[dict], args: argparse.Namespace, known: dict[str, fl
     def elapsed() -> float:
         return time.monotonic() - started
 
-    with tempfile.TemporaryDirectory(prefix="gpu-measure-") as tmp:
+    from attention_docs import folders
+
+    with tempfile.TemporaryDirectory(prefix=folders.owned("gpu-measure-")) as tmp:
         store = Path(tmp) / "store"
         store.mkdir()
         env = probe(args.device, max(30.0, min(120.0, args.budget_s)))

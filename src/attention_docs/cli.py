@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attention_docs import arguments
+from attention_docs import arguments, folders
 
 COMMITTED_STORE = Path("docs/measurements")
 # Where `run` writes unless told otherwise: the committed store changes only on purpose.
@@ -290,7 +290,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         writable_store(store, "nothing was measured")
         _not_newer(store, exp, requested, kind)
     if store is None:
-        with tempfile.TemporaryDirectory(prefix="attention-docs-run-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=folders.owned("attention-docs-run-")) as tmp:
             return _run_in_worker(args, exp, requested, kind, Path(tmp), keep=False)
     return _run_in_worker(args, exp, requested, kind, store, keep=True)
 

@@ -47,7 +47,8 @@ def running(pid: int) -> bool:
 
 def claim(path: Path) -> None:
     """Record this process as the owner of `path`, a folder whose name another program
-    chose, in `<path>.pid` beside it."""
+    chose, in `<path>.pid` beside it; and clear what dead processes left beside it."""
+    clear_dead(path.parent, TEMP_PREFIXES, [MKDOCS_SERVE_PREFIX])
     with contextlib.suppress(OSError):
         path.with_name(f"{path.name}.pid").write_text(f"{os.getpid()}\n", encoding="utf-8")
 

@@ -227,8 +227,15 @@ class _Server:
     """The requester's side of one worker server process."""
 
     def __init__(self) -> None:
+        from attention_docs import folders  # the requester's side: a server imports only this
+
         self.env = _import_time_env()
-        self.folder = tempfile.TemporaryDirectory(prefix="attention-docs-workers-")
+        # A killed requester leaves its server's folder behind: it names the requester, so
+        # the next server clears it once that process is gone (and whatever else dead
+        # processes left there).
+        temp = Path(tempfile.gettempdir())
+        folders.clear_dead(temp, folders.TEMP_PREFIXES, [folders.MKDOCS_SERVE_PREFIX])
+        self.folder = tempfile.TemporaryDirectory(prefix=folders.owned("attention-docs-workers-"))
         self.log = Path(self.folder.name) / "server.log"
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
