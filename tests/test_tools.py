@@ -200,6 +200,46 @@ def test_build_site_refuses_bad_input_in_one_sentence_and_deletes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "folder", "mkdocs.yml"]
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["SITE", "OUT", "index.html", "--width", "0"], "--width: must be a whole number of"),
+        (["SITE", "OUT", "index.html", "--width", "-390"], "--width: must be a whole number of"),
+        (["SITE", "OUT", "index.html", "--width", "1e9"], "--width: must be a whole number of"),
+        (["SITE", "OUT", "index.html", "--width", "wide"], "--width: must be a whole number of"),
+        (["NOWHERE", "OUT", "index.html"], "is not a built site (no index.html)"),
+        (["SITE", "FILE", "index.html"], "is a file, not a folder for screenshots"),
+        (["SITE", "", "index.html"], "argument out: is empty"),
+        (["SITE", "OUT", "index.html", "--element", ""], "argument --element: is empty"),
+    ],
+)
+def test_screenshot_refuses_bad_input_in_one_sentence(tmp_path, capsys, argv, message):
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("<p>site</p>\n")
+    (tmp_path / "file").write_text("not a folder\n")
+    names = {
+        "SITE": tmp_path / "site",
+        "OUT": tmp_path / "out",
+        "FILE": tmp_path / "file",
+        "NOWHERE": tmp_path / "nowhere",
+    }
+    argv = [str(names.get(a, a)) for a in argv]
+    one_line_error(exit_code(load("screenshot").main, argv), capsys.readouterr().err, message)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("playwright") is not None, reason="checks a machine without it"
+)
+def test_screenshot_without_playwright_says_how_to_get_it(tmp_path, capsys):
+    """It failed importing playwright at its first line, a traceback."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("<p>site</p>\n")
+    argv = [tmp_path / "site", tmp_path / "out", "index.html"]
+    code = exit_code(load("screenshot").main, argv)
+    one_line_error(code, capsys.readouterr().err, "needs playwright")
+
+
 def test_mkdocs_serves_site_folder_is_claimed_by_the_serving_process(tmp_path, monkeypatch):
     """`mkdocs serve` names its site folder mkdocs_<random>, with no owner: the plugin records
     it, so that a killed serve's folder can be told from a live one's."""
