@@ -67,7 +67,7 @@ def test_list_shows_experiments_and_parameters():
             "unknown device 'tpu'; choose one of: auto, cpu, cuda",
         ),
         (("run",), "run needs an experiment name"),
-        (("show", "naive_steps", "--store", "nowhere"), "no stored measurement of naive_steps"),
+        (("show", "naive_steps", "--store", "nowhere"), "there is no store folder nowhere here"),
         (
             ("run", "naive_steps", "--seq-len", "1000000000", "--device", "cpu"),
             "naive_steps with seq_len=1000000000 needs at least 13.9 EiB for one "
@@ -914,3 +914,39 @@ def test_migrate_leaves_a_legacy_entry_whose_target_is_of_a_newer_schema(store, 
     assert code == 0, err
     assert f"kept {data['key']}.cpu.json: {entry.name} was written by a newer version" in out
     assert files(store) == before
+
+
+def test_a_timeout_under_a_second_is_said_as_given_not_as_0_s(tmp_path):
+    """It said "did not finish within 0 s ... (it had 0 s)" for --timeout 0.5."""
+    out = cli(
+        "run",
+        "_test_sleeps",
+        "--seconds",
+        "60",
+        "--timeout",
+        "0.5",
+        "--device",
+        "cpu",
+        "--store",
+        tmp_path,
+        "--allow-busy",
+    )
+    assert out.returncode == 2
+    assert "did not finish within 0.5 s" in out.stderr and "(it had 0.5 s)" in out.stderr
+
+
+def test_show_of_a_mistyped_store_says_there_is_no_such_folder(tmp_path, capsys):
+    """It read a mistyped --store as an empty store: "no stored measurement ... in nowhere"."""
+    code, _, err = main(capsys, "show", "_test_quick", "--store", tmp_path / "nowhere")
+    one_line_error(code, err, f"there is no store folder {tmp_path / 'nowhere'}; check the path")
+
+
+def test_prune_unrequested_names_the_request_of_requests_json_it_cannot_use(store, capsys):
+    """An invalid request in requests.json ended prune with the experiment's error alone,
+    naming neither the file nor the request."""
+    manifest = store / "requests.json"
+    manifest.write_text(json.dumps([{"experiment": "_test_quick", "requested": {"bogus": 1}}]))
+    before = files(store)
+    code, _, err = main(capsys, "prune", "--store", store, "--unrequested")
+    one_line_error(code, err, f"request 0 of {manifest} is not valid: experiment _test_quick has")
+    assert "nothing was deleted" in err and files(store) == before

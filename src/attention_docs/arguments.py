@@ -50,6 +50,11 @@ def seconds(flag: str, *, zero_ok: bool = False, example: str = "900") -> Callab
     return parse
 
 
+def seconds_text(value: float) -> str:
+    """`900`, `2`, `0.5`: a number of seconds as it was given, not rounded to 0."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.3g}"
+
+
 def path(text: str) -> Path:
     """A path that is not empty (an empty one would be the current folder)."""
     if not text.strip():

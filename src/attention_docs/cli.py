@@ -318,7 +318,8 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
         if exc.kind == "busy" and not keep:
             message = busy_unstored(exp.name, requested, exc.busy)
         if exc.kind == "timeout":
-            message += f", or allow more time with --timeout (it had {args.timeout:.0f} s)"
+            had = arguments.seconds_text(args.timeout)
+            message += f", or allow more time with --timeout (it had {had} s)"
         print(f"{PROG}: error: {message}", file=sys.stderr)
         if args.traceback and exc.output:
             print(exc.output, file=sys.stderr)
@@ -389,6 +390,8 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
     exp = get(args.name)
     params = parse_params(extra)
     requested = exp.canonical(params)
+    if args.store and not args.store.is_dir():  # a mistyped path, not an empty store
+        raise UsageError(arguments.missing_store(args.store, COMMITTED_STORE))
     stores = [args.store] if args.store else [COMMITTED_STORE, SCRATCH_STORE]
     problems = []
     for root in stores:
@@ -469,21 +472,7 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
 
     load_all()
     store = Store(existing_store(args.store))
-    wanted = None
-    if args.unrequested:
-        manifest = args.store / "requests.json"
-        if not manifest.is_file():
-            raise UsageError(
-                f"--unrequested needs {manifest}, which a full build (`nox -s docs`) writes"
-            )
-        wanted = {
-            (
-                r["experiment"],
-                json.dumps(REGISTRY[r["experiment"]].canonical(r["requested"]), sort_keys=True),
-            )
-            for r in _read_manifest(manifest)
-            if r["experiment"] in REGISTRY
-        }
+    wanted = _requested_by_pages(args.store / "requests.json") if args.unrequested else None
     stale, kept = [], []
     for path, m, problem in store.entries():
         if m is None and problem.newer:
@@ -512,6 +501,29 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
         f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} {'found' if args.dry_run else 'removed'}"
     )
     return 0
+
+
+def _requested_by_pages(manifest: Path) -> set[tuple[str, str]]:
+    """(experiment, canonical requested JSON) of every request in the store's manifest."""
+    from attention_docs.experiments.registry import REGISTRY, ExperimentError
+
+    if not manifest.is_file():
+        raise UsageError(
+            f"--unrequested needs {manifest}, which a full build (`nox -s docs`) writes"
+        )
+    wanted = set()
+    for i, r in enumerate(_read_manifest(manifest)):
+        if r["experiment"] not in REGISTRY:
+            continue
+        try:
+            canonical = REGISTRY[r["experiment"]].canonical(r.get("requested", {}))
+        except ExperimentError as exc:
+            raise UsageError(
+                f"request {i} of {manifest} is not valid: {exc}; nothing was deleted (a full "
+                "build, `nox -s docs`, writes the manifest anew)"
+            ) from None
+        wanted.add((r["experiment"], json.dumps(canonical, sort_keys=True)))
+    return wanted
 
 
 def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:

@@ -113,6 +113,7 @@ def run_worker(
     `imports`: what the experiment's declaration says it imports before it starts (every
     requester holds the declaration; this process may not have imported torch, and need not).
     """
+    from attention_docs.arguments import seconds_text
     from attention_docs.measurements.keys import params_text
 
     what = f"{experiment}({params_text(requested)})"
@@ -129,7 +130,7 @@ def run_worker(
         proc = run(job, timeout_s)
     except WorkerTimeoutError:
         raise MeasurementError(
-            f"{what} did not finish within {timeout_s:.0f} s and was stopped; its parameters "
+            f"{what} did not finish within {seconds_text(timeout_s)} s and was stopped; its parameters "
             "are probably too large for this machine: choose smaller ones",
             kind="timeout",
         ) from None
