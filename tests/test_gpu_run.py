@@ -436,3 +436,18 @@ def test_gpu_measure_into_a_read_only_out_is_refused_before_it_measures(tmp_path
     code, err = exited.value.code, capsys.readouterr().err
     assert code == 2 and f"--out {out} cannot be written (Permission denied" in err, err
     assert not mark.exists() and list(out.iterdir()) == []
+
+
+def test_a_plan_with_an_invalid_request_says_it_cannot_run_and_spends_no_budget(tmp_path, capsys):
+    """It ended "all 2 requests fit the budget" (exit 2), and counted the invalid request's
+    default estimate against the budget, which the run never spends on it."""
+    manifest = tmp_path / "requests.json"
+    invalid = {"experiment": "_test_quick", "requested": {"bogus": 1}}
+    manifest.write_text(json.dumps([invalid, QUICK]))
+    args = ["--plan", "--device", "cpu", "--requests", str(manifest), "--estimates", str(tmp_path)]
+    code = load_script().main(args)
+    out = capsys.readouterr().out
+    assert code == 2
+    assert '_test_quick {"bogus": 1} [not run: INVALID]' in out
+    assert "1 of the 2 requests can run, and fit the budget; 1 cannot (INVALID above)" in out
+    assert "all 2 requests fit" not in out

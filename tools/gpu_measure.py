@@ -184,9 +184,12 @@ def print_plan(order: list[dict], device: str, known: dict[str, float], budget: 
         shown_params = (
             json.dumps(params, separators=(",", ":")) if params is not None else f"INVALID: {error}"
         )
-        # As the run decides: a request whose estimate the rest of the budget cannot hold
-        # is skipped, and the next one is tried.
-        if seconds > budget - elapsed:
+        # As the run decides: an invalid request fails at once, spending none of the
+        # budget; a request whose estimate the rest of the budget cannot hold is skipped,
+        # and the next one is tried.
+        if error is not None:
+            when = "not run: INVALID"
+        elif seconds > budget - elapsed:
             skipped.append(request)
             when = f"~{seconds:.0f} s {source}: SKIPPED, {max(budget - elapsed, 0):.0f} s left"
         else:
@@ -196,7 +199,7 @@ def print_plan(order: list[dict], device: str, known: dict[str, float], budget: 
         print(f"{i:3}. {request['experiment']} {json.dumps(request['requested'])} [{when}]")
         print(f"       {shown_params}")
         print(f"       shown on: {pages}")
-    total = sum(estimate(r, known, device)[0] for r in order)
+    total = sum(estimate(r, known, device)[0] for r in order if resolve(r, device)[1] is None)
     print(
         f"estimated total: ~{total:.0f} s against a budget of {budget:.0f} s (estimates: "
         "measured = the store's entry from this device kind; counted = from the request's "
@@ -210,6 +213,12 @@ def print_plan(order: list[dict], device: str, known: dict[str, float], budget: 
                 losses.setdefault(page, []).append(request["experiment"])
         for page in sorted(losses):
             print(f"  {page}: {', '.join(losses[page])}")
+    elif bad:
+        print(
+            f"{len(order) - bad} of the {len(order)} requests can run, and fit the budget; "
+            f"{bad} cannot (INVALID above): fix or remove {'it' if bad == 1 else 'them'} in "
+            "the manifest"
+        )
     else:
         print(f"all {len(order)} requests fit the budget")
     return 2 if bad else (1 if skipped else 0)
