@@ -70,7 +70,7 @@ def preview_config(pages: list[str], store: Path, root: Path = ROOT) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arguments.Parser(description=__doc__.split("\n", 1)[0])
+    parser = arguments.Parser(prog="tools/preview.py", description=__doc__.split("\n", 1)[0])
     parser.add_argument("pages", nargs="+")
     parser.add_argument("--store", type=arguments.path, required=True)
     parser.add_argument("--site", type=arguments.path, default=ROOT / ".cache" / "preview-site")
