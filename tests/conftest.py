@@ -2,11 +2,14 @@
 # and skipped without CUDA.
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -151,3 +154,58 @@ def with_entries(quick_entries: Path, root: Path, *seq_lens: int) -> None:
             stem = source.name.removesuffix(".json")
             for path in source.parent.glob(f"{stem}.*"):
                 shutil.copy2(path, target / path.name)
+
+
+@contextlib.contextmanager
+def read_only(*folders: Path) -> Iterator[None]:
+    """The files and folders under `folders` read-only while the block runs, as a store on a
+    read-only mount or owned by another user is: a write there fails as it would.
+
+    As root, permissions alone stop nothing (CAP_DAC_OVERRIDE): this thread then also drops
+    that capability for the block (capabilities are per thread on Linux; processes it starts
+    regain their own). Modes and capability are restored after, so tmp_path can be removed.
+    """
+    paths = [p for folder in folders for p in (folder, *folder.rglob("*"))]
+    modes = {p: p.stat().st_mode for p in paths}
+    for p in paths:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    try:
+        with _without_dac_override():
+            yield
+    finally:
+        for p, mode in modes.items():
+            p.chmod(mode)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+@contextlib.contextmanager
+def _without_dac_override() -> Iterator[None]:
+    if os.geteuid() != 0:
+        yield
+        return
+    if not sys.platform.startswith("linux"):
+        pytest.skip("as root, a read-only folder needs Linux capabilities to stop a write")
+    libc = ctypes.CDLL(None, use_errno=True)
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
+    if libc.capget(ctypes.byref(header), data) != 0:
+        pytest.skip("cannot read this thread's capabilities")
+    saved = data[0].effective
+    data[0].effective &= ~((1 << 1) | (1 << 2))  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+    if libc.capset(ctypes.byref(header), data) != 0:
+        pytest.skip("cannot drop CAP_DAC_OVERRIDE in this thread")
+    try:
+        yield
+    finally:
+        data[0].effective = saved
+        libc.capset(ctypes.byref(header), data)

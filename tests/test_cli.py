@@ -67,14 +67,20 @@ def test_list_shows_experiments_and_parameters():
             "unknown device 'tpu'; choose one of: auto, cpu, cuda",
         ),
         (("run",), "run needs an experiment name"),
-        (("show", "naive_steps", "--store", "nowhere"), "no stored measurement of naive_steps"),
+        (("show", "naive_steps", "--store", "nowhere"), "there is no store folder nowhere here"),
         (
             ("run", "naive_steps", "--seq-len", "1000000000", "--device", "cpu"),
             "naive_steps with seq_len=1000000000 needs at least 13.9 EiB for one "
             "batch_size×num_heads×seq_len² score matrix of float32",
         ),
         (("bogus",), "invalid choice: 'bogus'"),
-        (("run", "_test_quick", "--timeout", "0"), "--timeout must be a positive number"),
+        (("run", "_test_quick", "--timeout", "0"), "--timeout: must be a positive number"),
+        (("run", "_test_quick", "--timeout", "-1"), "--timeout: must be a positive number"),
+        # Issue 30: nan and inf reached select() as a traceback; 1e300 overflowed it.
+        (("run", "_test_quick", "--timeout", "nan"), "--timeout: 'nan' is not a number of"),
+        (("run", "_test_quick", "--timeout", "inf"), "--timeout: 'inf' is not a number of"),
+        (("run", "_test_quick", "--timeout", "1e300"), "--timeout: 1e300 s is more than a week"),
+        (("run", "_test_quick", "--timeout", "soon"), "--timeout: 'soon' is not a number of"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(capsys, args, message):
@@ -553,3 +559,394 @@ def test_an_experiment_registered_twice_is_one_line_naming_both(tmp_path, monkey
         "experiment naive_steps is registered twice (in attention_docs.experiments.naive and "
         "in twice_experiments); rename one of them",
     )
+
+
+# --- Issue 30: fault cases of the command line ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run", "_test_quick", "--store", ""),
+        ("run", "--requests", ""),
+        ("show", "_test_quick", "--store", ""),
+        ("show", "_test_quick", "--device", " "),
+        ("prune", "--store", ""),
+        ("migrate", "--store", ""),
+        ("import-archive", ""),
+        ("import-archive", "measurements.tar.gz", "--store", ""),
+        ("new-chapter", "mask-cost", "--root", ""),
+    ],
+)
+def test_an_empty_path_or_name_is_refused_not_read_as_this_folder(tmp_path, args):
+    """An empty --store was the current folder: `run` measured into it, `new-chapter --root ''`
+    wrote a chapter into it."""
+    out = cli(*args, cwd=tmp_path)
+    one_line_error(out.returncode, out.stderr, "is empty; give a")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_that_is_not_stored_names_no_file(tmp_path):
+    """`run --no-store` printed `trace: _test_quick/<key>.trace.json.gz`: a file in a folder
+    deleted as the run ended."""
+    out = cli(
+        "run", "_test_quick", "--seq-len", "4", "--device", "cpu", "--no-store", "--allow-busy"
+    )
+    assert out.returncode == 0, out.stderr
+    assert "| `attention.softmax` |" in out.stdout
+    assert "trace:" not in out.stdout and ".json" not in out.stdout
+    assert "not stored (--no-store): neither its raw data nor its trace was kept" in out.stdout
+
+
+def _busy_refusal(name: str, requested: dict):
+    """The MeasurementError run_worker raises when the runner refused a busy result: the
+    runner's sentence (BusyMachineError's), as its worker reports it."""
+    from attention_docs.workers import MeasurementError
+
+    load = "load 1.9 → 2.0 on 2 cores; other processes used 60% of the CPU"
+    return MeasurementError(
+        f"experiment {name}(seq_len=4) was refused: {name} was measured while other work "
+        f"competed for the machine ({load}), so its timings are not trustworthy and it was "
+        "not stored. Run it again on an idle machine, or pass --allow-busy to store it flagged.",
+        kind="busy",
+        busy=load,
+    )
+
+
+def test_a_busy_refusal_under_no_store_says_nothing_of_storing(tmp_path, monkeypatch, capsys):
+    """Under --no-store nothing is ever stored: "it was not stored ... pass --allow-busy to
+    store it flagged" promised what the flag cannot do. The machine's load is the worker's
+    report, given here (a real busy machine would disturb the suite's other timings)."""
+    from attention_docs import workers
+
+    def busy_worker(experiment, requested, *args, **kwargs):
+        raise _busy_refusal(experiment, requested)
+
+    monkeypatch.setattr(workers, "run_worker", busy_worker)
+    code, _, err = main(capsys, "run", "_test_quick", "--seq-len", "4", "--no-store")
+    one_line_error(code, err, "_test_quick(seq_len=4) was measured while other work competed")
+    assert "(load 1.9 → 2.0 on 2 cores;" in err
+    assert "stored" not in err and "pass --allow-busy to show it flagged as busy" in err
+    code, _, err = main(capsys, "run", "_test_quick", "--seq-len", "4", "--store", tmp_path)
+    assert code == 2 and "it was not stored" in err and "to store it flagged" in err
+
+
+def test_a_busy_request_of_a_manifest_under_no_store_says_nothing_of_storing(
+    tmp_path, monkeypatch, capsys
+):
+    from attention_docs.experiments import runner
+    from attention_docs.records.load import BusyMachineError
+
+    def busy_run(name, requested, **kwargs):
+        refusal = _busy_refusal(name, requested)
+        raise BusyMachineError(refusal.message.split("was refused: ", 1)[1], refusal.busy)
+
+    monkeypatch.setattr(runner, "run_experiment", busy_run)
+    manifest = tmp_path / "requests.json"
+    manifest.write_text(json.dumps([{"experiment": "_test_quick", "requested": {"seq_len": 4}}]))
+    code, out, _ = main(capsys, "run", "--requests", manifest, "--no-store")
+    assert code == 1 and "FAILED  _test_quick {'seq_len': 4}: " in out
+    assert "_test_quick(seq_len=4) was measured while other work competed" in out
+    assert "stored" not in out and "pass --allow-busy to show it flagged as busy" in out
+
+
+def _stale_copy(store: Path) -> Path:
+    """A copy of the store's entry under another key, with another code fingerprint: an entry
+    `prune` deletes."""
+    (current,) = store.glob("_test_quick/*.json")
+    stale = current.with_name("ffffffffffffffff." + current.name.split(".", 1)[1])
+    data = json.loads(current.read_text())
+    data["fingerprint"], data["trace_file"] = "0" * 16, None
+    stale.write_text(json.dumps(data))
+    return stale
+
+
+def _with_legacy_entry(store: Path) -> None:
+    (entry,) = store.glob("_test_quick/*.json")
+    _legacy(store, json.loads(entry.read_text()), "2999-01-01T00:00:00+00:00", None)
+
+
+@pytest.mark.parametrize(
+    ("command", "prepare"),
+    [
+        (("prune",), _stale_copy),
+        (("migrate",), _with_legacy_entry),
+        (("import-archive", "ARCHIVE"), None),
+    ],
+)
+def test_a_read_only_store_is_one_sentence_and_left_as_it_was(
+    tmp_path, store, capsys, command, prepare
+):
+    """They ended in filelock's PermissionError on `<store>/.lock`, a traceback."""
+    from conftest import read_only
+
+    archive = _archive(tmp_path, store, {"requests": []})
+    if prepare is not None:
+        prepare(store)
+    args = [archive if a == "ARCHIVE" else a for a in command]
+    before = files(store)
+    with read_only(store):
+        code, _, err = main(capsys, *args, "--store", store)
+    one_line_error(code, err, f"the store {store} cannot be written (Permission denied")
+    assert "--store" in err and files(store) == before
+
+
+def test_prune_dry_run_reads_a_read_only_store(store, capsys):
+    from conftest import read_only
+
+    stale = _stale_copy(store)
+    with read_only(store):
+        code, out, err = main(capsys, "prune", "--store", store, "--dry-run")
+    assert code == 0 and f"would delete {stale}" in out, err
+
+
+def test_run_into_a_read_only_store_is_refused_before_it_measures(tmp_path, store, capsys):
+    """It measured fully, then failed to write."""
+    from conftest import read_only
+
+    mark = tmp_path / "started"
+    before = files(store)
+    with read_only(store):
+        code, _, err = main(
+            capsys, "run", "_test_marks", "--mark", mark, "--device", "cpu", "--store", store
+        )
+    one_line_error(code, err, f"the store {store} cannot be written (Permission denied")
+    assert not mark.exists() and files(store) == before
+    # A store folder that does not exist yet is made where its parent can be written.
+    with read_only(tmp_path / "store"):
+        assert write_problem_of(tmp_path / "new" / "store") is None
+        assert "cannot be written" in write_problem_of(store / "new")
+
+
+def write_problem_of(root: Path) -> str | None:
+    from attention_docs.measurements.store import Store
+
+    return Store(root).write_problem()
+
+
+def test_show_of_a_truncated_entry_says_so_once_and_never_that_it_will_be_measured(
+    store, capsys, caplog
+):
+    """It warned twice (the entry was found under two of the keys it tries) that the entry
+    "will be measured again": `show` never measures."""
+    (entry,) = store.glob("_test_quick/*.json")
+    entry.write_bytes(entry.read_bytes()[:100])
+    before = files(store)
+    code, out, err = main(capsys, "show", "_test_quick", "--seq-len", "8", "--store", store)
+    one_line_error(code, err, f"the stored measurement {entry} cannot be read (not valid JSON")
+    assert "measured again" not in err + caplog.text and out == ""
+    assert f"run _test_quick --seq-len 8 --store {store}" in err
+    assert files(store) == before
+
+
+def _other_fingerprint(data: dict) -> None:
+    data["fingerprint"] = "0" * 16
+
+
+def _other_parameters(data: dict) -> None:
+    data["requested"] = {"seq_len": 9}
+
+
+def _bad_parameters(data: dict) -> None:
+    data["requested"] = {"seq_len": 0}
+
+
+def _gone(data: dict) -> None:
+    data["experiment"] = "_test_gone"
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (_other_fingerprint, "the code it measured has changed since (its fingerprint 0000"),
+        (_other_parameters, "is not the key this code gives its parameters"),
+        (_bad_parameters, "its parameters are not the experiment's now: parameter seq_len=0"),
+        (_gone, "experiment _test_gone no longer exists"),
+    ],
+)
+def test_import_archive_and_prune_call_the_same_entries_stale_for_the_same_reason(
+    tmp_path, store, capsys, damage, reason
+):
+    """An archived entry whose fingerprint differed from its key's was imported as current;
+    prune then called it stale. One rule decides for both."""
+    (entry,) = store.glob("_test_quick/*.json")
+    data = json.loads(entry.read_text())
+    damage(data)
+    entry.unlink()
+    entry.with_name(entry.name.replace(".json", ".trace.json.gz")).unlink()
+    data["trace_file"] = None
+    moved = store / data["experiment"] / entry.name
+    moved.parent.mkdir(exist_ok=True)
+    moved.write_text(json.dumps(data))
+    archive = _archive(tmp_path, store, {"requests": []})
+    target = tmp_path / "target"
+    target.mkdir()
+    code, out, err = main(capsys, "import-archive", archive, "--store", target)
+    assert code == 1, err
+    assert f"stale, not imported: {data['experiment']}/{entry.name}: " in out and reason in out
+    assert files(target) == {}
+    code, out, err = main(capsys, "import-archive", archive, "--store", target, "--allow-stale")
+    assert code == 0 and "1 entry imported" in out and "(stale)" in out, err
+    code, out, err = main(capsys, "prune", "--store", target, "--dry-run")
+    assert code == 0 and f"would delete {target / moved.relative_to(store)} (" in out, err
+    assert reason in out
+
+
+@pytest.mark.parametrize(
+    ("slug", "message"),
+    [
+        ("import", "the slug 'import' names the module import, a Python keyword"),
+        ("class", "the slug 'class' names the module class, a Python keyword"),
+        # Bound by experiments/__init__.py: importing experiments/os.py would replace the
+        # package's `os` (and `load_all`), and every command would fail.
+        ("os", "the slug 'os' names the module os, which experiments/__init__.py uses"),
+        ("load-all", "names the module load_all, which experiments/__init__.py uses"),
+        # Bound by the experiment module it writes: its function would shadow them.
+        ("prepare-mask", "names the module prepare_mask, which the chapter's experiment uses"),
+        ("experiment", "names the module experiment, which the chapter's experiment uses"),
+        ("a" * 80, "is 80 characters long; 60 at most"),
+    ],
+)
+def test_new_chapter_refuses_a_slug_that_is_no_usable_module_name(tmp_path, capsys, slug, message):
+    """`new-chapter import` was accepted: experiments/import.py then failed every command of
+    the command line with a SyntaxError traceback."""
+    root = project(tmp_path)
+    before = files(root)
+    code, _, err = main(capsys, "new-chapter", slug, "--root", root)
+    one_line_error(code, err, message)
+    assert files(root) == before
+
+
+def test_new_chapter_into_a_read_only_project_writes_nothing(tmp_path, capsys):
+    from conftest import read_only
+
+    root = project(tmp_path)
+    (root / "tests").mkdir()
+    before = files(root)
+    with read_only(root / "tests"):
+        code, _, err = main(capsys, "new-chapter", "mask-cost", "--root", root)
+    one_line_error(code, err, "cannot write the chapter mask-cost (Permission denied:")
+    assert "nothing was written" in err and files(root) == before
+    assert sorted(p.name for p in (root / "docs").iterdir()) == ["chapters"]
+
+
+@pytest.mark.parametrize("command", [("prune",), ("migrate",), ("import-archive", "ARCHIVE")])
+def test_a_command_run_outside_the_repository_says_where_it_looked(tmp_path, store, command):
+    """It said "there is no store folder docs/measurements; the committed store is
+    docs/measurements": neither where it looked nor how to point it at a store."""
+    archive = _archive(tmp_path, store, {"requests": []})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = cli(*[archive if a == "ARCHIVE" else a for a in command], cwd=elsewhere)
+    looked = elsewhere.resolve() / "docs" / "measurements"
+    one_line_error(
+        out.returncode,
+        out.stderr,
+        f"there is no store folder docs/measurements here (looked for {looked}); run it from "
+        "the repository's top folder, or point it at a store with --store PATH",
+    )
+    assert list(elsewhere.iterdir()) == []
+
+
+def _newer_schema(path: Path) -> bytes:
+    from attention_docs.measurements.schema import SCHEMA_VERSION
+
+    data = json.loads(path.read_text())
+    data["schema_version"] = SCHEMA_VERSION + 1
+    path.write_text(json.dumps(data))
+    return path.read_bytes()
+
+
+def test_prune_keeps_and_names_an_entry_of_a_newer_schema(store, capsys):
+    """prune deleted it as "unreadable": what a newer checkout wrote, lost."""
+    (entry,) = store.glob("_test_quick/*.json")
+    _newer_schema(entry)
+    before = files(store)
+    code, out, err = main(capsys, "prune", "--store", store)
+    assert code == 0, err
+    assert f"kept {entry} (written by a newer version of attention_docs (schema" in out
+    assert "update your checkout" in out and "0 stale entries removed" in out
+    assert files(store) == before
+
+
+def test_show_of_an_entry_of_a_newer_schema_says_to_update_not_to_measure(store, capsys):
+    (entry,) = store.glob("_test_quick/*.json")
+    _newer_schema(entry)
+    code, _, err = main(capsys, "show", "_test_quick", "--seq-len", "8", "--store", store)
+    one_line_error(code, err, f"the stored measurement {entry} was written by a newer version")
+    assert "update your checkout" in err and "measure it again" not in err
+
+
+def test_run_and_import_never_overwrite_an_entry_of_a_newer_schema(tmp_path, store, capsys):
+    (entry,) = store.glob("_test_quick/*.json")
+    archive = _archive(tmp_path, store, {"requests": []})
+    _newer_schema(entry)
+    before = files(store)
+    code, _, err = main(capsys, "import-archive", archive, "--store", store)
+    one_line_error(code, err, f"the stored measurement {entry} was written by a newer version")
+    assert files(store) == before
+    mark = tmp_path / "started"
+    key = json.loads(entry.read_text())["key"]
+    marked = store / "_test_marks" / entry.name.replace(key, _marks_key(mark))
+    marked.parent.mkdir()
+    marked.write_bytes(entry.read_bytes())
+    before = files(store)
+    code, _, err = main(
+        capsys, "run", "_test_marks", "--mark", mark, "--device", "cpu", "--store", store
+    )
+    one_line_error(code, err, f"the stored measurement {marked} was written by a newer version")
+    assert "nothing was measured" in err and not mark.exists() and files(store) == before
+
+
+def _marks_key(mark: Path) -> str:
+    from attention_docs.experiments.registry import get
+
+    return get("_test_marks").key({"mark": str(mark)})
+
+
+def test_migrate_leaves_a_legacy_entry_whose_target_is_of_a_newer_schema(store, capsys):
+    (entry,) = store.glob("_test_quick/*.json")
+    data = json.loads(entry.read_text())
+    _newer_schema(entry)
+    _legacy(store, data, "2999-01-01T00:00:00+00:00", None)
+    before = files(store)
+    code, out, err = main(capsys, "migrate", "--store", store)
+    assert code == 0, err
+    assert f"kept {data['key']}.cpu.json: {entry.name} was written by a newer version" in out
+    assert files(store) == before
+
+
+def test_a_timeout_under_a_second_is_said_as_given_not_as_0_s(tmp_path):
+    """It said "did not finish within 0 s ... (it had 0 s)" for --timeout 0.5."""
+    out = cli(
+        "run",
+        "_test_sleeps",
+        "--seconds",
+        "60",
+        "--timeout",
+        "0.5",
+        "--device",
+        "cpu",
+        "--store",
+        tmp_path,
+        "--allow-busy",
+    )
+    assert out.returncode == 2
+    assert "did not finish within 0.5 s" in out.stderr and "(it had 0.5 s)" in out.stderr
+
+
+def test_show_of_a_mistyped_store_says_there_is_no_such_folder(tmp_path, capsys):
+    """It read a mistyped --store as an empty store: "no stored measurement ... in nowhere"."""
+    code, _, err = main(capsys, "show", "_test_quick", "--store", tmp_path / "nowhere")
+    one_line_error(code, err, f"there is no store folder {tmp_path / 'nowhere'}; check the path")
+
+
+def test_prune_unrequested_names_the_request_of_requests_json_it_cannot_use(store, capsys):
+    """An invalid request in requests.json ended prune with the experiment's error alone,
+    naming neither the file nor the request."""
+    manifest = store / "requests.json"
+    manifest.write_text(json.dumps([{"experiment": "_test_quick", "requested": {"bogus": 1}}]))
+    before = files(store)
+    code, _, err = main(capsys, "prune", "--store", store, "--unrequested")
+    one_line_error(code, err, f"request 0 of {manifest} is not valid: experiment _test_quick has")
+    assert "nothing was deleted" in err and files(store) == before

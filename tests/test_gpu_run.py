@@ -313,7 +313,7 @@ def test_stale_and_corrupt_entries(rehearsal, tmp_path, capsys):
     store.mkdir()
     code, out, _ = import_archive(capsys, stale, "--store", store)
     assert code == 1
-    assert "stale, not imported" in out and "measured with other code" in out
+    assert "stale, not imported" in out and "is not the key this code gives its parameters" in out
     assert not list(store.glob("*/*.json"))
     code, out, _ = import_archive(capsys, stale, "--store", store, "--allow-stale")
     assert code == 0 and "1 entry imported" in out and "(stale)" in out
@@ -344,3 +344,110 @@ def test_archive_bytes_are_deterministic(tmp_path):
     assert first == second
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(first))) as tar:
         assert tar.getnames() == [RUN_LOG, "store/exp_a/0123abcd.cpu-x.json"]
+
+
+class _Zeros(io.RawIOBase):
+    """`size` zero bytes, read in chunks: a large member without holding it in memory."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self.left)
+        buffer[:n] = bytes(n)
+        self.left -= n
+        return n
+
+
+def test_a_member_over_the_member_cap_is_refused_naming_that_cap(tmp_path, capsys):
+    """A 100 MiB member was refused as taking the archive "past 512 MiB" (the total cap);
+    the cap it broke is the one a member has, 64 MiB."""
+    from attention_docs.archive import MAX_MEMBER_BYTES
+
+    archive = tmp_path / "big.tar.gz"
+    name = "store/_test_quick/0123456789abcdef.cpu-x.json"
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+        info = tarfile.TarInfo(name)
+        info.size = 100 * 2**20
+        tar.addfile(info, io.BufferedReader(_Zeros(info.size)))
+    assert info.size > MAX_MEMBER_BYTES
+    code, _, err = import_archive(capsys, archive, "--store", tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"big.tar.gz holds {name!r} of 100 MiB, more than the 64 MiB" in err
+    assert "512" not in err and "nothing was imported" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # nan said "all 28 requests fit the budget" (exit 0); -1 was taken as a budget.
+        (["--plan", "--budget-s", "nan"], "--budget-s: 'nan' is not a number of seconds"),
+        (["--plan", "--budget-s", "inf"], "--budget-s: 'inf' is not a number of seconds"),
+        (
+            ["--plan", "--budget-s", "-1"],
+            "--budget-s: must be zero or a positive number of seconds",
+        ),
+        (["--plan", "--budget-s", ""], "--budget-s: '' is not a number of seconds"),
+        (["--plan", "--budget-s", "1e12"], "--budget-s: 1e12 s is more than a week"),
+        (["--out", "FILE", "--budget-s", "0"], "--out FILE is a file, not a folder"),
+        (["--out", "", "--budget-s", "0"], "argument --out: is empty"),
+        (["--plan", "--requests", ""], "argument --requests: is empty"),
+        (["--plan", "--requests", "BINARY"], "cannot read the requests manifest BINARY: it is"),
+        (["--plan", "--estimates", "NOWHERE"], "--estimates NOWHERE is not a store folder"),
+        (["--plan", "--estimates", "FILE"], "--estimates FILE is not a store folder"),
+    ],
+)
+def test_gpu_measure_refuses_bad_input_in_one_sentence(tmp_path, capsys, argv, message):
+    (tmp_path / "file").write_text("not a folder\n")
+    (tmp_path / "binary").write_bytes(bytes(range(256)))
+    names = {
+        "FILE": tmp_path / "file",
+        "BINARY": tmp_path / "binary",
+        "NOWHERE": tmp_path / "nowhere",
+    }
+    argv = [str(names.get(a, a)) for a in argv]
+    try:
+        code = load_script().main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    for name, path in names.items():
+        message = message.replace(name, str(path))
+    assert code == 2 and message in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert (tmp_path / "file").read_text() == "not a folder\n"
+
+
+def test_gpu_measure_into_a_read_only_out_is_refused_before_it_measures(tmp_path, capsys):
+    from conftest import read_only
+
+    manifest = tmp_path / "requests.json"
+    mark = tmp_path / "started"
+    request = {"experiment": "_test_marks", "requested": {"mark": str(mark)}}
+    manifest.write_text(json.dumps([request]), encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["--device", "cpu", "--requests", str(manifest), "--out", str(out), "--budget-s", "60"]
+    with read_only(out), pytest.raises(SystemExit) as exited:
+        load_script().main(argv)
+    code, err = exited.value.code, capsys.readouterr().err
+    assert code == 2 and f"--out {out} cannot be written (Permission denied" in err, err
+    assert not mark.exists() and list(out.iterdir()) == []
+
+
+def test_a_plan_with_an_invalid_request_says_it_cannot_run_and_spends_no_budget(tmp_path, capsys):
+    """It ended "all 2 requests fit the budget" (exit 2), and counted the invalid request's
+    default estimate against the budget, which the run never spends on it."""
+    manifest = tmp_path / "requests.json"
+    invalid = {"experiment": "_test_quick", "requested": {"bogus": 1}}
+    manifest.write_text(json.dumps([invalid, QUICK]))
+    args = ["--plan", "--device", "cpu", "--requests", str(manifest), "--estimates", str(tmp_path)]
+    code = load_script().main(args)
+    out = capsys.readouterr().out
+    assert code == 2
+    assert '_test_quick {"bogus": 1} [not run: INVALID]' in out
+    assert "1 of the 2 requests can run, and fit the budget; 1 cannot (INVALID above)" in out
+    assert "all 2 requests fit" not in out

@@ -219,7 +219,9 @@ def test_dtype_renderers_state_only_differences_beyond_noise(tiny_measurement):
     assert "takes **3× (2.76–3.26×)** float32's time: slower." in text(ops)
     # 6 selects for batch_size × num_heads = 1 × 2 matrices: 3 per matrix.
     said = text(ops)  # the counts are facts now: no "6×" outside a fact span
-    assert "6 calls of `aten::select`" in said and "3 `aten::select` per matrix of the batch" in said
+    assert (
+        "6 calls of `aten::select`" in said and "3 `aten::select` per matrix of the batch" in said
+    )
     assert 'data-fact="calls per forward;aten::select;' in ops
     assert "the same path" in ops and "is not measured here" in ops
     table = text(ops)

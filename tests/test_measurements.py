@@ -303,3 +303,54 @@ def test_every_python_on_this_machine_keys_the_package_alike():
     for python in others:
         out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
         assert out.stdout.strip() == here, python
+
+
+def _newer(path) -> bytes:
+    """The entry at `path` as a newer checkout would have written it: a schema this one
+    cannot read."""
+    data = json.loads(path.read_text())
+    data["schema_version"] = SCHEMA_VERSION + 1
+    data["a_field_of_the_future"] = [1, 2]
+    path.write_text(json.dumps(data))
+    return path.read_bytes()
+
+
+NEWER = (
+    f"written by a newer version of attention_docs (schema {SCHEMA_VERSION + 1}, this "
+    f"checkout reads {SCHEMA_VERSION}): update your checkout"
+)
+
+
+def test_a_newer_schema_entry_is_named_and_never_overwritten(tmp_path, naive, caplog):
+    """A build overwrote an entry a newer checkout wrote (and prune deleted it): data this
+    checkout cannot read is data it must not lose."""
+    from attention_docs.measurements.schema import NewerSchemaError
+
+    store = Store(tmp_path)
+    store.put(naive)
+    path = store.path("naive_steps", naive.key, naive.device_id)
+    written = _newer(path)
+    with pytest.raises(NewerSchemaError, match=r"schema \d+, this checkout reads"):
+        Measurement.loads(written.decode())
+    assert store.get("naive_steps", naive.key, naive.device_id) is None
+    (problem,) = store.problems
+    assert problem.newer and NEWER in problem.reason
+    assert "measured again" not in caplog.text and "it is left as it is" in caplog.text
+    with pytest.raises(NewerSchemaError, match="update your checkout") as refused:
+        store.put(naive, {"traceEvents": []})
+    assert str(path) in str(refused.value) and "this measurement was not stored" in str(
+        refused.value
+    )
+    assert path.read_bytes() == written
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no trace either
+    ((found, m, unread),) = list(store.entries())
+    assert found == path and m is None and unread.newer and NEWER in unread.reason
+
+
+def test_an_older_version_is_still_an_unreadable_entry_not_a_newer_one():
+    from attention_docs.measurements.schema import NewerSchemaError
+
+    for version in (0, "4", True, None):
+        with pytest.raises(SchemaError) as raised:
+            Measurement.from_json({"schema_version": version})
+        assert not isinstance(raised.value, NewerSchemaError), version

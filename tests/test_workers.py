@@ -113,6 +113,26 @@ def test_parameters_too_large_for_the_free_memory_are_refused_before_the_experim
     assert not list(store.rglob("*.json"))
 
 
+def test_a_result_whose_entry_a_newer_checkout_wrote_is_refused_and_that_entry_kept(tmp_path):
+    """A build overwrote an entry of a newer schema with what it measured."""
+    from attention_docs.measurements.schema import SCHEMA_VERSION
+
+    store = tmp_path / "store"
+    key = get("_test_sleeps").key({})
+    newer = store / "_test_sleeps" / f"{key}.{book.local_device_id('cpu')}.json"
+    newer.parent.mkdir(parents=True)
+    newer.write_text(json.dumps({"schema_version": SCHEMA_VERSION + 1, "key": key}))
+    before = newer.read_bytes()
+    with pytest.raises(MeasurementError) as caught:
+        request("_test_sleeps", {}, store, 120)
+    assert caught.value.kind == "refused"
+    assert f"was refused: the stored measurement {newer} was written by a newer version of " in (
+        caught.value.message
+    )
+    assert "update your checkout; it is left as it is" in caught.value.message
+    assert newer.read_bytes() == before and [p.name for p in newer.parent.iterdir()] == [newer.name]
+
+
 def test_a_worker_killed_by_a_signal_says_so(tmp_path):
     with pytest.raises(MeasurementError) as caught:
         request("_test_killed", {}, tmp_path / "store", 60)
@@ -149,6 +169,31 @@ def test_a_server_lost_during_a_run_costs_no_measurement(tmp_path, caplog):
     assert "the worker server stopped" in caplog.text
     assert environment(store)["pid"] > 0  # and the next request starts a new server
     assert workers._current is not lost
+
+
+def test_a_new_server_clears_what_killed_requesters_left_and_names_its_own(tmp_path):
+    """A requester killed with SIGKILL left its server's folder (and pipes' files) under the
+    temporary folder, for ever."""
+    import shutil
+    import tempfile
+
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()
+    temp = Path(tempfile.gettempdir())
+    dead = temp / f"attention-docs-workers-{ended.pid}-left"
+    live = temp / f"attention-docs-workers-{os.getppid()}-kept"  # a process that runs
+    for folder in (dead, live):
+        folder.mkdir()
+        (folder / "server.log").write_text("")
+    try:
+        workers._stop_server()
+        environment(tmp_path / "store")
+        assert not dead.exists() and (live / "server.log").exists()
+        own = Path(workers._current.folder.name).name
+        assert own.startswith(f"attention-docs-workers-{os.getpid()}-")
+    finally:
+        shutil.rmtree(live)
+        shutil.rmtree(dead, ignore_errors=True)
 
 
 def test_a_variable_read_at_import_starts_a_new_server(tmp_path, monkeypatch):

@@ -73,6 +73,10 @@ def load_manifest(path: Path) -> list[dict[str, Any]]:
     """The manifest's requests, duplicates dropped; raises ValueError with one sentence."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"cannot read the requests manifest {path}: it is a binary file, not JSON"
+        ) from None
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"cannot read the requests manifest {path}: {exc}") from None
     if not isinstance(data, list):
@@ -180,9 +184,12 @@ def print_plan(order: list[dict], device: str, known: dict[str, float], budget: 
         shown_params = (
             json.dumps(params, separators=(",", ":")) if params is not None else f"INVALID: {error}"
         )
-        # As the run decides: a request whose estimate the rest of the budget cannot hold
-        # is skipped, and the next one is tried.
-        if seconds > budget - elapsed:
+        # As the run decides: an invalid request fails at once, spending none of the
+        # budget; a request whose estimate the rest of the budget cannot hold is skipped,
+        # and the next one is tried.
+        if error is not None:
+            when = "not run: INVALID"
+        elif seconds > budget - elapsed:
             skipped.append(request)
             when = f"~{seconds:.0f} s {source}: SKIPPED, {max(budget - elapsed, 0):.0f} s left"
         else:
@@ -192,7 +199,7 @@ def print_plan(order: list[dict], device: str, known: dict[str, float], budget: 
         print(f"{i:3}. {request['experiment']} {json.dumps(request['requested'])} [{when}]")
         print(f"       {shown_params}")
         print(f"       shown on: {pages}")
-    total = sum(estimate(r, known, device)[0] for r in order)
+    total = sum(estimate(r, known, device)[0] for r in order if resolve(r, device)[1] is None)
     print(
         f"estimated total: ~{total:.0f} s against a budget of {budget:.0f} s (estimates: "
         "measured = the store's entry from this device kind; counted = from the request's "
@@ -206,24 +213,37 @@ def print_plan(order: list[dict], device: str, known: dict[str, float], budget: 
                 losses.setdefault(page, []).append(request["experiment"])
         for page in sorted(losses):
             print(f"  {page}: {', '.join(losses[page])}")
+    elif bad:
+        print(
+            f"{len(order) - bad} of the {len(order)} requests can run, and fit the budget; "
+            f"{bad} cannot (INVALID above): fix or remove {'it' if bad == 1 else 'them'} in "
+            "the manifest"
+        )
     else:
         print(f"all {len(order)} requests fit the budget")
     return 2 if bad else (1 if skipped else 0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="tools/gpu_measure.py", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--out", type=Path, help="folder for measurements.tar.gz (the tool's $OUT)")
-    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    parser.add_argument("--requests", type=Path, default=ROOT / "docs/measurements/requests.json")
+    from attention_docs import arguments
+
+    parser = arguments.Parser(prog="tools/gpu_measure.py", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--budget-s", type=float, default=480.0, help="seconds for everything (default: 480)"
+        "--out", type=arguments.path, help="folder for measurements.tar.gz (the tool's $OUT)"
+    )
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument(
+        "--requests", type=arguments.path, default=ROOT / "docs/measurements/requests.json"
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=arguments.seconds("--budget-s", zero_ok=True, example="480"),
+        default=480.0,
+        help="seconds for everything (default: 480; 0 runs nothing)",
     )
     parser.add_argument(
         "--estimates",
-        type=Path,
+        type=arguments.path,
         help="store whose entries' durations estimate each request (default: the manifest's folder)",
     )
     parser.add_argument(
@@ -233,15 +253,37 @@ def main(argv: list[str] | None = None) -> int:
     try:
         requests = load_manifest(args.requests)
     except ValueError as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
-        return 2
+        parser.error(str(exc))
+    if args.estimates is not None and not args.estimates.is_dir():
+        parser.error(
+            f"--estimates {args.estimates} is not a store folder; give the store whose "
+            "entries' durations estimate the requests, or leave it out"
+        )
     known = estimates(args.estimates or args.requests.parent, args.device)
     order = run_order(requests)
     if args.plan:
         return print_plan(order, args.device, known, args.budget_s)
     if args.out is None:
         parser.error("--out is required unless --plan is given")
+    problem = out_problem(args.out)
+    if problem:
+        parser.error(problem)
     return measure_all(order, args, known)
+
+
+def out_problem(out: Path) -> str | None:
+    """Why the archive cannot be written into `out` (made if missing), before anything is
+    measured; None when it can."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file, not a folder; give the folder the archive goes in"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=out)
+        os.close(fd)
+        Path(probe).unlink()
+    except OSError as exc:
+        return f"--out {out} cannot be written ({exc.strerror or exc}); give a folder you can write"
+    return None
 
 
 def run_request(
@@ -303,7 +345,9 @@ def measure_all(order: list[dict], args: argparse.Namespace, known: dict[str, fl
     def elapsed() -> float:
         return time.monotonic() - started
 
-    with tempfile.TemporaryDirectory(prefix="gpu-measure-") as tmp:
+    from attention_docs import folders
+
+    with tempfile.TemporaryDirectory(prefix=folders.owned("gpu-measure-")) as tmp:
         store = Path(tmp) / "store"
         store.mkdir()
         env = probe(args.device, max(30.0, min(120.0, args.budget_s)))

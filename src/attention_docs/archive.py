@@ -5,9 +5,9 @@
 # import-archive` reads it (`import_archive`). Reading never extracts: every member is
 # checked (no absolute path, no `..`, no link, only the names above, a size cap) and read
 # into memory; every entry must read as this build's Measurement under the name the store
-# would give it, and is sorted into current or stale (its key is not the key this code gives
-# its parameters: it was measured with other code) before anything is written. Writes go
-# through the store's lock and its atomic, mode-0644 writes.
+# would give it, and is sorted into current or stale — by the rule `prune` deletes by,
+# `stale_reason` in measurements/store.py — before anything is written. Writes go through
+# the store's lock and its atomic, mode-0644 writes.
 from __future__ import annotations
 
 import argparse
@@ -21,6 +21,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from attention_docs import arguments
 
 RUN_LOG = "run-log.json"
 STORE_DIR = "store"
@@ -100,11 +102,16 @@ def read_members(path: Path) -> dict[str, bytes]:
                     )
                 if member in files:
                     raise ArchiveError(f"{name} holds {member!r} twice")
+                if info.size > MAX_MEMBER_BYTES:
+                    raise ArchiveError(
+                        f"{name} holds {member!r} of {_mib(info.size)}, more than the "
+                        f"{_mib(MAX_MEMBER_BYTES)} one entry or trace of measurements can be"
+                    )
                 total += info.size
-                if info.size > MAX_MEMBER_BYTES or total > MAX_TOTAL_BYTES:
+                if total > MAX_TOTAL_BYTES:
                     raise ArchiveError(
                         f"{name} is larger than an archive of measurements can be "
-                        f"({member!r} takes it past {MAX_TOTAL_BYTES // 2**20} MiB)"
+                        f"({member!r} takes it past {_mib(MAX_TOTAL_BYTES)})"
                     )
                 handle = tar.extractfile(info)
                 files[member] = handle.read() if handle else b""
@@ -117,6 +124,10 @@ def read_members(path: Path) -> dict[str, bytes]:
     return files
 
 
+def _mib(size: int) -> str:
+    return f"{size // 2**20} MiB" if size % 2**20 == 0 else f"{size / 2**20:.1f} MiB"
+
+
 @dataclass
 class Entry:
     """One measurement found in an archive, checked against this build's code."""
@@ -125,7 +136,7 @@ class Entry:
     measurement: Any  # Measurement
     data: bytes
     trace: tuple[str, bytes] | None  # store-relative name and bytes
-    stale: str | None  # why it is stale, or None when its key is current
+    stale: str | None  # why it is stale (store.stale_reason), or None when it is current
 
 
 @dataclass
@@ -136,8 +147,10 @@ class Contents:
 
 def check_archive(path: Path) -> Contents:
     """The archive's run log and entries, every one readable; raises ArchiveError."""
-    from attention_docs.experiments.registry import get
+    from attention_docs.experiments import load_all
+    from attention_docs.experiments.registry import REGISTRY
     from attention_docs.measurements.schema import Measurement
+    from attention_docs.measurements.store import stale_reason
 
     name = Path(path).name
     files = read_members(path)
@@ -149,6 +162,7 @@ def check_archive(path: Path) -> Contents:
             raise ArchiveError(f"{name}: {RUN_LOG} is not valid JSON ({exc})") from None
         _check_run_log(run_log, name)
     contents = Contents(run_log)
+    load_all()
     traces = {m for m in files if m.endswith(".trace.json.gz")}
     for member in sorted(m for m in files if m.endswith(".json") and m != RUN_LOG):
         where = f"{name}: {member}"
@@ -180,18 +194,7 @@ def check_archive(path: Path) -> Contents:
                 ) from None
             trace = (m.trace_file, files[trace_member])
             traces.discard(trace_member)
-        try:
-            current = get(m.experiment).key(m.requested)
-            stale = (
-                None
-                if current == m.key
-                else (
-                    f"measured with other code (its key {m.key}; this code gives {m.experiment} "
-                    f"with these parameters the key {current})"
-                )
-            )
-        except ValueError as exc:  # ExperimentError: gone, or its parameters changed
-            stale = f"measured with other code ({exc})"
+        stale = stale_reason(m, REGISTRY.get(m.experiment))  # the rule prune deletes by
         contents.entries.append(Entry(rel, m, files[member], trace, stale))
     if traces:
         raise ArchiveError(f"{name} holds {min(traces)}, a trace that no entry names")
@@ -240,13 +243,23 @@ def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -
         raise ArchiveError(f"{Path(path).name} holds no measurement entries ({summary})")
     if not Path(store_root).is_dir():  # a mistyped path must not become a new store
         raise ArchiveError(
-            f"there is no store folder {store_root} (the committed store is "
-            "docs/measurements; to start a new one, create the folder first)"
+            f"{arguments.missing_store(Path(store_root))}; to start a new store, create its "
+            "folder first"
         )
     chosen = [e for e in contents.entries if allow_stale or e.stale is None]
     left_out = [e for e in contents.entries if e not in chosen]
     store = Store(store_root)
     written = []
+    if not chosen:  # nothing to write: not even the lock file
+        return Imported(contents, written, left_out)
+    problem = store.write_problem()
+    if problem:
+        raise ArchiveError(f"{problem}: make it writable, or import into another with --store")
+    for entry in chosen:  # a newer checkout's entry is never replaced
+        m = entry.measurement
+        problem = store.newer_problem(m.experiment, m.key, m.device_id)
+        if problem:
+            raise ArchiveError(problem)
     with store._lock():
         for entry in chosen:
             target = store.root / entry.name
@@ -302,12 +315,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "ones into the store. Exit code 0: all imported; 1: stale entries were left out; "
         "2: the archive or an entry is unusable (nothing imported).",
     )
-    parser.add_argument("file", type=Path, help="the archive (measurements.tar.gz)")
-    parser.add_argument("--store", type=Path, default=Path("docs/measurements"))
+    parser.add_argument("file", type=arguments.path, help="the archive (measurements.tar.gz)")
+    parser.add_argument("--store", type=arguments.path, default=Path("docs/measurements"))
     parser.add_argument(
         "--allow-stale",
         action="store_true",
-        help="also import entries measured with other code (their key is no longer current)",
+        help="also import stale entries (measured with other code or parameters, or keyed the "
+        "old way: what prune would delete)",
     )
     parser.set_defaults(handler=lambda args, extra: cmd_import_archive(args))
 

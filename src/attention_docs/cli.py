@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from attention_docs import arguments, folders
+
 COMMITTED_STORE = Path("docs/measurements")
 # Where `run` writes unless told otherwise: the committed store changes only on purpose.
 SCRATCH_STORE = Path(".cache/scratch-store")
@@ -26,27 +28,23 @@ class UsageError(Exception):
     """Bad command-line input: printed as one line, exit code 2."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        # argparse's own one-line error, without the usage block above it.
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 PRUNE_HELP = """\
 Delete stale entries from the store. An entry is stale when it can no longer be shown:
 its file cannot be read; its experiment no longer exists; the code it measured has changed
-since (its fingerprint differs from the code's now); or its key was computed the old way
-(an older measuring method, METHOD_VERSION, or parameters given at their default, which now
-share the default's key). Current entries are kept, including ones no page asks for unless
---unrequested is given."""
+since (its fingerprint differs from the code's now); its parameters are not the
+experiment's now; or its key was computed the old way (an older measuring method,
+METHOD_VERSION, or parameters given at their default, which now share the default's key).
+import-archive leaves out what this calls stale. Current entries are kept, including ones
+no page asks for unless --unrequested is given. An entry written by a newer version of
+attention_docs is kept and named."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = arguments.Parser(
         prog=PROG,
         description="Run the experiments behind 'Attention, Profiled' and read the measurement store.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=arguments.Parser)
     sub.add_parser("list", help="list experiments and their parameters").set_defaults(
         handler=cmd_list
     )
@@ -61,11 +59,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("name", nargs="?", help="experiment name")
     run.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
     run.add_argument(
-        "--store", type=Path, default=SCRATCH_STORE, help="store folder (default: %(default)s)"
+        "--store",
+        type=arguments.path,
+        default=SCRATCH_STORE,
+        help="store folder (default: %(default)s)",
     )
     run.add_argument("--no-store", action="store_true", help="do not keep the result")
     run.add_argument(
-        "--requests", type=Path, help="run every request listed in this manifest instead of NAME"
+        "--requests",
+        type=arguments.path,
+        help="run every request listed in this manifest instead of NAME",
     )
     run.add_argument(
         "--allow-busy",
@@ -75,9 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--timeout",
-        type=float,
+        type=arguments.seconds("--timeout"),
         default=900.0,
-        help="stop the experiment after this many seconds (default: %(default)s)",
+        help="stop the experiment after this many seconds (default: %(default)s; at most a week)",
     )
     run.add_argument(
         "--traceback", action="store_true", help="on failure, print the worker's last output"
@@ -88,12 +91,13 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("name", help="experiment name, or the path of a stored .json file")
     show.add_argument(
         "--store",
-        type=Path,
+        type=arguments.path,
         default=None,
         help=f"store folder (default: {COMMITTED_STORE}, then {SCRATCH_STORE})",
     )
     show.add_argument(
         "--device",
+        type=arguments.word,
         default=None,
         help="device id of the entry to show, e.g. cuda-h200 (default: GPU entries first)",
     )
@@ -102,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     prune = sub.add_parser(
         "prune", help="delete stale entries from the store", description=PRUNE_HELP
     )
-    prune.add_argument("--store", type=Path, default=COMMITTED_STORE)
+    prune.add_argument("--store", type=arguments.path, default=COMMITTED_STORE)
     prune.add_argument("--dry-run", action="store_true", help="only say what would be deleted")
     prune.add_argument(
         "--unrequested",
@@ -116,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
         "migrate",
         help="rename entries named by device kind (KEY.cpu.json) to their device id",
     )
-    migrate.add_argument("--store", type=Path, default=COMMITTED_STORE)
+    migrate.add_argument("--store", type=arguments.path, default=COMMITTED_STORE)
     migrate.set_defaults(handler=cmd_migrate)
 
     from attention_docs import archive, scaffold
@@ -149,7 +153,9 @@ def _plain(markdown: str) -> str:
     return re.sub(r"<[^>]+>", "", markdown)
 
 
-def print_measurement(sourced) -> None:
+def print_measurement(sourced, *, kept: bool = True) -> None:
+    """`sourced`'s tables, then where its raw data and trace are (`kept` False: nowhere, a
+    run under --no-store measured into a folder deleted since)."""
     from attention_docs import render
 
     m = sourced.measurement
@@ -165,6 +171,9 @@ def print_measurement(sourced) -> None:
         print(f"## {name}\n\n" + _plain(render.tables.records_table(sourced, name)) + "\n")
     for note in m.notes:
         print(f"note: {note}")
+    if not kept:
+        print("not stored (--no-store): neither its raw data nor its trace was kept")
+        return
     print(f"raw data: {sourced.json_href}")
     if sourced.trace_href:
         print(
@@ -235,6 +244,7 @@ def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
     """Every request of a manifest, in this process (one torch import for them all)."""
     from attention_docs.experiments.runner import run_experiment
     from attention_docs.measurements.store import Store
+    from attention_docs.records.load import BusyMachineError
 
     requests = _read_manifest(args.requests)
     target = Store(store) if store else None
@@ -246,6 +256,10 @@ def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
                 name, requested, device=args.device, store=target, allow_busy=args.allow_busy
             )
             print(f"ok      {name} {requested}")
+        except BusyMachineError as exc:
+            failures += 1
+            why = busy_unstored(name, requested, exc.load) if target is None else str(exc)
+            print(f"FAILED  {name} {requested}: {why}")
         except Exception as exc:  # one failed request must not stop the others
             failures += 1
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -260,20 +274,23 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         raise UsageError(
             f"unknown device {args.device!r}; choose one of: {', '.join(DEVICE_CHOICES)}"
         )
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     store = None if args.no_store else args.store
     if args.requests:
         if args.name or extra:
             raise UsageError(
                 "give either --requests FILE or an experiment name with parameters, not both"
             )
+        if store is not None:
+            writable_store(store, "nothing was measured")
         return _run_requests(args, store)
     if not args.name:
         raise UsageError(f"run needs an experiment name (see `{PROG} list`)")
     exp, requested, kind = _check_request(args.name, parse_params(extra), args.device)
+    if store is not None:
+        writable_store(store, "nothing was measured")
+        _not_newer(store, exp, requested, kind)
     if store is None:
-        with tempfile.TemporaryDirectory(prefix="attention-docs-run-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=folders.owned("attention-docs-run-")) as tmp:
             return _run_in_worker(args, exp, requested, kind, Path(tmp), keep=False)
     return _run_in_worker(args, exp, requested, kind, store, keep=True)
 
@@ -298,8 +315,11 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
         )
     except MeasurementError as exc:
         message = exc.message
+        if exc.kind == "busy" and not keep:
+            message = busy_unstored(exp.name, requested, exc.busy)
         if exc.kind == "timeout":
-            message += f", or allow more time with --timeout (it had {args.timeout:.0f} s)"
+            had = arguments.seconds_text(args.timeout)
+            message += f", or allow more time with --timeout (it had {had} s)"
         print(f"{PROG}: error: {message}", file=sys.stderr)
         if args.traceback and exc.output:
             print(exc.output, file=sys.stderr)
@@ -313,8 +333,31 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
     if keep:
         print_measurement(Sourced(found, "measured now", rel, base=f"{store}/"))
     else:
-        print_measurement(Sourced(found, "measured now (not stored)", "-", base=""))
+        print_measurement(Sourced(found, "measured now (not stored)", rel), kept=False)
     return 0
+
+
+def _not_newer(store: Path, exp, requested: dict, kind: str) -> None:
+    """Raise UsageError when the entry this run would write was written by a newer version
+    of attention_docs: the store would refuse it after the whole measurement."""
+    from attention_docs.book import local_device_id
+    from attention_docs.measurements.store import Store
+
+    problem = Store(store).newer_problem(exp.name, exp.key(requested), local_device_id(kind))
+    if problem:
+        raise UsageError(f"{problem}, or give another --store; nothing was measured")
+
+
+def busy_unstored(name: str, requested: dict, load: str | None) -> str:
+    """Why a busy run under --no-store was refused. The runner's own sentence says it "was
+    not stored" and that --allow-busy stores it: under --no-store nothing is ever stored."""
+    from attention_docs.measurements.keys import params_text
+
+    return (
+        f"{name}({params_text(requested)}) was measured while other work competed for the "
+        f"machine ({load or 'load not recorded'}), so its timings are not trustworthy; run it "
+        "again on an idle machine, or pass --allow-busy to show it flagged as busy"
+    )
 
 
 def _read_entry(path: Path):
@@ -347,32 +390,52 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
     exp = get(args.name)
     params = parse_params(extra)
     requested = exp.canonical(params)
+    if args.store and not args.store.is_dir():  # a mistyped path, not an empty store
+        raise UsageError(arguments.missing_store(args.store, COMMITTED_STORE))
     stores = [args.store] if args.store else [COMMITTED_STORE, SCRATCH_STORE]
+    problems = []
     for root in stores:
-        store = Store(root)
+        # Problems are reported here, once each: the store's own warning says an entry "will
+        # be measured again", which is a build's doing, never show's.
+        store = Store(root, warn=False)
         # Under the key every device shares, then under the key a run on the command line
-        # gives when a parameter equals that device's default.
-        keys = [(exp.key(requested), None)] + [
-            (exp.key(exp.canonical(params, kind)), kind) for kind in ("cuda", "cpu")
+        # gives when a parameter equals that device's default (often the same key).
+        keys = [exp.key(requested)] + [exp.key(exp.canonical(params, k)) for k in ("cuda", "cpu")]
+        found = [
+            (key, device) for key in dict.fromkeys(keys) for device in store.devices(exp.name, key)
         ]
-        found = []
-        for key, kind in dict.fromkeys(keys):
-            for device in store.devices(args.name, key):
-                if kind is None or device.startswith(f"{kind}-"):
-                    found.append((key, device))
         if args.device:
             found = [(k, d) for k, d in found if d == args.device]
         found.sort(key=lambda kd: (not kd[1].startswith("cuda-"), kd[1]))
         for key, device in found:
+            reported = len(store.problems)
             m = store.get(args.name, key, device)
             if m is not None:
+                for problem in problems:
+                    print(f"{PROG}: note: {problem}", file=sys.stderr)
                 rel = store.relative(m.experiment, key, device)
                 print_measurement(Sourced(m, "from the store", rel, base=f"{store.root}/"))
                 return 0
+            problems += [
+                _unreadable(p, exp.name, requested, root) for p in store.problems[reported:]
+            ]
+    if problems:
+        raise UsageError("; and ".join(problems))
     where = " or ".join(str(s) for s in stores)
     raise UsageError(
         f"no stored measurement of {args.name} with {requested or 'default parameters'} in "
         f"{where} (key {exp.key(requested)}); run it with: {PROG} run {args.name} ..."
+    )
+
+
+def _unreadable(problem, name: str, requested: dict, store: Path) -> str:
+    from attention_docs.book import command_line
+
+    if problem.newer:  # measuring it again here would not be stored: put refuses
+        return f"the stored measurement {problem.path} was {problem.reason}"
+    return (
+        f"the stored measurement {problem.path} cannot be read ({problem.reason}); measure it "
+        f"again with: {command_line(name, requested, store)}"
     )
 
 
@@ -381,58 +444,55 @@ def existing_store(path: Path, *, empty_ok: bool = False) -> Path:
     from attention_docs.measurements.store import Store
 
     if not path.is_dir():
-        raise UsageError(
-            f"there is no store folder {path}; the committed store is {COMMITTED_STORE}"
-        )
+        raise UsageError(arguments.missing_store(path, COMMITTED_STORE))
     if not empty_ok and not Store(path).entry_paths():
         raise UsageError(
             f"{path} holds no measurement entries (<experiment>/<key>.<device id>.json): is it "
-            f"a store? The committed store is {COMMITTED_STORE}"
+            f"a store? The committed store is {COMMITTED_STORE}; give another with --store"
         )
     return path
 
 
+def writable_store(path: Path, outcome: str) -> None:
+    """Raise UsageError unless the store at `path` can be written; `outcome` says what was
+    left undone."""
+    from attention_docs.measurements.store import Store
+
+    problem = Store(path).write_problem()
+    if problem:
+        raise UsageError(
+            f"{problem}; {outcome}: make it writable, or give a store you can write with --store"
+        )
+
+
 def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
     from attention_docs.experiments import load_all
-    from attention_docs.experiments.registry import REGISTRY, ExperimentError
-    from attention_docs.measurements.store import Store
+    from attention_docs.experiments.registry import REGISTRY
+    from attention_docs.measurements.store import Store, stale_reason
 
     load_all()
     store = Store(existing_store(args.store))
-    wanted = None
-    if args.unrequested:
-        manifest = args.store / "requests.json"
-        if not manifest.is_file():
-            raise UsageError(
-                f"--unrequested needs {manifest}, which a full build (`nox -s docs`) writes"
-            )
-        wanted = {
-            (
-                r["experiment"],
-                json.dumps(REGISTRY[r["experiment"]].canonical(r["requested"]), sort_keys=True),
-            )
-            for r in _read_manifest(manifest)
-            if r["experiment"] in REGISTRY
-        }
-    stale = []
+    wanted = _requested_by_pages(args.store / "requests.json") if args.unrequested else None
+    stale, kept = [], []
     for path, m, problem in store.entries():
-        exp = REGISTRY.get(m.experiment) if m else None
-        if m is None:
-            stale.append((path, f"unreadable: {problem}"))
-        elif exp is None:
-            stale.append((path, f"experiment {m.experiment} no longer exists"))
-        elif m.fingerprint != exp.fingerprint():
-            stale.append((path, "the code it measured has changed"))
-        elif (problem := _invalid_request(exp, m.requested, ExperimentError)) is not None:
-            stale.append((path, f"its parameters are not the experiment's now: {problem}"))
-        elif m.key != exp.key(m.requested):
-            stale.append(
-                (path, "its key was computed the old way (older method or default parameters)")
-            )
+        if m is None and problem.newer:
+            kept.append((path, problem.reason))  # the checkout that wrote it reads it
+        elif m is None:
+            stale.append((path, f"unreadable: {problem.reason}"))
+        elif why := stale_reason(m, REGISTRY.get(m.experiment)):
+            stale.append((path, why))
         elif wanted is not None and (
-            (m.experiment, json.dumps(exp.canonical(m.requested), sort_keys=True)) not in wanted
+            (
+                m.experiment,
+                json.dumps(REGISTRY[m.experiment].canonical(m.requested), sort_keys=True),
+            )
+            not in wanted
         ):
             stale.append((path, "no page requests it (requests.json)"))
+    if stale and not args.dry_run:
+        writable_store(args.store, "nothing was deleted")
+    for path, why in kept:
+        print(f"kept {path} ({why})")
     for path, why in stale:
         if not args.dry_run:
             store.remove(path)
@@ -443,23 +503,49 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def _invalid_request(exp, requested: dict, error: type[Exception]) -> str | None:
-    try:
-        exp.check(requested)
-    except error as exc:
-        return str(exc)
-    return None
+def _requested_by_pages(manifest: Path) -> set[tuple[str, str]]:
+    """(experiment, canonical requested JSON) of every request in the store's manifest."""
+    from attention_docs.experiments.registry import REGISTRY, ExperimentError
+
+    if not manifest.is_file():
+        raise UsageError(
+            f"--unrequested needs {manifest}, which a full build (`nox -s docs`) writes"
+        )
+    wanted = set()
+    for i, r in enumerate(_read_manifest(manifest)):
+        if r["experiment"] not in REGISTRY:
+            continue
+        try:
+            canonical = REGISTRY[r["experiment"]].canonical(r.get("requested", {}))
+        except ExperimentError as exc:
+            raise UsageError(
+                f"request {i} of {manifest} is not valid: {exc}; nothing was deleted (a full "
+                "build, `nox -s docs`, writes the manifest anew)"
+            ) from None
+        wanted.add((r["experiment"], json.dumps(canonical, sort_keys=True)))
+    return wanted
 
 
 def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:
-    from attention_docs.measurements.store import Store
+    from attention_docs.measurements.schema import SCHEMA_VERSION
+    from attention_docs.measurements.store import LEGACY_SUFFIXES, Store
 
-    done = Store(existing_store(args.store)).migrate()
+    store = Store(existing_store(args.store))
+    if any(p.name.endswith(LEGACY_SUFFIXES) for p in store.entry_paths()):
+        writable_store(args.store, "nothing was renamed")
+    done = store.migrate()
     for d in done:
-        if d.superseded:
+        if d.newer_schema is not None:
+            print(
+                f"kept {d.old.name}: {d.new.name} was written by a newer version of "
+                f"attention_docs (schema {d.newer_schema}, this checkout reads "
+                f"{SCHEMA_VERSION}): update your checkout, and migrate there"
+            )
+        elif d.superseded:
             print(f"deleted {d.old.name}: {d.new.name}, measured later on that device, is kept")
         else:
             print(f"renamed {d.old.name} -> {d.new.name}")
+    done = [d for d in done if d.newer_schema is None]
     renamed = sum(not d.superseded for d in done)
     print(
         f"{renamed} entr{'y' if renamed == 1 else 'ies'} renamed, {len(done) - renamed} superseded"

@@ -34,7 +34,7 @@ from mkdocs.config.base import Config
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin, get_plugin_logger
 
-from attention_docs import book, build_cache, site_pages
+from attention_docs import book, build_cache, folders, site_pages
 from attention_docs.measurements.keys import PACKAGE_ROOT
 
 log = get_plugin_logger("attention_docs")
@@ -234,6 +234,9 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         return config
 
     def on_serve(self, server, config, builder):
+        # mkdocs serve's site folder (mkdocs_* under the temporary folder) names no owner:
+        # recorded beside it, so that what a killed serve left is cleared later.
+        folders.claim(Path(config.site_dir))
         # The library is watched too when it is a source checkout (an editable install, or
         # PYTHONPATH=src), not an installed copy. Reloaded modules write no .pyc files into
         # it: each would be a change that starts another rebuild.

@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
+import keyword
 import re
 from pathlib import Path
 
+from attention_docs import arguments
+
 SLUG = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+# The chapter's files are named by it (tests/test_<name>.py, NN-<slug>.md): a name stays
+# well within what any file system takes.
+MAX_SLUG = 60
 
 EXPERIMENT = """\
 # The experiment behind the chapter "{title}": how long preparing a causal mask takes —
@@ -174,25 +181,24 @@ def _next_number(chapters: Path) -> int:
     return max(numbers, default=0) + 1
 
 
-def _register_module(init: Path, module: str) -> bool:
-    """Add `module` to MODULES in experiments/__init__.py; False when its layout is unknown."""
-    text = init.read_text(encoding="utf-8")
+def _registered(text: str, module: str) -> str | None:
+    """experiments/__init__.py's `text` with `module` added to MODULES; None when its layout
+    is unknown."""
     match = re.search(r"^MODULES = \(\n(?P<body>(?:    .*\n)*)\)", text, re.M)
     if not match:
-        return False
-    if f'"{module}"' in match.group("body"):
-        return True
-    body = match.group("body") + f'    "{module}",\n'
-    init.write_text(text[: match.start("body")] + body + text[match.end("body") :], "utf-8")
-    return True
-
-
-def _add_to_nav(config: Path, chapter: str, notebook: str) -> bool | None:
-    """Add the page and notebook after the last chapter and notebook entries of the nav;
-    None when there is no nav (MkDocs then lists every page by itself)."""
-    text = config.read_text(encoding="utf-8")
-    if "\nnav:" not in text:
         return None
+    if f'"{module}"' in match.group("body"):
+        return text
+    body = match.group("body") + f'    "{module}",\n'
+    return text[: match.start("body")] + body + text[match.end("body") :]
+
+
+def _with_nav(text: str, chapter: str, notebook: str) -> tuple[str, bool | None]:
+    """mkdocs.yml's `text` with the page and notebook added after the last chapter and
+    notebook entries of the nav, and whether both were; None when there is no nav (MkDocs
+    then lists every page by itself)."""
+    if "\nnav:" not in text:
+        return text, None
     lines = text.splitlines(keepends=True)
     done = 0
     for entry, pattern in ((chapter, r"chapters/.+\.md"), (notebook, r"notebooks/.+\.py")):
@@ -204,8 +210,41 @@ def _add_to_nav(config: Path, chapter: str, notebook: str) -> bool | None:
             indent = last[: len(last) - len(last.lstrip())]
             lines.insert(indices[-1] + 1, f"{indent}- {entry}\n")
             done += 1
-    config.write_text("".join(lines), encoding="utf-8")
-    return done == 2
+    return "".join(lines), done == 2
+
+
+def _top_level_names(source: str) -> set[str]:
+    """The names a module's top level binds: imports, functions, classes, assignments."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def _module_name_problem(slug: str, name: str, init_text: str) -> str | None:
+    """Why `name` (from `slug`) cannot name the new experiment module and its function."""
+    if keyword.iskeyword(name) or not name.isidentifier():
+        return f"the slug {slug!r} names the module {name}, a Python keyword"
+    # Importing experiments/<name>.py sets the attribute <name> of the experiments package:
+    # a name its __init__.py binds (os, load_all) would be replaced by the module.
+    try:
+        package_names = _top_level_names(init_text)
+    except SyntaxError:
+        package_names = set()
+    if name in package_names:
+        return f"the slug {slug!r} names the module {name}, which experiments/__init__.py uses"
+    # The experiment's function is called <name>: it would shadow a name its module uses.
+    placeholder = "chapter_experiment_placeholder"
+    used = _top_level_names(EXPERIMENT.format(title="", name=placeholder)) - {placeholder}
+    if name in used:
+        return f"the slug {slug!r} names the module {name}, which the chapter's experiment uses"
+    return None
 
 
 def declared_experiments(experiments: Path) -> dict[str, str]:
@@ -230,32 +269,40 @@ def declared_experiments(experiments: Path) -> dict[str, str]:
 
 
 def new_chapter(root: Path, slug: str, title: str | None = None) -> list[str]:
-    """Write the worked example as chapter `slug` under `root`; returns what it did."""
-    if not SLUG.fullmatch(slug):
-        raise ScaffoldError(
-            f"chapter slug {slug!r} must be lowercase words joined by hyphens, e.g. mask-cost"
-        )
-    if title is not None and (not title.strip() or not title.isprintable()):
-        raise ScaffoldError(f"the title {title!r} must be one line of printable text")
+    """Write the worked example as chapter `slug` under `root`; returns what it did.
+
+    Every check comes before the first write, and a write that fails undoes the ones before
+    it: a chapter is written whole or not at all.
+    """
+    _check_words(slug, title)
     package = root / "src" / "attention_docs"
     config = root / "mkdocs.yml"
     chapters = root / "docs" / "chapters"
-    if not (package / "experiments" / "__init__.py").is_file() or not config.is_file():
+    init = package / "experiments" / "__init__.py"
+    if not init.is_file() or not config.is_file():
         raise ScaffoldError(
             f"{root} is not the project's root (no mkdocs.yml and src/attention_docs/); run it "
             "from the repository's top folder or pass --root"
         )
     name = slug.replace("-", "_")
+    try:
+        init_text = init.read_text(encoding="utf-8")
+        config_text = config.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScaffoldError(f"cannot read {root}'s mkdocs.yml or experiments: {exc}") from None
+    problem = _module_name_problem(slug, name, init_text)
+    if problem:
+        raise ScaffoldError(f"{problem}; choose another slug")
     number = _next_number(chapters)
     title = title or slug.replace("-", " ").capitalize()
     notebook = f"{number:02d}_{name}"
-    files = {
+    new_files = {
         package / "experiments" / f"{name}.py": EXPERIMENT,
         chapters / f"{number:02d}-{slug}.md": CHAPTER,
         root / "docs" / "notebooks" / f"{notebook}.py": NOTEBOOK,
         root / "tests" / f"test_{name}.py": TEST,
     }
-    existing = [p for p in files if p.exists()]
+    existing = [p for p in new_files if p.exists()]
     if existing:
         raise ScaffoldError(f"{existing[0].relative_to(root)} exists already; choose another slug")
     # Two experiments of one name cannot both register: every command would then fail.
@@ -272,18 +319,20 @@ def new_chapter(root: Path, slug: str, title: str | None = None) -> list[str]:
         "name": name,
         "notebook": notebook,
     }
-    done = []
-    for path, template in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(template.format(**values), encoding="utf-8")
-        done.append(f"wrote {path.relative_to(root)}")
-    if _register_module(package / "experiments" / "__init__.py", name):
+    registered = _registered(init_text, name)
+    chapter_entry = f"chapters/{number:02d}-{slug}.md"
+    notebook_entry = f"notebooks/{notebook}.py"
+    nav_text, added = _with_nav(config_text, chapter_entry, notebook_entry)
+    writes = {path: template.format(**values) for path, template in new_files.items()}
+    if registered is not None:
+        writes[init] = registered
+    writes[config] = nav_text
+    _write_all(writes, slug, root)
+    done = [f"wrote {path.relative_to(root)}" for path in new_files]
+    if registered is not None:
         done.append(f"registered experiments/{name}.py in experiments/__init__.py (MODULES)")
     else:
         done.append(f'TODO: add "{name}" to MODULES in src/attention_docs/experiments/__init__.py')
-    chapter_entry = f"chapters/{number:02d}-{slug}.md"
-    notebook_entry = f"notebooks/{notebook}.py"
-    added = _add_to_nav(config, chapter_entry, notebook_entry)
     if added:
         done.append(f"added {chapter_entry} and {notebook_entry} to the nav of mkdocs.yml")
     elif added is None:
@@ -291,6 +340,49 @@ def new_chapter(root: Path, slug: str, title: str | None = None) -> list[str]:
     else:
         done.append(f"TODO: add {chapter_entry} and {notebook_entry} to the nav of mkdocs.yml")
     return done
+
+
+def _check_words(slug: str, title: str | None) -> None:
+    if not SLUG.fullmatch(slug):
+        raise ScaffoldError(
+            f"chapter slug {slug!r} must be lowercase words joined by hyphens, e.g. mask-cost"
+        )
+    if len(slug) > MAX_SLUG:
+        raise ScaffoldError(
+            f"the slug {slug[:20]}… is {len(slug)} characters long; {MAX_SLUG} at most"
+        )
+    if title is not None and (not title.strip() or not title.isprintable()):
+        raise ScaffoldError(f"the title {title!r} must be one line of printable text")
+
+
+def _write_all(writes: dict[Path, str], slug: str, root: Path) -> None:
+    """Write every file of `writes`, or none: on a failure, files written so far are removed
+    (new ones) or given back their text (mkdocs.yml, experiments/__init__.py), and folders
+    made for them are removed."""
+    undo: list[tuple[Path, str | None]] = []
+    made: list[Path] = []
+    try:
+        for path, text in writes.items():
+            missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made += reversed(missing)
+            undo.append((path, path.read_text(encoding="utf-8") if path.exists() else None))
+            path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        for path, text in reversed(undo):
+            with contextlib.suppress(OSError):
+                if text is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    path.write_text(text, encoding="utf-8")
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        where = exc.filename or root
+        raise ScaffoldError(
+            f"cannot write the chapter {slug} ({exc.strerror or exc}: {where}); nothing was "
+            "written: make the project writable and run it again"
+        ) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -304,7 +396,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("slug", help="lowercase words joined by hyphens, e.g. mask-cost")
     parser.add_argument("--title", help="the page's title (default: from the slug)")
     parser.add_argument(
-        "--root", type=Path, default=Path(), help="the project's top folder (default: here)"
+        "--root",
+        type=arguments.path,
+        default=Path(),
+        help="the project's top folder (default: here)",
     )
     parser.set_defaults(handler=_cmd_new_chapter)
 

@@ -114,6 +114,7 @@ def run_worker(
     `imports`: what the experiment's declaration says it imports before it starts (every
     requester holds the declaration; this process may not have imported torch, and need not).
     """
+    from attention_docs.arguments import seconds_text
     from attention_docs.measurements.keys import params_text
 
     what = f"{experiment}({params_text(requested)})"
@@ -130,7 +131,7 @@ def run_worker(
         proc = run(job, timeout_s)
     except WorkerTimeoutError:
         raise MeasurementError(
-            f"{what} did not finish within {timeout_s:.0f} s and was stopped; its parameters "
+            f"{what} did not finish within {seconds_text(timeout_s)} s and was stopped; its parameters "
             "are probably too large for this machine: choose smaller ones",
             kind="timeout",
         ) from None
@@ -226,8 +227,15 @@ class _Server:
     """The requester's side of one worker server process."""
 
     def __init__(self) -> None:
+        from attention_docs import folders  # the requester's side: a server imports only this
+
         self.env = _import_time_env()
-        self.folder = tempfile.TemporaryDirectory(prefix="attention-docs-workers-")
+        # A killed requester leaves its server's folder behind: it names the requester, so
+        # the next server clears it once that process is gone (and whatever else dead
+        # processes left there).
+        temp = Path(tempfile.gettempdir())
+        folders.clear_dead(temp, folders.TEMP_PREFIXES, [folders.MKDOCS_SERVE_PREFIX])
+        self.folder = tempfile.TemporaryDirectory(prefix=folders.owned("attention-docs-workers-"))
         self.log = Path(self.folder.name) / "server.log"
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
@@ -485,11 +493,14 @@ def work(job: dict) -> int:
     """Run one job's experiment in this process and store it: the worker's whole work.
 
     Parameters that cannot fit in the device's free memory are refused before it starts
-    (run_experiment checks them). Returns the exit code: 0 stored; 2 refused (its reason on
-    stderr after REFUSED). Any other failure raises, and its traceback is the worker's output.
+    (run_experiment checks them), and a result whose place in the store holds an entry of a
+    newer schema after it ends (the store never overwrites one). Returns the exit code: 0
+    stored; 2 refused (its reason on stderr after REFUSED). Any other failure raises, and its
+    traceback is the worker's output.
     """
     from attention_docs.experiments.registry import ExperimentError
     from attention_docs.experiments.runner import BusyMachineError, run_experiment
+    from attention_docs.measurements.schema import NewerSchemaError
     from attention_docs.measurements.store import Store
     from attention_docs.profiling.device import DeviceError
 
@@ -504,7 +515,8 @@ def work(job: dict) -> int:
     except BusyMachineError as exc:
         print(f"{REFUSED}{BUSY}{json.dumps(exc.load, ensure_ascii=False)}: {exc}", file=sys.stderr)
         return 2
-    except (ExperimentError, DeviceError) as exc:
+    except (ExperimentError, DeviceError, NewerSchemaError) as exc:
+        # NewerSchemaError: the store keeps the entry a newer checkout wrote in its place.
         print(f"{REFUSED}{exc}", file=sys.stderr)
         return 2
     return 0

@@ -3,6 +3,7 @@ from attention_docs.measurements.keys import fingerprint, store_key
 from attention_docs.measurements.schema import (
     SCHEMA_VERSION,
     Measurement,
+    NewerSchemaError,
     OpStat,
     Provenance,
     SchemaError,
@@ -15,6 +16,7 @@ from attention_docs.measurements.store import Problem, Store
 __all__ = [
     "SCHEMA_VERSION",
     "Measurement",
+    "NewerSchemaError",
     "OpStat",
     "Problem",
     "Provenance",

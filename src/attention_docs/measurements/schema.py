@@ -7,7 +7,8 @@
 # rounds (what it states is derived from them), and its provenance may say what malloc did
 # with freed memory: a version-3 file is read as version 4 by keeping its timings' rounds
 # (their median and interquartile range are derived now) — a key measured the old way is
-# stale anyway, but `show`, `prune` and the tests' second device can still read it.
+# stale anyway, but `show`, `prune` and the tests' second device can still read it. A newer
+# version's file is NewerSchemaError: named, and kept for the checkout that can read it.
 from __future__ import annotations
 
 import dataclasses
@@ -29,6 +30,27 @@ SCHEMA_VERSION = 4
 
 class SchemaError(ValueError):
     """A stored measurement could not be read as this version's Measurement."""
+
+
+class NewerSchemaError(SchemaError):
+    """A stored measurement written by a newer version of attention_docs: this checkout
+    cannot read it, and the checkout that wrote it can, so it is never deleted or
+    overwritten (measurements/store.py) — only named, with what to do."""
+
+    def __init__(self, version: int, where: str = "", outcome: str = "") -> None:
+        self.version = version
+        super().__init__(
+            f"{where}written by a newer version of attention_docs (schema {version}, this "
+            f"checkout reads {SCHEMA_VERSION}): update your checkout{outcome}"
+        )
+
+
+def newer_version(data: Any) -> int | None:
+    """The schema version of a stored measurement's JSON `data` when it is newer than this
+    checkout's, else None."""
+    version = data.get("schema_version") if isinstance(data, Mapping) else None
+    newer = isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+    return version if newer else None
 
 
 @dataclass(frozen=True)
@@ -217,6 +239,8 @@ class Measurement:
             data, version = _upgrade_v1(data), 2
         if version in (2, 3):  # 2: tables held scalars only; 3: see the top of this file
             version = SCHEMA_VERSION
+        if newer_version(data) is not None:
+            raise NewerSchemaError(version)
         if version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {version!r}, this build reads {SCHEMA_VERSION}")
         try:

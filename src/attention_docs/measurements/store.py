@@ -3,9 +3,14 @@
 # kind, so that entries from several GPUs live side by side. Writes are atomic (temporary
 # file + rename, mode 0644 so that the published copy is world-readable) and serialised by a
 # file lock, so two builds at once never leave a half-written entry. A file that cannot be
-# read is reported by name and treated as missing, so the caller re-measures it.
+# read is reported by name and treated as missing, so the caller re-measures it — except a
+# file a newer version of attention_docs wrote (NewerSchemaError): it is reported as not
+# usable here, and left alone. `put` refuses to overwrite it (it raises, before writing the
+# entry or its trace) rather than putting the fresh entry aside under another name, where
+# nothing would find it: the sentence says to update the checkout, and nothing is lost.
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -16,7 +21,12 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from attention_docs.measurements.schema import Measurement, SchemaError
+from attention_docs.measurements.schema import (
+    Measurement,
+    NewerSchemaError,
+    SchemaError,
+    newer_version,
+)
 from attention_docs.records.trace import chrome_bytes
 
 log = logging.getLogger("attention_docs")
@@ -31,10 +41,12 @@ ENTRY_NAME = re.compile(r"[0-9a-f]{16}\.(?:cpu|cuda)(?:-[a-z0-9-]+)?\.json")
 
 @dataclass(frozen=True)
 class Problem:
-    """A stored file that could not be used, and why."""
+    """A stored file that could not be used, and why; `newer`: a newer version of
+    attention_docs wrote it (keep it: the checkout that wrote it can read it)."""
 
     path: Path
     reason: str
+    newer: bool = False
 
     def __str__(self) -> str:
         return f"{self.path.name}: {self.reason}"
@@ -56,6 +68,39 @@ class Store:
     def _lock(self) -> FileLock:
         self.root.mkdir(parents=True, exist_ok=True)
         return FileLock(self.root / ".lock", timeout=600)
+
+    def write_problem(self) -> str | None:
+        """Why this store cannot be written, as a clause naming it; None when it can.
+
+        Ask before work that ends in a write (a measurement, a prune, an import), so that a
+        read-only store is one sentence up front instead of filelock's error on `.lock`
+        afterwards. Each folder a write may touch is tried with a file created and removed
+        there, not judged from its permission bits: a read-only mount, another user's folder
+        and root's capabilities then count as they would for the write. A store folder that
+        does not exist yet is writable when the folder it would be made in is.
+        """
+        folder = self.root
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            return f"the store {self.root} cannot be written ({folder} is not a folder)"
+        folders = [folder]
+        if folder == self.root:
+            folders += sorted(p for p in self.root.iterdir() if p.is_dir())
+        for place in folders:
+            try:
+                fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=place)
+                os.close(fd)
+                Path(probe).unlink()
+            except OSError as exc:
+                return f"the store {self.root} cannot be written ({exc.strerror or exc}: {place})"
+        lock = self.root / ".lock"
+        try:
+            if lock.exists():
+                lock.open("a").close()
+        except OSError as exc:
+            return f"the store {self.root} cannot be written ({exc.strerror or exc}: {lock})"
+        return None
 
     def relative(self, experiment: str, key: str, device: str, suffix: str = ".json") -> str:
         return f"{experiment}/{key}.{device}{suffix}"
@@ -80,6 +125,9 @@ class Store:
             return None
         try:
             measurement = Measurement.loads(path.read_text(encoding="utf-8"))
+        except NewerSchemaError as exc:
+            self._report(path, str(exc), newer=True)
+            return None
         except (SchemaError, OSError, UnicodeDecodeError) as exc:
             self._report(path, str(exc))
             return None
@@ -93,28 +141,36 @@ class Store:
             return None
         return measurement
 
-    def _report(self, path: Path, reason: str) -> None:
-        problem = Problem(path, reason)
+    def _report(self, path: Path, reason: str, *, newer: bool = False) -> None:
+        problem = Problem(path, reason, newer)
         self.problems.append(problem)
         if not self.warn:
             return
         log.warning(
-            "stored measurement %s is unusable (%s); it will be measured again",
+            "stored measurement %s is unusable (%s); %s",
             path.relative_to(self.root.parent) if path.is_relative_to(self.root.parent) else path,
             reason,
+            "it is left as it is" if newer else "it will be measured again",
         )
 
     def put(self, measurement: Measurement, chrome: Mapping | None = None) -> Measurement:
         """Write `measurement` (and its trace) atomically; returns it with `trace_file` set."""
         device = measurement.device_id
         with self._lock():
+            target = self.path(measurement.experiment, measurement.key, device)
+            version = _newer_file(target)
+            if version is not None:
+                raise NewerSchemaError(
+                    version,
+                    f"the stored measurement {target} was ",
+                    "; it is left as it is, and this measurement was not stored",
+                )
             if chrome is not None:
                 rel = self.relative(
                     measurement.experiment, measurement.key, device, ".trace.json.gz"
                 )
                 _atomic_write(self.root / rel, chrome_bytes(chrome))
                 measurement = replace(measurement, trace_file=rel)
-            target = self.path(measurement.experiment, measurement.key, device)
             _atomic_write(target, measurement.dumps().encode())
         return measurement
 
@@ -122,13 +178,23 @@ class Store:
         """Every file named as an entry (`<experiment>/<key>.<device id>.json`), sorted."""
         return sorted(p for p in self.root.glob("*/*.json") if ENTRY_NAME.fullmatch(p.name))
 
-    def entries(self) -> Iterator[tuple[Path, Measurement | None, str | None]]:
-        """Every entry: (path, measurement or None, reason it is unreadable)."""
+    def entries(self) -> Iterator[tuple[Path, Measurement | None, Problem | None]]:
+        """Every entry: (path, measurement or None, why it cannot be read)."""
         for path in self.entry_paths():
             try:
                 yield path, Measurement.loads(path.read_text(encoding="utf-8")), None
             except (SchemaError, OSError, UnicodeDecodeError) as exc:
-                yield path, None, str(exc)
+                yield path, None, Problem(path, str(exc), isinstance(exc, NewerSchemaError))
+
+    def newer_problem(self, experiment: str, key: str, device: str) -> str | None:
+        """The sentence saying that the entry a write of (experiment, key, device) would
+        replace was written by a newer version of attention_docs; None when it was not: ask
+        before measuring what `put` would refuse to store."""
+        target = self.path(experiment, key, device)
+        version = _newer_file(target)
+        if version is None:
+            return None
+        return str(NewerSchemaError(version, f"the stored measurement {target} was "))
 
     def remove(self, path: Path) -> list[Path]:
         """Delete one entry and its trace; returns what was deleted."""
@@ -150,15 +216,20 @@ class Store:
         left where it is (and reported by `entries`).
         """
         done = []
+        legacy = [p for p in self.entry_paths() if p.name.endswith(LEGACY_SUFFIXES)]
+        if not legacy:
+            return done  # nothing to rename: a read-only store is fine
         with self._lock():
-            for path in self.entry_paths():
-                if not path.name.endswith(LEGACY_SUFFIXES):
-                    continue
+            for path in legacy:
                 try:
                     m = Measurement.loads(path.read_text(encoding="utf-8"))
                 except (SchemaError, OSError, UnicodeDecodeError):
                     continue
                 target = self.path(m.experiment, m.key, m.device_id)
+                version = _newer_file(target)
+                if version is not None:  # never replaced: a newer checkout wrote it
+                    done.append(Migration(path, target, superseded=False, newer_schema=version))
+                    continue
                 newer = self._readable(target)
                 old_trace = self.root / m.trace_file if m.trace_file else None
                 if newer is not None and newer.provenance.date >= m.provenance.date:
@@ -192,6 +263,39 @@ class Store:
             trace.unlink(missing_ok=True)
 
 
+def stale_reason(measurement: Measurement, experiment) -> str | None:
+    """Why the stored `measurement` is stale, or None when it is current: the one rule that
+    `prune` deletes by and `import-archive` leaves entries out by (and a frozen build's
+    message can give).
+
+    `experiment` is the Experiment of the measurement's name as the code declares it now, or
+    None when there is none. Stale: no such experiment; the code it measured has changed
+    (its fingerprint is not the code's now, whatever its key says); its parameters are not
+    the experiment's now; or its key is not the one this code gives its parameters (an
+    older measuring method, or parameters given at their default, which share the
+    default's key).
+    """
+    if experiment is None:
+        return f"experiment {measurement.experiment} no longer exists"
+    now = experiment.fingerprint()
+    if measurement.fingerprint != now:
+        return (
+            f"the code it measured has changed since (its fingerprint {measurement.fingerprint}, "
+            f"the code's now {now})"
+        )
+    try:
+        current = experiment.key(measurement.requested)
+    except ValueError as exc:  # ExperimentError: a parameter renamed, retyped or out of range
+        return f"its parameters are not the experiment's now: {exc}"
+    if measurement.key != current:
+        return (
+            f"its key {measurement.key} is not the key this code gives its parameters "
+            f"({current}): it was keyed by an older measuring method, or with parameters given "
+            "at their default"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class Migration:
     """One legacy entry migrated: renamed to `new`, or (superseded) deleted because `new`,
@@ -200,6 +304,15 @@ class Migration:
     old: Path
     new: Path
     superseded: bool
+    newer_schema: int | None = None  # `new` is of this newer schema: `old` was left as it is
+
+
+def _newer_file(path: Path) -> int | None:
+    """The schema version of the entry at `path` when a newer attention_docs wrote it."""
+    try:
+        return newer_version(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
