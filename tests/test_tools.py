@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from attention_docs import folders
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = "chapters/02-naive-attention.md"
 OTHER_PAGE = "chapters/01-reading-a-profile.md"
@@ -40,12 +42,13 @@ def one_line_error(code: int, err: str, message: str) -> None:
 
 @pytest.fixture
 def no_mkdocs(monkeypatch):
-    """subprocess.run that fails the test: bad input is refused before mkdocs starts."""
+    """Starting mkdocs fails the test: bad input is refused before mkdocs starts."""
 
     def refuse(command, **kwargs):
         raise AssertionError(f"started {command}")
 
     monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(folders, "run_child", refuse)
 
 
 def dead_pid() -> int:
@@ -70,9 +73,9 @@ def test_two_previews_at_once_build_their_own_pages_against_their_own_stores(tmp
             read[0] = (config, config.read_text())
         else:
             read.append((config, config.read_text()))
-        return subprocess.CompletedProcess(command, 0)
+        return 0
 
-    monkeypatch.setattr(subprocess, "run", mkdocs)
+    monkeypatch.setattr(folders, "run_child", mkdocs)
     first = ["--store", tmp_path / "a", "--site", tmp_path / "site-a", PAGE]
     assert exit_code(preview.main, first) == 0
     (first_config, first_text), (second_config, second_text) = read
@@ -156,9 +159,9 @@ def test_build_site_clears_what_dead_builds_left_and_keeps_a_live_ones(tmp_path,
 
     def mkdocs(command, **kwargs):
         building.append(Path(command[command.index("-d") + 1]).name)
-        return subprocess.CompletedProcess(command, 1)
+        return 1
 
-    monkeypatch.setattr(subprocess, "run", mkdocs)
+    monkeypatch.setattr(folders, "run_child", mkdocs)
     config = tmp_path / "mkdocs.yml"
     config.write_text("site_name: t\n")
     assert (
@@ -260,3 +263,53 @@ def test_mkdocs_serves_site_folder_is_claimed_by_the_serving_process(tmp_path, m
     AttentionDocsPlugin().on_serve(Server(), SimpleNamespace(site_dir=str(site)), None)
     assert (tmp_path / "mkdocs_serving.pid").read_text() == f"{os.getpid()}\n"
     assert not old.exists() and not (tmp_path / "mkdocs_killed.pid").exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM ends a process at once there")
+def test_a_build_stopped_with_sigterm_stops_its_mkdocs_and_leaves_no_half_site(tmp_path):
+    """`kill` of tools/build_site.py (or of the nox running it) ended the tool alone: its
+    `mkdocs build` ran on, measuring for a site nobody would swap in."""
+    import signal
+    import time
+
+    # A stand-in for mkdocs: it writes its pid, then would run for a minute.
+    mkdocs = tmp_path / "pkgs" / "mkdocs"
+    mkdocs.mkdir(parents=True)
+    (mkdocs / "__init__.py").write_text("")
+    (mkdocs / "__main__.py").write_text(
+        "import os, pathlib, sys, time\n"
+        f"pathlib.Path({str(tmp_path / 'child.pid')!r}).write_text(str(os.getpid()))\n"
+        "time.sleep(60)\n"
+    )
+    (tmp_path / "mkdocs.yml").write_text("site_name: t\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "pkgs"), str(ROOT / "src")])}
+    tool = subprocess.Popen(
+        [
+            sys.executable,
+            ROOT / "tools" / "build_site.py",
+            "--site-dir",
+            tmp_path / "site",
+            "--config-file",
+            tmp_path / "mkdocs.yml",
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "child.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int((tmp_path / "child.pid").read_text())
+    tool.send_signal(signal.SIGTERM)
+    _, err = tool.communicate(timeout=30)
+    assert tool.returncode == 128 + signal.SIGTERM, err
+    assert "build failed (stopped by SIGTERM): site/ is not written" in err
+    assert not folders.running(child) or _zombie(child)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".site")) == []
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -37,11 +37,12 @@ def build(site: Path, config: Path) -> int:
     old = site.with_name(f"{previous}{os.getpid()}")
     try:
         command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config)]
-        code = subprocess.run([*command, "-d", str(fresh)], check=False).returncode
+        code = folders.run_child([*command, "-d", str(fresh)])
         if code != 0:
             state = "left as it was" if site.exists() else "not written"
-            print(f"build failed (exit code {code}): {site.name}/ is {state}", file=sys.stderr)
-            return code
+            how = f"stopped by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            print(f"build failed ({how}): {site.name}/ is {state}", file=sys.stderr)
+            return 128 - code if code < 0 else code
         fresh.chmod(0o755)  # mkdtemp makes the folder private; the site is published
         if site.exists():
             site.rename(old)

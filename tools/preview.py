@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -100,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"cannot make the store folder {store}: {exc.strerror or exc}")
     env = {**os.environ, "ATTENTION_DOCS_MODE": args.mode, "NO_MKDOCS_2_WARNING": "1"}
     if store != (ROOT / "docs" / "measurements").resolve():
-        # A scratch store is never published: a preview on a shared machine keeps what it
-        # measured (flagged busy in captions) instead of waiting for the machine to calm.
-        env.setdefault("ATTENTION_DOCS_ALLOW_BUSY", "1")
+        # A scratch store is never published: a preview on a shared machine keeps its first
+        # attempt (flagged busy in captions) instead of waiting for the machine to calm.
+        env.setdefault("ATTENTION_DOCS_BUSY_WAIT", "0")
     cache = ROOT / ".cache"
     # A config of its own: two previews at once (other pages, other stores) must not build
     # each other's. It names this process, so that a killed preview's is cleared later.
@@ -119,14 +118,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.serve:
             command = [sys.executable, "-m", "mkdocs", "serve", "--dirty", "-f", str(config)]
             command += ["--dev-addr", "127.0.0.1:8000"]
-            return subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
+            return folders.run_child(command, cwd=ROOT, env=env)
         site = args.site.resolve()
         command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config)]
         command += ["-d", str(site)]
         # Two builds into one site folder would leave a mix of both.
         site.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(site.with_name(f".{site.name}.lock"), timeout=0):
-            return subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
+            return folders.run_child(command, cwd=ROOT, env=env)
     except Timeout:
         parser.error(
             f"another preview is building into {args.site}: wait for it to end, or give this "

@@ -125,3 +125,37 @@ def site_problem(site: Path) -> str | None:
         f"{site} holds files but no built site (no index.html), and a build would delete "
         "them; give another folder, or empty it first"
     )
+
+
+# Signals that stop a build from outside (`kill`, a closed terminal, nox's own end). Ctrl-C
+# reaches the child without help: the terminal sends SIGINT to the whole process group.
+FORWARDED = ("SIGTERM", "SIGHUP")
+
+
+def run_child(command: list[str], **kwargs) -> int:
+    """Run `command` and wait for it; a SIGTERM or SIGHUP sent to this process is passed on.
+
+    A tool that runs `mkdocs build` and is stopped with `kill` would otherwise leave the
+    build running alone, measuring on a machine that nobody watches and writing a site
+    nobody swaps in. Returns the child's exit code (negative: the signal that ended it).
+    """
+    import signal
+    import subprocess
+
+    child = subprocess.Popen(command, **kwargs)
+    forwarded = [getattr(signal, name) for name in FORWARDED if hasattr(signal, name)]
+
+    def forward(signum, frame) -> None:
+        child.send_signal(signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in forwarded}
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:
+                child.wait()  # it had the SIGINT too; its clean-up runs before ours
+                raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
