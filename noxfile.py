@@ -1,4 +1,4 @@
-"""Tasks: `nox -s docs`, `serve`, `tests`, `lint`, `bench`, `browser`.
+"""Tasks: `nox -s docs`, `serve`, `tests`, `lint`, `bench`, `browser`, `fleet`.
 
 This file is the only place that knows how to install things. Every session installs the
 project with torch pinned by `constraints.txt` (2.13.0, a small CPU build on PyPI) and keeps
@@ -180,6 +180,16 @@ def bench(session: nox.Session) -> None:
             failed.append(name)
     if failed:
         session.error(f"missed a target: {', '.join(failed)} (see above)")
+
+
+@nox.session
+def fleet(session: nox.Session) -> None:
+    """The manifest measured on Hugging Face Jobs: `nox -s fleet -- h200 a100-large l4x1`
+    (any options of `python -m attention_docs fleet`, such as --dry-run, follow)."""
+    if not session.posargs:
+        session.error("name the flavors: nox -s fleet -- h200 a100-large l4x1 [--dry-run]")
+    _install(session, "docs", "fleet")
+    session.run("python", "-m", "attention_docs", "fleet", *session.posargs, env=_env())
 
 
 @nox.session

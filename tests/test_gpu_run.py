@@ -160,11 +160,8 @@ def load_script():
 
 
 def load_plan():
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import gpu_plan
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
+    from attention_docs import gpu_plan
+
     return gpu_plan
 
 
@@ -188,7 +185,7 @@ def test_requests_run_in_the_order_the_pages_need_them():
 
 
 def test_every_experiment_has_an_estimate_of_its_gpu_time():
-    """A new or renamed experiment gets gpu_plan.DEFAULT until tools/gpu_plan.py counts its
+    """A new or renamed experiment gets gpu_plan.DEFAULT until src/attention_docs/gpu_plan.py counts its
     work (WORK); this test says which to add."""
     from attention_docs.experiments.registry import REGISTRY
 
@@ -202,7 +199,9 @@ def test_every_experiment_has_an_estimate_of_its_gpu_time():
         if not counted:
             missing.append(name)
         assert work.seconds > plan.START_S, name
-    assert missing == [], f"add these experiments to WORK in tools/gpu_plan.py: {missing}"
+    assert missing == [], (
+        f"add these experiments to WORK in src/attention_docs/gpu_plan.py: {missing}"
+    )
     assert not set(plan.WORK) - set(REGISTRY), "WORK names experiments that no longer exist"
 
 

@@ -1,3 +1,12 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = [
+#     "torch==2.13.0",
+#     "numpy>=1.26",
+#     "matplotlib>=3.8",
+#     "filelock>=3.13",
+# ]
+# ///
 """Measure every request of the manifest on one device, in one call, into one archive.
 
 Usage (from the repository root; the lent GPU machine has no nox, so the source tree runs):
@@ -5,13 +14,19 @@ Usage (from the repository root; the lent GPU machine has no nox, so the source 
     PYTHONPATH=src python3 tools/gpu_measure.py --out "$OUT" [--device cuda]
         [--requests docs/measurements/requests.json] [--budget-s 480]
     PYTHONPATH=src python3 tools/gpu_measure.py --plan [--device cuda]
+    uv run tools/gpu_measure.py --package attention_docs-0.1.0-py3-none-any.whl --out OUT ...
+
+The script carries its own dependencies (PEP 723, the block above: torch pinned as
+constraints.txt pins it, the rest as pyproject.toml declares them), so `uv run` needs
+nothing else: that is how `python -m attention_docs fleet` runs it on Hugging Face Jobs,
+where there is no source tree and `--package` gives the package as a wheel.
 
 Each request runs in its own worker process (attention_docs.workers, as a docs build runs
-it) and writes into a temporary store. The requests run in the order tools/gpu_plan.py
+it) and writes into a temporary store. The requests run in the order attention_docs/gpu_plan.py
 gives: what the pages need most first (the shared facts, the naive steps, the SDPA backends,
 FlashAttention and Triton, the winners map), then the chapters' order. Each has an estimate
 of its GPU time, from the store's GPU entry of it when there is one, else counted from its
-work (compiles, shapes, rounds; tools/gpu_plan.py). A request is not started when the
+work (compiles, shapes, rounds; attention_docs/gpu_plan.py). A request is not started when the
 budget's remaining seconds are fewer than its estimate, and a started one is stopped when
 the budget runs out, so the archive is always written in time; what was skipped is listed.
 After every request the archive `OUT/measurements.tar.gz` is rewritten (the temporary store
@@ -28,8 +43,10 @@ requests would be skipped and which pages would lose them. Exit code 0: every re
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,19 +57,57 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
-for folder in (SRC, ROOT / "tools"):
+
+
+def package_folder(argv: list[str]) -> Path:
+    """Where `attention_docs` is imported from: the wheel given with `--package`, unpacked
+    into a temporary folder (a Hugging Face job has this script and its arguments' files,
+    no source tree), else the source tree beside this script."""
+    wheel = None
+    for i, arg in enumerate(argv):
+        if arg == "--package" and i + 1 < len(argv):
+            wheel = argv[i + 1]
+        elif arg.startswith("--package="):
+            wheel = arg.split("=", 1)[1]
+    if not wheel:
+        return SRC
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = archive.namelist()
+            if "attention_docs/__init__.py" not in names:
+                raise SystemExit(
+                    f"tools/gpu_measure.py: error: --package {wheel} is not a wheel of "
+                    "attention_docs (it holds no attention_docs/__init__.py)"
+                )
+            folder = Path(tempfile.mkdtemp(prefix=f"gpu-measure-{os.getpid()}-package-"))
+            atexit.register(shutil.rmtree, folder, ignore_errors=True)
+            archive.extractall(folder, [n for n in names if n.startswith("attention_docs/")])
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise SystemExit(
+            f"tools/gpu_measure.py: error: --package {wheel} cannot be read as a wheel: {exc}"
+        ) from None
+    return folder
+
+
+def use_package(folder: Path) -> None:
+    """Import attention_docs from `folder`, here and in the workers (`python -m
+    attention_docs` processes, which must find the same code)."""
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
-# Workers are `python -m attention_docs`: they must find the same source tree.
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    dict.fromkeys(filter(None, [str(SRC), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]))
-)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        dict.fromkeys(
+            filter(None, [str(folder), *os.environ.get("PYTHONPATH", "").split(os.pathsep)])
+        )
+    )
 
-ARCHIVE = "measurements.tar.gz"
+
 MAX_RETURNED_BYTES = 16 * 2**20  # the most the device tool brings back in one file from $OUT
 PROBE = """
 import json, platform, sys
 import torch
+import attention_docs
 from attention_docs.profiling.device import describe, resolve_device
 from attention_docs.records.device import device_id
 info = describe(resolve_device(sys.argv[1]))
@@ -65,6 +120,7 @@ print(json.dumps({
     "device": info.to_json(), "device_id": device_id(info), "device_label": info.label,
     "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton_version,
     "python": platform.python_version(), "platform": platform.platform(),
+    "package": attention_docs.__file__,
 }))
 """
 
@@ -102,7 +158,7 @@ def load_manifest(path: Path) -> list[dict[str, Any]]:
 def estimates(store: Path, device_kind: str) -> dict[str, float]:
     """Seconds each request took when the store's entries for this device kind were measured
     (the worker's start added), keyed by `experiment + canonical requested JSON`."""
-    from gpu_plan import START_S
+    from attention_docs.gpu_plan import START_S
 
     found: dict[str, float] = {}
     for path in sorted(store.glob("*/*.json")):
@@ -125,7 +181,7 @@ def _ident(experiment: str, requested: dict) -> str:
 
 def estimate(request: dict, known: dict[str, float], device: str) -> tuple[float, str]:
     """(seconds, where they come from: "measured", "counted" or "default")."""
-    from gpu_plan import work
+    from attention_docs.gpu_plan import work
 
     ident = _ident(request["experiment"], request["requested"])
     if ident in known:
@@ -136,9 +192,9 @@ def estimate(request: dict, known: dict[str, float], device: str) -> tuple[float
 
 
 def run_order(requests: list[dict]) -> list[dict]:
-    """The order of tools/gpu_plan.py: what the pages need most first."""
-    from gpu_plan import chapter_order
-    from gpu_plan import run_order as order
+    """The order of attention_docs/gpu_plan.py: what the pages need most first."""
+    from attention_docs.gpu_plan import chapter_order
+    from attention_docs.gpu_plan import run_order as order
 
     return order(requests, chapter_order(ROOT / "docs" / "chapters"))
 
@@ -172,7 +228,7 @@ def probe(device: str, timeout_s: float) -> dict[str, Any]:
 
 
 def print_plan(order: list[dict], device: str, known: dict[str, float], budget: float) -> int:
-    from gpu_plan import chapter_order
+    from attention_docs.gpu_plan import chapter_order
 
     shown = chapter_order(ROOT / "docs" / "chapters")
     elapsed, bad, skipped = 0.0, 0, []
@@ -203,7 +259,7 @@ def print_plan(order: list[dict], device: str, known: dict[str, float], budget: 
     print(
         f"estimated total: ~{total:.0f} s against a budget of {budget:.0f} s (estimates: "
         "measured = the store's entry from this device kind; counted = from the request's "
-        "work, tools/gpu_plan.py; default = an experiment gpu_plan.WORK does not know)"
+        "work, attention_docs/gpu_plan.py; default = an experiment gpu_plan.WORK does not know)"
     )
     if skipped:
         print(f"{len(skipped)} requests would be skipped; these pages would lose them:")
@@ -225,6 +281,7 @@ def print_plan(order: list[dict], device: str, known: dict[str, float], budget: 
 
 
 def main(argv: list[str] | None = None) -> int:
+    use_package(package_folder(sys.argv[1:] if argv is None else [str(a) for a in argv]))
     from attention_docs import arguments
 
     parser = arguments.Parser(prog="tools/gpu_measure.py", description=__doc__.split("\n\n")[0])
@@ -232,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=arguments.path, help="folder for measurements.tar.gz (the tool's $OUT)"
     )
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument(
+        "--package",
+        type=arguments.path,
+        help="the attention_docs wheel to run (default: the source tree beside this script)",
+    )
     parser.add_argument(
         "--requests", type=arguments.path, default=ROOT / "docs/measurements/requests.json"
     )
@@ -323,7 +385,7 @@ def run_request(
 
 
 def measure_all(order: list[dict], args: argparse.Namespace, known: dict[str, float]) -> int:
-    from attention_docs.archive import write_archive
+    from attention_docs.archive import ARCHIVE, write_archive
 
     started = time.monotonic()
     archive = args.out / ARCHIVE
@@ -337,6 +399,7 @@ def measure_all(order: list[dict], args: argparse.Namespace, known: dict[str, fl
             else manifest.name
         ),
         "budget_s": args.budget_s,
+        "package": args.package.name if args.package else "the source tree",
         "started": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "complete": False,
         "requests": [],

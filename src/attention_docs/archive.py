@@ -25,6 +25,7 @@ from typing import Any
 from attention_docs import arguments
 
 RUN_LOG = "run-log.json"
+ARCHIVE = "measurements.tar.gz"  # the name tools/gpu_measure.py gives its archive
 STORE_DIR = "store"
 MAX_MEMBER_BYTES = 64 * 2**20
 MAX_TOTAL_BYTES = 512 * 2**20

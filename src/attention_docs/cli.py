@@ -123,9 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     migrate.add_argument("--store", type=arguments.path, default=COMMITTED_STORE)
     migrate.set_defaults(handler=cmd_migrate)
 
-    from attention_docs import archive, scaffold
+    from attention_docs import archive, fleet, scaffold
 
     archive.add_parser(sub)
+    fleet.add_parser(sub)
     scaffold.register(sub)
 
     return parser

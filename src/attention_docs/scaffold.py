@@ -411,6 +411,6 @@ def _cmd_new_chapter(args: argparse.Namespace, extra: list[str]) -> int:
     print(
         "next: preview it with `nox -s serve`; then `nox -s docs` measures it into "
         "docs/measurements/ (commit those files: the tests build --frozen) and "
-        "`nox -s tests` runs its test; give its GPU time an estimate in tools/gpu_plan.py (WORK)"
+        "`nox -s tests` runs its test; give its GPU time an estimate in src/attention_docs/gpu_plan.py (WORK)"
     )
     return 0

@@ -45,7 +45,9 @@ FLEX_COMPILE_S = 10.0  # one FlexAttention mod: a kernel of its own
 TRITON_S = 30.0  # the site's Triton kernel, first compile in a process (Triton's start too)
 TRITON_SPEC_S = 8.0  # each further specialisation (dtype, head_dim, causal)
 PROFILE_S = 0.5  # one profiler session: start, warm-up and active steps, trace processing
-TIMED_S = 0.2  # one callable at one shape: warm-up, then 3 rounds of CUDA-event runs
+TIMED_S = (
+    0.2  # one callable at one shape: 20 rounds of 3 CUDA-event runs, each after a warm-up call
+)
 
 
 @dataclass(frozen=True)
