@@ -584,3 +584,35 @@ def test_the_analytic_models_are_pure_arithmetic():
         for m in modules
         if not m.startswith(("attention_docs.analytic", "attention_docs.records"))
     ] == []
+
+
+def test_a_memory_step_slower_than_one_moving_the_same_bytes_is_not_called_held_by_bandwidth(
+    roofline,
+):
+    ceilings = fake_ceilings(roofline)
+    steps = {s.label: (50.0, 45.0, 55.0) for s in roofline.steps}
+    steps["attention.mask"] = (150.0, 140.0, 160.0)  # slower than scale in every round
+    steps["attention.softmax"] = (54.0, 48.0, 60.0)  # slower, but inside scale's noise
+    times = forward_times_for(roofline, (400.0, 380.0, 420.0), steps)
+    r = fr.roofline(roofline, ceilings, times, sweep_for(roofline))
+    assert [(s.step, s.like) for s in r.same_bytes] == [("attention.mask", "attention.scale")]
+    (mask,) = r.same_bytes
+    assert mask.ratio.value == pytest.approx(3.0)
+    assert mask.ratio.low == pytest.approx(140 / 55) and mask.ratio.high == pytest.approx(160 / 45)
+    # What the code makes of the step, from its profile: the mask rebuilt, the scores copied.
+    assert {"aten::triu", "aten::masked_fill"} <= set(mask.ops)
+    said = text(
+        render.roofline.verdicts(
+            Sourced(roofline, "now", "x.json"), ceilings, times, sweep_for(roofline)
+        )
+    )
+    assert "`mask` " in said and "not measured here" in said and "which roof is nearer" in said
+    opening = text(
+        render.roofline.finding(
+            Sourced(roofline, "now", "x.json"), ceilings, times, sweep_for(roofline), []
+        )
+    )
+    assert "bandwidth alone does not explain it" in opening
+    # All five steps alike: nothing to qualify.
+    even = fr.roofline(roofline, ceilings, times_for(roofline), sweep_for(roofline))
+    assert even.same_bytes == ()

@@ -55,6 +55,59 @@ def overlap(a: Fact, b: Fact) -> bool:
     return a_low <= b_high and b_low <= a_high
 
 
+# Two steps "move the same bytes" when their minimum bytes differ by less than this share.
+SAME_BYTES = 0.1
+
+
+def ops_inside(trace: Trace, label: str, depth: int = 2) -> tuple[str, ...]:
+    """The names of the ops inside the labelled range, `depth` levels down at most, in the
+    order they first ran (each name once)."""
+    top = next(s for s in trace.spans if s.kind == "range" and s.name == label)
+    found = [
+        s
+        for s in trace.spans
+        if s.kind == "op"
+        and s.lane == top.lane
+        and top.depth < s.depth <= top.depth + depth
+        and top.start_us <= s.start_us
+        and s.end_us <= top.end_us + 1e-3
+    ]
+    return tuple(dict.fromkeys(s.name for s in sorted(found, key=lambda s: s.start_us)))
+
+
+def same_bytes(
+    placed: tuple[Placed, ...], trace: Trace | None, device: str, shape
+) -> tuple[SameBytes, ...]:
+    """Memory-side steps slower in every round than the fastest one per byte among them
+    that moves about the same minimum bytes."""
+    timed = [
+        p for p in placed if p.bound.roof == "memory" and p.bound.measured and p.step.cost.bytes
+    ]
+    if len(timed) < 2:
+        return ()
+    like = min(timed, key=lambda p: p.bound.measured.time_us / p.step.cost.bytes)
+    ref, out = like.bound.measured, []
+    for p in timed:
+        t, b = p.bound.measured, p.step.cost.bytes
+        if p is like or abs(b - like.step.cost.bytes) > SAME_BYTES * like.step.cost.bytes:
+            continue
+        if t.low_us <= ref.high_us:
+            continue  # not slower in every round
+        q = Quantity(
+            "time ÷ the time of a step moving the same bytes",
+            f"{p.step.label} ÷ {like.step.label}",
+            device,
+            UNPROFILED,
+            shape,
+        )
+        ratio = Fact(
+            q, t.time_us / ref.time_us, "×", t.low_us / ref.high_us, t.high_us / ref.low_us
+        )
+        ops = ops_inside(trace, p.step.label) if trace is not None else ()
+        out.append(SameBytes(p.step.label, like.step.label, like.step.bytes, ratio, ops))
+    return tuple(out)
+
+
 def op_calls(trace: Trace, label: str) -> int:
     """Top-level op calls inside the labelled range (each pays the per-call floor)."""
     top = next(s for s in trace.spans if s.kind == "range" and s.name == label)
@@ -95,6 +148,21 @@ class Roofline:
     placed: tuple[Placed, ...]
     fixed_from: str  # "gaps" (GPU trace) or "floor" (op calls × the per-call floor)
     floor_call: Fact | None  # the per-call floor (CPU)
+    same_bytes: tuple[SameBytes, ...] = ()  # memory-side steps slower than one moving as much
+
+
+@dataclass(frozen=True)
+class SameBytes:
+    """A memory-side step slower, in every round, than another that moves the same minimum
+    bytes (within `SAME_BYTES`): the bandwidth the faster one reached does not hold it, so
+    its "memory-bound" says only which roof is nearer. `ops` are the ATen ops its profile
+    records inside its range (counted, not timed): what the code makes of the step."""
+
+    step: str
+    like: str  # the fastest memory-side step of about the same bytes
+    bytes: Fact  # the faster step's minimum bytes
+    ratio: Fact  # the step's time ÷ the faster one's, range from both intervals
+    ops: tuple[str, ...]
 
 
 def roofline(
@@ -174,6 +242,7 @@ def roofline(
         tuple(out),
         "gaps" if gaps else "floor",
         floor_call,
+        same_bytes(tuple(out), naive.timeline, device, shape),
     )
 
 

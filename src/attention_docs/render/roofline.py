@@ -30,6 +30,17 @@ def _verdict(p: fr.Placed) -> str:
     return word if p.bound.settled else f"{word} (not in every round)"
 
 
+def _qualified(r: fr.Roofline) -> str:
+    if not r.same_bytes:
+        return ""
+    names = words.series(f"`{s.step.removeprefix('attention.')}`" for s in r.same_bytes)
+    like = r.same_bytes[0].like.removeprefix("attention.")
+    return (
+        f" — though {names} took longer than `{like}`, which moves the same bytes: bandwidth "
+        f"alone does not explain {'them' if len(r.same_bytes) > 1 else 'it'} (below)"
+    )
+
+
 @on_one_device
 def finding(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced, gpu_times) -> str:
     """Chapter 03's finding: the verdicts here, and why the score matmuls stay memory-bound
@@ -44,7 +55,7 @@ def finding(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced, g
     gpu_side = "above" if g.cap_above_ridge else "below"
     return (
         f"On {_m(naive).provenance.device.label}, each step timed without the profiler in the forward's order "
-        f"is {here}. The ridge here is {fact(r.ridge, with_spread=False)}, and a matmul of naive "
+        f"is {here}{_qualified(r)}. The ridge here is {fact(r.ridge, with_spread=False)}, and a matmul of naive "
         f"attention at most reaches {fact(r.cap)}, {side} it. On an {g.gpu.label} in "
         f"{g.shape.dtype} the data sheet's ridge is {fact(g.ridge)} and the matmuls cannot pass "
         f"{fact(g.cap)}: {gpu_side} the ridge however long the sequence, which is why fusing the "
@@ -186,12 +197,38 @@ def verdicts(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) 
             f"at this size a step's inputs, written by the step before it, can still be in a "
             f"cache the copy is too large for (the page does not measure which)."
         )
+    if r.same_bytes:
+        parts.append(same_bytes_text(r))
     if any(p.bound.roof == "compute" for p in beat):
         parts.append(
             "A matmul beat the measured peak in every round: the matmul that measured it "
             "reached less than the machine can do (measure it larger, `--matmul-size`)."
         )
     return " ".join(parts)
+
+
+def same_bytes_text(r: fr.Roofline) -> str:
+    """The memory-side steps slower than one moving the same bytes, with the ops their
+    profile records: what the minimum-bytes model leaves out, said as unmeasured."""
+    like = r.same_bytes[0].like.removeprefix("attention.")
+    slower = words.series(
+        f"`{s.step.removeprefix('attention.')}` {fact(s.ratio)} as long" for s in r.same_bytes
+    )
+    ops = "; ".join(
+        f"`{s.step.removeprefix('attention.')}`: {words.series(f'`{o}`' for o in s.ops)}"
+        for s in r.same_bytes
+        if s.ops
+    )
+    recorded = f" Inside each range the profile records {ops}." if ops else ""
+    return (
+        f"`{like}` moves the same minimum bytes ({fact(r.same_bytes[0].bytes)}) as the "
+        f"slower steps here, which took {slower}, in every round: the bandwidth `{like}` reached does "
+        f'not hold them, so their "memory-bound" above says only which roof is nearer.{recorded} '
+        f"The cost model counts one pass over the N×N matrix per step; it does not count the "
+        f"passes the code adds (building a mask, copying before a fill) nor that an "
+        f"exponential costs more than one FLOP. Which of these makes the difference is not "
+        f"measured here."
+    )
 
 
 # --- On a GPU ---------------------------------------------------------------------------------------
