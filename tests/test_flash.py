@@ -122,9 +122,6 @@ def test_tiled_rejects_what_it_cannot_compute():
     q, k, v = make_qkv(1, 1, 8, 4)
     with pytest.raises(ValueError, match="block_q must be a positive integer"):
         tiled_attention(q, k, v, block_q=0)
-    short_k, short_v = k[..., :4, :], v[..., :4, :]
-    with pytest.raises(ValueError, match="fewer keys"):
-        tiled_attention(q, short_k, short_v, causal=True)
     with pytest.raises(ValueError, match="share head_dim"):
         tiled_attention(q, k[..., :2], v[..., :2])
 
