@@ -2,6 +2,7 @@
 # - one causal alignment, bottom-right (query i of N sees keys 0 .. i + M - N, as
 #   naive.causal_mask and FlashAttention >= 2.1 align it), on rectangular shapes both ways;
 # - one behaviour for a query that sees no key (causal, N > M): output 0, log-sum-exp -inf;
+# - useful FLOPs count the visible (query, key) pairs (analytic/cost.py).
 # Each implementation is compared with naive attention and with the float64 reference of
 # tests/reference.py, on fresh random inputs.
 import json
@@ -13,6 +14,7 @@ from interpreted import run_interpreted
 from reference import attention_reference, rel_err
 from torch.nn.attention.flex_attention import flex_attention
 
+from attention_docs.analytic.cost import attention_flops, useful_flops, visible_pairs
 from attention_docs.attention import flex
 from attention_docs.attention.backward import forward_backward, implementation
 from attention_docs.attention.compiled import compiled_attention
@@ -21,7 +23,9 @@ from attention_docs.attention.masking import MASK_VARIANTS, masked_attention, pr
 from attention_docs.attention.naive import causal_mask, naive_attention, naive_step_calls
 from attention_docs.attention.sdpa import sdpa_attention
 from attention_docs.attention.tiled import tiled_attention_with_lse
+from attention_docs.findings import flash as ff
 from attention_docs.inputs import make_qkv
+from attention_docs.records.shape import Shape
 
 HAS_TRITON = __import__("importlib").util.find_spec("triton") is not None
 
@@ -201,3 +205,66 @@ def test_triton_kernel_agrees_with_naive_under_the_interpreter(tmp_path):
         assert not r["nan"] and r["err"] < 1e-5, f"{n}×{m}, seed={s}"
         assert torch.isneginf(lse[..., :e]).all(), f"{n}×{m}"
         torch.testing.assert_close(lse[..., e:], expected_lse[..., e:], rtol=1e-5, atol=1e-5)
+
+
+# --- useful FLOPs ----------------------------------------------------------------------------
+
+
+def test_visible_pairs_count_the_mask_the_implementations_apply():
+    for n in range(1, 13):
+        for m in range(1, 13):
+            assert visible_pairs(n, m, causal=True) == int((~causal_mask(n, m)).sum()), (n, m)
+            assert visible_pairs(n, m, causal=False) == n * m
+    with pytest.raises(ValueError, match="at least 1"):
+        visible_pairs(0, 4, causal=True)
+
+
+# FlashAttention's two FLOP conventions, restated here to test against:
+# - benchmarks/benchmark_flash_attention.py (FA2), square shapes only:
+#   flops(batch, seqlen, headdim, nheads, causal) = 4·batch·seqlen²·nheads·headdim, halved
+#   when causal: the triangle's area.
+# - hopper/benchmark_attn.py (FA3), rectangular: 2·batch·nheads·seqlen_q·avg·(headdim +
+#   headdim_v), avg = (max(0, seqlen_k - seqlen_q) + seqlen_k) / 2 when causal, else seqlen_k.
+def fa2_flops(batch, seqlen, headdim, nheads, causal):
+    return 4 * batch * seqlen**2 * nheads * headdim / (2 if causal else 1)
+
+
+def fa3_flops(batch, nheads, seqlen_q, seqlen_k, headdim, *, causal):
+    avg = (max(0, seqlen_k - seqlen_q) + seqlen_k) / 2 if causal else seqlen_k
+    return batch * nheads * 2 * seqlen_q * avg * (headdim + headdim)
+
+
+@pytest.mark.parametrize(("b", "h", "d"), [(1, 1, 16), (4, 16, 128)])
+def test_useful_flops_against_flash_attentions_flops(b, h, d):
+    for n in (1, 7, 512, 4096):
+        # Without a mask, all three count every pair.
+        assert useful_flops(b, h, n, d, causal=False) == fa2_flops(b, n, d, h, False)
+        assert useful_flops(b, h, n, d, causal=False, kv_seq_len=3 * n) == fa3_flops(
+            b, h, n, 3 * n, d, causal=False
+        )
+        # Square causal: FlashAttention halves N², the triangle's area; the visible pairs are
+        # N·(N+1)/2, the diagonal's N/2 more, a relative difference of 1/N.
+        ours = useful_flops(b, h, n, d, causal=True)
+        assert ours - fa2_flops(b, n, d, h, True) == 4 * b * h * d * n / 2
+        assert ours / fa2_flops(b, n, d, h, True) == pytest.approx(1 + 1 / n)
+    # Fewer queries than keys: FA3's rectangular count, the same diagonal half more.
+    for n, m in ((1, 4096), (5, 13), (512, 4096), (4096, 4096)):
+        assert useful_flops(b, h, n, d, causal=True, kv_seq_len=m) - fa3_flops(
+            b, h, n, m, d, causal=True
+        ) == pytest.approx(4 * b * h * d * n / 2)
+    # One query over a cache of M keys sees all M: nothing to halve.
+    m = 4096
+    one = useful_flops(b, h, 1, d, causal=True, kv_seq_len=m)
+    assert one == useful_flops(b, h, 1, d, causal=False, kv_seq_len=m) == 4 * b * h * m * d
+    assert one == attention_flops(b, h, 1, d, kv_seq_len=m)
+    # More queries than keys: FA3's average counts N·M/2 pairs, the first N - M queries'
+    # included; they see no key, and the visible pairs are M·(M+1)/2.
+    assert useful_flops(b, h, 13, d, causal=True, kv_seq_len=5) == 4 * b * h * d * 15
+    assert fa3_flops(b, h, 13, 5, d, causal=True) == 4 * b * h * d * 13 * 5 / 2
+
+
+def test_the_findings_count_useful_flops_one_way():
+    square = Shape(1, 2, 64, 16, causal=True)
+    cache = Shape(1, 2, 1, 16, causal=True, kv_len=300)
+    assert ff.useful_flops(square) == 4 * 2 * 16 * 64 * 65 / 2
+    assert ff.useful_flops(cache) == 4 * 2 * 16 * 300  # not halved
