@@ -13,6 +13,8 @@ def attention_reference(q, k, v, *, causal=False, top_left=False, keep=None, bia
     A causal mask aligns the last query with the last key (a query block at the end of a
     longer sequence), unless `top_left`, which is how SDPA's `is_causal` aligns it.
     `keep` is an explicit boolean mask (True: take part), broadcast over batch and heads.
+    A query the mask leaves no key gets the site's convention: output 0 (the empty sum),
+    log-sum-exp -inf.
     """
     q, k, v = (t.double() for t in (q, k, v))
     scores = torch.einsum("bhnd,bhmd->bhnm", q, k) / math.sqrt(q.shape[-1])
@@ -26,7 +28,9 @@ def attention_reference(q, k, v, *, causal=False, top_left=False, keep=None, bia
         )
     if keep is not None:
         scores = scores.where(keep, -math.inf)
-    out = torch.einsum("bhnm,bhmd->bhnd", scores.softmax(-1), v)
+    empty = torch.isneginf(scores).all(-1, keepdim=True)
+    probs = scores.softmax(-1).masked_fill(empty, 0.0)
+    out = torch.einsum("bhnm,bhmd->bhnd", probs, v)
     return (out, scores.logsumexp(-1)) if lse else out
 
 

@@ -7,6 +7,8 @@ from recorded import recorded, sourced
 from reference import attention_reference, rel_err
 from synthetic_forward import at, forward_times, row
 from timings import stated
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.functional import scaled_dot_product_attention
 
 from attention_docs import render
 from attention_docs.analytic.sdpa_dispatch import why_variants
@@ -90,15 +92,21 @@ def test_masks_agree_with_naive_attention_conventions():
     assert torch.isneginf(additive_mask(5)[~keep_mask(5)]).all()
 
 
-def test_is_causal_aligns_top_left_when_lengths_differ():
-    # With fewer queries than keys, SDPA's is_causal masks as if the queries came first:
-    # query i sees keys 0..i, unlike naive attention's cache-style (bottom-right) diagonal.
+def test_causal_aligns_bottom_right_when_lengths_differ_unlike_bare_is_causal():
+    # With fewer queries than keys, SDPA's bare is_causal masks as if the queries came first
+    # (query i sees keys 0..i); sdpa_attention(causal=True) aligns the diagonal to the end,
+    # as naive attention and every other implementation here do.
     q, _, _ = make_qkv(1, 2, 3, 8, seed=fresh_seed())
     _, k, v = make_qkv(1, 2, 7, 8, seed=fresh_seed())
+    with sdpa_kernel(SDPBackend.MATH):
+        top_left = scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert rel_err(top_left, reference(q, k, v, causal=True)) < TOL["float32"]
     out = sdpa_attention(q, k, v, causal=True, backend="math")
-    assert rel_err(out, reference(q, k, v, causal=True)) < TOL["float32"]
-    bottom_right = naive_attention(q, k, v, causal=True)
-    assert rel_err(bottom_right, reference(q, k, v, causal=True)) > 0.05
+    assert rel_err(out, attention_reference(q, k, v, causal=True)) < TOL["float32"]
+    torch.testing.assert_close(out, naive_attention(q, k, v, causal=True))
+    assert rel_err(out, top_left) > 0.05
+    with pytest.raises(ValueError, match="not both"):
+        sdpa_attention(q, k, v, causal=True, attn_mask=keep_mask(3, 7))
 
 
 def test_unknown_backend_is_a_clear_error():

@@ -88,6 +88,46 @@ def step_costs(
 def attention_flops(
     batch_size: int, num_heads: int, seq_len: int, head_dim: int, *, kv_seq_len: int | None = None
 ) -> float:
-    """FLOPs of the two matmuls, the figure FlashAttention papers quote (4·B·H·N·M·D)."""
+    """FLOPs of the two matmuls over every (query, key) pair (4·B·H·N·M·D): what naive
+    attention computes, masked or not."""
     m = seq_len if kv_seq_len is None else kv_seq_len
     return 4.0 * batch_size * num_heads * seq_len * m * head_dim
+
+
+def visible_pairs(seq_len: int, kv_seq_len: int | None = None, *, causal: bool) -> int:
+    """The (query, key) pairs a mask leaves visible, per batch and head.
+
+    Causal masks are aligned bottom-right, as everywhere on this site (naive.causal_mask,
+    FlashAttention ≥ 2.1): with N queries and M keys, query `i` sees keys
+    `0 .. i + M - N`, none when that is negative. So N ≤ M gives N·M − N·(N−1)/2 pairs
+    (N·(N+1)/2 when square; one query over a cache of M keys sees all M), and N > M gives
+    M·(M+1)/2 (the first N − M queries see nothing).
+    """
+    m = seq_len if kv_seq_len is None else kv_seq_len
+    if seq_len < 1 or m < 1:
+        raise ValueError(f"seq_len and kv_seq_len must be at least 1, got {seq_len} and {m}")
+    if not causal:
+        return seq_len * m
+    if m >= seq_len:
+        return seq_len * m - seq_len * (seq_len - 1) // 2
+    return m * (m + 1) // 2
+
+
+def useful_flops(
+    batch_size: int,
+    num_heads: int,
+    seq_len: int,
+    head_dim: int,
+    *,
+    causal: bool,
+    kv_seq_len: int | None = None,
+) -> float:
+    """FLOPs of the two matmuls over the visible (query, key) pairs only: 4·B·H·D per pair.
+
+    The figure achieved FLOP/s are quoted against. FlashAttention's benchmarks halve
+    4·B·H·N²·D for a square causal mask, the triangle's area; this counts its pairs, the
+    diagonal included (N·(N+1)/2), a relative difference of 1/N. Unlike a halving, it is
+    right for rectangular shapes: one query over M cached keys does 4·B·H·M·D.
+    """
+    pairs = visible_pairs(seq_len, kv_seq_len, causal=causal)
+    return 4.0 * batch_size * num_heads * head_dim * pairs

@@ -42,7 +42,9 @@ def flash_forward_kernel(
                 mask=q_mask, other=0.0)
     K = K + head_offset(bh, num_heads, sk_b, sk_h)  # this head's k and v
     V = V + head_offset(bh, num_heads, sv_b, sv_h)
-    m = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max (log2 units)
+    # Running max (log2 units), from the lowest finite float32 rather than -inf, so that a
+    # query whose keys so far are all masked gets exp2(-inf - lowest) = 0, never NaN.
+    m = tl.full([BLOCK_M], -3.4028234663852886e38, tl.float32)
     l = tl.zeros([BLOCK_M], tl.float32)  # running sum of exp
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)  # running sum of p·v
     offset = kv_len - seq_len  # query i sees keys 0 .. i + offset
@@ -65,7 +67,9 @@ def flash_forward_kernel(
         v = tl.load(V + tile_offsets(keys, dims, sv_n, sv_d), mask=kv_mask, other=0.0)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         m = m_new
-    out = (acc / l[:, None]).to(O.dtype.element_ty)
+    # A query that saw no key (causal, more queries than keys) has l = 0 and acc = 0: its
+    # output is 0, as FlashAttention's, and its log-sum-exp -inf (lowest + log2(0)).
+    out = (acc / tl.where(l == 0.0, 1.0, l)[:, None]).to(O.dtype.element_ty)
     tl.store(O + head_offset(bh, num_heads, so_b, so_h) + tile_offsets(rows, dims, so_n, so_d),
              out, mask=q_mask)
     lse = (m + tl.log2(l)) * 0.6931471805599453  # from log2 back to natural log

@@ -143,9 +143,19 @@ def _check_heads(q: torch.Tensor, k: torch.Tensor) -> int:
 def cached_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, impl: str = "naive"
 ) -> torch.Tensor:
-    """Attention of new queries (the last positions) to cached k/v, by one of `IMPLS`."""
+    """Attention of new queries (the last positions) to cached k/v, by one of `IMPLS`.
+
+    The causal mask is aligned bottom-right, as `causal_mask` is: the cache holds the new
+    tokens' own keys last, so query `i` of `T` sees keys `0 .. M - T + i`. A cache shorter
+    than the queries (T > M) cannot hold them and raises `ValueError`.
+    """
     groups = _check_heads(q, k)
     q_len, kv_len = q.size(2), k.size(2)
+    if q_len > kv_len:
+        raise ValueError(
+            f"{q_len} new queries against {kv_len} cached keys: the cache must hold the new "
+            "tokens' keys too (append them first, as prefill and decode_step do)"
+        )
     if impl == "naive":
         return grouped_attention(q, k, v)
     if impl == "naive_repeat_kv":

@@ -28,6 +28,24 @@ def causal(b, h, q_idx, kv_idx):
 # --8<-- [end:causal]
 
 
+# --8<-- [start:causal_lower_right]
+def causal_lower_right(q_len: int, kv_len: int) -> MaskMod:
+    """`causal` for `q_len` queries that end a sequence of `kv_len` keys: query `i` sees keys
+    `0 .. i + kv_len - q_len`, aligned bottom-right like `causal_mask` and every other
+    implementation here. `causal` compares positions as they are, which aligns top-left
+    when the lengths differ; with equal lengths the two are one mask. A query that sees no
+    key (more queries than keys) gets 0 from flex_attention."""
+    offset = kv_len - q_len
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return q_idx + offset >= kv_idx
+
+    return mask_mod
+
+
+# --8<-- [end:causal_lower_right]
+
+
 # --8<-- [start:sliding_window]
 def sliding_window(window: torch.Tensor) -> MaskMod:
     """Causal, and at most `window - 1` tokens back (Mistral-style local attention).
@@ -95,12 +113,16 @@ def split_lengths(seq_len: int, documents: int, *, seed: int = 0) -> list[int]:
 
 
 # --8<-- [start:block_mask]
-def block_mask_for(mask_mod: MaskMod, seq_len: int, device) -> BlockMask:
+def block_mask_for(
+    mask_mod: MaskMod, seq_len: int, device, *, kv_len: int | None = None
+) -> BlockMask:
     """Evaluate `mask_mod` on every (query, key) pair once and keep only per-tile summaries.
 
-    `B=None, H=None` broadcasts the mask over batch and heads (the mods above ignore them).
+    `B=None, H=None` broadcasts the mask over batch and heads (the mods above ignore them);
+    `kv_len` defaults to `seq_len`.
     """
-    return create_block_mask(mask_mod, None, None, seq_len, seq_len, device=device)
+    keys = seq_len if kv_len is None else kv_len
+    return create_block_mask(mask_mod, None, None, seq_len, keys, device=device)
 
 
 # --8<-- [end:block_mask]

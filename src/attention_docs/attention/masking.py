@@ -101,8 +101,16 @@ def masked_attention(
     """Causal naive attention whose `attention.mask` step applies the mask as `variant` does.
 
     `prepared` is what `prepare_mask(variant, ...)` built for these shapes (None for "rebuild").
+    The mask is aligned bottom-right (`causal_mask`). More queries than keys would leave the
+    first queries no key, a row this plain softmax turns into NaN where `naive_attention`
+    gives 0: it raises `ValueError` instead.
     """
     apply_mask = MASK_FUNCTIONS[check_variant(variant)]
+    if q.size(-2) > k.size(-2):
+        raise ValueError(
+            f"the mask variants take at least as many keys as queries; got {q.size(-2)} "
+            f"queries and {k.size(-2)} keys (naive_attention handles that case)"
+        )
     if variant != "rebuild" and prepared is None:
         raise ValueError(f"mask variant {variant!r} needs the tensor prepare_mask() builds for it")
     with record_function("attention.scores"):

@@ -18,8 +18,11 @@ __all__ = ["STEPS", "causal_mask", "naive_attention", "naive_step_calls"]
 def causal_mask(seq_len: int, kv_seq_len: int | None = None, *, device=None) -> torch.Tensor:
     """Boolean mask, True where a query may **not** look (a key in its future).
 
-    With `kv_seq_len > seq_len` (queries are the last `seq_len` positions of a longer
-    sequence) the diagonal is shifted so that query `i` sees keys `0 .. kv_seq_len - seq_len + i`.
+    Aligned bottom-right, the site's one convention (tiled, Triton, SDPA through
+    `sdpa_attention`, FlexAttention's `causal_lower_right` and decoding follow it, as
+    FlashAttention ≥ 2.1 does): the queries are the last `seq_len` positions of the
+    `kv_seq_len` keys, so query `i` sees keys `0 .. i + kv_seq_len - seq_len`. With more
+    queries than keys the first `seq_len - kv_seq_len` queries see none (a fully masked row).
     """
     kv_len = seq_len if kv_seq_len is None else kv_seq_len
     return torch.ones(seq_len, kv_len, dtype=torch.bool, device=device).triu(kv_len - seq_len + 1)
@@ -29,7 +32,12 @@ def causal_mask(seq_len: int, kv_seq_len: int | None = None, *, device=None) -> 
 def naive_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False
 ) -> torch.Tensor:
-    """softmax(q·kᵀ / √head_dim) · v, one labelled step at a time."""
+    """softmax(q·kᵀ / √head_dim) · v, one labelled step at a time.
+
+    `causal` masks bottom-right (see `causal_mask`). A query that sees no key (causal, more
+    queries than keys) gets 0, the empty sum, as SDPA's kernels, FlexAttention and
+    FlashAttention give: softmax alone would make its row 0/0 = NaN.
+    """
     with record_function("attention.scores"):
         scores = q @ k.transpose(-2, -1)  # (..., seq_len, seq_len): the N×N matrix
     with record_function("attention.scale"):
@@ -40,6 +48,8 @@ def naive_attention(
             scores = scores.masked_fill(mask, float("-inf"))
     with record_function("attention.softmax"):
         probs = torch.softmax(scores, dim=-1)
+        if causal and q.size(-2) > k.size(-2):  # the first queries see no key: 0, not NaN
+            probs = probs.masked_fill(mask.all(dim=-1, keepdim=True), 0.0)
     with record_function("attention.weighted_sum"):
         return probs @ v
 
@@ -70,7 +80,16 @@ def naive_step_calls(
         calls["attention.mask"] = lambda: scaled.masked_fill(
             causal_mask(q.size(-2), k.size(-2), device=q.device), float("-inf")
         )
-    probs = torch.softmax(masked, dim=-1)
-    calls["attention.softmax"] = lambda: torch.softmax(masked, dim=-1)
+    if causal and q.size(-2) > k.size(-2):
+
+        def softmax() -> torch.Tensor:
+            return torch.softmax(masked, dim=-1).masked_fill(mask.all(dim=-1, keepdim=True), 0.0)
+    else:
+
+        def softmax() -> torch.Tensor:
+            return torch.softmax(masked, dim=-1)
+
+    probs = softmax()
+    calls["attention.softmax"] = softmax
     calls["attention.weighted_sum"] = lambda: probs @ v
     return calls

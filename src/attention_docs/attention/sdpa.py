@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import CausalBias, causal_lower_right
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from attention_docs.attention.naive import causal_mask
@@ -96,24 +97,47 @@ def sdpa_attention(
     """softmax(q·kᵀ/√head_dim + mask)·v in one call, on `backend` or on SDPA's own choice.
 
     Args:
-        q, k, v: `(batch_size, num_heads, seq_len, head_dim)` tensors.
-        causal: mask the future through `is_causal` (no mask tensor is built).
+        q, k, v: `(batch_size, num_heads, seq_len, head_dim)` tensors; k and v may have
+            another length, `kv_seq_len`.
+        causal: mask the future, aligned bottom-right as `causal_mask` is: query `i` sees
+            keys `0 .. i + kv_seq_len - seq_len`. Square shapes pass `is_causal` (no mask
+            tensor); others pass `causal_lower_right`, because `is_causal` alone aligns
+            top-left (query `i` sees keys `0 .. i`). A query that sees no key gets 0.
         backend: one of `BACKENDS` to pin it with `sdpa_kernel`; None lets SDPA choose.
         attn_mask: a boolean mask (True = take part in attention) or a float mask added
             to the scores, broadcastable to `(batch_size, num_heads, seq_len, kv_seq_len)`.
         dropout_p: dropout on the attention probabilities.
 
-    An unknown `backend` raises `ValueError`; a pinned backend that cannot run these inputs
-    on this device raises torch's `RuntimeError` (`why_backend` explains why).
+    An unknown `backend`, or `causal` with an `attn_mask`, raises `ValueError`; a pinned
+    backend that cannot run these inputs on this device raises torch's `RuntimeError`
+    (`why_backend` explains why).
     """
     allowed = list(SDP_BACKENDS.values()) if backend is None else [_sdp_backend(backend)]
+    is_causal = causal and q.size(-2) == k.size(-2)
+    if causal and not is_causal:
+        if attn_mask is not None:
+            raise ValueError(
+                "pass causal=True or an attn_mask, not both; fold the one into the other"
+            )
+        attn_mask = _lower_right(q.size(-2), k.size(-2))
     with record_function("attention.sdpa"), sdpa_kernel(allowed):
         return functional.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=causal
+            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
         )
 
 
 # --8<-- [end:call]
+
+
+def _lower_right(seq_len: int, kv_seq_len: int) -> CausalBias:
+    """torch's bottom-right causal bias, without its warning that more queries than keys
+    "will produce NaNs": on the CPU it becomes a boolean mask, and math (`_safe_softmax`) and
+    flash return 0 for the queries that see no key (tests/test_attention.py). On a GPU the
+    flash path calls FlashAttention's own causal kernel, which returns 0 for them too
+    (FlashAttention 2.1's README); the memory-efficient kernel's row is unchecked here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Lower right causal bias", category=UserWarning)
+        return causal_lower_right(seq_len, kv_seq_len)
 
 
 def _sdp_backend(backend: str) -> SDPBackend:

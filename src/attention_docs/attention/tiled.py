@@ -25,11 +25,6 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, bloc
         )
     if q.size(-1) != k.size(-1):
         raise ValueError(f"q and k must share head_dim; got {q.size(-1)} and {k.size(-1)}")
-    if causal and k.size(-2) < q.size(-2):
-        raise ValueError(
-            f"causal attention with fewer keys ({k.size(-2)}) than queries ({q.size(-2)}) leaves "
-            "the first queries nothing to attend to; pass at least as many keys as queries"
-        )
     for name, value in blocks.items():
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -48,10 +43,13 @@ def tiled_attention_with_lse(
 
     Args:
         q: `(..., seq_len, head_dim)`.
-        k, v: `(..., kv_seq_len, head_dim)`. With `causal` and `kv_seq_len > seq_len`, the
-            queries are the last `seq_len` positions (query `i` sees keys up to
-            `i + kv_seq_len - seq_len`), as in `causal_mask`.
+        k, v: `(..., kv_seq_len, head_dim)`. With `causal`, the mask is aligned
+            bottom-right, as `causal_mask` is: query `i` sees keys up to
+            `i + kv_seq_len - seq_len`.
         causal: mask the future; tiles entirely in the future are skipped, never computed.
+            With more queries than keys the first `seq_len - kv_seq_len` queries see no
+            key: their output is 0 (the empty sum) and their log-sum-exp -inf, as
+            FlashAttention gives, and as naive attention and SDPA give.
         block_q, block_k: tile height (queries) and width (keys). Any lengths work: the last
             tiles are smaller.
 
@@ -67,6 +65,7 @@ def tiled_attention_with_lse(
     offset = kv_len - seq_len  # query i sees keys 0 .. i + offset
     acc_dtype = torch.promote_types(q.dtype, torch.float32)
     scale = 1.0 / math.sqrt(q.size(-1))
+    lowest = torch.finfo(acc_dtype).min
     out = torch.empty_like(q)
     lse = q.new_empty(q.shape[:-1], dtype=acc_dtype)
     q, k, v = (t.to(acc_dtype) for t in (q, k, v))
@@ -74,7 +73,9 @@ def tiled_attention_with_lse(
     for q0 in range(0, seq_len, block_q):  # one query tile (one program of a GPU kernel)
         q1 = min(q0 + block_q, seq_len)
         q_i = q[..., q0:q1, :] * scale
-        m = torch.full(q_i.shape[:-1], -math.inf, dtype=acc_dtype, device=q.device)
+        # The running max starts at the lowest finite value, not -inf: a query whose keys so
+        # far are all masked then gets exp(-inf - lowest) = 0, not exp(-inf + inf) = NaN.
+        m = torch.full(q_i.shape[:-1], lowest, dtype=acc_dtype, device=q.device)
         l = torch.zeros_like(m)  # running Σ exp(score - m) per query; m: running max
         acc = torch.zeros_like(q_i)  # running Σ exp(score - m) · v
         # Causal: key tiles that start after this tile's last query are never visited.
@@ -96,8 +97,10 @@ def tiled_attention_with_lse(
             with record_function("tiled.accumulate"):
                 acc = alpha[..., None] * acc + p @ v[..., k0:k1, :]
         with record_function("tiled.normalize"):
+            lse[..., q0:q1] = m + torch.log(l)  # -inf for a query that saw no key (l = 0)
+            if causal and q0 < -offset:  # such queries are here: out = acc / 1 = 0, not 0/0
+                l = l.masked_fill(l == 0, 1.0)
             out[..., q0:q1, :] = acc / l[..., None]
-            lse[..., q0:q1] = m + torch.log(l)
     # --8<-- [end:loop]
     return out, lse
 

@@ -193,8 +193,6 @@ def prepare_triton_flash(
         )
     batch_size, num_heads, seq_len, head_dim = q.shape
     kv_len = k.size(-2)
-    if causal and kv_len < seq_len:
-        raise ValueError("causal attention needs at least as many keys as queries")
     cfg = kernel_config(head_dim, q.dtype, block_m=block_m, block_n=block_n)
     precision = _input_precision(q.dtype, input_precision)
     grid = launch_grid(batch_size, num_heads, seq_len, cfg.block_m)
@@ -246,9 +244,11 @@ def triton_flash_attention(
 
     Args:
         q: `(batch_size, num_heads, seq_len, head_dim)`, float16, bfloat16 or float32.
-        k, v: `(batch_size, num_heads, kv_seq_len, head_dim)`. Causal with
-            `kv_seq_len > seq_len` treats the queries as the last positions.
-        causal: mask the future; key tiles past the diagonal are never loaded.
+        k, v: `(batch_size, num_heads, kv_seq_len, head_dim)`.
+        causal: mask the future, aligned bottom-right as `causal_mask` is (the queries are
+            the last positions: query `i` sees keys `0 .. i + kv_seq_len - seq_len`); key
+            tiles past the diagonal are never loaded. A query that sees no key (more
+            queries than keys) gets 0 and a log-sum-exp of -inf, as in FlashAttention.
         block_m, block_n: tile sizes (powers of two ≥ 16); defaults from `kernel_config`.
         input_precision: for float32 inputs, what `tl.dot` does with them: "ieee" (the
             default: exact float32 products), "tf32" or "tf32x3" (tensor cores). Ignored for

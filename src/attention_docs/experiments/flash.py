@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from attention_docs.analytic.cost import attention_flops
+from attention_docs.analytic.cost import useful_flops
 from attention_docs.analytic.tiling import (
     TILED_STEPS,
     computed_fraction,
@@ -588,7 +588,7 @@ def compare_kernels(
     rows: list[tuple] = []
     stopped = False
     for n in lengths:
-        flops = attention_flops(batch_size, num_heads, n, head_dim) * (0.5 if causal else 1.0)
+        flops = useful_flops(batch_size, num_heads, n, head_dim, causal=causal)
         if stopped:
             rows.append((n, fwd.TRITON, flops, None, "skipped after an out-of-memory"))
             continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attention_docs.analytic import cost
 from attention_docs.analytic import decode as model
 from attention_docs.analytic import gpu as spec
 from attention_docs.findings.compare import Comparison, compare
@@ -313,9 +314,10 @@ def _times(m: Measurement) -> dict[str, Timing]:
 
 
 def useful_flops(m: Measurement) -> float:
-    """Causal attention does the same work either way: query t meets keys 0..t."""
+    """Causal attention does the same work either way: query t meets keys 0..t, the visible
+    pairs of the prompt's square causal mask (analytic.cost.useful_flops)."""
     s = prompt_shape(m)
-    return 4.0 * s.batch_size * s.num_heads * s.head_dim * s.seq_len * (s.seq_len + 1) / 2
+    return cost.useful_flops(*s.dims, causal=True)
 
 
 def moved_bytes(m: Measurement, mode: str) -> float:

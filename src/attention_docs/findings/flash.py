@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from attention_docs.analytic import gpu
+from attention_docs.analytic import cost, gpu
 from attention_docs.analytic.cost import attention_flops
 from attention_docs.analytic.tiling import (
     TileFit,
@@ -45,7 +45,7 @@ from attention_docs.records.shape import Shape
 
 ANALYTIC = "analytic"  # the device of a count that depends on the shape alone
 ERROR = "relative error"  # the unit of a relative error (render/words says it)
-USEFUL = "4·b·h·N²·d FLOPs (halved when causal) ÷ time"
+USEFUL = "4·b·h·d FLOPs per visible (query, key) pair ÷ time"
 
 
 # --- papers --------------------------------------------------------------------------------
@@ -106,10 +106,9 @@ def _shape(m: Measurement) -> Shape:
 
 
 def useful_flops(shape: Shape) -> float:
-    """The FLOPs FlashAttention papers and benchmarks count: the two matmuls, halved when
-    causal (the visible half of the scores)."""
-    flops = attention_flops(*shape.dims, kv_seq_len=shape.kv_len)
-    return flops / 2 if shape.causal else flops
+    """The FLOPs achieved FLOP/s are counted with: the two matmuls over the (query, key)
+    pairs the mask leaves visible (analytic.cost.useful_flops)."""
+    return cost.useful_flops(*shape.dims, causal=shape.causal, kv_seq_len=shape.kv_len)
 
 
 @dataclass(frozen=True)

@@ -214,8 +214,8 @@ def implementations_table(sourced: Sourced, times: Sourced) -> str:
               "Peak memory", "Naive's ÷ this", "Error vs float64"]  # fmt: skip
     what = (
         "Three ways to compute the same attention: forward times from forward_times "
-        "(unprofiled, range over rounds); achieved FLOP/s = 4·b·h·N²·d, halved when causal, "
-        "÷ that time; peak memory from the allocator; relative error against float64."
+        "(unprofiled, range over rounds); achieved FLOP/s = 4·b·h·d per (query, key) pair the "
+        "mask leaves visible ÷ that time; peak memory from the allocator; relative error against float64."
     )
     return _table(sourced, header, rows, "lrrrrrr", what)
 
