@@ -480,6 +480,9 @@ def test_the_h200_forecast_is_bytes_over_bandwidth_and_checks_a_gpu_entry():
     assert fd.memory_bound_everywhere(gpu)
     box = render.decode.gpu_forecast([sourced(decode_steps())], sourced(prefill_vs_decode()))
     assert "predictions only" in box and "Measured ÷ forecast" not in box
+    # The launch comparison says what its host time is: this CPU's step, not a GPU host's.
+    assert "this CPU's eager step with one cached token" in box
+    assert "not a GPU host's cost" in box and "one eager step's host cost" not in box
     # A cuda-h200 decode_steps entry at the GPU defaults: every floor gets its measurement.
     gpu_entry = decode_steps(lambda v, impl, b, c: timing(2 * f.value), device=H200)
     checks = fd.floor_checks(gpu, gpu_entry)
@@ -521,3 +524,35 @@ def test_the_whole_chapter_from_recorded_entries_states_every_number_as_one_fact
     found = site_facts.read_page(f"<article>{page}</article>")
     assert found.unmarked == [] and len(found.marked) > 100
     assert all(len(v) == 1 for v in fact_values(page).values())
+
+
+def test_bytes_are_said_to_set_the_pace_only_where_the_times_follow_them():
+    """Issue 28: "bytes set its pace" while GQA, with four times fewer bytes, was no faster."""
+    from synthetic_decode import ceilings, decode_steps
+
+    from attention_docs.findings import decode as fd
+
+    base = decode_steps(lambda v, impl, b, c: 100.0)
+    mha, gqa, mqa = (fd.point(base, v) for v in fd.VARIANTS)
+    to_gqa, to_mqa = mha.cost.bytes / gqa.cost.bytes, mha.cost.bytes / mqa.cost.bytes
+    assert 1 < to_gqa < to_mqa  # fewer k/v heads, fewer bytes
+    # GQA gains the square root of its byte ratio, MQA three times its byte ratio.
+    times = {"MHA": 400.0, "GQA": 400.0 / to_gqa**0.5, "MQA": 400.0 / to_mqa / 3}
+    m = decode_steps(lambda v, impl, b, c: times[v])
+    mha, gqa, mqa = (fd.point(m, v) for v in fd.VARIANTS)
+    short, beyond = fd.bytes_test(m, mha, gqa), fd.bytes_test(m, mha, mqa)
+    assert short.bytes_ratio.value == pytest.approx(to_gqa) and short.side == "short"
+    assert beyond.bytes_ratio.value == pytest.approx(to_mqa) and beyond.side == "beyond"
+    text = _plain(render.decode.bandwidth_claim(sourced(m), sourced(ceilings(m))))
+    assert "bytes set its floor" in text and "bytes set its pace" not in text
+    assert "GQA · sdpa gained less than that in every round" in text
+    assert "MQA · sdpa gained more than that" in text
+    even = decode_steps(lambda v, impl, b, c: 400.0 * fd.point(m, v).cost.bytes / mha.cost.bytes)  # fmt: skip
+    said = _plain(render.decode.bandwidth_claim(sourced(even), sourced(ceilings(even))))
+    assert "each speed-up holds its byte ratio within the rounds' range" in said
+
+
+def _plain(html: str) -> str:
+    import re
+
+    return re.sub(r"<[^>]+>", "", html)

@@ -485,6 +485,15 @@ def test_tile_fits_against_shared_memory():
     fits = {(t.block_q, t.block_k): t for t in tile_fits(227 * 1024, 128, "bfloat16")}
     assert fits[(128, 128)].fits and not fits[(256, 128)].fits
     assert fits[(128, 64)].working_set == working_set_bytes(128, 64, 128, "bfloat16")
+    # 256×128 tiles fit shared memory: it is the score tile and accumulator, which FA2/FA3
+    # keep in registers, that pass the block's 64 K 32-bit registers.
+    tall = fits[(256, 128)]
+    assert tall.shared == (256 + 2 * 128) * 128 * 2 <= 227 * 1024
+    assert tall.registers == 4 * (256 * 128 + 256 * 128 + 2 * 256) > 4 * 64 * 1024
+    # Only q, k and v take shared memory: 128×128 tiles fit 100 KiB, though all of a
+    # program's bytes together would not.
+    small = {(t.block_q, t.block_k): t for t in tile_fits(100 * 1024, 128, "bfloat16")}
+    assert small[(128, 128)].fits and small[(128, 128)].working_set > 100 * 1024
     with pytest.raises(ValueError, match="capacity_bytes must be positive"):
         tile_fits(0, 128, "bfloat16")
 
@@ -511,7 +520,11 @@ def test_generations_are_counted_for_the_forecast_gpu():
 def test_tiles_and_bytes_for_the_forecast_gpu():
     t = ff.tiles()
     assert t.capacity.value == gpu.sheet().shared_memory_per_block_kb * 1024
-    assert [r.fit.fits for r in t.rows] == [r.working_set.value <= t.capacity.value for r in t.rows]
+    assert t.register_capacity.value == 4 * 64 * 1024
+    assert [r.fit.fits for r in t.rows] == [
+        r.shared.value <= t.capacity.value and r.registers.value <= t.register_capacity.value
+        for r in t.rows
+    ]
     naive = ff.naive_bytes(gpu.sheet()).value
     assert naive == sum(k.bytes for k in gpu.naive_steps(gpu.sheet()))
     traffic = [r.traffic.value for r in t.rows]

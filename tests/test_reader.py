@@ -376,3 +376,18 @@ def test_a_label_on_its_own_white_box_keeps_dark_text_on_a_dark_cell():
     assert bare.get_color() != figures.INK  # dark ink on blue is switched
     assert boxed.get_color() == figures.INK  # dark ink on its white box stays
     plt.close(fig)
+
+
+def test_the_index_says_which_numbers_are_cited_constants_and_where_they_live():
+    """Issue 28: "No number on these pages was typed by hand" while data sheets and papers'
+    percentages are constants. The index names the kinds and the files that hold them."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    index = (root / "docs" / "index.md").read_text(encoding="utf-8")
+    assert "typed by hand" not in index
+    named = re.findall(r"`((?:records|analytic)/[\w/]+\.py)`", index)
+    assert named, "the index names the files holding the cited constants"
+    for path in named:
+        assert (root / "src" / "attention_docs" / path).is_file(), path
+    assert "published figures" in index and "forecasts" in index

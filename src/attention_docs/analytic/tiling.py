@@ -296,12 +296,28 @@ def tiled_loop_traffic(*args, **kwargs) -> float:
     return float(sum(c.bytes for c in tiled_step_costs(*args, **kwargs)))
 
 
+# The most 32-bit registers one thread block may hold on compute capability 8.x and 9.x
+# (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability": 64 K).
+REGISTERS_PER_BLOCK = 64 * 1024
+
+
+def shared_bytes(block_q: int, block_k: int, head_dim: int, dtype: str = "bfloat16") -> int:
+    """What a FlashAttention-2/3 program keeps in shared memory: its Q tile and one K and V
+    tile in the input dtype (one stage; a pipelined kernel holds two or more K/V stages)."""
+    return (block_q + 2 * block_k) * head_dim * itemsize(dtype)
+
+
+def register_bytes(block_q: int, block_k: int, head_dim: int) -> int:
+    """What it keeps in registers, in float32, spread over the block's threads: the score
+    and probability tile, the output accumulator, and each row's running max and sum."""
+    return 4 * (block_q * block_k + block_q * head_dim + 2 * block_q)
+
+
 def working_set_bytes(block_q: int, block_k: int, head_dim: int, dtype: str = "bfloat16") -> int:
     """On-chip bytes one program of a fused kernel holds: Q, K and V tiles in the input dtype,
     the score tile, the float32 accumulator and the running max and sum."""
-    e = itemsize(dtype)
-    return (block_q + 2 * block_k) * head_dim * e + 4 * (
-        block_q * block_k + block_q * head_dim + 2 * block_q
+    return shared_bytes(block_q, block_k, head_dim, dtype) + register_bytes(
+        block_q, block_k, head_dim
     )
 
 
@@ -359,12 +375,22 @@ def output_rescale_flops(
 
 @dataclass(frozen=True)
 class TileFit:
-    """One tile size against one thread block's on-chip memory."""
+    """One tile size against one thread block's on-chip memory: shared memory for the Q, K
+    and V tiles, registers for the score tile and the accumulator (as FlashAttention 2 and 3
+    keep them)."""
 
     block_q: int
     block_k: int
-    working_set: int  # bytes, working_set_bytes
-    fits: bool
+    working_set: int  # bytes, working_set_bytes: both together
+    shared: int  # bytes, shared_bytes
+    registers: int  # bytes, register_bytes
+
+    capacity: int = 0  # the shared memory one block may use
+    register_capacity: int = 4 * REGISTERS_PER_BLOCK
+
+    @property
+    def fits(self) -> bool:
+        return self.shared <= self.capacity and self.registers <= self.register_capacity
 
 
 def tile_fits(
@@ -373,13 +399,15 @@ def tile_fits(
     dtype: str,
     tiles: tuple[tuple[int, int], ...] = ((64, 64), (128, 64), (128, 128), (256, 128)),
 ) -> tuple[TileFit, ...]:
-    """Each tile's working set, and whether it fits in `capacity_bytes` (the most shared
-    memory one thread block may use). Conservative: a real kernel keeps the score tile and
-    the accumulator in registers, so a tile that fits here fits there."""
+    """Each tile's shared-memory and register bytes, and whether both fit one block:
+    `capacity_bytes` of shared memory (the most one block may use) and the block's
+    `REGISTERS_PER_BLOCK` 32-bit registers. A register count at the limit leaves nothing
+    for addresses and indices: a tile that only just fits may spill in a real kernel."""
     if capacity_bytes < 1:
         raise ValueError(f"capacity_bytes must be positive, got {capacity_bytes}")
     out = []
     for block_q, block_k in tiles:
-        ws = working_set_bytes(block_q, block_k, head_dim, dtype)
-        out.append(TileFit(block_q, block_k, ws, ws <= capacity_bytes))
+        shared = shared_bytes(block_q, block_k, head_dim, dtype)
+        regs = register_bytes(block_q, block_k, head_dim)
+        out.append(TileFit(block_q, block_k, shared + regs, shared, regs, capacity_bytes))
     return tuple(out)

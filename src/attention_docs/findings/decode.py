@@ -229,6 +229,33 @@ def versus(m: Measurement, a: Point, b: Point) -> Versus | None:
     return Versus(q, a, b, compare(a.time, b.time))
 
 
+@dataclass(frozen=True)
+class BytesTest:
+    """Whether time followed bytes from step `more` to step `fewer`: `fewer` moves
+    `bytes_ratio` times fewer bytes, so if bytes alone set the pace it would be that many
+    times faster. `speedup` is `more`'s time over `fewer`'s with its range over the rounds;
+    `side`: "within" when the byte ratio lies inside that range, "short" when the speed-up
+    is less than the byte ratio in every round, "beyond" when it is more (a smaller working
+    set can sit in a faster cache)."""
+
+    more: Point
+    fewer: Point
+    bytes_ratio: Fact
+    speedup: Comparison
+    side: str
+
+
+def bytes_test(m: Measurement, more: Point, fewer: Point) -> BytesTest | None:
+    """`fewer`'s speed-up over `more` against the ratio of the bytes each step moves."""
+    if more.time is None or fewer.time is None or not fewer.cost.bytes:
+        return None
+    ratio = more.cost.bytes / fewer.cost.bytes
+    q = Quantity("bytes moved, ratio", f"{more.label} ÷ {fewer.label}", "model", MODEL, more.shape, fewer.shape.key())  # fmt: skip
+    c = compare(fewer.time, more.time)
+    side = "short" if c.high < ratio else "beyond" if c.low > ratio else "within"
+    return BytesTest(more, fewer, Fact(q, ratio, "×"), c, side)
+
+
 def ridge(m: Measurement, ceilings: Measurement | None) -> float | None:
     """FLOP per byte where the measured matmul rate meets the measured copy bandwidth."""
     bw, peak = copy_bandwidth(m, ceilings), matmul_rate(m, ceilings)

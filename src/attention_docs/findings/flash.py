@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from attention_docs.analytic import cost, gpu
 from attention_docs.analytic.cost import attention_flops
 from attention_docs.analytic.tiling import (
+    REGISTERS_PER_BLOCK,
     TileFit,
     fused_traffic,
     output_rescale_flops,
@@ -557,7 +558,8 @@ def generations(
 @dataclass(frozen=True)
 class TileRow:
     fit: TileFit
-    working_set: Fact
+    shared: Fact  # q, k and v tiles, in shared memory
+    registers: Fact  # score tile, accumulator, running max and sum, in registers
     traffic: Fact  # bytes a fused forward moves with these tiles (k, v once per query tile)
     fewer: Fact  # naive's bytes ÷ these
 
@@ -567,11 +569,14 @@ class Tiles:
     gpu: SpecSheet
     shape: Shape
     capacity: Fact  # the most shared memory one thread block may use
+    register_capacity: Fact  # the most register bytes one thread block may hold
     rows: list[TileRow]
 
 
 def tiles(gpu_sheet: SpecSheet | None = None, shape: Shape = gpu.FORECAST_SHAPE) -> Tiles:
-    """Which tile sizes fit in one block's shared memory on `gpu`, and the bytes each moves."""
+    """Which tile sizes fit one block on `gpu` — q, k, v tiles in its shared memory, the
+    score tile and accumulator in its registers, as FlashAttention 2 and 3 keep them — and
+    the bytes each moves."""
     g = gpu_sheet or gpu.sheet()
     if g.shared_memory_per_block_kb is None:
         raise ValueError(f"the data sheet of the {g.label} records no shared memory per block")
@@ -587,13 +592,15 @@ def tiles(gpu_sheet: SpecSheet | None = None, shape: Shape = gpu.FORECAST_SHAPE)
         rows.append(
             TileRow(
                 fit,
-                Fact(Quantity("on-chip bytes per program", f"{fit.block_q}×{fit.block_k} tiles", ANALYTIC, MODEL, shape), fit.working_set, "B"),
+                Fact(Quantity("shared-memory bytes per program", f"{fit.block_q}×{fit.block_k} tiles", ANALYTIC, MODEL, shape), fit.shared, "B"),
+                Fact(Quantity("register bytes per program", f"{fit.block_q}×{fit.block_k} tiles", ANALYTIC, MODEL, shape), fit.registers, "B"),
                 Fact(Quantity("modelled bytes", subject, ANALYTIC, MODEL, shape, "k, v once per query tile"), moved, "B"),
                 Fact(Quantity("modelled bytes ratio", f"naive vs {subject}", ANALYTIC, MODEL, shape), naive / moved, "×"),
             )
         )  # fmt: skip
     cap = forecast("shared memory per block", g.label, g, capacity, "B")
-    return Tiles(g, shape, cap, rows)
+    regs = forecast("register bytes per block", g.label, g, 4 * REGISTERS_PER_BLOCK, "B")
+    return Tiles(g, shape, cap, regs, rows)
 
 
 def naive_bytes(g: SpecSheet, shape: Shape = gpu.FORECAST_SHAPE) -> Fact:

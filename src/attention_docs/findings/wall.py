@@ -152,7 +152,11 @@ def time_trend(m: Measurement, pts: Sequence[Point], x: str) -> Trend | None:
 
 def cache_crossing(m: Measurement, s: trend.Slope, pts: Sequence[Point], x: str) -> str | None:
     """Whether the N×N working set (two matrices and the mask) grew past the last-level cache
-    across the doubling `s`: "crossed", "inside", "beyond", or None when the cache is unknown."""
+    across the doubling `s`: "crossed", "inside", "beyond", or None when the cache is unknown.
+
+    On a CPU the size is the one the CPU reports, shared by all its cores and, on a virtual
+    machine, with other guests: how much of it one run had is not measured, so a working set
+    that stays inside it is "inside, shared" — the cache is not ruled out."""
     llc = m.facts.get("llc_bytes")
     if not llc:
         return None
@@ -162,7 +166,9 @@ def cache_crossing(m: Measurement, s: trend.Slope, pts: Sequence[Point], x: str)
             model = naive_peak(*p.shape.dims, p.shape.dtype, causal=p.shape.causal)
             sizes.append(model.matrices * model.matrix_bytes + model.mask_bytes)
     before, after = sizes[0], sizes[-1]
-    return "crossed" if before <= llc < after else "inside" if after <= llc else "beyond"
+    if after <= llc:
+        return "inside, shared" if m.device_id.startswith("cpu-") else "inside"
+    return "crossed" if before <= llc else "beyond"
 
 
 def llc_fact(m: Measurement) -> Fact | None:

@@ -130,10 +130,43 @@ def bandwidth_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
         text
         + (
             f" A multi-head step does {_say(fd.intensity(mha))}, "
-            + (f"below {roofs}: bytes set its pace" if below else f"above {roofs}")
+            + (f"below {roofs}: bytes set its floor" if below else f"above {roofs}")
             + f", and it reads at {_say(fd.copy_share(m, mha, c), False)} of a plain copy's rate."
         )
+        + _bytes_tests(m, mha, (gqa, mqa))
         + _resident([mha], c)
+    )
+
+
+def _bytes_tests(m, base, others) -> str:
+    """Whether the steps' times followed their bytes, against `base`: said per pair."""
+    tests = [t for t in (fd.bytes_test(m, base, p) for p in others) if t is not None]
+    if not tests:
+        return ""
+
+    def other(t) -> str:
+        return t.fewer.label
+
+    said = words.series(f"{other(t)} reads {_say(t.bytes_ratio, False)} fewer" for t in tests)
+    short = [other(t) for t in tests if t.side == "short"]
+    beyond = [other(t) for t in tests if t.side == "beyond"]
+    parts = []
+    if short:
+        parts.append(
+            f"{words.series(short)} gained less than that in every round: the fewer bytes a "
+            "step reads, the more of its time is something the bytes do not explain (its "
+            "fixed per-step cost, not measured apart here)"
+        )
+    if beyond:
+        parts.append(
+            f"{words.series(beyond)} gained more than that in every round: a smaller cache "
+            "can sit in a faster level of memory (which one is not measured here)"
+        )
+    if not parts:
+        parts.append("each speed-up holds its byte ratio within the rounds' range")
+    return (
+        f" If bytes alone set the pace, each speed-up over {base.label} would be its byte "
+        f"ratio ({said} bytes); {'; '.join(parts)}."
     )
 
 
@@ -373,9 +406,12 @@ def gpu_forecast(entries: list[Sourced], pvd: Sourced) -> str:
         + f": its intensity stays under the ridge ({_say(fd.gpu_ridge(gpu))}) at any batch, as "
         "each sequence brings its own cache; only more new tokens per step (speculative "
         f"decoding) raise it. Launches: {fd.host_bound([k.forecast for *_, k in floors], host)} "
-        f"of the {len(floors)} floors are shorter than one eager step's host cost here "
-        f'({_say(host, False)}); CUDA graphs (`torch.compile(mode="reduce-overhead")`) replay '
-        "a captured step without that Python and launch work. Parallelism: one thread block per "
+        f"of the {len(floors)} floors are shorter than this CPU's eager step with one cached "
+        f"token ({_say(host, False)}, nearly all per-op host work: Python, dispatch, "
+        "allocation). That is a stand-in, not a GPU host's cost: a GPU machine's CPU runs the "
+        "same ops and adds a kernel launch to each, and neither is measured here. CUDA graphs "
+        '(`torch.compile(mode="reduce-overhead")`) replay a captured step without that Python '
+        "and launch work. Parallelism: one thread block per "
         "sequence and k/v head leaves SMs idle below the batches listed; FlashAttention 2 then "
         f"splits the cache (split-KV, flash-decoding: {_say(fd.splits(gpu, 'GQA', 1, 4096))} "
         "for GQA at batch 1, cache 4,096)."

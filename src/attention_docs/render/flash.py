@@ -394,23 +394,27 @@ def fa3_papers() -> str:
 
 
 def tiles_table() -> str:
-    """Tile sizes against one block's shared memory on the forecast GPU, with their bytes."""
+    """Tile sizes against one block's shared memory and registers on the forecast GPU, with
+    the bytes each moves."""
     t = ff.tiles()
     rows = [
-        [f"{r.fit.block_q}×{r.fit.block_k}", fact(r.working_set), "yes" if r.fit.fits else "no",
-         fact(r.traffic), fact(r.fewer)]
+        [f"{r.fit.block_q}×{r.fit.block_k}", fact(r.shared), fact(r.registers),
+         "yes" if r.fit.fits else "no", fact(r.traffic), fact(r.fewer)]
         for r in t.rows
     ]  # fmt: skip
-    header = ["Tile", "On-chip bytes per program (model)", f"Fits in {fact(t.capacity)}?",
+    header = ["Tile", "Shared memory: q, k, v tiles (model)",
+              "Registers: scores, accumulator, float32 (model)",
+              f"Fits {fact(t.capacity)} and {fact(t.register_capacity)}?",
               "Bytes moved (k, v once per query tile)", "Naive's bytes ÷ these"]  # fmt: skip
     cc = t.gpu.capability or "??"
     caption = (
         f'<p class="ad-caption"><strong>Forecast for the {t.gpu.label} at '
         f"{t.shape.text()}: shared memory per block, {t.gpu.shared_memory_per_block_kb} KiB, "
-        f"from the CUDA C++ Programming Guide (compute capability {cc[0]}.{cc[1:]}); bytes by "
-        "the traffic model, before any L2 reuse.</strong></p>"
+        f"and 64 K 32-bit registers per block, from the CUDA C++ Programming Guide (compute "
+        f"capability {cc[0]}.{cc[1:]}); one K/V stage (a pipelined kernel holds two or more); "
+        "bytes by the traffic model, before any L2 reuse.</strong></p>"
     )
-    return markdown_table(header, rows, "lrlrr") + "\n\n" + caption
+    return markdown_table(header, rows, "lrrlrr") + "\n\n" + caption
 
 
 def gpu_forecast_box(times_by_device: Sequence[Sourced]) -> str:

@@ -119,8 +119,15 @@ def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
     crossing = fw.cache_crossing(m, s, pts, "seq_len")
     if crossing is None:
         return text + " This measurement does not record the last-level cache."
-    where = {"crossed": "grows past", "inside": "stays inside", "beyond": "was already larger than"}[crossing]  # fmt: skip
-    verdict = "which is consistent with the bend" if crossing == "crossed" else "so the cache does not explain it; these measurements do not say what does"  # fmt: skip
+    where = {"crossed": "grows past", "inside": "stays inside", "inside, shared": "stays inside", "beyond": "was already larger than"}[crossing]  # fmt: skip
+    verdict = {
+        "crossed": "which is consistent with the bend",
+        "inside, shared": (
+            "the size the CPU reports for all its cores; how much of it this run had (other "
+            "cores, and on a virtual machine other guests, share it) is not measured, so the "
+            "cache is not ruled out, and these measurements do not say what made the bend"
+        ),
+    }.get(crossing, "so the cache does not explain it; these measurements do not say what does")
     return text + (
         f" Across that doubling the N×N working set (two matrices and the mask) {where} the "
         f"{fact(fw.llc_fact(m))} last-level cache, {verdict}."
