@@ -21,7 +21,7 @@ import logging
 import os
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -515,8 +515,3 @@ def _record(
         Fetch(m.experiment, dict(requested), origin, p.device.label, seconds, p.device_id, busy)
     )
     return Sourced(m, origin, store.relative(m.experiment, m.key, m.device_id))
-
-
-def with_base(sourced: Sourced, base: str) -> Sourced:
-    """The same measurement with links under another base (e.g. a path for the CLI)."""
-    return replace(sourced, base=base)

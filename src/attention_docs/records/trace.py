@@ -10,7 +10,6 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from statistics import median
 
 # Chrome-trace categories -> our span kinds. Anything else (python functions, instant
@@ -138,13 +137,6 @@ def _shift(span: Span, by: float) -> Span:
         span.flow,
         span.step,
     )
-
-
-def load_chrome(path: Path) -> dict:
-    """Read a Chrome trace file, gzipped or not."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return json.load(f)
 
 
 def trim_chrome(chrome: Mapping) -> dict:

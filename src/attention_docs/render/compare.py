@@ -14,7 +14,6 @@ from attention_docs.findings.facts import COUNTED, Fact, Quantity
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
-from attention_docs.records.timing import Timing
 from attention_docs.render import words
 
 fact = words.fact_span
@@ -28,16 +27,6 @@ def forward_fact_id(m: Measurement, implementation: str, shape: Shape) -> str:
     return ffwd.forward_quantity(m, implementation, shape).id
 
 
-def spread_text(t: Timing) -> str:
-    """`9.5–9.8 ms over 3 rounds`."""
-    return words.spread(t)
-
-
-def timing_text(t: Timing) -> str:
-    """`9.62 ms (9.5–9.8 ms over 3 rounds)`."""
-    return words.timing(t)
-
-
 def forward_time(
     times: Sourced | Measurement, implementation: str, shape: Shape, *, spread: bool = True
 ) -> str:
@@ -47,11 +36,6 @@ def forward_time(
     if f is None:
         return f"— ({fwd.status(m, implementation, shape)})"
     return words.fact(f, with_spread=spread)
-
-
-def ratio_text(c: Comparison) -> str:
-    """`2.2× (2.1–2.3×)`, or `within noise (1.01×)`."""
-    return words.versus(c)
 
 
 def comparison(times: Sourced | Measurement, a: str, b: str, shape: Shape) -> Comparison | None:
