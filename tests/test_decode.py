@@ -464,6 +464,19 @@ def test_profiled_step_shows_shares_with_their_range_not_rates():
     assert "`attention.softmax` has the largest share" in table
     # softmax: 21–23 µs of 45–47 µs per profiled step.
     assert "47.8% (46.7–48.9%)" in table
+    # Two ranges whose shares overlap: no largest is named (issue 27: no max() in render/).
+    from dataclasses import replace
+
+    from synthetic_decode import LABELS
+
+    m = prefill_vs_decode()
+    rows = tuple((i, 1.0, 21.0 + 2 * (i - 2), 2.0, 1.0, 20.0 + i, 10.0) for i in (1, 2, 3))
+    tied = replace(
+        m, tables={**m.tables, "per_forward": replace(m.tables["per_forward"], rows=rows)}
+    )
+    said = render.decode.step_share_table(sourced(tied))
+    assert "has the largest share" not in said and "clears every other's beyond the noise" in said
+    assert f"`{LABELS[1]}`" in said.split("under the profiler")[1]
 
 
 def test_the_h200_forecast_is_bytes_over_bandwidth_and_checks_a_gpu_entry():

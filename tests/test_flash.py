@@ -674,7 +674,10 @@ def test_block_table_and_claim_rank_within_the_noise():
     clear = sweep_of([10750.0, 3033.0, *([4000.0 + 100 * i for i in range(n - 2)])])
     assert "within noise" not in render.flash.block_claim(clear)
     table = render.flash.block_table(Sourced(tie, "x", "x.json"))
-    assert "(fastest, within noise)" in table and "10.8 ms (10.7–10.8 ms)" in table
+    assert "(tied for fastest: within noise)" in table and "10.8 ms (10.7–10.8 ms)" in table
+    # A clear leader is the fastest, and no "within noise" is said of it.
+    alone = render.flash.block_table(Sourced(clear, "x", "x.json"))
+    assert alone.count("(fastest)") == 1 and "within noise" not in alone
 
 
 def test_triton_section_on_cpu_shows_the_interpreter_check():

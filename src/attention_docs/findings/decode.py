@@ -14,7 +14,7 @@ from attention_docs.analytic import gpu as spec
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import MODEL, PROFILED, UNPROFILED, Fact, Quantity, llc_fact
 from attention_docs.findings.forecast import Check, check, forecast
-from attention_docs.findings.share import Share, shares
+from attention_docs.findings.share import Largest, Share, largest, shares
 from attention_docs.findings.trend import Slope, end_to_end
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -464,6 +464,14 @@ def step_shares(m: Measurement) -> dict[str, Fact]:
         )
         for label, sh in found.items()
     }
+
+
+def largest_step_share(m: Measurement) -> Largest:
+    """The range with the largest share of the profiled decode step, and whether it clears
+    every other beyond the noise (`share.largest`)."""
+    table = m.tables["per_forward"]
+    labels = [c for c in table.columns if c != "forward"]
+    return largest(shares({label: table.column(label) for label in labels}))
 
 
 # --- the H200 forecast -----------------------------------------------------------------------

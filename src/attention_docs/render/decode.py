@@ -369,12 +369,18 @@ def step_share_table(pvd: Sourced) -> str:
     shares = fd.step_shares(m)
     rows = [[f"`{s.label}`", str(s.calls), _say(shares[s.label])] for s in m.steps]
     header = "Range | Calls | Share of the profiled step (range over profiled steps)"
-    top = max(shares, key=lambda label: shares[label].value)
+    top = fd.largest_step_share(m)
+    said = (
+        f"`{top.part}` has the largest share"
+        if top.clear
+        else f"no range's share clears every other's beyond the noise (`{top.part}` and "
+        f"{words.series(f'`{r}`' for r in top.rivals)} overlap)"
+    )
     return _table(
         header, rows, pvd, "One decode step on the naive path, profiled: shares only."
     ) + (
         f"\n\nUnprofiled, this step takes {_say(fd.mode_time(m, fd.PROFILED_STEP))}; under the "
-        f"profiler `{top}` has the largest share."
+        f"profiler {said}."
     )
 
 

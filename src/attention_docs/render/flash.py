@@ -294,11 +294,10 @@ def block_table(sourced: Sourced) -> str:
     m = sourced.measurement
     found = ff.block_sweep(m)
     leaders = set(found.ranking.leaders) if found.ranking else set()
+    mark = " (fastest)" if len(leaders) == 1 else " (tied for fastest: within noise)"
     rows = []
     for b in found.rows:
-        tile = f"{b.block}×{b.block}" + (
-            " (fastest, within noise)" if str(b.block) in leaders else ""
-        )
+        tile = f"{b.block}×{b.block}" + (mark if str(b.block) in leaders else "")
         rows.append([tile, f"{fact(b.tiles)} ({fact(b.scores_share)})", _cell(b.time), _cell(b.peak),
                      fact(b.fused_bytes), fact(b.working_set)])  # fmt: skip
     header = [
