@@ -32,17 +32,12 @@ from attention_docs.analytic.decode import decode_cost
 from attention_docs.analytic.memory import max_seq_len
 from attention_docs.analytic.tiling import fused_traffic, rows_computed_fraction, tile_rows
 from attention_docs.records.device import SPEC_SHEETS, SpecSheet
+from attention_docs.records.forecast import FORECAST_GPU, FORECAST_SHAPE
 from attention_docs.records.ops import OpList, RecordedOp, TensorArg, recording
 from attention_docs.records.published import dataset
 from attention_docs.records.shape import Shape
 from attention_docs.records.steps import STEPS
 
-# The GPU every chapter forecasts for: the one the site is published from when a GPU is lent
-# (so that a stored measurement can check the forecast), at a realistic training shape.
-FORECAST_GPU = "h200"
-FORECAST_SHAPE = Shape(
-    batch_size=4, num_heads=16, seq_len=4096, head_dim=128, dtype="bfloat16", causal=True
-)
 # The tiles a fused kernel is modelled with (FlashAttention 2's forward uses 128-row query
 # tiles; 64 keys per tile keeps q, k, v and the score tile inside one block's shared memory).
 FLASH_BLOCK_Q = 128
