@@ -103,3 +103,21 @@ def test_the_dataset_refuses_a_point_on_a_gpu_without_a_data_sheet():
     text = published.DATASET.read_text(encoding="utf-8").replace('gpu = "b200"', 'gpu = "nonesuch"')
     with pytest.raises(published.DatasetError, match="nonesuch"):
         published.parse(text)
+
+
+def test_sdpa_math_is_priced_from_its_recorded_ops_in_float32():
+    # The math backend upcasts bfloat16 q, k, v to float32: its matmuls run at the FP32
+    # peak, not the tensor cores', and its score-sized kernels move 4-byte elements.
+    a100 = gpu.sheet("a100-sxm4-80gb")
+    shape = replace(SHAPE, batch_size=8, num_heads=16, seq_len=1024, head_dim=64)
+    kernels = gpu.priced(recording(gpu.SDPA_MATH), a100, shape)
+    ops = [k.op for k in kernels]
+    assert ops.count("aten::bmm") == 2 and "aten::_softmax" in ops
+    assert ops[:3] == ["aten::copy_"] * 3  # q, k, v to float32
+    matmul = next(k for k in kernels if k.op == "aten::bmm")
+    assert matmul.peak == gpu.matmul_peak(a100, "float32")
+    softmax = next(k for k in kernels if k.op == "aten::_softmax")
+    assert softmax.bytes == 2 * 8 * 16 * 1024 * 1024 * 4
+    # The causal mask is float (where(mask, 0, -inf)), added in place to the float32 scores.
+    add = next(k for k in kernels if k.op == "aten::add_")
+    assert add.bytes == softmax.bytes + 1024 * 1024 * 4

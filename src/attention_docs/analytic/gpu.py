@@ -124,6 +124,9 @@ class KernelForecast:
 NAIVE_CODE = "naive_attention"
 NAIVE_CODE_FULL = "naive_attention, no mask"
 IN_PLACE = "masked_fill_"
+# SDPA's math backend, the composite ATen op: recorded in bfloat16, since it upcasts q, k and
+# v to float32 and runs its matmuls and softmax there (its kernels are float32 kernels).
+SDPA_MATH = "SDPA math"
 
 # ATen ops that launch one CUDA kernel each, by what the kernel moves. An op inside one of
 # these is how the CPU implements it (bmm's `select`s), not a kernel of its own.
@@ -131,10 +134,13 @@ MATMUL_OPS = frozenset({"aten::bmm", "aten::mm"})
 # Element-wise: reads each tensor input once, writes an output the size of the largest;
 # FLOPs per output element.
 POINTWISE_OPS = {
-    "aten::div": 1, "aten::mul": 1, "aten::add": 1, "aten::sub": 1, "aten::where": 0,
-    "aten::triu": 0, "aten::tril": 0, "aten::masked_fill_": 0,
-    "aten::_softmax": SOFTMAX_FLOPS_PER_ELEMENT,
+    "aten::div": 1, "aten::mul": 1, "aten::add": 1, "aten::add_": 1, "aten::sub": 1,
+    "aten::where": 0, "aten::triu": 0, "aten::tril": 0, "aten::masked_fill_": 0,
+    "aten::isneginf": 1, "aten::_softmax": SOFTMAX_FLOPS_PER_ELEMENT,
 }  # fmt: skip
+BOOL_OUT_OPS = frozenset({"aten::isneginf"})  # element-wise, writing a bool per element
+# Reductions: read their input, write one value per row (nothing next to an N×N read).
+REDUCE_OPS = frozenset({"aten::all", "aten::any"})
 COPY_OPS = frozenset({"aten::copy_"})  # copy_(dst, src): reads src, writes dst
 FILL_OPS = frozenset({"aten::fill_", "aten::zero_"})  # writes its tensor
 # Ops that move no data on a GPU: views, allocations, and composites whose work the ops
@@ -145,6 +151,8 @@ FREE_OPS = frozenset({
     "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::matmul", "aten::softmax",
     "aten::masked_fill", "aten::clone", "aten::ones", "aten::zeros", "aten::to",
     "aten::_to_copy", "aten::contiguous", "aten::detach", "aten::alias", "aten::lift_fresh",
+    "aten::scalar_tensor", "aten::_safe_softmax", "aten::scaled_dot_product_attention",
+    "aten::_scaled_dot_product_attention_math",
 })  # fmt: skip
 
 
@@ -169,7 +177,8 @@ class Scaling:
         r, g = self.recorded, self.target
         if not t.dims:
             return 0
-        trailing = {r.seq_len: g.seq_len, r.keys: g.keys, r.head_dim: g.head_dim}
+        # A 1 is a reduced dimension (a row's `all`): no dimension of a recording is 1.
+        trailing = {r.seq_len: g.seq_len, r.keys: g.keys, r.head_dim: g.head_dim, 1: 1}
         lead = 1
         for d in t.dims[:-2]:
             lead *= d
@@ -182,17 +191,23 @@ class Scaling:
             raise ValueError(f"cannot scale dims {t.dims} recorded at {r.text()}") from None
         return n
 
+    def dtype(self, t: TensorArg) -> str:
+        """`t`'s dtype at the target: the target's where it was the recording's (a float32
+        tensor of a bfloat16 recording stays float32: an upcast)."""
+        return self.target.dtype if t.dtype == self.recorded.dtype else t.dtype
+
     def itemsize(self, t: TensorArg) -> int:
-        if t.dtype == "bool":
-            return 1
-        return itemsize(self.target.dtype if t.dtype == self.recorded.dtype else t.dtype)
+        return 1 if t.dtype == "bool" else itemsize(self.dtype(t))
 
     def bytes(self, t: TensorArg) -> float:
         return float(self.numel(t) * self.itemsize(t))
 
 
+KERNEL_OPS = MATMUL_OPS | set(POINTWISE_OPS) | COPY_OPS | FILL_OPS | REDUCE_OPS
+
+
 def _launches(op: RecordedOp) -> bool:
-    return op.name in MATMUL_OPS or op.name in POINTWISE_OPS or op.name in COPY_OPS | FILL_OPS
+    return op.name in KERNEL_OPS
 
 
 def kernel_ops(ops: OpList) -> tuple[RecordedOp, ...]:
@@ -206,8 +221,7 @@ def kernel_ops(ops: OpList) -> tuple[RecordedOp, ...]:
                 f"{ops.subject} records {op.name} in {op.step}, which analytic/gpu.py does not "
                 "price: add it to the kernel tables (or to FREE_OPS if it moves no data)"
             )
-        inside_kernel = any(w in MATMUL_OPS or w in POINTWISE_OPS or w in COPY_OPS | FILL_OPS
-                            for w in op.within)  # fmt: skip
+        inside_kernel = any(w in KERNEL_OPS for w in op.within)
         if _launches(op) and not inside_kernel and any(t.dims for t in op.inputs):
             out.append(op)
     return tuple(out)
@@ -225,7 +239,7 @@ def priced(ops: OpList, gpu: SpecSheet, shape: Shape) -> tuple[KernelForecast, .
             out_elems = scale.numel(a) / inner * _dim(scale, b.dims[-1])
             flops = 2.0 * out_elems * inner
             moved = scale.bytes(a) + scale.bytes(b) + out_elems * scale.itemsize(a)
-            peak = matmul_peak(gpu, shape.dtype)
+            peak = matmul_peak(gpu, scale.dtype(a))
         else:
             biggest = max(tensors, key=scale.numel)
             written = scale.bytes(biggest)
@@ -233,7 +247,18 @@ def priced(ops: OpList, gpu: SpecSheet, shape: Shape) -> tuple[KernelForecast, .
                 moved, flops = scale.bytes(tensors[1]) + written, 0.0
             elif op.name in FILL_OPS:
                 moved, flops = written, 0.0
+            elif op.name == "aten::where":
+                # where(condition, self, other[, out]): a fourth tensor is the out= it
+                # writes; the output takes the values' dtype (a bool mask becomes float).
+                read = op.inputs[:3]
+                n = max(scale.numel(t) for t in read)
+                moved = sum(scale.bytes(t) for t in read) + n * scale.itemsize(read[-1])
+                flops = 0.0
+            elif op.name in REDUCE_OPS:
+                moved, flops = scale.bytes(biggest), float(scale.numel(biggest))
             else:
+                if op.name in BOOL_OUT_OPS:
+                    written = float(scale.numel(biggest))
                 moved = sum(scale.bytes(t) for t in tensors) + written
                 flops = float(POINTWISE_OPS[op.name] * scale.numel(biggest))
             peak = vector_peak(gpu)

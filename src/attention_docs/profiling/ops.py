@@ -17,6 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from attention_docs.attention.masking import MASK_VARIANTS, masked_attention, prepare_mask
 from attention_docs.attention.naive import STEPS, naive_attention
+from attention_docs.attention.sdpa import sdpa_attention
 from attention_docs.inputs import make_qkv
 from attention_docs.records.ops import RECORDED_OPS, OpList, dumps, ops_from_chrome
 from attention_docs.records.shape import Shape
@@ -26,10 +27,17 @@ from attention_docs.records.shape import Shape
 RECORDING_SHAPE = Shape(2, 3, 16, 8, "float32", causal=True, kv_len=24)
 NAIVE = "naive_attention"
 NAIVE_FULL = "naive_attention, no mask"
+SDPA_MATH = "SDPA math"
+SDPA_STEP = "attention.sdpa"  # the range sdpa_attention opens
 
 
-def record_ops(fn: Callable[[], object], subject: str, shape: Shape = RECORDING_SHAPE) -> OpList:
-    """The ATen ops one call of `fn` records inside the labelled steps, on the CPU."""
+def record_ops(
+    fn: Callable[[], object],
+    subject: str,
+    shape: Shape = RECORDING_SHAPE,
+    steps: tuple[str, ...] = STEPS,
+) -> OpList:
+    """The ATen ops one call of `fn` records inside the ranges named `steps`, on the CPU."""
     fn()  # the first call pays for lazy initialisation, which records ops of its own
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         fn()
@@ -37,12 +45,13 @@ def record_ops(fn: Callable[[], object], subject: str, shape: Shape = RECORDING_
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
         events = json.loads(path.read_text())["traceEvents"]
-    return OpList(subject, shape, ops_from_chrome(events, STEPS))
+    return OpList(subject, shape, ops_from_chrome(events, steps))
 
 
 def code_under_study(shape: Shape = RECORDING_SHAPE) -> list[OpList]:
     """The recordings the forecasts read: naive_attention (causal and not) and each causal
-    mask variant."""
+    mask variant; and SDPA's math backend, causal, in bfloat16 (the dtype decides its
+    kernels: it upcasts to float32)."""
     with torch.no_grad():
         q, k, v = make_qkv(*shape.dims, dtype=shape.dtype, kv_seq_len=shape.keys)
         out = [
@@ -60,6 +69,16 @@ def code_under_study(shape: Shape = RECORDING_SHAPE) -> list[OpList]:
                     shape,
                 )
             )
+        low = replace(shape, dtype="bfloat16")
+        q, k, v = make_qkv(*low.dims, dtype=low.dtype, kv_seq_len=low.keys)
+        out.append(
+            record_ops(
+                lambda: sdpa_attention(q, k, v, causal=True, backend="math"),
+                SDPA_MATH,
+                low,
+                (SDPA_STEP,),
+            )
+        )
     return out
 
 
