@@ -57,6 +57,12 @@ class Point:
     unit: str
     shape: Shape | None  # None: the best point of `sweep`
     sweep: str = ""
+    sweep_dtype: str = ""  # a sweep's dtype, where the source states one
+
+    @property
+    def dtype(self) -> str:
+        """The point's dtype ("" where the source states none)."""
+        return self.shape.dtype if self.shape else self.sweep_dtype
 
     @property
     def time_us(self) -> float | None:
@@ -123,6 +129,7 @@ def parse(text: str, name: str = DATASET.name) -> Dataset:
                 p["unit"],
                 shape,
                 p.get("sweep", ""),
+                p.get("dtype", ""),
             )
         )
     return Dataset(sources, tuple(effs), tuple(points))
