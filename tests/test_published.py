@@ -88,3 +88,21 @@ def test_the_accuracy_sentence_says_where_each_point_falls():
     assert "naive, masked_fill_ on the `NVIDIA A100-SXM4-80GB`, 1.955 ms against" in text
     assert "above it" in text and "by construction" in text
     assert "SDPA math launched 20 kernels where the forecast prices 17 kernels" in text
+
+
+def test_chapter_02_sets_the_variants_kernels_beside_hugging_faces_counts():
+    r = fp.in_place()
+    counts = {v.variant: v.count.value for v in r.variants}
+    assert counts == {"rebuild": 8, "masked_fill": 6, "masked_fill_": 5}
+    published = {v.variant: v.published and v.published.published.value for v in r.variants}
+    assert published == {"rebuild": None, "masked_fill": 6, "masked_fill_": 5}
+    # The code under study's extra kernels are its mask rebuild; in place also drops the copy.
+    assert r.extra_over_published == ("aten::fill_", "aten::triu")
+    assert r.saved_ops == ("aten::fill_", "aten::triu", "aten::copy_")
+    kernels, saved_bytes, _ = gpu.in_place_saving(gpu.sheet(), gpu.FORECAST_SHAPE)
+    assert kernels == 3 and r.saved_bytes.value == pytest.approx(saved_bytes)
+    assert 0 < r.saved_time.low < r.saved_time.high
+    page = _page(rp.mask_kernels())
+    found = site_facts.read_page(f"<article>{page}</article>")
+    assert found.unmarked == []
+    assert "8 kernels" in page and "published, not measured here" in page

@@ -206,3 +206,78 @@ def on(gpu_slug: str, subject: str, unit: str) -> Beside:
     if len(found) != 1:
         raise LookupError(f"{len(found)} points of {subject!r} on {gpu_slug} in {unit}")
     return found[0]
+
+
+# --- chapter 02: the mask variants' kernels on a GPU, beside Hugging Face's counts --------
+
+# The variants, as chapter 02 names them, and the recording each is priced from.
+MASK_CODE = (("rebuild", spec.NAIVE_CODE), ("masked_fill", "masked_fill"),
+             ("masked_fill_", spec.IN_PLACE))  # fmt: skip
+HF_SUBJECT = {"masked_fill": "naive, masked_fill", "masked_fill_": "naive, masked_fill_"}
+
+
+@dataclass(frozen=True)
+class MaskKernels:
+    """One mask variant's forward on the forecast GPU: the kernels its recorded ops launch
+    (ATen op names, in order), their count and HBM bytes, and Hugging Face's published count
+    for the same code (None: the post has no such variant)."""
+
+    variant: str
+    ops: tuple[str, ...]
+    count: Fact
+    bytes: Fact
+    published: Beside | None
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """What the in-place variant saves against the code under study, per forward: the
+    kernels it does not launch (their ops), their bytes, and their time as a realistic
+    range (the saved kernels' floors over the cited efficiencies)."""
+
+    variants: tuple[MaskKernels, ...]
+    saved_ops: tuple[str, ...]
+    saved_bytes: Fact
+    saved_time: Fact
+    extra_over_published: tuple[str, ...]  # the code under study's kernels HF's code lacks
+
+
+def in_place(gpu: SpecSheet | None = None, shape=None) -> InPlace:
+    gpu = gpu or spec.sheet()
+    shape = shape or spec.FORECAST_SHAPE
+    rows, kernels_of = [], {}
+    for variant, subject in MASK_CODE:
+        ks = spec.priced(recording(subject), gpu, shape)
+        kernels_of[variant] = ks
+        where = f"spec:{gpu.slug}"
+        detail = "kernels of the recorded ops"
+        count = Fact(Quantity("GPU kernels per forward", variant, where, SPEC, shape, detail),
+                     float(len(ks)), "kernels")  # fmt: skip
+        moved = Fact(Quantity("HBM bytes", f"naive forward, {variant}", where, SPEC, shape,
+                              detail), sum(k.bytes for k in ks), "B")  # fmt: skip
+        hf = on("a100-sxm4-80gb", HF_SUBJECT[variant], "kernels") if variant in HF_SUBJECT else None
+        rows.append(MaskKernels(variant, tuple(k.op for k in ks), count, moved, hf))
+    saved = _without(kernels_of["rebuild"], kernels_of["masked_fill_"])
+    extra = _without(kernels_of["rebuild"], kernels_of["masked_fill"])
+    r = spec.realistic(gpu, saved)
+    where = f"spec:{gpu.slug}"
+    saved_bytes = Fact(Quantity("HBM bytes saved", "masked_fill_ against rebuild", where, SPEC,
+                                shape, "kernels of the recorded ops"),
+                       sum(k.bytes for k in saved), "B")  # fmt: skip
+    saved_time = Fact(Quantity("time saved", "masked_fill_ against rebuild", where, SPEC, shape,
+                               "realistic range of the kernels it does not launch"),
+                      None, "µs", r.low_us, r.high_us)  # fmt: skip
+    return InPlace(tuple(rows), tuple(k.op for k in saved), saved_bytes, saved_time,
+                   tuple(k.op for k in extra))  # fmt: skip
+
+
+def _without(these, those) -> tuple:
+    """`these` kernels less one of each (step, op) that `those` launch too."""
+    left = [(k.label, k.op) for k in those]
+    out = []
+    for k in these:
+        if (k.label, k.op) in left:
+            left.remove((k.label, k.op))
+        else:
+            out.append(k)
+    return tuple(out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 
+from attention_docs.analytic import gpu as spec
 from attention_docs.findings import published as fp
 from attention_docs.records.published import Point
 from attention_docs.render import words
@@ -136,3 +137,49 @@ def accuracy() -> str:
             "so it stands beside the data sheet's peak only, untested."
         )
     return " ".join(out)
+
+
+def mask_kernels() -> str:
+    """Chapter 02: each mask variant's kernels on the forecast GPU, as its recorded ops
+    launch them, beside Hugging Face's published counts; and what in place saves."""
+    r = fp.in_place()
+    rows = []
+    for v in r.variants:
+        hf = (
+            f"{value(v.published)} ({_WHERE[v.published.where]})"
+            if v.published
+            else "— (the post passes its mask in)"
+        )
+        ops = ", ".join(f"`{op.removeprefix('aten::')}`" for op in v.ops)
+        rows.append([f"`{v.variant}`", words.fact(v.count), ops, words.fact(v.bytes), hf])
+    header = ["Mask", "Kernels (forecast)", "The kernels, from the recorded ops",
+              "HBM bytes (forecast)", f"Hugging Face's count ({NOT_MEASURED})"]  # fmt: skip
+    first = r.variants[0]
+    hf_source = next(v.published for v in r.variants if v.published).point
+    caption = (
+        f'<p class="ad-caption">Forecast for an {spec.sheet().label} at '
+        f"{first.count.quantity.shape.text()}: one kernel per ATen op that launches one, as "
+        "the code records them on the CPU (records/recorded_ops.json). Hugging Face's counts: "
+        f'<a href="{hf_source.source.url}">{html.escape(hf_source.source.title)}</a>, an A100 at '
+        f"{hf_source.shape.text()}, {NOT_MEASURED}.</p>"
+    )
+    table = markdown_table(header, rows, "lrlrl") + "\n\n" + caption
+    published = r.variants[1].published
+    priced = (
+        "which the forecast prices at the post's count"
+        if published.where == fp.SAME_COUNT
+        else f"where the forecast has {_WHERE[published.where]}"
+    )
+    extra = words.series(f"`{op.removeprefix('aten::')}`" for op in r.extra_over_published)
+    saved = words.series(f"`{op.removeprefix('aten::')}`" for op in r.saved_ops)
+    text = (
+        f"The code under study launches {words.fact(first.count)} where Hugging Face's naive "
+        f"code launches {value(published)}: it rebuilds its mask on every call, "
+        f"and {extra} are that mask's kernels (`torch.ones` fills it, `triu` cuts it); the "
+        f"post passes a mask built once, our `masked_fill` variant, {priced}. Both out-of-place versions pay a `copy_`: `masked_fill` clones "
+        f"the scores before it fills them. In place, the forward skips {saved}: "
+        f"{words.fact(r.saved_bytes)} less HBM traffic per forward, "
+        f"{words.fact(r.saved_time)} of kernel time (a realistic range, the floors of the "
+        "kernels it does not launch over the cited bandwidth efficiency)."
+    )
+    return f"{text}\n\n{table}"
