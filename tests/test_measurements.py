@@ -233,6 +233,17 @@ def test_a_change_to_the_timing_code_changes_exactly_the_keys_of_experiments_tha
     assert "forward_times" in changed and "naive_steps" not in changed  # it profiles only
 
 
+def test_an_edit_to_the_gpu_forecast_model_changes_no_key(package_copy):
+    # The forecast is arithmetic on data sheets, run by no experiment: experiments read the
+    # forecast shape from records/, so repricing a kernel re-measures nothing.
+    before = _keys(package_copy)
+    _edit(package_copy / "analytic" / "gpu.py", "FLASH_BLOCK_Q = 128", "FLASH_BLOCK_Q = 64")
+    assert _keys(package_copy) == before
+    from attention_docs.experiments.registry import REGISTRY
+
+    assert not [n for n, e in REGISTRY.items() if "analytic/gpu.py" in e.source_files]
+
+
 def test_a_changed_default_changes_the_key_of_a_request_that_left_it_out(package_copy):
     before = _keys(package_copy)
     _edit(

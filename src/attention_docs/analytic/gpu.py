@@ -8,25 +8,36 @@
 # bandwidth), where the peak is the tensor cores' for a matmul in bf16/fp16, the non-tensor
 # FP32 peak for a float32 matmul (PyTorch leaves TF32 off for matmuls by default) and for
 # element-wise work (it runs on the CUDA cores, accumulating in float32). Launch costs, L2
-# reuse and clocks below boost are not modelled: a forecast is a floor.
+# reuse and clocks below boost are not modelled: a forecast is a floor. Its realistic range
+# is the floor divided by the cited efficiencies of records/published.toml (a share of the
+# peak FLOP/s for a compute-bound kernel, of the HBM bandwidth for a memory-bound one).
+#
+# Naive attention is priced from the ATen ops its code records (records/ops.py), not from a
+# list of five steps: each op that launches a CUDA kernel is one kernel, moving the bytes of
+# its tensor inputs and output scaled to the forecast shape. So the forecast follows the code
+# as written: its rebuilt mask (`ones`, `triu`) and its out-of-place `masked_fill` (a
+# `clone` -> `copy_` kernel) are kernels of the naive forecast; `masked_fill_` on a mask built
+# once is the in-place variant's forecast.
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from attention_docs.analytic.cost import StepCost, attention_flops, itemsize, step_costs
+from attention_docs.analytic.cost import (
+    SOFTMAX_FLOPS_PER_ELEMENT,
+    attention_flops,
+    itemsize,
+)
 from attention_docs.analytic.decode import decode_cost
 from attention_docs.analytic.memory import max_seq_len
 from attention_docs.analytic.tiling import fused_traffic, rows_computed_fraction, tile_rows
 from attention_docs.records.device import SPEC_SHEETS, SpecSheet
+from attention_docs.records.forecast import FORECAST_GPU, FORECAST_SHAPE
+from attention_docs.records.ops import OpList, RecordedOp, TensorArg, recording
+from attention_docs.records.published import dataset
 from attention_docs.records.shape import Shape
-from attention_docs.records.steps import MATMULS
+from attention_docs.records.steps import STEPS
 
-# The GPU every chapter forecasts for: the one the site is published from when a GPU is lent
-# (so that a stored measurement can check the forecast), at a realistic training shape.
-FORECAST_GPU = "h200"
-FORECAST_SHAPE = Shape(
-    batch_size=4, num_heads=16, seq_len=4096, head_dim=128, dtype="bfloat16", causal=True
-)
 # The tiles a fused kernel is modelled with (FlashAttention 2's forward uses 128-row query
 # tiles; 64 keys per tile keeps q, k, v and the score tile inside one block's shared memory).
 FLASH_BLOCK_Q = 128
@@ -63,6 +74,7 @@ def bandwidth(gpu: SpecSheet) -> float:
 
 
 def memory_bytes(gpu: SpecSheet) -> float:
+    """The data sheet's memory in bytes (GB are 10⁹ B there; a driver reports MiB, 2²⁰ B)."""
     return gpu.memory_gb * 1e9
 
 
@@ -80,6 +92,7 @@ class KernelForecast:
     bytes: float
     peak: float  # FLOP/s of the unit it runs on
     bandwidth: float  # B/s
+    op: str = ""  # the ATen op that launches it, where one does
 
     @property
     def intensity(self) -> float:
@@ -107,28 +120,244 @@ class KernelForecast:
         return "compute" if self.compute_us >= self.memory_us else "memory"
 
 
-def _kernel(gpu: SpecSheet, cost: StepCost, dtype: str) -> KernelForecast:
-    peak = matmul_peak(gpu, dtype) if cost.label in MATMULS else vector_peak(gpu)
-    return KernelForecast(cost.label, cost.flops, cost.bytes, peak, bandwidth(gpu))
+# The recordings the naive forecasts price (profiling/ops.py records them).
+NAIVE_CODE = "naive_attention"
+NAIVE_CODE_FULL = "naive_attention, no mask"
+IN_PLACE = "masked_fill_"
+# SDPA's math backend, the composite ATen op: recorded in bfloat16, since it upcasts q, k and
+# v to float32 and runs its matmuls and softmax there (its kernels are float32 kernels).
+SDPA_MATH = "SDPA math"
+
+# ATen ops that launch one CUDA kernel each, by what the kernel moves. An op inside one of
+# these is how the CPU implements it (bmm's `select`s), not a kernel of its own.
+MATMUL_OPS = frozenset({"aten::bmm", "aten::mm"})
+# Element-wise: reads each tensor input once, writes an output the size of the largest;
+# FLOPs per output element.
+POINTWISE_OPS = {
+    "aten::div": 1, "aten::mul": 1, "aten::add": 1, "aten::add_": 1, "aten::sub": 1,
+    "aten::where": 0, "aten::triu": 0, "aten::tril": 0, "aten::masked_fill_": 0,
+    "aten::isneginf": 1, "aten::_softmax": SOFTMAX_FLOPS_PER_ELEMENT,
+}  # fmt: skip
+BOOL_OUT_OPS = frozenset({"aten::isneginf"})  # element-wise, writing a bool per element
+# Reductions: read their input, write one value per row (nothing next to an N×N read).
+REDUCE_OPS = frozenset({"aten::all", "aten::any"})
+COPY_OPS = frozenset({"aten::copy_"})  # copy_(dst, src): reads src, writes dst
+FILL_OPS = frozenset({"aten::fill_", "aten::zero_"})  # writes its tensor
+# Ops that move no data on a GPU: views, allocations, and composites whose work the ops
+# inside them do (and are priced as).
+FREE_OPS = frozenset({
+    "aten::as_strided", "aten::expand", "aten::view", "aten::reshape", "aten::_reshape_alias",
+    "aten::_unsafe_view", "aten::transpose", "aten::t", "aten::resolve_conj", "aten::select",
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::matmul", "aten::softmax",
+    "aten::masked_fill", "aten::clone", "aten::ones", "aten::zeros", "aten::to",
+    "aten::_to_copy", "aten::contiguous", "aten::detach", "aten::alias", "aten::lift_fresh",
+    "aten::scalar_tensor", "aten::_safe_softmax", "aten::scaled_dot_product_attention",
+    "aten::_scaled_dot_product_attention_math",
+})  # fmt: skip
 
 
-def naive_steps(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> tuple[KernelForecast, ...]:
-    """Each of naive attention's five steps as its own kernel through HBM."""
-    costs = step_costs(
-        shape.batch_size,
-        shape.num_heads,
-        shape.seq_len,
-        shape.head_dim,
-        shape.dtype,
-        causal=shape.causal,
-        kv_seq_len=shape.kv_len,
+class UnpricedOpError(ValueError):
+    """A recorded op the GPU forecast does not know: it cannot say whether it is a kernel."""
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Maps a recording's tensor dims to the forecast shape's."""
+
+    recorded: Shape
+    target: Shape
+
+    def __post_init__(self) -> None:
+        r = self.recorded
+        dims = (r.seq_len, r.keys, r.head_dim, r.batch_size * r.num_heads)
+        if len(set(dims)) < len(dims) or 1 in dims:
+            raise ValueError(f"a recording needs distinct dimensions to scale; got {r.text()}")
+
+    def numel(self, t: TensorArg) -> int:
+        r, g = self.recorded, self.target
+        if not t.dims:
+            return 0
+        # A 1 is a reduced dimension (a row's `all`): no dimension of a recording is 1.
+        trailing = {r.seq_len: g.seq_len, r.keys: g.keys, r.head_dim: g.head_dim, 1: 1}
+        lead = 1
+        for d in t.dims[:-2]:
+            lead *= d
+        heads = {1: 1, r.batch_size * r.num_heads: g.batch_size * g.num_heads}
+        try:
+            n = heads[lead]
+            for d in t.dims[-2:]:
+                n *= trailing[d]
+        except KeyError:
+            raise ValueError(f"cannot scale dims {t.dims} recorded at {r.text()}") from None
+        return n
+
+    def dtype(self, t: TensorArg) -> str:
+        """`t`'s dtype at the target: the target's where it was the recording's (a float32
+        tensor of a bfloat16 recording stays float32: an upcast)."""
+        return self.target.dtype if t.dtype == self.recorded.dtype else t.dtype
+
+    def itemsize(self, t: TensorArg) -> int:
+        return 1 if t.dtype == "bool" else itemsize(self.dtype(t))
+
+    def bytes(self, t: TensorArg) -> float:
+        return float(self.numel(t) * self.itemsize(t))
+
+
+KERNEL_OPS = MATMUL_OPS | set(POINTWISE_OPS) | COPY_OPS | FILL_OPS | REDUCE_OPS
+
+
+def _launches(op: RecordedOp) -> bool:
+    return op.name in KERNEL_OPS
+
+
+def kernel_ops(ops: OpList) -> tuple[RecordedOp, ...]:
+    """The recorded ops that launch a CUDA kernel: the outermost op of the kernel tables
+    whose tensors are not all 0-dim (a Python scalar stays on the CPU, a kernel argument)."""
+    out = []
+    for op in ops.ops:
+        known = _launches(op) or op.name in FREE_OPS
+        if not known:
+            raise UnpricedOpError(
+                f"{ops.subject} records {op.name} in {op.step}, which analytic/gpu.py does not "
+                "price: add it to the kernel tables (or to FREE_OPS if it moves no data)"
+            )
+        inside_kernel = any(w in KERNEL_OPS for w in op.within)
+        if _launches(op) and not inside_kernel and any(t.dims for t in op.inputs):
+            out.append(op)
+    return tuple(out)
+
+
+def priced(ops: OpList, gpu: SpecSheet, shape: Shape) -> tuple[KernelForecast, ...]:
+    """One KernelForecast per kernel `ops` launches, scaled to `shape`, labelled by step."""
+    scale = Scaling(ops.shape, shape)
+    out = []
+    for op in kernel_ops(ops):
+        tensors = [t for t in op.inputs if t.dims]
+        if op.name in MATMUL_OPS:
+            a, b = tensors[:2]
+            inner = _dim(scale, a.dims[-1])
+            out_elems = scale.numel(a) / inner * _dim(scale, b.dims[-1])
+            flops = 2.0 * out_elems * inner
+            moved = scale.bytes(a) + scale.bytes(b) + out_elems * scale.itemsize(a)
+            peak = matmul_peak(gpu, scale.dtype(a))
+        else:
+            biggest = max(tensors, key=scale.numel)
+            written = scale.bytes(biggest)
+            if op.name in COPY_OPS:
+                moved, flops = scale.bytes(tensors[1]) + written, 0.0
+            elif op.name in FILL_OPS:
+                moved, flops = written, 0.0
+            elif op.name == "aten::where":
+                # where(condition, self, other[, out]): a fourth tensor is the out= it
+                # writes; the output takes the values' dtype (a bool mask becomes float).
+                read = op.inputs[:3]
+                n = max(scale.numel(t) for t in read)
+                moved = sum(scale.bytes(t) for t in read) + n * scale.itemsize(read[-1])
+                flops = 0.0
+            elif op.name in REDUCE_OPS:
+                moved, flops = scale.bytes(biggest), float(scale.numel(biggest))
+            else:
+                if op.name in BOOL_OUT_OPS:
+                    written = float(scale.numel(biggest))
+                moved = sum(scale.bytes(t) for t in tensors) + written
+                flops = float(POINTWISE_OPS[op.name] * scale.numel(biggest))
+            peak = vector_peak(gpu)
+        out.append(KernelForecast(op.step, flops, moved, peak, bandwidth(gpu), op.name))
+    return tuple(out)
+
+
+def _dim(scale: Scaling, recorded: int) -> int:
+    """A recorded trailing dimension (seq_len, keys or head_dim) at the forecast shape."""
+    r, g = scale.recorded, scale.target
+    return {r.seq_len: g.seq_len, r.keys: g.keys, r.head_dim: g.head_dim}[recorded]
+
+
+def code_ops(shape: Shape, subject: str | None = None) -> OpList:
+    """The recording a forecast of `shape` prices: `subject`'s, or naive_attention's (with
+    or without its mask, as `shape` is causal or not)."""
+    if subject is None:
+        subject = NAIVE_CODE if shape.causal else NAIVE_CODE_FULL
+    return recording(subject)
+
+
+def naive_kernels(
+    gpu: SpecSheet, shape: Shape = FORECAST_SHAPE, ops: OpList | None = None
+) -> tuple[KernelForecast, ...]:
+    """Every kernel the code under study (or `ops`) launches for one forward at `shape`."""
+    return priced(ops or code_ops(shape), gpu, shape)
+
+
+def naive_steps(
+    gpu: SpecSheet, shape: Shape = FORECAST_SHAPE, ops: OpList | None = None
+) -> tuple[KernelForecast, ...]:
+    """Naive attention's kernels summed per labelled step, in step order (a step's kernels
+    are all on one side of the ridge: the mask's are all memory-bound)."""
+    kernels = naive_kernels(gpu, shape, ops)
+    out = []
+    for step in STEPS:
+        mine = [k for k in kernels if k.label == step]
+        if mine:
+            ops_text = " + ".join(k.op for k in mine)
+            out.append(KernelForecast(step, sum(k.flops for k in mine),
+                                      sum(k.bytes for k in mine), mine[0].peak,
+                                      mine[0].bandwidth, ops_text))  # fmt: skip
+    return tuple(out)
+
+
+def naive_floor_us(
+    gpu: SpecSheet, shape: Shape = FORECAST_SHAPE, ops: OpList | None = None
+) -> float:
+    """The naive forward's kernels' floors, one after another."""
+    return sum(k.floor_us for k in naive_kernels(gpu, shape, ops))
+
+
+@dataclass(frozen=True)
+class Range:
+    """A forecast's realistic range: its floor divided by the cited efficiencies, in µs.
+
+    `sources`: what the efficiencies are (records/published.toml's `what`), for captions;
+    None ends where no efficiency is on record for that architecture."""
+
+    floor_us: float
+    low_us: float | None
+    high_us: float | None
+    sources: tuple[str, ...]
+
+
+def realistic(gpu: SpecSheet, kernels: Sequence[KernelForecast]) -> Range:
+    """The range of kernels run one after another: each kernel's floor over the efficiency of
+    the ceiling that limits it (compute: its architecture's; memory: HBM's)."""
+    data = dataset()
+    low = high = 0.0
+    used: list[str] = []
+    for k in kernels:
+        e = data.efficiency(gpu.capability, k.limit)
+        if e is None:
+            return Range(sum(k.floor_us for k in kernels), None, None, tuple(used))
+        low += k.floor_us / e.high
+        high += k.floor_us / e.low
+        if e.what not in used:
+            used.append(e.what)
+    return Range(sum(k.floor_us for k in kernels), low, high, tuple(used))
+
+
+def naive_range(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE, ops: OpList | None = None) -> Range:
+    return realistic(gpu, naive_kernels(gpu, shape, ops))
+
+
+def flash_range(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> Range:
+    return realistic(gpu, (flash_forward(gpu, shape),))
+
+
+def in_place_saving(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> tuple[int, float, float]:
+    """What the in-place variant saves against the code under study: kernels, HBM bytes and
+    floor µs per forward."""
+    naive, in_place = naive_kernels(gpu, shape), naive_kernels(gpu, shape, recording(IN_PLACE))
+    return (
+        len(naive) - len(in_place),
+        sum(k.bytes for k in naive) - sum(k.bytes for k in in_place),
+        sum(k.floor_us for k in naive) - sum(k.floor_us for k in in_place),
     )
-    return tuple(_kernel(gpu, c, shape.dtype) for c in costs)
-
-
-def naive_floor_us(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> float:
-    """The five unfused kernels' floors, one after another."""
-    return sum(k.floor_us for k in naive_steps(gpu, shape))
 
 
 def flash_forward(

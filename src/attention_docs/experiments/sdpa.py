@@ -24,7 +24,6 @@ import torch
 from torch.nn.attention import SDPBackend
 from torch.profiler import ProfilerActivity, profile
 
-from attention_docs.analytic.gpu import FORECAST_SHAPE
 from attention_docs.analytic.sdpa_dispatch import BOOL_MASK, FLOAT_MASK, IS_CAUSAL, why_variants
 from attention_docs.attention.naive import causal_mask, naive_attention
 from attention_docs.attention.sdpa import (
@@ -47,6 +46,7 @@ from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import peak_memory_bytes
 from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.timing import time_callables
+from attention_docs.records.forecast import FORECAST_SHAPE
 from attention_docs.records.trace import op_stats, step_span_times
 
 MEASURES = ("attention/sdpa.py", "attention/naive.py", "inputs.py")

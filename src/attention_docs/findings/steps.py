@@ -429,7 +429,7 @@ def gpu_steps(
         gpus.naive_floor_us(gpu, shape),
         "µs",
         shape=shape,
-        detail="roofline floor, five kernels",
+        detail="roofline floor, kernels of the recorded ops",
     )
 
     def ridge(dtype: str) -> Fact:

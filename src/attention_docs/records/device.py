@@ -117,6 +117,10 @@ SPEC_SHEETS: tuple[SpecSheet, ...] = (
     SpecSheet("a100-pcie-40gb", ("NVIDIA A100-PCIE-40GB",),
               312.0, 312.0, 156.0, 19.5, 1555.0, 40.0, f"{_A100}, A100 40GB PCIe",
               capability="80", sm_count=108, l2_mb=40.0),
+    SpecSheet("b200", ("NVIDIA B200",), 2250.0, 2250.0, 1100.0, 80.0, 8000.0, 180.0,
+              "NVIDIA HGX B200 figures (1,000 W) as tabulated at glennklockwood.com/garden/"
+              "processors/B200 (dense; memory per GPU: HGX B200's 1.44 TB over 8 GPUs)",
+              capability="100"),
     SpecSheet("a10", ("NVIDIA A10",), 125.0, 125.0, 62.5, 31.2, 600.0, 24.0,
               "NVIDIA A10 Tensor Core GPU data sheet",
               capability="86", sm_count=72, l2_mb=6.0),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
+from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import steps as fs
 from attention_docs.findings.forward import versus
 from attention_docs.measurements import forward as fwd
@@ -125,15 +126,18 @@ def gpu_forecast(gpu_times: list) -> str:
         (f"`{s.label}` at {fact(s.intensity)}: {s.kernel.limit}-bound floor", s.floor)
         for s in g.steps
     ]
-    rows.append(("naive forward: the five floors in a row", g.forward))
+    kernels = gpus.naive_kernels(g.gpu, g.shape)
+    mask = [k.op.removeprefix("aten::") for k in kernels if k.label == "attention.mask"]
+    rows.append((f"naive forward: its {len(kernels)} kernels' floors in a row", g.forward))
     lead = (
         f"The ridge of a {g.shape.dtype} matmul on the {g.gpu.label} is {fact(g.ridge)}. A "
         f"matmul of naive attention cannot pass {fact(g.cap)} (2·head_dim ÷ itemsize) however "
         f"long the sequence, and no element-wise step passes {fact(g.densest_elementwise.intensity)}."
     )
     model = (
-        "Each step is one kernel that reads its inputs from memory and writes its output once "
-        "(the cost model's minimum bytes); its floor is the larger of FLOPs ÷ peak (tensor "
+        "A step's kernels are those its recorded ATen ops launch (the mask step's: "
+        f"{words.series(mask)}), each reading its inputs from memory and "
+        "writing its output once; a kernel's floor is the larger of FLOPs ÷ peak (tensor "
         "cores for the matmuls, CUDA cores for the rest) and bytes ÷ bandwidth. Launch gaps, "
         "L2 reuse and clocks below boost are not modelled: a floor, not a prediction of speed."
     )

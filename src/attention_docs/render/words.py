@@ -255,6 +255,13 @@ def value(v: float | None, unit: str) -> str:
     return f"{count(v)} {unit}"
 
 
+def as_published(value: float, unit: str) -> str:
+    """A cited value with the digits its source gave, in the source's unit: `1.955 ms`,
+    `1,613 TFLOP/s`, `35%` (rounding a quotation would misquote it)."""
+    text = f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
+    return f"{text}%" if unit == "%" else f"{text} {unit}"
+
+
 def fact_span(fact_id: str, text: str) -> str:
     """`text` marked as the site-wide fact `fact_id` (an inline HTML span).
 

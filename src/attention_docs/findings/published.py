@@ -1,0 +1,283 @@
+# Every point of the reference dataset (records/published.toml: GPU measurements others
+# published, cited, never measured here) beside this project's forecast for the same GPU and
+# shape, with the ratio, and the forecast model's accuracy over all of them: where each
+# published value falls against the forecast's realistic range. A forecast that is a range
+# is never a ratio of two floors; a point that is the very efficiency a range divides by
+# agrees with it by construction and is said to. No words: render/published.py says them.
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attention_docs.analytic import gpu as spec
+from attention_docs.findings.facts import PUBLISHED, SPEC, Fact, Quantity
+from attention_docs.records.device import SpecSheet
+from attention_docs.records.ops import recording
+from attention_docs.records.published import Point, dataset
+
+# Where a published value falls against its forecast.
+WITHIN = "within the range"
+ABOVE = "above the range"
+BELOW = "below the range"
+SAME_COUNT = "the same count"  # a kernel count: the forecast's and the published are equal
+MORE, FEWER = "more kernels", "fewer kernels"  # published against the forecast's count
+OWN_SOURCE = "the range's own source"  # the efficiency the range divides by is this point
+NO_RANGE = "no cited efficiency"  # only the floor (or the peak) to set it beside
+# What the dataset's subjects run, as the forecast prices them: a recording of the code
+# (records/recorded_ops.json) or one fused forward kernel (analytic/gpu.py flash_forward).
+RECORDED = {
+    "naive, masked_fill_": spec.IN_PLACE,
+    "naive, masked_fill": "masked_fill",
+    "SDPA math": spec.SDPA_MATH,
+}
+FUSED = frozenset({"SDPA flash", "SDPA efficient", "SDPA cuDNN"})
+# The units a point's value is read in, as this site's facts carry them: metric, unit, and
+# what the value is multiplied and divided by.
+_METRICS = {
+    "ms": ("forward time", "µs", 1e3, 1),
+    "µs": ("forward time", "µs", 1, 1),
+    "kernels": ("GPU kernels per forward", "kernels", 1, 1),
+    "TFLOP/s": ("FLOP/s", "FLOP/s", 1e12, 1),
+    "%": ("share of peak FLOP/s", "%", 1, 100),
+}
+RATIO = "published ÷ forecast"
+
+
+class UnforecastPointError(LookupError):
+    """A dataset point whose subject the forecast does not know how to price."""
+
+
+def published_fact(point: Point) -> Fact:
+    """The point as a fact: cited (device `paper:SOURCE`), never measured here."""
+    metric, unit, times, per = _METRICS[point.unit]
+    detail = f"{point.gpu}; {point.statistic}"
+    q = Quantity(metric, point.subject, f"paper:{point.source.key}", PUBLISHED, point.shape, detail)
+    return Fact(q, point.value * times / per, unit)
+
+
+@dataclass(frozen=True)
+class Beside:
+    """One published point and the forecast for its GPU and shape.
+
+    `forecast`: the realistic range (value None, `low`..`high`) or, with no cited efficiency,
+    the floor (a count: the count). `ratio`: published ÷ forecast over that range (low =
+    published ÷ the range's high end). `where`: one of WITHIN, ABOVE, BELOW, OWN_SOURCE,
+    NO_RANGE (SAME_COUNT, MORE, FEWER for a kernel count). `model`: which forecast, for
+    the reader ("kernels of the recorded ops"...)."""
+
+    point: Point
+    gpu: SpecSheet
+    published: Fact
+    forecast: Fact
+    floor: Fact | None
+    ratio: Fact
+    where: str
+    model: str
+    kernels: int | None  # the forecast's kernel count, for a time forecast priced by kernel
+
+
+def _spec_fact(point: Point, gpu: SpecSheet, what: str, value, unit, *, low=None, high=None):
+    metric = _METRICS[point.unit][0]
+    q = Quantity(metric, point.subject, f"spec:{gpu.slug}", SPEC, point.shape, what)
+    return Fact(q, value, unit, low, high)
+
+
+def _where(value: float, low: float, high: float) -> str:
+    if value < low:
+        return BELOW
+    return ABOVE if value > high else WITHIN
+
+
+@dataclass(frozen=True)
+class _Forecast:
+    fact: Fact
+    floor: Fact | None
+    low: float
+    high: float
+    where: str
+    model: str
+    kernels: int | None = None
+
+
+def _count(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
+    if point.subject in FUSED:
+        count, model = 1, "one fused kernel"
+    elif point.subject in RECORDED:
+        count = len(spec.priced(recording(RECORDED[point.subject]), gpu, point.shape))
+        model = "kernels of the recorded ops"
+    else:
+        raise UnforecastPointError(f"no kernel count forecast for {point.subject!r}")
+    where = SAME_COUNT if value == count else (MORE if value > count else FEWER)
+    fact = _spec_fact(point, gpu, model, float(count), "kernels")
+    return _Forecast(fact, None, float(count), float(count), where, model)
+
+
+def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
+    kernels = None
+    if point.subject in FUSED:
+        priced = (spec.flash_forward(gpu, point.shape),)
+        model = "one fused forward kernel (flash_forward)"
+    elif point.subject in RECORDED:
+        priced = spec.priced(recording(RECORDED[point.subject]), gpu, point.shape)
+        model, kernels = "kernels of the recorded ops", len(priced)
+    else:
+        raise UnforecastPointError(f"no time forecast for {point.subject!r}")
+    r = spec.realistic(gpu, priced)
+    floor = _spec_fact(point, gpu, f"floor: {model}", r.floor_us, "µs")
+    if r.low_us is None:
+        return _Forecast(floor, floor, r.floor_us, r.floor_us, NO_RANGE, model, kernels)
+    what = f"realistic range: {model} over cited efficiencies"
+    fact = _spec_fact(point, gpu, what, None, "µs", low=r.low_us, high=r.high_us)
+    where = _where(value, r.low_us, r.high_us)
+    return _Forecast(fact, floor, r.low_us, r.high_us, where, model, kernels)
+
+
+def _rate(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
+    """A throughput or a share of the peak: the cited compute efficiency of its GPU."""
+    e = dataset().efficiency(gpu.capability, "compute")
+    share = point.unit == "%"
+    peak = 1.0 if share else spec.matmul_peak(gpu, point.dtype)
+    unit = "%" if share else "FLOP/s"
+    floor = _spec_fact(point, gpu, "the data sheet's peak", peak, unit)
+    model = "the cited share of the data sheet's peak"
+    if e is None:
+        return _Forecast(floor, floor, peak, peak, NO_RANGE, model)
+    low, high = peak * e.low, peak * e.high
+    fact = _spec_fact(point, gpu, model, None, unit, low=low, high=high)
+    own = e.source is not None and e.source.key == point.source.key
+    return _Forecast(fact, floor, low, high, OWN_SOURCE if own else _where(value, low, high), model)
+
+
+def beside(point: Point) -> Beside:
+    """The forecast for `point`'s GPU and shape, and where the published value falls."""
+    gpu = spec.sheet(point.gpu)
+    published = published_fact(point)
+    value = published.value
+    if point.unit == "kernels":
+        f = _count(point, gpu, value)
+    elif point.unit in ("ms", "µs"):
+        f = _time(point, gpu, value)
+    else:
+        f = _rate(point, gpu, value)
+    ratio_q = Quantity(RATIO, point.subject, f"spec:{gpu.slug}", SPEC, point.shape,
+                       f"{point.source.key}; {point.statistic}")  # fmt: skip
+    if f.low == f.high:
+        ratio = Fact(ratio_q, value / f.low, "×")
+    else:
+        ratio = Fact(ratio_q, None, "×", value / f.high, value / f.low)
+    return Beside(point, gpu, published, f.fact, f.floor, ratio, f.where, f.model, f.kernels)
+
+
+def every_point() -> tuple[Beside, ...]:
+    """Every point of the dataset beside its forecast, in the dataset's order."""
+    return tuple(beside(p) for p in dataset().points)
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """The forecast model over every reference point, by where the published value fell."""
+
+    points: tuple[Beside, ...]
+
+    def where(self, verdict: str) -> tuple[Beside, ...]:
+        return tuple(b for b in self.points if b.where == verdict)
+
+    @property
+    def tested(self) -> tuple[Beside, ...]:
+        """The points that test the model: not its own inputs, and with a range to fall in."""
+        return tuple(b for b in self.points if b.where in (WITHIN, ABOVE, BELOW))
+
+    @property
+    def counts(self) -> tuple[Beside, ...]:
+        return tuple(b for b in self.points if b.where in (SAME_COUNT, MORE, FEWER))
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(b.gpu.label for b in self.points))
+
+
+def accuracy() -> Accuracy:
+    return Accuracy(every_point())
+
+
+def on(gpu_slug: str, subject: str, unit: str) -> Beside:
+    """The one point of `subject` on that GPU in `unit` ("kernels", "ms"...)."""
+    found = [b for b in every_point()
+             if b.point.gpu == gpu_slug and b.point.subject == subject and b.point.unit == unit]  # fmt: skip
+    if len(found) != 1:
+        raise LookupError(f"{len(found)} points of {subject!r} on {gpu_slug} in {unit}")
+    return found[0]
+
+
+# --- chapter 02: the mask variants' kernels on a GPU, beside Hugging Face's counts --------
+
+# The variants, as chapter 02 names them, and the recording each is priced from.
+MASK_CODE = (("rebuild", spec.NAIVE_CODE), ("masked_fill", "masked_fill"),
+             ("masked_fill_", spec.IN_PLACE))  # fmt: skip
+HF_SUBJECT = {"masked_fill": "naive, masked_fill", "masked_fill_": "naive, masked_fill_"}
+
+
+@dataclass(frozen=True)
+class MaskKernels:
+    """One mask variant's forward on the forecast GPU: the kernels its recorded ops launch
+    (ATen op names, in order), their count and HBM bytes, and Hugging Face's published count
+    for the same code (None: the post has no such variant)."""
+
+    variant: str
+    ops: tuple[str, ...]
+    count: Fact
+    bytes: Fact
+    published: Beside | None
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """What the in-place variant saves against the code under study, per forward: the
+    kernels it does not launch (their ops), their bytes, and their time as a realistic
+    range (the saved kernels' floors over the cited efficiencies)."""
+
+    variants: tuple[MaskKernels, ...]
+    saved_ops: tuple[str, ...]
+    saved_bytes: Fact
+    saved_time: Fact
+    extra_over_published: tuple[str, ...]  # the code under study's kernels HF's code lacks
+
+
+def in_place(gpu: SpecSheet | None = None, shape=None) -> InPlace:
+    gpu = gpu or spec.sheet()
+    shape = shape or spec.FORECAST_SHAPE
+    rows, kernels_of = [], {}
+    for variant, subject in MASK_CODE:
+        ks = spec.priced(recording(subject), gpu, shape)
+        kernels_of[variant] = ks
+        where = f"spec:{gpu.slug}"
+        detail = "kernels of the recorded ops"
+        count = Fact(Quantity("GPU kernels per forward", variant, where, SPEC, shape, detail),
+                     float(len(ks)), "kernels")  # fmt: skip
+        moved = Fact(Quantity("HBM bytes", f"naive forward, {variant}", where, SPEC, shape,
+                              detail), sum(k.bytes for k in ks), "B")  # fmt: skip
+        hf = on("a100-sxm4-80gb", HF_SUBJECT[variant], "kernels") if variant in HF_SUBJECT else None
+        rows.append(MaskKernels(variant, tuple(k.op for k in ks), count, moved, hf))
+    saved = _without(kernels_of["rebuild"], kernels_of["masked_fill_"])
+    extra = _without(kernels_of["rebuild"], kernels_of["masked_fill"])
+    r = spec.realistic(gpu, saved)
+    where = f"spec:{gpu.slug}"
+    saved_bytes = Fact(Quantity("HBM bytes saved", "masked_fill_ against rebuild", where, SPEC,
+                                shape, "kernels of the recorded ops"),
+                       sum(k.bytes for k in saved), "B")  # fmt: skip
+    saved_time = Fact(Quantity("time saved", "masked_fill_ against rebuild", where, SPEC, shape,
+                               "realistic range of the kernels it does not launch"),
+                      None, "µs", r.low_us, r.high_us)  # fmt: skip
+    return InPlace(tuple(rows), tuple(k.op for k in saved), saved_bytes, saved_time,
+                   tuple(k.op for k in extra))  # fmt: skip
+
+
+def _without(these, those) -> tuple:
+    """`these` kernels less one of each (step, op) that `those` launch too."""
+    left = [(k.label, k.op) for k in those]
+    out = []
+    for k in these:
+        if (k.label, k.op) in left:
+            left.remove((k.label, k.op))
+        else:
+            out.append(k)
+    return tuple(out)

@@ -1,0 +1,141 @@
+# The reference dataset (published.toml beside this module): published GPU measurements of
+# attention and the cited efficiencies the forecasts' realistic ranges use, each naming its
+# source. Loaded once and validated: every point names a known source, a GPU with a data
+# sheet (records/device.py), a unit and a shape or the sweep it is the best of. Cited, never
+# measured here: findings/published.py sets each point beside the forecast for its GPU and
+# shape.
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from attention_docs.records.device import SPEC_SHEETS
+from attention_docs.records.shape import Shape
+
+DATASET = Path(__file__).with_name("published.toml")
+UNITS = {"ms": 1e3, "µs": 1.0, "kernels": None, "TFLOP/s": None, "%": None}
+STATED = "stated"  # an efficiency this project states without a citation
+
+
+class DatasetError(ValueError):
+    """The reference dataset has an entry this module cannot use; the message names it."""
+
+
+@dataclass(frozen=True)
+class Source:
+    key: str
+    title: str
+    url: str
+    software: str
+    scripts: str = ""
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """How close published kernels get to one ceiling of a GPU architecture: the realistic
+    range of a forecast is its floor divided by `high` .. `low`."""
+
+    capability: str  # "80", "90", or "any"
+    limit: str  # "compute" or "memory"
+    low: float
+    high: float
+    source: Source | None  # None: stated by this project, not cited
+    what: str
+
+
+@dataclass(frozen=True)
+class Point:
+    """One published figure: what was measured where, how, and its value in `unit`."""
+
+    source: Source
+    gpu: str  # a SPEC_SHEETS slug
+    subject: str
+    statistic: str
+    value: float
+    unit: str
+    shape: Shape | None  # None: the best point of `sweep`
+    sweep: str = ""
+    sweep_dtype: str = ""  # a sweep's dtype, where the source states one
+
+    @property
+    def dtype(self) -> str:
+        """The point's dtype ("" where the source states none)."""
+        return self.shape.dtype if self.shape else self.sweep_dtype
+
+    @property
+    def time_us(self) -> float | None:
+        """The value in µs, for a time; None for a count or a rate."""
+        scale = UNITS[self.unit]
+        return None if scale is None else self.value * scale
+
+
+@dataclass(frozen=True)
+class Dataset:
+    sources: dict[str, Source]
+    efficiencies: tuple[Efficiency, ...]
+    points: tuple[Point, ...]
+
+    def efficiency(self, capability: str | None, limit: str) -> Efficiency | None:
+        """The cited range for `limit` on that architecture (or one that holds for any)."""
+        for e in self.efficiencies:
+            if e.limit == limit and e.capability in (capability, "any"):
+                return e
+        return None
+
+
+def parse(text: str, name: str = DATASET.name) -> Dataset:
+    """The dataset in `text` (TOML), validated; DatasetError names the first bad entry."""
+    data = tomllib.loads(text)
+    sources = {}
+    for s in data.get("source", []):
+        try:
+            sources[s["key"]] = Source(s["key"], s["title"], s["url"], s["software"],
+                                       s.get("scripts", ""))  # fmt: skip
+        except KeyError as e:
+            raise DatasetError(f"{name}: source {s.get('key')!r} lacks {e}") from None
+
+    def source(key: str, where: str) -> Source:
+        if key not in sources:
+            raise DatasetError(f"{name}: {where} cites unknown source {key!r}")
+        return sources[key]
+
+    effs = []
+    for e in data.get("efficiency", []):
+        where = f"efficiency {e.get('capability')}/{e.get('limit')}"
+        if e.get("limit") not in ("compute", "memory") or not 0 < e["low"] <= e["high"] <= 1:
+            raise DatasetError(f"{name}: {where} needs a limit and 0 < low <= high <= 1")
+        cited = None if e["source"] == STATED else source(e["source"], where)
+        effs.append(Efficiency(e["capability"], e["limit"], e["low"], e["high"], cited, e["what"]))
+    slugs = {s.slug for s in SPEC_SHEETS}
+    points = []
+    for i, p in enumerate(data.get("point", []), 1):
+        where = f"point {i} ({p.get('subject')!r})"
+        if p.get("gpu") not in slugs:
+            raise DatasetError(f"{name}: {where} names GPU {p.get('gpu')!r} with no data sheet")
+        if p.get("unit") not in UNITS:
+            raise DatasetError(f"{name}: {where} has unit {p.get('unit')!r}; known: {', '.join(UNITS)}")  # fmt: skip
+        if "shape" not in p and not p.get("sweep"):
+            raise DatasetError(f"{name}: {where} needs a shape or the sweep it is the best of")
+        shape = Shape.of(p["shape"]) if "shape" in p else None
+        points.append(
+            Point(
+                source(p["source"], where),
+                p["gpu"],
+                p["subject"],
+                p["statistic"],
+                float(p["value"]),
+                p["unit"],
+                shape,
+                p.get("sweep", ""),
+                p.get("dtype", ""),
+            )
+        )
+    return Dataset(sources, tuple(effs), tuple(points))
+
+
+@cache
+def dataset() -> Dataset:
+    """The committed reference dataset."""
+    return parse(DATASET.read_text(encoding="utf-8"))

@@ -1,0 +1,185 @@
+# The reference dataset on the page: every published GPU point beside this site's forecast
+# for its GPU and shape, with the ratio, labelled "published, not measured here"; and the
+# forecast model's accuracy over every point, said plainly. Draws findings/published.py;
+# decides nothing.
+from __future__ import annotations
+
+import html
+
+from attention_docs.analytic import gpu as spec
+from attention_docs.findings import published as fp
+from attention_docs.records.published import Point
+from attention_docs.render import words
+from attention_docs.render.tables import markdown_table
+
+NOT_MEASURED = "published, not measured here"
+# How each verdict reads after "the published value is ..." (a count: "... has ...").
+_WHERE = {
+    fp.WITHIN: "within the forecast range",
+    fp.ABOVE: "above the forecast range",
+    fp.BELOW: "below the forecast range",
+    fp.OWN_SOURCE: "the source of the range itself (agrees by construction)",
+    fp.NO_RANGE: "beside the data sheet's figure only (no cited efficiency for this GPU)",
+    fp.SAME_COUNT: "the forecast's count",
+    fp.MORE: "more kernels than the forecast",
+    fp.FEWER: "fewer kernels than the forecast",
+}
+
+
+def value(b: fp.Beside) -> str:
+    """The published value as its source states it, marked with its fact id."""
+    return words.fact_span(b.published.id, words.as_published(b.point.value, b.point.unit))
+
+
+def source_link(point: Point) -> str:
+    s = point.source
+    link = f"[{s.title}]({s.url})"
+    return link + (f" ([scripts]({s.scripts}))" if s.scripts else "")
+
+
+def _shape(point: Point) -> str:
+    if point.shape is not None:
+        return point.shape.text()
+    dtype = f", {point.dtype}" if point.dtype else ""
+    return f"best of its sweep ({point.sweep}){dtype}"
+
+
+def _ratio(b: fp.Beside) -> str:
+    r = b.ratio
+    if r.value is not None:
+        return words.fact(r)
+    return words.fact_span(r.id, words.span(r.low, r.high, words.times))
+
+
+def reference_table() -> str:
+    """Every point of the reference dataset beside its forecast, with the ratio."""
+    header = ["Published point", "GPU", "Shape", "Statistic", f"Value ({NOT_MEASURED})",
+              "This site's forecast", "Published ÷ forecast", "Where it falls"]  # fmt: skip
+    rows = []
+    for b in fp.every_point():
+        p = b.point
+        forecast = words.fact(b.forecast)
+        if b.kernels is not None:
+            forecast += f" ({words.plural(b.kernels, 'kernel')})"
+        rows.append(
+            [
+                f"{p.subject}: {source_link(p)}; {html.escape(p.source.software)}",
+                gpu_name(b),
+                _shape(p),
+                p.statistic,
+                value(b),
+                f"{forecast}, {b.model}",
+                _ratio(b),
+                _WHERE[b.where],
+            ]
+        )
+    caption = (
+        f'<p class="ad-caption">Values {NOT_MEASURED}: each row cites its source '
+        "(records/published.toml). Forecasts are this site's, from each GPU's data sheet "
+        "(records/device.py): a time is the realistic range, the floor over the cited "
+        "efficiencies; a throughput, the cited share of the data sheet's peak; a count, the "
+        "kernels the forecast prices.</p>"
+    )
+    return markdown_table(header, rows, "lllllrrl") + "\n\n" + caption
+
+
+def gpu_name(b: fp.Beside) -> str:
+    """The GPU as CUDA names it, in code type: a name, not a memory size ("80GB")."""
+    return f"`{b.gpu.label}`"
+
+
+def _named(b: fp.Beside) -> str:
+    return f"{b.point.subject} on the {gpu_name(b)}, {value(b)} against {words.fact(b.forecast)}"
+
+
+def accuracy() -> str:
+    """Where the published values fall against the forecasts, every point named."""
+    a = fp.accuracy()
+    tested = a.tested
+    within, above, below = a.where(fp.WITHIN), a.where(fp.ABOVE), a.where(fp.BELOW)
+    out = [
+        f"Of the {words.plural(len(a.points), 'published point')} on "
+        f"{words.series(f'`{g}`' for g in a.gpus)}, {len(tested)} test a forecast time against its realistic "
+        f"range: {len(within)} within it, {len(above)} above it and {len(below)} below it."
+    ]
+    if within:
+        out.append(f"Within: {words.series(_named(b) for b in within)}.")
+    if above:
+        out.append(
+            f"Above — the GPU took longer than the forecast allows: "
+            f"{words.series(f'{_named(b)} ({_ratio(b)} the range)' for b in above)}."
+        )
+    if below:
+        out.append(
+            "Below — faster than the forecast allows: "
+            f"{words.series(f'{_named(b)} ({_ratio(b)} the range)' for b in below)}."
+        )
+    counts = a.counts
+    same = [b for b in counts if b.where == fp.SAME_COUNT]
+    other = [b for b in counts if b.where != fp.SAME_COUNT]
+    sentence = f"Of {words.plural(len(counts), 'kernel count')}, {len(same)} match the forecast's"
+    if other:
+        sentence += "; " + words.series(
+            f"{b.point.subject} launched {value(b)} where the forecast prices "
+            f"{words.fact(b.forecast)}"
+            for b in other
+        )
+    out.append(sentence + ".")
+    own, none = a.where(fp.OWN_SOURCE), a.where(fp.NO_RANGE)
+    if own:
+        out.append(
+            f"{words.series(_named(b) for b in own)}: these are the efficiencies the ranges "
+            "divide by, so they agree with the forecast by construction and test nothing."
+        )
+    if none:
+        out.append(
+            f"{words.series(_named(b) for b in none)}: no efficiency is cited for this GPU, "
+            "so it stands beside the data sheet's peak only, untested."
+        )
+    return " ".join(out)
+
+
+def mask_kernels() -> str:
+    """Chapter 02: each mask variant's kernels on the forecast GPU, as its recorded ops
+    launch them, beside Hugging Face's published counts; and what in place saves."""
+    r = fp.in_place()
+    rows = []
+    for v in r.variants:
+        hf = (
+            f"{value(v.published)} ({_WHERE[v.published.where]})"
+            if v.published
+            else "— (the post passes its mask in)"
+        )
+        ops = ", ".join(f"`{op.removeprefix('aten::')}`" for op in v.ops)
+        rows.append([f"`{v.variant}`", words.fact(v.count), ops, words.fact(v.bytes), hf])
+    header = ["Mask", "Kernels (forecast)", "The kernels, from the recorded ops",
+              "HBM bytes (forecast)", f"Hugging Face's count ({NOT_MEASURED})"]  # fmt: skip
+    first = r.variants[0]
+    hf_source = next(v.published for v in r.variants if v.published).point
+    caption = (
+        f'<p class="ad-caption">Forecast for an {spec.sheet().label} at '
+        f"{first.count.quantity.shape.text()}: one kernel per ATen op that launches one, as "
+        "the code records them on the CPU (records/recorded_ops.json). Hugging Face's counts: "
+        f'<a href="{hf_source.source.url}">{html.escape(hf_source.source.title)}</a>, an A100 at '
+        f"{hf_source.shape.text()}, {NOT_MEASURED}.</p>"
+    )
+    table = markdown_table(header, rows, "lrlrl") + "\n\n" + caption
+    published = r.variants[1].published
+    priced = (
+        "which the forecast prices at the post's count"
+        if published.where == fp.SAME_COUNT
+        else f"where the forecast has {_WHERE[published.where]}"
+    )
+    extra = words.series(f"`{op.removeprefix('aten::')}`" for op in r.extra_over_published)
+    saved = words.series(f"`{op.removeprefix('aten::')}`" for op in r.saved_ops)
+    text = (
+        f"The code under study launches {words.fact(first.count)} where Hugging Face's naive "
+        f"code launches {value(published)}: it rebuilds its mask on every call, "
+        f"and {extra} are that mask's kernels (`torch.ones` fills it, `triu` cuts it); the "
+        f"post passes a mask built once, our `masked_fill` variant, {priced}. Both out-of-place versions pay a `copy_`: `masked_fill` clones "
+        f"the scores before it fills them. In place, the forward skips {saved}: "
+        f"{words.fact(r.saved_bytes)} less HBM traffic per forward, "
+        f"{words.fact(r.saved_time)} of kernel time (a realistic range, the floors of the "
+        "kernels it does not launch over the cited bandwidth efficiency)."
+    )
+    return f"{text}\n\n{table}"

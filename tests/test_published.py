@@ -1,0 +1,108 @@
+"""The reference dataset on the site (issue 28, item 2): every published GPU point beside
+the forecast for its GPU and shape, with the ratio, and the model's accuracy said plainly."""
+
+import re
+
+import markdown
+import pytest
+import site_facts
+
+from attention_docs.analytic import gpu
+from attention_docs.findings import published as fp
+from attention_docs.records.ops import recording
+from attention_docs.records.published import dataset
+from attention_docs.render import published as rp
+
+A100 = "a100-sxm4-80gb"
+
+
+def test_every_point_stands_beside_a_forecast_with_its_ratio():
+    found = fp.every_point()
+    assert len(found) == len(dataset().points) >= 12
+    assert len({b.gpu.slug for b in found}) >= 3
+    for b in found:
+        assert b.ratio.value is not None or b.ratio.low <= b.ratio.high
+        assert b.published.quantity.clock == "published"
+        assert b.forecast.quantity.device == f"spec:{b.point.gpu}"
+
+
+def test_a_forecast_is_the_one_for_the_points_gpu_and_shape():
+    b = fp.on(A100, "naive, masked_fill_", "ms")
+    r = gpu.naive_range(gpu.sheet(A100), b.point.shape, recording(gpu.IN_PLACE))
+    assert (b.forecast.low, b.forecast.high) == (r.low_us, r.high_us)
+    assert b.ratio.low == pytest.approx(1955 / r.high_us)
+    assert b.ratio.high == pytest.approx(1955 / r.low_us)
+    flash = fp.on(A100, "SDPA flash", "µs")
+    assert flash.forecast.low == gpu.flash_range(gpu.sheet(A100), flash.point.shape).low_us
+
+
+def test_where_each_published_value_falls_is_decided_once():
+    # Hugging Face's in-place naive forward and SDPA flash took longer than the range allows;
+    # SDPA math, priced from its recorded float32 ops, falls inside its range.
+    assert fp.on(A100, "naive, masked_fill_", "ms").where == fp.ABOVE
+    assert fp.on(A100, "SDPA flash", "µs").where == fp.ABOVE
+    assert fp.on(A100, "SDPA math", "ms").where == fp.WITHIN
+    assert fp.on(A100, "naive, masked_fill", "kernels").where == fp.SAME_COUNT
+    assert fp.on(A100, "SDPA math", "kernels").where == fp.MORE
+    # A point that is the efficiency a range divides by tests nothing.
+    fa3 = fp.on("h100-sxm", "FlashAttention-3 forward, FP16", "TFLOP/s")
+    assert fa3.where == fp.OWN_SOURCE
+    fa4 = fp.on("b200", "FlashAttention-4 forward, BF16", "TFLOP/s")
+    assert fa4.where == fp.NO_RANGE and fa4.forecast.value == gpu.matmul_peak(fa4.gpu, "bfloat16")
+    a = fp.accuracy()
+    assert len(a.tested) == len(a.where(fp.WITHIN)) + len(a.where(fp.ABOVE)) + len(
+        a.where(fp.BELOW)
+    )
+
+
+def test_a_point_the_forecast_cannot_price_is_an_error():
+    from dataclasses import replace
+
+    point = replace(dataset().points[0], subject="some kernel")
+    with pytest.raises(fp.UnforecastPointError, match="some kernel"):
+        fp.beside(point)
+
+
+def _page(*parts: str) -> str:
+    return markdown.markdown("\n\n".join(parts), extensions=["tables", "admonition"])
+
+
+def test_the_section_states_every_number_as_a_fact_with_one_text():
+    page = _page(rp.accuracy(), rp.reference_table())
+    found = site_facts.read_page(f"<article>{page}</article>")
+    assert found.unmarked == [] and len(found.marked) >= 3 * len(dataset().points)
+    texts: dict[str, set[str]] = {}
+    for fact_id, text in re.findall(r'data-fact="([^"]+)">(.*?)</span>', page):
+        texts.setdefault(fact_id, set()).add(re.sub(r"<[^>]+>", "", text))
+    assert all(len(t) == 1 for t in texts.values()), texts
+    # Labelled, linked and quoted as published.
+    assert "published, not measured here" in page
+    for source in dataset().sources.values():
+        if any(p.source == source for p in dataset().points):
+            assert source.url in page
+    assert "1.955 ms" in page and "146.8 µs" in page and "7.239 ms" in page
+
+
+def test_the_accuracy_sentence_says_where_each_point_falls():
+    text = re.sub(r"<[^>]+>", "", rp.accuracy())
+    assert "naive, masked_fill_ on the `NVIDIA A100-SXM4-80GB`, 1.955 ms against" in text
+    assert "above it" in text and "by construction" in text
+    assert "SDPA math launched 20 kernels where the forecast prices 17 kernels" in text
+
+
+def test_chapter_02_sets_the_variants_kernels_beside_hugging_faces_counts():
+    r = fp.in_place()
+    counts = {v.variant: v.count.value for v in r.variants}
+    assert counts == {"rebuild": 8, "masked_fill": 6, "masked_fill_": 5}
+    published = {v.variant: v.published and v.published.published.value for v in r.variants}
+    assert published == {"rebuild": None, "masked_fill": 6, "masked_fill_": 5}
+    # The code under study's extra kernels are its mask rebuild; in place also drops the copy.
+    assert r.extra_over_published == ("aten::fill_", "aten::triu")
+    assert r.saved_ops == ("aten::fill_", "aten::triu", "aten::copy_")
+    kernels, saved_bytes, _ = gpu.in_place_saving(gpu.sheet(), gpu.FORECAST_SHAPE)
+    assert kernels == 3 and r.saved_bytes.value == pytest.approx(saved_bytes)
+    assert 0 < r.saved_time.low < r.saved_time.high
+    page = _page(rp.mask_kernels())
+    found = site_facts.read_page(f"<article>{page}</article>")
+    assert found.unmarked == []
+    assert "8 kernels" in page and "published, not measured here" in page

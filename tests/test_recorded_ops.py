@@ -1,0 +1,123 @@
+"""The GPU forecast prices the ops the code under study records (issue 28, item 1), and the
+reference dataset of published GPU measurements loads and validates (item 2)."""
+
+from dataclasses import replace
+
+import pytest
+
+from attention_docs.analytic import gpu
+from attention_docs.records import published
+from attention_docs.records.ops import OpList, load_recordings, recording
+
+H200 = gpu.sheet("h200")
+SHAPE = gpu.FORECAST_SHAPE
+
+
+def test_committed_recordings_are_the_code_as_it_is():
+    from attention_docs.profiling.ops import code_under_study
+
+    now = {r.subject: r for r in code_under_study()}
+    committed = load_recordings()
+    assert set(now) == set(committed)
+    for subject, ops in now.items():
+        assert ops == committed[subject], (
+            f"{subject} records other ops than records/recorded_ops.json: run "
+            "attention_docs.profiling.ops.rerecord() and commit the file"
+        )
+
+
+def test_naive_forecast_counts_the_kernels_the_code_launches():
+    kernels = [(k.label, k.op) for k in gpu.naive_kernels(H200, SHAPE)]
+    # The rebuilt mask (ones -> fill_, triu) and the out-of-place masked_fill (clone -> copy_).
+    mask = [op for step, op in kernels if step == "attention.mask"]
+    assert mask == ["aten::fill_", "aten::triu", "aten::copy_", "aten::masked_fill_"]
+    assert len(kernels) == 8
+    assert len(gpu.naive_kernels(H200, SHAPE, recording("masked_fill"))) == 6
+    assert len(gpu.naive_kernels(H200, SHAPE, recording("masked_fill_"))) == 5
+    # Without a mask the code records no mask step at all.
+    full = replace(SHAPE, causal=False)
+    assert "attention.mask" not in {k.label for k in gpu.naive_kernels(H200, full)}
+
+
+def test_changing_the_op_list_changes_the_forecast():
+    code = recording("naive_attention")
+    # The same code with masked_fill in place: drop the clone and its copy.
+    edited = OpList(
+        "edited",
+        code.shape,
+        tuple(
+            o for o in code.ops if o.name not in ("aten::clone",) and "aten::clone" not in o.within
+        ),
+    )
+    before, after = gpu.naive_kernels(H200, SHAPE), gpu.naive_kernels(H200, SHAPE, edited)
+    assert len(after) == len(before) - 1
+    copy = next(k for k in before if k.op == "aten::copy_" and k.label == "attention.mask")
+    assert sum(k.bytes for k in before) - sum(k.bytes for k in after) == pytest.approx(copy.bytes)
+    assert gpu.naive_floor_us(H200, SHAPE, edited) < gpu.naive_floor_us(H200, SHAPE)
+    # The copy reads and writes one bf16 N×N matrix.
+    assert copy.bytes == 2 * 4 * 16 * 4096 * 4096 * 2
+
+
+def test_in_place_saving_is_the_copy_and_the_mask_build():
+    kernels, saved_bytes, saved_us = gpu.in_place_saving(H200, SHAPE)
+    assert kernels == 3
+    naive = {k.op: k for k in gpu.naive_kernels(H200, SHAPE) if k.label == "attention.mask"}
+    expected = sum(naive[op].bytes for op in ("aten::fill_", "aten::triu", "aten::copy_"))
+    assert saved_bytes == pytest.approx(expected)
+    assert saved_us > 0
+
+
+def test_an_op_the_forecast_does_not_know_is_an_error():
+    code = recording("naive_attention")
+    odd = replace(code.ops[0], name="aten::frobnicate")
+    with pytest.raises(gpu.UnpricedOpError, match="aten::frobnicate"):
+        gpu.naive_kernels(H200, SHAPE, OpList("odd", code.shape, (odd, *code.ops[1:])))
+
+
+def test_realistic_range_divides_the_floor_by_the_cited_efficiencies():
+    kernels = gpu.naive_kernels(H200, SHAPE)
+    r = gpu.realistic(H200, kernels)
+    memory = published.dataset().efficiency("90", "memory")
+    assert all(k.limit == "memory" for k in kernels)
+    assert r.low_us == pytest.approx(r.floor_us / memory.high)
+    assert r.high_us == pytest.approx(r.floor_us / memory.low)
+    flash = gpu.flash_range(H200, SHAPE)
+    compute = published.dataset().efficiency("90", "compute")
+    assert flash.high_us == pytest.approx(flash.floor_us / compute.low)
+    # No cited compute efficiency for Blackwell: no range, said so by None.
+    matmul = gpu.KernelForecast("a matmul", 1e15, 1.0, 2.25e15, 8e12)
+    b200 = gpu.realistic(gpu.sheet("b200"), (matmul,))
+    assert b200.low_us is None and b200.high_us is None
+
+
+def test_the_reference_dataset_has_cited_points_on_three_gpus():
+    data = published.dataset()
+    assert len(data.points) >= 12
+    assert len({p.gpu for p in data.points}) >= 3
+    for p in data.points:
+        assert p.source.url.startswith("https://")
+        assert p.shape is not None or p.sweep
+
+
+def test_the_dataset_refuses_a_point_on_a_gpu_without_a_data_sheet():
+    text = published.DATASET.read_text(encoding="utf-8").replace('gpu = "b200"', 'gpu = "nonesuch"')
+    with pytest.raises(published.DatasetError, match="nonesuch"):
+        published.parse(text)
+
+
+def test_sdpa_math_is_priced_from_its_recorded_ops_in_float32():
+    # The math backend upcasts bfloat16 q, k, v to float32: its matmuls run at the FP32
+    # peak, not the tensor cores', and its score-sized kernels move 4-byte elements.
+    a100 = gpu.sheet("a100-sxm4-80gb")
+    shape = replace(SHAPE, batch_size=8, num_heads=16, seq_len=1024, head_dim=64)
+    kernels = gpu.priced(recording(gpu.SDPA_MATH), a100, shape)
+    ops = [k.op for k in kernels]
+    assert ops.count("aten::bmm") == 2 and "aten::_softmax" in ops
+    assert ops[:3] == ["aten::copy_"] * 3  # q, k, v to float32
+    matmul = next(k for k in kernels if k.op == "aten::bmm")
+    assert matmul.peak == gpu.matmul_peak(a100, "float32")
+    softmax = next(k for k in kernels if k.op == "aten::_softmax")
+    assert softmax.bytes == 2 * 8 * 16 * 1024 * 1024 * 4
+    # The causal mask is float (where(mask, 0, -inf)), added in place to the float32 scores.
+    add = next(k for k in kernels if k.op == "aten::add_")
+    assert add.bytes == softmax.bytes + 1024 * 1024 * 4
