@@ -121,3 +121,21 @@ def test_sdpa_math_is_priced_from_its_recorded_ops_in_float32():
     # The causal mask is float (where(mask, 0, -inf)), added in place to the float32 scores.
     add = next(k for k in kernels if k.op == "aten::add_")
     assert add.bytes == softmax.bytes + 1024 * 1024 * 4
+
+
+def test_the_math_recording_is_what_sdpa_attention_runs_on_a_square_shape():
+    """The recording runs at a rectangular shape only to scale its dims; on the square shapes
+    the forecasts price, sdpa_attention(causal=True, backend="math") records the same ops."""
+    import torch
+
+    from attention_docs.attention.sdpa import sdpa_attention
+    from attention_docs.inputs import make_qkv
+    from attention_docs.profiling.ops import SDPA_STEP, _sdpa_math_square, record_ops
+    from attention_docs.records.shape import Shape
+
+    square = Shape(2, 3, 16, 8, "bfloat16", causal=True)
+    with torch.no_grad():
+        q, k, v = make_qkv(*square.dims, dtype=square.dtype)
+        ours = record_ops(lambda: sdpa_attention(q, k, v, causal=True, backend="math"), "a", square, (SDPA_STEP,))  # fmt: skip
+        recorded = record_ops(lambda: _sdpa_math_square(q, k, v), "b", square, (SDPA_STEP,))
+    assert ours.names() == recorded.names() and len(ours.ops) > 5
