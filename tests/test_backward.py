@@ -274,6 +274,13 @@ def test_the_forecast_sets_a_stored_h200_entry_beside_the_floor():
     assert checks[5].measured == flash.ratio and checks[6].measured is None
     alone = render.backward.training_forecast([Sourced(cpu, "s", "x")])
     assert "Measured on" not in alone and "predictions only" in alone
+    # The naive forward's kernels as its code records them (not five), and the ratios said
+    # to be ratios of floors.
+    from attention_docs.analytic.gpu import naive_kernels
+
+    kernels = len(naive_kernels(sheet("h200"), FORECAST_SHAPE))
+    assert f"forward: {kernels} kernels through HBM, as the code records them" in alone
+    assert "five kernels" not in alone and alone.count("a ratio of floors") == 2
 
 
 @pytest.fixture(scope="module")

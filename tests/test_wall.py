@@ -243,6 +243,14 @@ def test_the_gpu_forecast_is_the_analytic_roofline_and_memory_model(base):
             assert p.naive.forecast.value > p.fused.forecast.value
     box = plain(render.wall.forecast())
     assert "predictions only" in box and f"{longest.value:,} tokens" in box
+    # The code as written, not five idealised kernels; and each floor's realistic range.
+    at = next(p for p in pts if p.seq_len == g.FORECAST_SHAPE.seq_len)
+    assert at.kernels == len(g.naive_kernels(h200, g.FORECAST_SHAPE)) != 5
+    assert "five kernels" not in box and f"naive ({at.kernels} kernels), floor" in box
+    r = g.naive_range(h200, g.FORECAST_SHAPE)
+    assert (at.naive_range.low, at.naive_range.high) == (r.low_us, r.high_us)
+    assert at.naive_range.low > at.naive.forecast.value  # a range lies above its floor
+    assert "naive, realistic range" in box and "cited efficiencies" in box
 
 
 def test_the_gpu_forecast_shows_a_stored_h200_forward_times_beside_it():

@@ -10,8 +10,10 @@ from attention_docs.analytic.cost import SOFTMAX_FLOPS_PER_ELEMENT, itemsize, sc
 from attention_docs.analytic.gpu import (
     FORECAST_SHAPE,
     KernelForecast,
+    Range,
     bandwidth,
     naive_steps,
+    realistic,
     vector_peak,
 )
 from attention_docs.records.device import SpecSheet
@@ -53,3 +55,26 @@ def bytes_saved(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> float:
     """HBM bytes the fused kernel does not move that the three eager kernels do."""
     eager = sum(k.bytes for k in eager_elementwise(gpu, shape))
     return eager - fused_elementwise(gpu, shape).bytes
+
+
+def compiled_range(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> Range:
+    """The compiled forward's realistic range: each kernel's floor over cited efficiencies."""
+    return realistic(gpu, compiled_steps(gpu, shape))
+
+
+def time_saved_range(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> Range:
+    """The time fusion saves, realistically: the eager element-wise kernels' range less the
+    fused kernel's (all bound by HBM bandwidth, so each end divides by the same
+    efficiency)."""
+    eager, fused = (
+        realistic(gpu, eager_elementwise(gpu, shape)),
+        realistic(gpu, (fused_elementwise(gpu, shape),)),
+    )
+    if None in (eager.low_us, eager.high_us, fused.low_us, fused.high_us):
+        return Range(eager.floor_us - fused.floor_us, None, None, eager.sources)
+    return Range(
+        eager.floor_us - fused.floor_us,
+        eager.low_us - fused.low_us,
+        eager.high_us - fused.high_us,
+        tuple(dict.fromkeys(eager.sources + fused.sources)),
+    )

@@ -36,7 +36,7 @@ from attention_docs.findings.facts import (
     Fact,
     Quantity,
 )
-from attention_docs.findings.forecast import Check, check, forecast
+from attention_docs.findings.forecast import RANGE_OF_FLASH, Check, check, forecast
 from attention_docs.findings.rank import Ranking, rank
 from attention_docs.findings.trend import fitted_slope
 from attention_docs.measurements import forward as fwd
@@ -652,7 +652,7 @@ def gpu_forecast(
     r = gpu.flash_range(g, shape)
     realistic = Fact(
         forecast(ffwd.FORWARD_TIME, fwd.SDPA_FLASH, g, 0.0, "µs", shape=shape,
-                 detail="realistic range: flash_forward over cited efficiencies").quantity,
+                 detail=RANGE_OF_FLASH).quantity,
         None, "µs", r.low_us, r.high_us,
     )  # fmt: skip
     measured = _measured_on(times_by_device, g)

@@ -25,6 +25,29 @@ def forecast(
     return Fact(Quantity(metric, subject, f"spec:{gpu.slug}", SPEC, shape, detail), value, unit)
 
 
+# The models' names in a realistic range's fact id, as every chapter gives them.
+RANGE_OF_NAIVE = "realistic range: naive_floor_us over cited efficiencies"
+RANGE_OF_FLASH = "realistic range: flash_forward over cited efficiencies"
+
+
+def realistic(
+    metric: str,
+    subject: str,
+    gpu: SpecSheet,
+    r,
+    unit: str,
+    *,
+    shape: Shape | None = None,
+    detail: str = "",
+) -> Fact | None:
+    """A forecast's realistic range (`analytic.gpu.Range`: the floor over cited
+    efficiencies) as a fact with no single value; None where no efficiency is on record."""
+    if r.low_us is None or r.high_us is None:
+        return None
+    q = Quantity(metric, subject, f"spec:{gpu.slug}", SPEC, shape, detail or "realistic range")
+    return Fact(q, None, unit, r.low_us, r.high_us)
+
+
 @dataclass(frozen=True)
 class Check:
     """A forecast beside a measurement of the same quantity (or None: not measured yet).

@@ -15,7 +15,14 @@ from attention_docs.findings import facts, share, trend
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import COUNTED, MODEL, PROFILED, UNPROFILED, Fact, Quantity
-from attention_docs.findings.forecast import Check, check, forecast
+from attention_docs.findings.forecast import (
+    RANGE_OF_FLASH,
+    RANGE_OF_NAIVE,
+    Check,
+    check,
+    forecast,
+    realistic,
+)
 from attention_docs.findings.memory import ABOVE, ANALYTIC, PEAK, peak_fact
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
@@ -250,10 +257,14 @@ class GpuPoint:
     seq_len: int
     naive: Check | None  # None: the naive forward does not fit in the GPU's memory
     fused: Check
+    naive_range: Fact | None = None  # the floor over cited efficiencies (analytic.gpu)
+    fused_range: Fact | None = None
+    kernels: int = 0  # kernels the naive code launches (its recorded ops)
 
 
 def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> tuple[Fact, list[GpuPoint]]:
-    """Naive attention's floor (five kernels through HBM) and a fused kernel's, at the
+    """Naive attention's floor (the kernels its recorded ops launch, each through HBM) and a
+    fused kernel's, with each one's realistic range, at the
     forecast shape's batch, heads, head_dim and dtype across seq_len; checked against a stored
     forward_times of that GPU (naive and SDPA flash) where its grid holds the shape. Also the
     longest seq_len whose naive forward fits in the GPU's memory."""
@@ -263,14 +274,25 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> tuple[Fact, 
     for n in FORECAST_SEQ_LENS:
         s = Shape(base.batch_size, base.num_heads, n, base.head_dim, base.dtype, base.causal)
 
-        naive = None
+        naive = naive_range = None
         if n <= longest:
             f = forecast("forward time", NAIVE, gpu, g.naive_floor_us(gpu, s), "µs", shape=s)
             naive = check(f, _measured(stored, NAIVE, s))
+            naive_range = realistic("forward time", NAIVE, gpu, g.naive_range(gpu, s), "µs", shape=s, detail=RANGE_OF_NAIVE)  # fmt: skip
         f = forecast(
             "forward time", fwd.SDPA_FLASH, gpu, g.flash_forward(gpu, s).floor_us, "µs", shape=s
         )
-        out.append(GpuPoint(n, naive, check(f, _measured(stored, fwd.SDPA_FLASH, s))))
+        fused_range = realistic("forward time", fwd.SDPA_FLASH, gpu, g.flash_range(gpu, s), "µs", shape=s, detail=RANGE_OF_FLASH)  # fmt: skip
+        out.append(
+            GpuPoint(
+                n,
+                naive,
+                check(f, _measured(stored, fwd.SDPA_FLASH, s)),
+                naive_range,
+                fused_range,
+                len(g.naive_kernels(gpu, s)),
+            )
+        )
     detail = f"{FORECAST_BASE}; all memory"
     q = forecast("longest seq_len that fits", NAIVE, gpu, longest, "tokens", detail=detail)
     return q, out

@@ -4,7 +4,7 @@
 # render/words.py; nothing is decided here. Pure: no torch.
 from __future__ import annotations
 
-from attention_docs.analytic.gpu import FORECAST_SHAPE, sheet
+from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_kernels, sheet
 from attention_docs.findings import backward as fb
 from attention_docs.measurements.schema import Sourced
 from attention_docs.records.device import SpecSheet
@@ -149,16 +149,19 @@ def saved_claim(sourced: Sourced) -> str:
     return f"Fitted log-log slopes of kept bytes against seq_len: {slopes}. At the longest: {kept}."
 
 
-TRAINING_ROWS = (
-    "Naive attention's forward: five kernels through HBM",
-    "Naive attention's backward: seven kernels through HBM",
-    "FlashAttention's forward: one fused kernel",
-    "FlashAttention's backward: one fused kernel, five matmuls",
-    "Naive attention: backward ÷ forward",
-    "FlashAttention: backward ÷ forward",
-    "Recomputing q·kᵀ in the backward, at the matmul peak",
-    "Writing and reading back the probabilities, at HBM bandwidth",
-)
+def training_rows(gpu: SpecSheet) -> tuple[str, ...]:
+    """The box's row labels: the naive forward's kernels as its code records them."""
+    kernels = len(naive_kernels(gpu, FORECAST_SHAPE))
+    return (
+        f"Naive attention's forward: {kernels} kernels through HBM, as the code records them",
+        "Naive attention's backward: seven kernels through HBM (modelled, not recorded)",
+        "FlashAttention's forward: one fused kernel",
+        "FlashAttention's backward: one fused kernel, five matmuls",
+        "Naive attention: backward ÷ forward (a ratio of floors: equal efficiencies assumed)",
+        "FlashAttention: backward ÷ forward (a ratio of floors: equal efficiencies assumed)",
+        "Recomputing q·kᵀ in the backward, at the matmul peak",
+        "Writing and reading back the probabilities, at HBM bandwidth",
+    )
 
 
 def training_forecast(entries: list[Sourced], gpu: SpecSheet | None = None) -> str:
@@ -181,5 +184,5 @@ def training_forecast(entries: list[Sourced], gpu: SpecSheet | None = None) -> s
         "bandwidth (analytic/backward.py); fused kernels read and write each tensor once and "
         "skip the tiles a causal mask leaves empty."
     )
-    rows = list(zip(TRAINING_ROWS, checks, strict=True))
+    rows = list(zip(training_rows(gpu), checks, strict=True))
     return forecast_box(gpu, rows, shape=FORECAST_SHAPE, lead=lead, model=model)

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from attention_docs.analytic import gpu as g
 from attention_docs.findings import wall as fw
+from attention_docs.findings.forecast import check
 from attention_docs.measurements.schema import Measurement, Sourced, Table
 from attention_docs.records.steps import STEPS
 from attention_docs.render import words
@@ -230,11 +231,16 @@ def finding(wall: Sourced, times: Sourced | None = None) -> str:
                 f"; from {t.turn:,} tokens on, every doubling costs at least {fact(fw.WALL_STEP)}"
             )
         text += "."
+    ranges = (
+        f" (realistically {fact(at.naive_range)} against {fact(at.fused_range)})"
+        if at.naive_range and at.fused_range
+        else ""
+    )
     return text + (
-        f" On an {g.sheet().label} (a data-sheet forecast, {fw.FORECAST_BASE}) the five unfused steps need at "
-        f"least {fact(at.naive.forecast)} at seq_len {at.seq_len:,} against a fused kernel's "
-        f"{fact(at.fused.forecast)}, and the naive forward stops fitting in memory past "
-        f"{fact(longest, emphasis=True)}."
+        f" On an {g.sheet().label} (a data-sheet forecast, {fw.FORECAST_BASE}) naive attention "
+        f"as written, {at.kernels} kernels, needs at least {fact(at.naive.forecast)} at seq_len "
+        f"{at.seq_len:,} against a fused kernel's {fact(at.fused.forecast)}{ranges}, and the "
+        f"naive forward stops fitting in memory past {fact(longest, emphasis=True)}."
     )
 
 
@@ -244,7 +250,9 @@ def forecast(entries: list[Sourced] | None = None) -> str:
     gpu = g.sheet()
     stored = next((e.measurement for e in entries or [] if e.measurement.device_id == f"cuda-{gpu.slug}"), None)  # fmt: skip
     longest, pts = fw.forecasts(gpu, stored)
-    rows = [(f"seq_len {p.seq_len:,}: {what}", c) for p in pts for what, c in (("naive, five kernels", p.naive), ("fused (SDPA flash)", p.fused)) if c]  # fmt: skip
+    rows = [(f"seq_len {p.seq_len:,}: {what}", c) for p in pts for what, c in ((f"naive ({p.kernels} kernels), floor", p.naive), ("fused (SDPA flash), floor", p.fused)) if c]  # fmt: skip
+    at = next(p for p in pts if p.seq_len == g.FORECAST_SHAPE.seq_len)
+    rows += [(f"seq_len {at.seq_len:,}: {what}, realistic range", check(r, None)) for what, r in (("naive", at.naive_range), ("fused (SDPA flash)", at.fused_range)) if r]  # fmt: skip
     out = [p.seq_len for p in pts if p.naive is None]
     lead = (
         f"On an {gpu.label} at {fw.FORECAST_BASE}, naive attention fits in memory up to {fact(longest, emphasis=True)} "
@@ -255,6 +263,9 @@ def forecast(entries: list[Sourced] | None = None) -> str:
         "Floors are rooflines: each naive step is a kernel that moves its bytes through HBM at "
         "the data sheet's bandwidth or does its FLOPs at its peak, whichever takes longer; the "
         "fused kernel reads q, k, v once (re-reads served by L2) and computes the causal tiles "
-        "at the tensor cores' peak. Launch costs and clocks below boost are not modelled."
+        "at the tensor cores' peak. Launch costs and clocks below boost are not modelled. A "
+        "realistic range divides each floor by cited efficiencies ("
+        + words.series(g.flash_range(gpu).sources + g.naive_range(gpu).sources)
+        + ")."
     )
     return forecast_box(gpu, rows, lead=lead, model=model)
