@@ -121,6 +121,20 @@ def test_the_forecast_is_the_analytic_model_of_the_h200():
     assert render.words.nbytes(naive_peak(*s.dims, s.dtype, causal=True).peak_bytes) in text
     assert render.words.nbytes(fused_peak(*s.dims, s.dtype)) in text
     assert "Measured" not in text and "predictions only" in text
+    # Device memory as the driver reports it, in bytes, MiB and GiB, beside the data sheet's
+    # "141 GB" (which is not 141·10⁹ bytes of what the driver reports).
+    assert g.memory_bytes(h200) == h200.reported_mib * 2**20 > h200.memory_gb * 1e9
+    assert "as the driver reports it" in text and f"{h200.reported_mib:,} MiB" in text
+    assert f"{h200.reported_mib / 1024:.1f} GiB" in text
+    assert render.words.nbytes(h200.memory_gb * 1e9) in text  # the data sheet's, labelled
+    # A sheet without the driver's figure falls back to its GB and says so.
+    from dataclasses import replace
+
+    from attention_docs.findings import memory as fm
+
+    bare = replace(h200, reported_mib=None)
+    assert g.memory_bytes(bare) == bare.memory_gb * 1e9
+    assert "memory MiB" not in fm.forecasts(bare)
 
 
 def test_the_forecast_shows_a_stored_h200_timeline_beside_it(timeline):

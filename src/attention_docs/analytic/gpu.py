@@ -74,7 +74,11 @@ def bandwidth(gpu: SpecSheet) -> float:
 
 
 def memory_bytes(gpu: SpecSheet) -> float:
-    """The data sheet's memory in bytes (GB are 10⁹ B there; a driver reports MiB, 2²⁰ B)."""
+    """Device memory in bytes: the driver's total where the sheet records it
+    (`reported_mib`, MiB of 2²⁰ bytes), else the data sheet's GB taken as 10⁹ bytes, which
+    for a Hopper part is below what the driver reports (141 GB against 143,771 MiB)."""
+    if gpu.reported_mib is not None:
+        return float(gpu.reported_mib * 2**20)
     return gpu.memory_gb * 1e9
 
 

@@ -234,6 +234,24 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> dict[str, Ch
             None,
         ),
         "memory": check(forecast("memory", "HBM", gpu, g.memory_bytes(gpu), "B"), None),
+        **(
+            {
+                "memory MiB": check(
+                    forecast(
+                        "memory as the driver reports it", "HBM", gpu, gpu.reported_mib, "MiB"
+                    ),
+                    None,
+                ),
+                "memory GiB": check(
+                    forecast("memory in GiB", "HBM", gpu, g.memory_bytes(gpu) / 2**30, "GiB"), None
+                ),
+            }
+            if gpu.reported_mib is not None
+            else {}
+        ),
+        "data sheet memory": check(
+            forecast("memory, data sheet", "HBM", gpu, gpu.memory_gb * 1e9, "B"), None
+        ),
         "workspace": check(
             forecast("workspace per stream", "cuBLAS", gpu, CUBLAS_WORKSPACE_HOPPER, "B"), None
         ),

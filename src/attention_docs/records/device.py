@@ -38,6 +38,10 @@ class SpecSheet:
     capability: str | None = None
     sm_count: int | None = None
     l2_mb: float | None = None
+    # The memory total the driver reports (nvidia-smi's "MiB" column, torch's
+    # total_memory / 2**20), where recorded: REPORTED_MIB_SOURCE. A data sheet's "141 GB" is
+    # neither 141·10⁹ bytes nor 141 GiB.
+    reported_mib: int | None = None
 
     @property
     def label(self) -> str:
@@ -77,6 +81,12 @@ class SpecSheet:
 SHARED_MEMORY_KB = {"80": (164, 163), "86": (100, 99), "89": (100, 99), "90": (228, 227)}
 SHARED_MEMORY_SOURCE = "CUDA C++ Programming Guide, Technical Specifications per Compute Capability"
 
+REPORTED_MIB_SOURCE = (
+    "nvidia-smi's memory total as its users post it: 143771MiB on an H200 SXM (e.g. "
+    "github.com/bigstack-oss/cubecos/issues/312 and many others), 81559MiB on an H100 SXM and "
+    "81920MiB on an A100 80GB (github.com/modal-labs/modal-client/pull/2797)"
+)
+
 _HOPPER = "NVIDIA H100 Tensor Core GPU data sheet"
 _A100 = "NVIDIA A100 Tensor Core GPU data sheet"
 _HALVED = "; tensor figures are half the with-sparsity ones"
@@ -89,13 +99,13 @@ _HALVED = "; tensor figures are half the with-sparsity ones"
 SPEC_SHEETS: tuple[SpecSheet, ...] = (
     SpecSheet("h200", ("NVIDIA H200",), 989.5, 989.5, 494.5, 67.0, 4800.0, 141.0,
               f"NVIDIA H200 Tensor Core GPU data sheet, H200 SXM{_HALVED}",
-              capability="90", sm_count=132, l2_mb=50.0),
+              capability="90", sm_count=132, l2_mb=50.0, reported_mib=143771),
     SpecSheet("h200-nvl", ("NVIDIA H200 NVL",), 835.5, 835.5, 417.5, 60.0, 4800.0, 141.0,
               f"NVIDIA H200 Tensor Core GPU data sheet, H200 NVL{_HALVED}",
               capability="90", sm_count=132, l2_mb=50.0),
     SpecSheet("h100-sxm", ("NVIDIA H100 80GB HBM3",), 989.5, 989.5, 494.5, 67.0, 3350.0, 80.0,
               f"{_HOPPER}, H100 SXM{_HALVED}",
-              capability="90", sm_count=132, l2_mb=50.0),
+              capability="90", sm_count=132, l2_mb=50.0, reported_mib=81559),
     SpecSheet("h100-pcie", ("NVIDIA H100 PCIe",), 756.5, 756.5, 378.0, 51.0, 2000.0, 80.0,
               f"{_HOPPER}, H100 PCIe{_HALVED}",
               capability="90", sm_count=114, l2_mb=50.0),
@@ -107,7 +117,7 @@ SPEC_SHEETS: tuple[SpecSheet, ...] = (
               capability="90", sm_count=132, l2_mb=50.0),
     SpecSheet("a100-sxm4-80gb", ("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM-80GB"),
               312.0, 312.0, 156.0, 19.5, 2039.0, 80.0, f"{_A100}, A100 80GB SXM",
-              capability="80", sm_count=108, l2_mb=40.0),
+              capability="80", sm_count=108, l2_mb=40.0, reported_mib=81920),
     SpecSheet("a100-sxm4-40gb", ("NVIDIA A100-SXM4-40GB",),
               312.0, 312.0, 156.0, 19.5, 1555.0, 40.0, f"{_A100}, A100 40GB SXM",
               capability="80", sm_count=108, l2_mb=40.0),

@@ -205,7 +205,9 @@ def forecast(entries: list[Sourced] | None = None) -> str:
     stored = next((e.measurement for e in entries or [] if e.measurement.device_id == f"cuda-{gpu.slug}"), None)  # fmt: skip
     c = fm.forecasts(gpu, stored)
     rows = [
-        (f"{gpu.label} memory", c["memory"]),
+        (f"{gpu.label} memory" + (", as the driver reports it" if "memory MiB" in c else ", from the data sheet"), c["memory"]),
+        *((("… in MiB, as nvidia-smi prints it", c["memory MiB"]), ("… in GiB (2³⁰ bytes)", c["memory GiB"])) if "memory MiB" in c else ()),
+        ("The data sheet's figure (GB: 10⁹ bytes)", c["data sheet memory"]),
         ("Naive peak above the inputs", c["naive peak"]),
         ("One N×N score matrix", c["matrix"]),
         ("Longest seq_len whose naive forward fits (this batch, heads, head_dim, dtype)", c["longest"]),
@@ -222,6 +224,8 @@ def forecast(entries: list[Sourced] | None = None) -> str:
         "per query row, its scores living one tile at a time on chip. Neither counts the CUDA "
         "context, nor cuBLAS's workspace, which PyTorch allocates through its caching allocator on "
         "a stream's first matmul and keeps: like oneDNN's scratch on a CPU, it can lift the "
-        "allocator's peak above the tensors'."
+        "allocator's peak above the tensors'. Memory: the driver's total where it is on "
+        "record (records/device.py: REPORTED_MIB_SOURCE), which for a Hopper part is more than "
+        "the data sheet's GB read as 10⁹ bytes."
     )
     return forecast_box(gpu, rows, shape=g.FORECAST_SHAPE, lead=lead, model=model)

@@ -235,6 +235,9 @@ _SAY = {
     "FLOP/B": intensity,
     # A whole count of tokens (a seq_len): exact, since it is a length, not a measurement.
     "tokens": lambda v: f"{round(v):,} tokens",
+    # A driver's memory total: a whole count of MiB, as nvidia-smi prints it.
+    "MiB": lambda v: f"{round(v):,} MiB",
+    "GiB": lambda v: f"{v:,.1f} GiB",
     "relative error": relative_error,
     "abs error": relative_error,  # an absolute error against a reference: the same notation
 }
