@@ -106,3 +106,36 @@ def test_chapter_02_sets_the_variants_kernels_beside_hugging_faces_counts():
     found = site_facts.read_page(f"<article>{page}</article>")
     assert found.unmarked == []
     assert "8 kernels" in page and "published, not measured here" in page
+
+
+def test_flexattention_against_flashattention_shows_what_the_model_cannot_tell_apart():
+    """FlexAttention's published shares of FlashAttention's throughput: the model prices
+    both as one fused kernel (100%), so each share is how far the model misses."""
+    from dataclasses import replace
+
+    from attention_docs.records.published import DatasetError, parse
+
+    a = fp.accuracy()
+    relative = a.relative
+    assert len(relative) >= 4 and {b.gpu.slug for b in relative} >= {A100, "h100-sxm"}
+    assert not set(relative) & set(a.tested)  # not a time against a range
+    for b in relative:
+        assert b.forecast.value == 1.0 and b.point.baseline.startswith("FlashAttention")
+        assert b.where == (fp.SLOWER if b.published.value < 1 else fp.FASTER)
+    worst = max(abs(b.published.value - 1) for b in relative)
+    assert a.relative_miss.value == pytest.approx(worst)
+    said = re.sub(r"<[^>]+>", "", rp.accuracy())
+    assert "cannot tell two kernels of one algorithm apart" in said
+    assert "90% of FlashAttention-2" in said  # the source's digits, as a share
+    # A share of a baseline the model does not price alike is an error, and the dataset
+    # refuses a share that names no baseline.
+    odd = replace(relative[0].point, baseline="cuDNN")
+    with pytest.raises(fp.UnforecastPointError, match="cuDNN"):
+        fp.beside(odd)
+    text = (
+        '[[source]]\nkey = "s"\ntitle = "t"\nurl = "u"\nsoftware = "x"\n'
+        '[[point]]\nsource = "s"\ngpu = "h100-sxm"\nsubject = "FlexAttention forward"\n'
+        'statistic = "share"\nvalue = 90\nunit = "% of baseline"\nsweep = "w"\n'
+    )
+    with pytest.raises(DatasetError, match="names none"):
+        parse(text)

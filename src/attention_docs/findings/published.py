@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attention_docs.analytic import gpu as spec
-from attention_docs.findings.facts import PUBLISHED, SPEC, Fact, Quantity
+from attention_docs.findings.facts import MODEL, MODEL_DEVICE, PUBLISHED, SPEC, Fact, Quantity
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.ops import recording
 from attention_docs.records.published import Point, dataset
@@ -22,6 +22,14 @@ SAME_COUNT = "the same count"  # a kernel count: the forecast's and the publishe
 MORE, FEWER = "more kernels", "fewer kernels"  # published against the forecast's count
 OWN_SOURCE = "the range's own source"  # the efficiency the range divides by is this point
 NO_RANGE = "no cited efficiency"  # only the floor (or the peak) to set it beside
+# A throughput relative to another kernel of the same algorithm (FlexAttention against
+# FlashAttention): the forecast prices both as one fused kernel, so it says 100%.
+AS_FAST, SLOWER, FASTER = (
+    "as fast as its baseline",
+    "slower than its baseline",
+    "faster than its baseline",
+)
+SAME_KERNEL = frozenset({"FlashAttention-2", "FlashAttention-3"})
 # What the dataset's subjects run, as the forecast prices them: a recording of the code
 # (records/recorded_ops.json) or one fused forward kernel (analytic/gpu.py flash_forward).
 RECORDED = {
@@ -38,7 +46,10 @@ _METRICS = {
     "kernels": ("GPU kernels per forward", "kernels", 1, 1),
     "TFLOP/s": ("FLOP/s", "FLOP/s", 1e12, 1),
     "%": ("share of peak FLOP/s", "%", 1, 100),
+    "% of baseline": ("throughput relative to a baseline", "%", 1, 100),
 }
+# Relative throughputs within this share of 100% are "as fast": the sources round to 1%.
+AS_FAST_WITHIN = 0.005
 RATIO = "published ÷ forecast"
 
 
@@ -147,6 +158,21 @@ def _rate(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     return _Forecast(fact, floor, low, high, OWN_SOURCE if own else _where(value, low, high), model)
 
 
+def _relative(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
+    """A kernel's throughput as a share of its baseline's: FlexAttention against a
+    FlashAttention, which the forecast prices as the same fused kernel (flash_forward or
+    flash_backward: the same FLOPs and bytes), so 100%."""
+    if not point.subject.startswith("FlexAttention") or point.baseline not in SAME_KERNEL:
+        raise UnforecastPointError(
+            f"no relative forecast for {point.subject!r} against {point.baseline!r}"
+        )
+    model = f"the same fused kernel as {point.baseline}"
+    fact = _spec_fact(point, gpu, model, 1.0, "%")
+    off = value - 1.0
+    where = AS_FAST if abs(off) <= AS_FAST_WITHIN else SLOWER if off < 0 else FASTER
+    return _Forecast(fact, None, 1.0, 1.0, where, model)
+
+
 def beside(point: Point) -> Beside:
     """The forecast for `point`'s GPU and shape, and where the published value falls."""
     gpu = spec.sheet(point.gpu)
@@ -156,6 +182,8 @@ def beside(point: Point) -> Beside:
         f = _count(point, gpu, value)
     elif point.unit in ("ms", "µs"):
         f = _time(point, gpu, value)
+    elif point.unit == "% of baseline":
+        f = _relative(point, gpu, value)
     else:
         f = _rate(point, gpu, value)
     ratio_q = Quantity(RATIO, point.subject, f"spec:{gpu.slug}", SPEC, point.shape,
@@ -189,6 +217,28 @@ class Accuracy:
     @property
     def counts(self) -> tuple[Beside, ...]:
         return tuple(b for b in self.points if b.where in (SAME_COUNT, MORE, FEWER))
+
+    @property
+    def relative(self) -> tuple[Beside, ...]:
+        """The throughputs relative to a baseline the model prices alike."""
+        return tuple(b for b in self.points if b.where in (AS_FAST, SLOWER, FASTER))
+
+    @property
+    def relative_forecast(self) -> Fact:
+        """What the model forecasts for every relative throughput: 100%."""
+        q = Quantity("throughput relative to a baseline", "FlexAttention vs FlashAttention",
+                     MODEL_DEVICE, MODEL, None, "the same fused kernel as its baseline")  # fmt: skip
+        return Fact(q, 1.0, "%")
+
+    @property
+    def relative_miss(self) -> Fact | None:
+        """The largest share by which a relative throughput misses the model's 100%."""
+        if not self.relative:
+            return None
+        worst = max(self.relative, key=lambda b: abs(b.published.value - 1.0))
+        q = Quantity("largest miss of a relative throughput", "FlexAttention vs FlashAttention",
+                     "paper:several", PUBLISHED, None, "published ÷ the model's 100%, less 1")  # fmt: skip
+        return Fact(q, abs(worst.published.value - 1.0), "%")
 
     @property
     def gpus(self) -> tuple[str, ...]:

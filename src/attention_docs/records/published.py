@@ -15,7 +15,7 @@ from attention_docs.records.device import SPEC_SHEETS
 from attention_docs.records.shape import Shape
 
 DATASET = Path(__file__).with_name("published.toml")
-UNITS = {"ms": 1e3, "µs": 1.0, "kernels": None, "TFLOP/s": None, "%": None}
+UNITS = {"ms": 1e3, "µs": 1.0, "kernels": None, "TFLOP/s": None, "%": None, "% of baseline": None}
 STATED = "stated"  # an efficiency this project states without a citation
 
 
@@ -58,6 +58,7 @@ class Point:
     shape: Shape | None  # None: the best point of `sweep`
     sweep: str = ""
     sweep_dtype: str = ""  # a sweep's dtype, where the source states one
+    baseline: str = ""  # what a "% of baseline" throughput is a share of
 
     @property
     def dtype(self) -> str:
@@ -118,6 +119,8 @@ def parse(text: str, name: str = DATASET.name) -> Dataset:
             raise DatasetError(f"{name}: {where} has unit {p.get('unit')!r}; known: {', '.join(UNITS)}")  # fmt: skip
         if "shape" not in p and not p.get("sweep"):
             raise DatasetError(f"{name}: {where} needs a shape or the sweep it is the best of")
+        if p["unit"] == "% of baseline" and not p.get("baseline"):
+            raise DatasetError(f"{name}: {where} is a share of a baseline and names none")
         shape = Shape.of(p["shape"]) if "shape" in p else None
         points.append(
             Point(
@@ -130,6 +133,7 @@ def parse(text: str, name: str = DATASET.name) -> Dataset:
                 shape,
                 p.get("sweep", ""),
                 p.get("dtype", ""),
+                p.get("baseline", ""),
             )
         )
     return Dataset(sources, tuple(effs), tuple(points))

@@ -23,6 +23,9 @@ _WHERE = {
     fp.SAME_COUNT: "the forecast's count",
     fp.MORE: "more kernels than the forecast",
     fp.FEWER: "fewer kernels than the forecast",
+    fp.AS_FAST: "as fast as its baseline, as the forecast says",
+    fp.SLOWER: "slower than its baseline, which the forecast cannot tell apart",
+    fp.FASTER: "faster than its baseline, which the forecast cannot tell apart",
 }
 
 
@@ -41,6 +44,8 @@ def _shape(point: Point) -> str:
     if point.shape is not None:
         return point.shape.text()
     dtype = f", {point.dtype}" if point.dtype else ""
+    if point.unit == "% of baseline":
+        return f"over its benchmarks ({point.sweep}){dtype}"
     return f"best of its sweep ({point.sweep}){dtype}"
 
 
@@ -125,6 +130,18 @@ def accuracy() -> str:
             for b in other
         )
     out.append(sentence + ".")
+    if a.relative:
+        out.append(
+            f"Of {words.plural(len(a.relative), 'throughput')} relative to a FlashAttention, "
+            "the forecast prices each kernel as its baseline's (the same FLOPs and bytes), so "
+            f"it says {words.fact(a.relative_forecast)} for all; published: "
+            + words.series(
+                f"{b.point.subject} on the {gpu_name(b)} {value(b)} of {b.point.baseline}"
+                for b in a.relative
+            )
+            + f". The model cannot tell two kernels of one algorithm apart, and misses by up to "
+            f"{words.fact(a.relative_miss)} here."
+        )
     own, none = a.where(fp.OWN_SOURCE), a.where(fp.NO_RANGE)
     if own:
         out.append(

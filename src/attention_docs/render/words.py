@@ -262,7 +262,7 @@ def as_published(value: float, unit: str) -> str:
     """A cited value with the digits its source gave, in the source's unit: `1.955 ms`,
     `1,613 TFLOP/s`, `35%` (rounding a quotation would misquote it)."""
     text = f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
-    return f"{text}%" if unit == "%" else f"{text} {unit}"
+    return f"{text}%" if unit in ("%", "% of baseline") else f"{text} {unit}"
 
 
 def fact_span(fact_id: str, text: str) -> str:
