@@ -607,6 +607,13 @@ def test_published_figures_are_cited_facts_and_ranges_read_as_ranges():
     three = render.flash.fa3_papers()
     assert ">740 TFLOP/s</span>" in three and ">75%</span>" in three and ">1.5–2×</span>" in three
     assert "arxiv.org/abs/2407.08608" in three
+    # Each figure is the reference dataset's constant, not a number typed in findings/.
+    from attention_docs.records.published import dataset
+
+    c = dataset().constant("fa2-a100-share")
+    assert (ff.FA2_ON_A100.low, ff.FA2_ON_A100.high) == (c.low, c.high)
+    assert ff.FA3_FP16.value == dataset().constant("fa3-fp16").value
+    assert "[Dao, 2023](https://arxiv.org/abs/2307.08691)" in text
 
 
 def test_relative_errors_are_said_without_exponent_notation():

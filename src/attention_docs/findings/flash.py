@@ -42,6 +42,7 @@ from attention_docs.findings.trend import fitted_slope
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
+from attention_docs.records.published import dataset
 from attention_docs.records.shape import Shape
 
 ANALYTIC = "analytic"  # the device of a count that depends on the shape alone
@@ -52,51 +53,27 @@ USEFUL = "4·b·h·d FLOPs per visible (query, key) pair ÷ time"
 # --- papers --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Paper:
-    key: str
-    authors: str
-    year: int
-    title: str
-    url: str
+# The papers, and their headline figures as chapter 08 quotes them: cited constants from the
+# reference dataset (records/published.toml), never typed here.
+FA2_PAPER = dataset().sources["dao2023"]
+FA3_PAPER = dataset().sources["shah2024"]
 
 
-FA2_PAPER = Paper(
-    "dao2023",
-    "Dao",
-    2023,
-    "FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning",
-    "https://arxiv.org/abs/2307.08691",
-)
-FA3_PAPER = Paper(
-    "shah2024",
-    "Shah et al.",
-    2024,
-    "FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision",
-    "https://arxiv.org/abs/2407.08608",
-)
+def _cited(key: str) -> Fact:
+    c = dataset().constant(key)
+    q = Quantity(c.metric, c.subject, f"paper:{c.source.key}", PUBLISHED)
+    return Fact(q, c.value, c.unit, c.low, c.high)
 
 
-def _cited(paper: Paper, metric: str, subject: str, unit: str, value=None, *, low=None, high=None):
-    q = Quantity(metric, subject, f"paper:{paper.key}", PUBLISHED)
-    return Fact(q, value, unit, low, high)
-
-
-_UTIL = "share of peak FLOP/s"
-# The abstracts' figures, as the papers state them (forward and backward where not split).
-FA1_ON_A100 = _cited(FA2_PAPER, _UTIL, "FlashAttention on an A100", "%", low=0.25, high=0.40)
-FA2_ON_A100 = _cited(FA2_PAPER, _UTIL, "FlashAttention-2 on an A100", "%", low=0.50, high=0.73)
-FA2_SPEEDUP = _cited(FA2_PAPER, "speed-up", "FlashAttention-2 over FlashAttention", "×", 2.0)
-FA2_ON_H100 = _cited(FA3_PAPER, _UTIL, "FlashAttention-2 on an H100", "%", 0.35)
-FA3_SPEEDUP = _cited(
-    FA3_PAPER, "speed-up", "FlashAttention-3 over FlashAttention-2, FP16", "×", low=1.5, high=2.0
-)
-FA3_FP16 = _cited(FA3_PAPER, "FLOP/s", "FlashAttention-3 FP16 on an H100", "FLOP/s", 740e12)
-FA3_FP16_SHARE = _cited(FA3_PAPER, _UTIL, "FlashAttention-3 FP16 on an H100", "%", 0.75)
-FA3_FP8 = _cited(FA3_PAPER, "FLOP/s", "FlashAttention-3 FP8 on an H100", "FLOP/s", 1.2e15)
-FA3_FP8_ERROR = _cited(
-    FA3_PAPER, "error ratio", "baseline FP8 attention over FlashAttention-3 FP8", "×", 2.6
-)
+FA1_ON_A100 = _cited("fa1-a100-share")
+FA2_ON_A100 = _cited("fa2-a100-share")
+FA2_SPEEDUP = _cited("fa2-speedup")
+FA2_ON_H100 = _cited("fa2-h100-share")
+FA3_SPEEDUP = _cited("fa3-speedup")
+FA3_FP16 = _cited("fa3-fp16")
+FA3_FP16_SHARE = _cited("fa3-fp16-share")
+FA3_FP8 = _cited("fa3-fp8")
+FA3_FP8_ERROR = _cited("fa3-fp8-error")
 
 
 # --- what tiling buys at the measured shape ------------------------------------------------

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -30,6 +30,23 @@ class Source:
     url: str
     software: str
     scripts: str = ""
+    authors: str = ""  # for a citation: "Dao", "Shah et al."
+    year: int | None = None
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A headline figure a source states (a value, or the range it states), quoted by a
+    chapter: `metric`, `subject` and `unit` as the site's facts carry them."""
+
+    key: str
+    source: Source
+    metric: str
+    subject: str
+    unit: str
+    value: float | None
+    low: float | None
+    high: float | None
 
 
 @dataclass(frozen=True)
@@ -77,6 +94,12 @@ class Dataset:
     sources: dict[str, Source]
     efficiencies: tuple[Efficiency, ...]
     points: tuple[Point, ...]
+    constants: dict[str, Constant] = field(default_factory=dict)
+
+    def constant(self, key: str) -> Constant:
+        if key not in self.constants:
+            raise DatasetError(f"{DATASET.name} has no constant {key!r}")
+        return self.constants[key]
 
     def efficiency(self, capability: str | None, limit: str) -> Efficiency | None:
         """The cited range for `limit` on that architecture (or one that holds for any)."""
@@ -93,7 +116,8 @@ def parse(text: str, name: str = DATASET.name) -> Dataset:
     for s in data.get("source", []):
         try:
             sources[s["key"]] = Source(s["key"], s["title"], s["url"], s["software"],
-                                       s.get("scripts", ""))  # fmt: skip
+                                       s.get("scripts", ""), s.get("authors", ""),
+                                       s.get("year"))  # fmt: skip
         except KeyError as e:
             raise DatasetError(f"{name}: source {s.get('key')!r} lacks {e}") from None
 
@@ -136,7 +160,17 @@ def parse(text: str, name: str = DATASET.name) -> Dataset:
                 p.get("baseline", ""),
             )
         )
-    return Dataset(sources, tuple(effs), tuple(points))
+    constants = {}
+    for c in data.get("constant", []):
+        where = f"constant {c.get('key')!r}"
+        has_value, has_range = "value" in c, "low" in c and "high" in c
+        if has_value == has_range or not all(k in c for k in ("metric", "subject", "unit")):
+            raise DatasetError(f"{name}: {where} needs metric, subject, unit and a value or low and high")  # fmt: skip
+        constants[c["key"]] = Constant(
+            c["key"], source(c["source"], where), c["metric"], c["subject"], c["unit"],
+            c.get("value"), c.get("low"), c.get("high"),
+        )  # fmt: skip
+    return Dataset(sources, tuple(effs), tuple(points), constants)
 
 
 @cache

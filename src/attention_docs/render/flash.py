@@ -12,6 +12,7 @@ from attention_docs.findings import flash as ff
 from attention_docs.findings.forecast import check
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.records.published import Source
 from attention_docs.render import compare as compare_render
 from attention_docs.render import words
 from attention_docs.render.caption import caption_html
@@ -42,7 +43,7 @@ def _table(sourced: Sourced, header, rows, align: str, what: str) -> str:
     return markdown_table(header, rows, align) + "\n\n" + caption_html(sourced, what)
 
 
-def cite(paper: ff.Paper) -> str:
+def cite(paper: Source) -> str:
     return f"[{paper.authors}, {paper.year}]({paper.url})"
 
 
