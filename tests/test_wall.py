@@ -250,7 +250,7 @@ def test_the_gpu_forecast_is_the_analytic_roofline_and_memory_model(base):
     r = g.naive_range(h200, g.FORECAST_SHAPE)
     assert (at.naive_range.low, at.naive_range.high) == (r.low_us, r.high_us)
     assert at.naive_range.low > at.naive.forecast.value  # a range lies above its floor
-    assert "naive, realistic range" in box and "cited efficiencies" in box
+    assert "naive, realistic range" in box and "efficiencies on record, cited or stated" in box
 
 
 def test_the_gpu_forecast_shows_a_stored_h200_forward_times_beside_it():

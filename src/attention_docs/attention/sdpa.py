@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.nn.attention.bias import CausalBias, causal_lower_right
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from attention_docs.attention.naive import causal_mask
@@ -129,12 +128,16 @@ def sdpa_attention(
 # --8<-- [end:call]
 
 
-def _lower_right(seq_len: int, kv_seq_len: int) -> CausalBias:
+def _lower_right(seq_len: int, kv_seq_len: int):
     """torch's bottom-right causal bias, without its warning that more queries than keys
     "will produce NaNs": on the CPU it becomes a boolean mask, and math (`_safe_softmax`) and
     flash return 0 for the queries that see no key (tests/test_attention.py). On a GPU the
     flash path calls FlashAttention's own causal kernel, which returns 0 for them too
     (FlashAttention 2.1's README); the memory-efficient kernel's row is unchecked here."""
+    # Imported here: torch.nn.attention.bias imports Dynamo, which a worker that never
+    # compiles should not pay for (workers.py starts children with what they declare).
+    from torch.nn.attention.bias import causal_lower_right
+
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Lower right causal bias", category=UserWarning)
         return causal_lower_right(seq_len, kv_seq_len)

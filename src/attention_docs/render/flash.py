@@ -60,12 +60,12 @@ def finding(flash: Sourced, times: Sourced, times_by_device: Sequence[Sourced]) 
         f"{fact(box.fewer_bytes_from_hbm.forecast)} fewer bytes through HBM than naive "
         f"attention at {box.shape.text()} with every K and V re-read from HBM"
         + (
-            f", and {fact(box.fewer_bytes.forecast)} if every re-read hits the L2 cache (an "
-            "assumption: L2 hits are not measured here)"
+            f", and {fact(box.fewer_bytes.forecast)} if every re-read hits the L2 cache, an "
+            "assumption: L2 hits are not measured here"
             if box.l2_serves_rereads
             else ""
         )
-        + " (a forecast from the data sheet, checked below when the store holds that GPU)."
+        + "; both are forecasts from the data sheet, checked below when the store holds that GPU."
     )
     if f is None:
         return "Naive attention or the tiled loop did not run on this device. " + forecast

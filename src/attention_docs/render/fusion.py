@@ -238,6 +238,6 @@ def fusion_forecast(each_device: list[Sourced]) -> str:
         "fusion saves there is their bytes.",
         model="Each kernel's floor is max(FLOPs ÷ peak, bytes ÷ HBM bandwidth); the fused kernel "
         "reads the scores once and writes the probabilities once. Launches and caches are not "
-        f"modelled: a forecast is a floor. A realistic range divides each floor by cited "
-        f"efficiencies ({sources}).",
+        f"modelled: a forecast is a floor. A realistic range divides each floor by the "
+        f"efficiencies on record, cited or stated ({sources}).",
     )

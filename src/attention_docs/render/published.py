@@ -197,6 +197,6 @@ def mask_kernels() -> str:
         f"the scores before it fills them. In place, the forward skips {saved}: "
         f"{words.fact(r.saved_bytes)} less HBM traffic per forward, "
         f"{words.fact(r.saved_time)} of kernel time (a realistic range, the floors of the "
-        "kernels it does not launch over the cited bandwidth efficiency)."
+        "kernels it does not launch over the bandwidth efficiency this site states, not cited)."
     )
     return f"{text}\n\n{table}"

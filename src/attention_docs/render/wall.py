@@ -264,7 +264,7 @@ def forecast(entries: list[Sourced] | None = None) -> str:
         "the data sheet's bandwidth or does its FLOPs at its peak, whichever takes longer; the "
         "fused kernel reads q, k, v once (re-reads served by L2) and computes the causal tiles "
         "at the tensor cores' peak. Launch costs and clocks below boost are not modelled. A "
-        "realistic range divides each floor by cited efficiencies ("
+        "realistic range divides each floor by the efficiencies on record, cited or stated ("
         + words.series(g.flash_range(gpu).sources + g.naive_range(gpu).sources)
         + ")."
     )

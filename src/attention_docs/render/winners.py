@@ -187,7 +187,7 @@ def finding(times: Sourced, train: Sourced, steps: Sourced) -> str:
         f"beyond the noise is {_count(trains, 'cells timed')}, and in a grouped-query decode "
         f"step {_lead(d, dec)}. "
         f"On an NVIDIA H200 the data sheet predicts {verdict}: its realistic lead over naive "
-        f"attention (each side's floor over the cited efficiencies, not a ratio of two floors) "
+        f"attention (each side's floor over the efficiencies on record, not a ratio of two floors) "
         f"is {words.fact(closest.lead.forecast)} at {_where(closest.shape)} and "
         f"{words.fact(widest.lead.forecast)} at {_where(widest.shape)}."
     )
@@ -333,7 +333,7 @@ def gpu_forecast(entries: list[Sourced]) -> str:
         "causal (the GPU grid's shapes, so that its forward_times entry can check them). "
         "Naive: the roofline floors of the kernels its recorded ops launch "
         "(analytic.gpu.naive_floor_us); fused: one kernel's (analytic.gpu.flash_forward). "
-        "Realistic ranges divide each kernel's floor by the cited efficiencies of its ceiling "
+        "Realistic ranges divide each kernel's floor by the efficiencies on record (cited, or stated) of its ceiling "
         f"({words.series(spec.flash_range(gpu).sources + spec.naive_range(gpu).sources)}); the "
         "lead is naive's range over the fused one's. Launches and clocks below boost not "
         "modelled."
