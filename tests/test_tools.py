@@ -297,9 +297,12 @@ def test_a_build_stopped_with_sigterm_stops_its_mkdocs_and_leaves_no_half_site(t
         text=True,
     )
     deadline = time.monotonic() + 30
-    while not (tmp_path / "child.pid").exists() and time.monotonic() < deadline:
+    pid_file = tmp_path / "child.pid"
+    # The file exists before its pid is written in it: wait for the pid itself.
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert time.monotonic() < deadline, "the stand-in mkdocs never started"
         time.sleep(0.05)
-    child = int((tmp_path / "child.pid").read_text())
+    child = int(pid_file.read_text())
     tool.send_signal(signal.SIGTERM)
     _, err = tool.communicate(timeout=30)
     assert tool.returncode == 128 + signal.SIGTERM, err
