@@ -81,6 +81,9 @@ def test_the_section_states_every_number_as_a_fact_with_one_text():
         if any(p.source == source for p in dataset().points):
             assert source.url in page
     assert "1.955 ms" in page and "146.8 µs" in page and "7.239 ms" in page
+    assert ">1 kernel</span>" in page and "1 kernels" not in page  # a count reads as one
+    # One table per source, its source said once above it.
+    assert page.count("<table>") == len({p.source.key for p in dataset().points})
 
 
 def test_the_accuracy_sentence_says_where_each_point_falls():

@@ -57,35 +57,45 @@ def _ratio(b: fp.Beside) -> str:
 
 
 def reference_table() -> str:
-    """Every point of the reference dataset beside its forecast, with the ratio."""
-    header = ["Published point", "GPU", "Shape", "Statistic", f"Value ({NOT_MEASURED})",
+    """Every point of the reference dataset beside its forecast, with the ratio: one table
+    per source, the source (and its shape, where all its points share one) said above it."""
+    header = ["Published point", "GPU", "Statistic", f"Value ({NOT_MEASURED})",
               "This site's forecast", "Published ÷ forecast", "Where it falls"]  # fmt: skip
-    rows = []
+    groups: dict[str, list[fp.Beside]] = {}
     for b in fp.every_point():
-        p = b.point
-        forecast = words.fact(b.forecast)
-        if b.kernels is not None:
-            forecast += f" ({words.plural(b.kernels, 'kernel')})"
-        rows.append(
-            [
-                f"{p.subject}: {source_link(p)}; {html.escape(p.source.software)}",
-                gpu_name(b),
-                _shape(p),
-                p.statistic,
-                value(b),
-                f"{forecast}, {b.model}",
-                _ratio(b),
-                _WHERE[b.where],
-            ]
-        )
+        groups.setdefault(b.point.source.key, []).append(b)
+    parts = []
+    for found in groups.values():
+        first = found[0].point
+        shapes = {_shape(b.point) for b in found}
+        shared = len(shapes) == 1
+        lead = f"**{source_link(first)}** — {html.escape(first.source.software)}."
+        if shared:
+            lead += f" Shape: {next(iter(shapes))}."
+        rows = []
+        for b in found:
+            p = b.point
+            forecast = words.fact(b.forecast)
+            if b.kernels is not None:
+                forecast += f" ({words.plural(b.kernels, 'kernel')})"
+            statistic = p.statistic if shared else f"{p.statistic}; {_shape(p)}"
+            rows.append([p.subject, _short_gpu(b), statistic, value(b), f"{forecast}, {b.model}",
+                         _ratio(b), _WHERE[b.where]])  # fmt: skip
+        parts.append(lead + "\n\n" + markdown_table(header, rows, "lllrrrl"))
     caption = (
-        f'<p class="ad-caption">Values {NOT_MEASURED}: each row cites its source '
+        f'<p class="ad-caption">Values {NOT_MEASURED}: each table cites its source '
         "(records/published.toml). Forecasts are this site's, from each GPU's data sheet "
-        "(records/device.py): a time is the realistic range, the floor over the cited "
-        "efficiencies; a throughput, the cited share of the data sheet's peak; a count, the "
-        "kernels the forecast prices.</p>"
+        "(records/device.py): a time is the realistic range, the floor over the efficiencies "
+        "on record; a throughput, the cited share of the data sheet's peak; a count, the "
+        "kernels the forecast prices; a share of another kernel's throughput, the model's "
+        "100% for two kernels it prices alike.</p>"
     )
-    return markdown_table(header, rows, "lllllrrl") + "\n\n" + caption
+    return "\n\n".join(parts) + "\n\n" + caption
+
+
+def _short_gpu(b: fp.Beside) -> str:
+    """The GPU as CUDA names it, without the vendor, in code type: `A100-SXM4-80GB`."""
+    return f"`{b.gpu.label.removeprefix('NVIDIA ')}`"
 
 
 def gpu_name(b: fp.Beside) -> str:

@@ -235,6 +235,8 @@ _SAY = {
     "FLOP/B": intensity,
     # A whole count of tokens (a seq_len): exact, since it is a length, not a measurement.
     "tokens": lambda v: f"{round(v):,} tokens",
+    # A count of kernels: "1 kernel", "8 kernels".
+    "kernels": lambda v: f"{round(v):,} kernel{'' if round(v) == 1 else 's'}",
     # A driver's memory total: a whole count of MiB, as nvidia-smi prints it.
     "MiB": lambda v: f"{round(v):,} MiB",
     "GiB": lambda v: f"{v:,.1f} GiB",
@@ -262,6 +264,8 @@ def as_published(value: float, unit: str) -> str:
     """A cited value with the digits its source gave, in the source's unit: `1.955 ms`,
     `1,613 TFLOP/s`, `35%` (rounding a quotation would misquote it)."""
     text = f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
+    if unit == "kernels" and value == 1:
+        unit = "kernel"
     return f"{text}%" if unit in ("%", "% of baseline") else f"{text} {unit}"
 
 
