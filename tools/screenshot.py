@@ -108,10 +108,16 @@ def main(argv: list[str]) -> int:
             page.goto(base + path, wait_until="networkidle")
             stem = (path.strip("/").replace("/", "_") or "index") + suffix
             if args.element:
+                hidden = 0
                 for i, element in enumerate(page.locator(args.element).all()):
+                    if not element.is_visible():  # e.g. inside a content tab not selected
+                        hidden += 1
+                        continue
                     target = args.out / f"{stem}-{i}.png"
                     element.screenshot(path=str(target))
                     print("wrote", target)
+                if hidden:
+                    print(f"skipped {hidden} hidden {args.element!r} element(s) on {path}")
             else:
                 target = args.out / f"{stem}.png"
                 page.screenshot(path=str(target), full_page=True)
