@@ -123,19 +123,22 @@ def test_sdpa_math_is_priced_from_its_recorded_ops_in_float32():
     assert add.bytes == softmax.bytes + 1024 * 1024 * 4
 
 
-def test_the_math_recording_is_what_sdpa_attention_runs_on_a_square_shape():
-    """The recording runs at a rectangular shape only to scale its dims; on the square shapes
-    the forecasts price, sdpa_attention(causal=True, backend="math") records the same ops."""
+def test_the_math_recording_is_sdpa_attention_on_a_square_shape_and_prices_only_those():
+    """sdpa_attention passes `is_causal` on a square shape and a bottom-right mask otherwise:
+    the recording is of the square call the forecasts price, and refuses a rectangular one."""
     import torch
 
     from attention_docs.attention.sdpa import sdpa_attention
     from attention_docs.inputs import make_qkv
-    from attention_docs.profiling.ops import SDPA_STEP, _sdpa_math_square, record_ops
-    from attention_docs.records.shape import Shape
+    from attention_docs.profiling.ops import SDPA_STEP, record_ops
 
-    square = Shape(2, 3, 16, 8, "bfloat16", causal=True)
+    math = recording(gpu.SDPA_MATH)
+    assert math.shape.seq_len == math.shape.keys
     with torch.no_grad():
-        q, k, v = make_qkv(*square.dims, dtype=square.dtype)
-        ours = record_ops(lambda: sdpa_attention(q, k, v, causal=True, backend="math"), "a", square, (SDPA_STEP,))  # fmt: skip
-        recorded = record_ops(lambda: _sdpa_math_square(q, k, v), "b", square, (SDPA_STEP,))
-    assert ours.names() == recorded.names() and len(ours.ops) > 5
+        q, k, v = make_qkv(*math.shape.dims, dtype=math.shape.dtype)
+        ours = record_ops(lambda: sdpa_attention(q, k, v, causal=True, backend="math"), "a", math.shape, (SDPA_STEP,))  # fmt: skip
+    assert ours.names() == math.names() and len(ours.ops) > 5
+    assert gpu.priced(math, H200, SHAPE)  # a square target: priced
+    rectangular = replace(SHAPE, kv_len=2 * SHAPE.seq_len)
+    with pytest.raises(ValueError, match="as many keys as queries"):
+        gpu.priced(math, H200, rectangular)

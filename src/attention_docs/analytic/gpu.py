@@ -172,10 +172,18 @@ class Scaling:
     target: Shape
 
     def __post_init__(self) -> None:
-        r = self.recorded
-        dims = (r.seq_len, r.keys, r.head_dim, r.batch_size * r.num_heads)
+        r, g = self.recorded, self.target
+        # A square recording (as many keys as queries) scales to square shapes only: its
+        # dims cannot say which of the two lengths a tensor has.
+        square = r.seq_len == r.keys
+        dims = (r.seq_len, *(() if square else (r.keys,)), r.head_dim, r.batch_size * r.num_heads)
         if len(set(dims)) < len(dims) or 1 in dims:
             raise ValueError(f"a recording needs distinct dimensions to scale; got {r.text()}")
+        if square and g.seq_len != g.keys:
+            raise ValueError(
+                f"a recording with as many keys as queries ({r.text()}) scales to such shapes "
+                f"only; got {g.text()}"
+            )
 
     def numel(self, t: TensorArg) -> int:
         r, g = self.recorded, self.target

@@ -13,12 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from torch.nn import functional
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler import ProfilerActivity, profile
 
 from attention_docs.attention.masking import MASK_VARIANTS, masked_attention, prepare_mask
 from attention_docs.attention.naive import STEPS, naive_attention
+from attention_docs.attention.sdpa import sdpa_attention
 from attention_docs.inputs import make_qkv
 from attention_docs.records.ops import RECORDED_OPS, OpList, dumps, ops_from_chrome
 from attention_docs.records.shape import Shape
@@ -70,19 +69,19 @@ def code_under_study(shape: Shape = RECORDING_SHAPE) -> list[OpList]:
                     shape,
                 )
             )
-        low = replace(shape, dtype="bfloat16")
-        q, k, v = make_qkv(*low.dims, dtype=low.dtype, kv_seq_len=low.keys)
-        out.append(record_ops(lambda: _sdpa_math_square(q, k, v), SDPA_MATH, low, (SDPA_STEP,)))
+        # Square, as the shapes this recording prices are: sdpa_attention passes `is_causal`
+        # there and a bottom-right mask otherwise, two different op lists.
+        square = replace(shape, dtype="bfloat16", kv_len=None)
+        q, k, v = make_qkv(*square.dims, dtype=square.dtype)
+        out.append(
+            record_ops(
+                lambda: sdpa_attention(q, k, v, causal=True, backend="math"),
+                SDPA_MATH,
+                square,
+                (SDPA_STEP,),
+            )
+        )
     return out
-
-
-def _sdpa_math_square(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """What `sdpa_attention(causal=True, backend="math")` runs on a square shape (the
-    forecasts' shapes): `is_causal`, no mask tensor. The recording's key length differs from
-    its query length only so that its dims can be scaled; `sdpa_attention` itself would pass
-    a bottom-right mask there."""
-    with record_function(SDPA_STEP), sdpa_kernel([SDPBackend.MATH]):
-        return functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
 def rerecord(path: Path = RECORDED_OPS) -> Path:
