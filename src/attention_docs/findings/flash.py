@@ -37,6 +37,7 @@ from attention_docs.findings.facts import (
     Quantity,
 )
 from attention_docs.findings.forecast import RANGE_OF_FLASH, Check, check, forecast
+from attention_docs.findings.forecast import realistic as forecast_range
 from attention_docs.findings.rank import Ranking, rank
 from attention_docs.findings.trend import fitted_slope
 from attention_docs.measurements import forward as fwd
@@ -626,12 +627,7 @@ def gpu_forecast(
     tiled = fused_traffic(*shape.dims, shape.dtype, causal=shape.causal, block_q=gpu.FLASH_BLOCK_Q,
                           block_k=gpu.FLASH_BLOCK_K, kv_seq_len=shape.kv_len)  # fmt: skip
     from_hbm = forecast("HBM bytes ratio", f"{fwd.NAIVE} vs FlashAttention", g, naive.value / tiled, "×", shape=shape, detail="every K/V re-read from HBM")  # fmt: skip
-    r = gpu.flash_range(g, shape)
-    realistic = Fact(
-        forecast(ffwd.FORWARD_TIME, fwd.SDPA_FLASH, g, 0.0, "µs", shape=shape,
-                 detail=RANGE_OF_FLASH).quantity,
-        None, "µs", r.low_us, r.high_us,
-    )  # fmt: skip
+    realistic = forecast_range(ffwd.FORWARD_TIME, fwd.SDPA_FLASH, g, gpu.flash_range(g, shape), "µs", shape=shape, detail=RANGE_OF_FLASH)  # fmt: skip
     measured = _measured_on(times_by_device, g)
 
     def timed(name: str) -> Fact | None:

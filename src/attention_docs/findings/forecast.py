@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attention_docs.analytic.gpu import Range
 from attention_docs.findings.facts import SPEC, Fact, Quantity
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
@@ -34,7 +35,7 @@ def realistic(
     metric: str,
     subject: str,
     gpu: SpecSheet,
-    r,
+    r: Range,
     unit: str,
     *,
     shape: Shape | None = None,
@@ -44,8 +45,8 @@ def realistic(
     efficiencies) as a fact with no single value; None where no efficiency is on record."""
     if r.low_us is None or r.high_us is None:
         return None
-    q = Quantity(metric, subject, f"spec:{gpu.slug}", SPEC, shape, detail or "realistic range")
-    return Fact(q, None, unit, r.low_us, r.high_us)
+    q = forecast(metric, subject, gpu, 0.0, unit, shape=shape, detail=detail or "realistic range")
+    return Fact(q.quantity, None, unit, r.low_us, r.high_us)
 
 
 @dataclass(frozen=True)

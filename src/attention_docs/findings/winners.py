@@ -13,7 +13,14 @@ from attention_docs.findings import decode as fdecode
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, Quantity
-from attention_docs.findings.forecast import Check, check, forecast
+from attention_docs.findings.forecast import (
+    RANGE_OF_FLASH,
+    RANGE_OF_NAIVE,
+    Check,
+    check,
+    forecast,
+    realistic,
+)
 from attention_docs.findings.rank import Ranking, rank
 from attention_docs.findings.trend import FALLS, FLAT, RISES
 from attention_docs.measurements import forward as fwd
@@ -252,24 +259,13 @@ def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[
             )
             for n, us in floors.items()
         }
-        realistic = {
-            n: Fact(
-                forecast(
-                    ffwd.FORWARD_TIME,
-                    n,
-                    gpu,
-                    0.0,
-                    "µs",
-                    shape=shape,
-                    detail=f"realistic range: {models[n][7:]} over cited efficiencies",
-                ).quantity,
-                None,
-                "µs",
-                r.low_us,
-                r.high_us,
-            )
+        detail = {fwd.NAIVE: RANGE_OF_NAIVE, fused: RANGE_OF_FLASH}
+        realistic_ = {
+            n: realistic(ffwd.FORWARD_TIME, n, gpu, r, "µs", shape=shape, detail=detail[n])
             for n, r in ranges.items()
         }
+        if None in realistic_.values():
+            raise ValueError(f"no cited efficiency for the {gpu.label}: no realistic range to rank by")  # fmt: skip
         n_r, f_r = ranges[fwd.NAIVE], ranges[fused]
         lead_q = forecast(ffwd.SPEED, f"{fused} vs {fwd.NAIVE}", gpu, 0.0, "×", shape=shape,
                           detail="realistic ranges: naive_range / flash_range").quantity  # fmt: skip
@@ -289,8 +285,8 @@ def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[
                 fused,
                 checks[fwd.NAIVE],
                 checks[fused],
-                realistic[fwd.NAIVE],
-                realistic[fused],
+                realistic_[fwd.NAIVE],
+                realistic_[fused],
                 check(lead, measured_lead),
             )
         )
