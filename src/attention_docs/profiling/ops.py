@@ -19,7 +19,7 @@ from attention_docs.attention.masking import MASK_VARIANTS, masked_attention, pr
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.attention.sdpa import sdpa_attention
 from attention_docs.inputs import make_qkv
-from attention_docs.records.ops import RECORDED_OPS, OpList, dumps, ops_from_chrome
+from attention_docs.records.ops import RECORDED_OPS, OpList, committed, dumps, ops_from_chrome
 from attention_docs.records.shape import Shape
 
 # Every dimension distinct (batch_size·num_heads = 6 too), so that a recorded tensor's dims
@@ -87,4 +87,5 @@ def code_under_study(shape: Shape = RECORDING_SHAPE) -> list[OpList]:
 def rerecord(path: Path = RECORDED_OPS) -> Path:
     """Rewrite the committed recordings from the code as it is now."""
     path.write_text(dumps(code_under_study()))
+    committed.cache_clear()
     return path

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from attention_docs.records.shape import Shape
@@ -140,9 +141,15 @@ def load_recordings(path: Path = RECORDED_OPS) -> dict[str, OpList]:
     return {r["subject"]: OpList.from_json(r) for r in data["recordings"]}
 
 
+@cache
+def committed() -> dict[str, OpList]:
+    """The committed recordings, read once per process (every forecast prices one)."""
+    return load_recordings()
+
+
 def recording(subject: str) -> OpList:
     """The committed recording of `subject` ("naive_attention", "masked_fill_"...)."""
-    found = load_recordings()
+    found = committed()
     if subject not in found:
         raise UnknownRecordingError(
             f"no recorded ops for {subject!r}; recorded: {', '.join(found)}"
