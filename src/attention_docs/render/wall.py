@@ -260,7 +260,7 @@ def forecast(entries: list[Sourced] | None = None) -> str:
         f"N×N, so its floor follows its FLOPs, the work of the causal tiles it computes."
     )
     model = (
-        "Floors are rooflines: each naive step is a kernel that moves its bytes through HBM at "
+        "Floors are rooflines: each kernel the naive code records moves its bytes through HBM at "
         "the data sheet's bandwidth or does its FLOPs at its peak, whichever takes longer; the "
         "fused kernel reads q, k, v once (re-reads served by L2) and computes the causal tiles "
         "at the tensor cores' peak. Launch costs and clocks below boost are not modelled. A "
