@@ -154,8 +154,8 @@ def _bytes_tests(m, base, others) -> str:
     if short:
         parts.append(
             f"{words.series(short)} gained less than that in every round: the fewer bytes a "
-            "step reads, the more of its time is something the bytes do not explain (its "
-            "fixed per-step cost, not measured apart here)"
+            "step reads, the more of its time is something the bytes do not explain; what it "
+            "is, is not measured here (a fixed cost per step would do it)"
         )
     if beyond:
         parts.append(
