@@ -114,3 +114,13 @@ def environment(ctx, *, late) -> Observed:
             "argv": sys.argv[1:3],
         }
     )
+
+
+@experiment(
+    "_test_mimics", summary="prints what a refusal once looked like, then exits 2", imports=TORCH
+)
+def mimics(ctx) -> Observed:
+    import sys
+
+    print("attention_docs worker: refused: no such device", file=sys.stderr)
+    raise SystemExit(2)

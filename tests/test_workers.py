@@ -133,6 +133,19 @@ def test_a_result_whose_entry_a_newer_checkout_wrote_is_refused_and_that_entry_k
     assert newer.read_bytes() == before and [p.name for p in newer.parent.iterdir()] == [newer.name]
 
 
+@pytest.mark.parametrize("fork", ["1", "0"])
+def test_a_refusal_is_the_outcome_a_worker_reports_not_a_line_of_its_output(
+    tmp_path, monkeypatch, fork
+):
+    """A worker that exits 2 after printing a refusal's words reported no outcome: it failed,
+    whatever its output says, on both paths (forked, new interpreter)."""
+    monkeypatch.setenv("ATTENTION_DOCS_FORK_SERVER", fork)
+    with pytest.raises(MeasurementError) as caught:
+        request("_test_mimics", {}, tmp_path / "store", 60)
+    assert caught.value.kind == "failed"
+    assert "failed (exit code 2)" in caught.value.message
+
+
 def test_a_worker_killed_by_a_signal_says_so(tmp_path):
     with pytest.raises(MeasurementError) as caught:
         request("_test_killed", {}, tmp_path / "store", 60)

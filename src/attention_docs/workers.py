@@ -21,7 +21,9 @@
 # the time of the request.
 #
 # The server reads one JSON request per line and answers with the child's pid, then with its
-# exit code. It ends when its requester closes the pipe (or exits) — and a child still
+# exit code and the child's outcome. A worker's outcome (stored, or refused and why) is data:
+# a JSON object it writes into a pipe whose write end the job names (`outcome_fd`), never a
+# line of its output to be parsed; its output is only shown to the reader when it failed. It ends when its requester closes the pipe (or exits) — and a child still
 # running then is killed first, so that a build that was stopped (Ctrl-C, a kill) writes
 # nothing into the store afterwards. Where fork is not safe (macOS, Windows), or the server
 # cannot start, each experiment gets a new interpreter (`python -m attention_docs.workers
@@ -52,11 +54,9 @@ log = logging.getLogger("attention_docs")
 _IMPORT_TIME_ENV = re.compile(
     r"(PYTHON|TORCH|PYTORCH|INDUCTOR|TRITON|CUDA|NVIDIA|OMP_|MKL|KMP_|GOMP|KINETO|LD_)"
 )
-# How a worker says it refused a request (bad parameters, parameters too large for the
-# device's free memory, no such device, a busy machine): the last line of its stderr, after
-# exit code 2.
-REFUSED = "attention_docs worker: refused: "
-BUSY = "busy "  # then the load as a JSON string (it holds parentheses), ": " and the message
+# A worker's exit code when it refused a request (bad parameters, parameters too large for
+# the device's free memory, no such device, a busy machine); its outcome says why.
+REFUSED = 2
 
 
 class MeasurementError(RuntimeError):
@@ -87,11 +87,13 @@ class MeasurementError(RuntimeError):
 
 @dataclass(frozen=True)
 class Finished:
-    """What a worker left: its exit code (negative: killed by that signal) and its output."""
+    """What a worker left: its exit code (negative: killed by that signal), its output, and
+    the outcome it reported (None if it reported none: it crashed or was killed)."""
 
     returncode: int
     stdout: str
     stderr: str
+    outcome: dict | None = None
 
 
 class WorkerTimeoutError(Exception):
@@ -146,14 +148,13 @@ def run_worker(
             f"experiment {what} was killed by {name}{hint}", tail, "killed", "\n".join(lines)
         )
     last = lines[-1] if lines else ""
-    if proc.returncode == 2 and last.startswith(REFUSED):
-        reason = last.removeprefix(REFUSED)
-        if reason.startswith(BUSY):  # busy "<the load, as JSON>": <the message>
-            load, end = json.JSONDecoder().raw_decode(reason, len(BUSY))
-            raise MeasurementError(
-                f"experiment {what} was refused: {reason[end + 2 :]}", kind="busy", busy=load
-            )
-        raise MeasurementError(f"experiment {what} was refused: {reason}", kind="refused")
+    outcome = proc.outcome or {}
+    if proc.returncode == REFUSED and "refused" in outcome:
+        raise MeasurementError(
+            f"experiment {what} was refused: {outcome['refused']}",
+            kind="busy" if "busy" in outcome else "refused",
+            busy=outcome.get("busy"),
+        )
     raise MeasurementError(
         f"experiment {what} failed (exit code {proc.returncode}) in its worker process: {last}",
         tail,
@@ -193,20 +194,51 @@ def _child_env() -> dict[str, str]:
 
 
 def _run_new_interpreter(job: dict, timeout_s: float) -> Finished:
+    read_end, write_end = os.pipe()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "attention_docs.workers", json.dumps(job)],
+            [
+                sys.executable,
+                "-m",
+                "attention_docs.workers",
+                json.dumps({**job, "outcome_fd": write_end}),
+            ],
             capture_output=True,
             text=True,
             timeout=timeout_s,
             check=False,
             env=_child_env(),
+            pass_fds=(write_end,),
             # Only a prctl runs between fork and exec: safe even with threads around.
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     except subprocess.TimeoutExpired:
         raise WorkerTimeoutError from None
-    return Finished(proc.returncode, proc.stdout, proc.stderr)
+    finally:
+        os.close(write_end)
+        outcome = _outcome(read_end)
+    return Finished(proc.returncode, proc.stdout, proc.stderr, outcome)
+
+
+def _outcome(read_end: int) -> dict | None:
+    """The outcome a worker wrote into its pipe (then closed here), or None if it wrote none.
+
+    Read without blocking: the worker has ended, so what it wrote is in the pipe, and a
+    process it started that still holds the write end must not keep this one waiting."""
+    os.set_blocking(read_end, False)
+    data = b""
+    try:
+        while chunk := os.read(read_end, 65536):
+            data += chunk
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(read_end)
+    try:
+        found = json.loads(data)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _die_with_parent() -> None:
@@ -270,7 +302,7 @@ class _Server:
                 raise _ServerGoneError from None
             self.in_flight = pid = self._answer(None)["pid"]
             try:
-                code = self._answer(timeout_s)["returncode"]
+                answer = self._answer(timeout_s)
             except TimeoutError:
                 _kill(pid)
                 self._answer(None)  # the server reaps it
@@ -280,7 +312,7 @@ class _Server:
                 raise
             finally:
                 self.in_flight = None
-            return Finished(code, _read(out), _read(err))
+            return Finished(answer["returncode"], _read(out), _read(err), answer.get("outcome"))
 
     def _answer(self, timeout_s: float | None) -> dict:
         if timeout_s is not None:
@@ -389,17 +421,23 @@ def serve() -> None:
     while (line := requests.line()) is not None:
         request = json.loads(line)
         preload(request["job"].get("imports", []))
+        read_end, write_end = os.pipe()
+        request["job"]["outcome_fd"] = write_end
         pid = os.fork()
         if pid == 0:
             os.close(requests.fd)
+            os.close(read_end)
             answers.close()
             _child(request)  # never returns
+        os.close(write_end)
         answers.write(json.dumps({"pid": pid}).encode() + b"\n")
         answers.flush()
         code = _wait(pid, requests)
+        outcome = _outcome(read_end)
         if code is None:
             return  # the requester is gone, and so is the child
-        answers.write(json.dumps({"pid": pid, "returncode": code}).encode() + b"\n")
+        answer = {"pid": pid, "returncode": code, "outcome": outcome}
+        answers.write(json.dumps(answer).encode() + b"\n")
         answers.flush()
 
 
@@ -495,8 +533,9 @@ def work(job: dict) -> int:
     Parameters that cannot fit in the device's free memory are refused before it starts
     (run_experiment checks them), and a result whose place in the store holds an entry of a
     newer schema after it ends (the store never overwrites one). Returns the exit code: 0
-    stored; 2 refused (its reason on stderr after REFUSED). Any other failure raises, and its
-    traceback is the worker's output.
+    stored; REFUSED (2) refused. The outcome — `{"stored": true}`, or `{"refused": reason}`
+    with `"busy": load` for a busy machine — goes to the job's `outcome_fd` as JSON. Any other
+    failure raises, reports no outcome, and its traceback is the worker's output.
     """
     from attention_docs.experiments.registry import ExperimentError
     from attention_docs.experiments.runner import BusyMachineError, run_experiment
@@ -513,13 +552,22 @@ def work(job: dict) -> int:
             allow_busy=job["allow_busy"],
         )
     except BusyMachineError as exc:
-        print(f"{REFUSED}{BUSY}{json.dumps(exc.load, ensure_ascii=False)}: {exc}", file=sys.stderr)
-        return 2
+        return _report(job, REFUSED, {"refused": str(exc), "busy": exc.load})
     except (ExperimentError, DeviceError, NewerSchemaError) as exc:
         # NewerSchemaError: the store keeps the entry a newer checkout wrote in its place.
-        print(f"{REFUSED}{exc}", file=sys.stderr)
-        return 2
-    return 0
+        return _report(job, REFUSED, {"refused": str(exc)})
+    return _report(job, 0, {"stored": True})
+
+
+def _report(job: dict, code: int, outcome: dict) -> int:
+    """Write `outcome` into the job's outcome pipe (if it names one); returns `code`."""
+    fd = job.get("outcome_fd")
+    if fd is not None:
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(json.dumps(outcome, ensure_ascii=False).encode())
+    if "refused" in outcome:  # for the worker's log, which a reader sees only when it failed
+        print(f"attention_docs worker: refused: {outcome['refused']}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":
