@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import os
 import re
@@ -300,7 +299,7 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     s = _settings
     exp = declaration(experiment)
     _log.used_files.update(PACKAGE_ROOT / f for f in exp.source_files)
-    _log.used_files.add(Path(inspect.getfile(exp.func)).resolve())
+    _log.used_files.add(Path(exp.file))
     requested = exp.canonical(requested)
     key = exp.key(requested)
     local = local_device_id(s.device)

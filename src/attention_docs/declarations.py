@@ -22,7 +22,7 @@ from pathlib import Path
 from attention_docs.experiments.registry import REGISTRY, Experiment
 from attention_docs.measurements.keys import PACKAGE_ROOT
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -40,14 +40,9 @@ class IndexedExperiment(Experiment):
         return self.stored_fingerprint if root == PACKAGE_ROOT else super().fingerprint(root)
 
 
-def _stub(path: str) -> Callable:
-    """A function whose source file is `path` (what `inspect.getfile` reports), never run."""
-
-    def declared_only(ctx, **params):
-        raise RuntimeError("an indexed declaration cannot run; use experiments.registry.get")
-
-    declared_only.__code__ = declared_only.__code__.replace(co_filename=path)
-    return declared_only
+def _declared_only(ctx, **params):
+    """What an indexed declaration holds in place of its function: it is never run."""
+    raise RuntimeError("an indexed declaration cannot run; use experiments.registry.get")
 
 
 def _extra_modules() -> list[str]:
@@ -97,7 +92,8 @@ def experiments(cache_dir: Path | None) -> dict[str, Experiment]:
                 name: IndexedExperiment(
                     name=name,
                     summary=d["summary"],
-                    func=_stub(d["file"]),
+                    func=_declared_only,
+                    file=d["file"],
                     params=d["params"],
                     measures=d["measures"],
                     estimate_bytes=None,
@@ -115,7 +111,7 @@ def experiments(cache_dir: Path | None) -> dict[str, Experiment]:
     index = {
         name: {
             "summary": exp.summary,
-            "file": exp.func.__code__.co_filename,
+            "file": exp.file,
             "params": dict(exp.params),
             "measures": exp.measures,
             "imports": exp.imports,

@@ -168,6 +168,12 @@ class Experiment:
     estimate_bytes: EstimateBytes | None = score_matrix_bytes
     # The modules imported before the experiment starts (PRELOAD unless it declares less).
     imports: tuple[str, ...] = PRELOAD
+    # The file that declares it (absolute): part of its fingerprint. Default: `func`'s.
+    file: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.file:
+            object.__setattr__(self, "file", str(Path(inspect.getfile(self.func)).resolve()))
 
     @property
     def source_files(self) -> tuple[str, ...]:
@@ -176,7 +182,7 @@ class Experiment:
         experiments/, profiling/, attention/, analytic/, inputs.py) they import, transitively.
         A change in profiling/timing.py thus re-measures the experiments that time, and no
         other."""
-        own = Path(inspect.getfile(self.func)).resolve()
+        own = Path(self.file)
         named = self.measures
         if own.is_relative_to(PACKAGE_ROOT):
             named = (own.relative_to(PACKAGE_ROOT).as_posix(), *named)
@@ -188,7 +194,7 @@ class Experiment:
         return repr({n: (p.default, p.gpu_default) for n, p in sorted(self.params.items())})
 
     def fingerprint(self, root: Path = PACKAGE_ROOT) -> str:
-        own = Path(inspect.getfile(self.func)).resolve()
+        own = Path(self.file)
         extra = "" if own.is_relative_to(PACKAGE_ROOT) else code_fingerprint_text(own.read_text())
         files = (
             self.source_files if root == PACKAGE_ROOT else measured_closure(self.source_files, root)
