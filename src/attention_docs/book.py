@@ -96,7 +96,7 @@ class Fetch:
     experiment: str
     requested: dict[str, Any]
     origin: str
-    device: str  # the device's label, as captions say it
+    device_label: str  # as captions say it
     seconds: float
     device_id: str = ""
     busy: str | None = None  # how busy the machine was, when other work competed
@@ -167,26 +167,27 @@ def build_log() -> BuildLog:
     return _log
 
 
-def local_device_kind(device: str) -> str:
-    """cpu or cuda: what `device` (auto, cpu, cuda) is on this machine. Read from the
+def local_device_kind(setting: str) -> str:
+    """cpu or cuda: what the device setting (auto, cpu, cuda) is on this machine. Read from the
     device id's prefix, which a warm build remembers: a build that measures never imports
     torch itself (its workers do)."""
-    if device != "auto":
-        return device
-    return local_device_id(device).split("-", 1)[0]
+    if setting != "auto":
+        return setting
+    return local_device_id(setting).split("-", 1)[0]
 
 
 @functools.cache
-def local_device_id(device: str) -> str:
-    """This machine's device id for `device` (auto, cpu or cuda), e.g. `cpu-amd-epyc`."""
-    return declarations.device_id(device, _settings.cache_dir, _describe_device)
+def local_device_id(setting: str) -> str:
+    """This machine's device id for the device setting (auto, cpu or cuda), e.g.
+    `cpu-amd-epyc`."""
+    return declarations.device_id(setting, _settings.cache_dir, _describe_device)
 
 
-def _describe_device(device: str) -> str:
+def _describe_device(setting: str) -> str:
     from attention_docs.profiling.device import describe, resolve_device
     from attention_docs.records.device import device_id
 
-    return device_id(describe(resolve_device(device)))
+    return device_id(describe(resolve_device(setting)))
 
 
 def declaration(experiment: str) -> Experiment:
@@ -241,30 +242,30 @@ def _held(store: Store) -> dict[str, int]:
     if _log.held is None:
         counts: dict[str, int] = {}
         for path in store.entry_paths():
-            device = path.name.split(".", 1)[1].removesuffix(".json")
-            counts[device] = counts.get(device, 0) + 1
+            device_id = path.name.split(".", 1)[1].removesuffix(".json")
+            counts[device_id] = counts.get(device_id, 0) + 1
         _log.held = counts
     return _log.held
 
 
-def _on_page(device: str, what: str) -> None:
+def _on_page(device_id: str, what: str) -> None:
     """Note the device an entry shown on the current page comes from; warn when the page
     already shows another device's."""
     if _log.page_device is None:
-        _log.page_device = device
-    elif device != _log.page_device and _log.page is not None:
+        _log.page_device = device_id
+    elif device_id != _log.page_device and _log.page is not None:
         shown = _log.mixed.setdefault(_log.page, {_log.page_device})
-        if device not in shown:
+        if device_id not in shown:
             log.warning(
                 "%s shows %s from %s, while its other entries come from %s: the store has no "
                 "%s entry for it; each caption names its device",
                 _log.page,
                 what,
-                device,
+                device_id,
                 _log.page_device,
                 _log.page_device,
             )
-        shown.add(device)
+        shown.add(device_id)
 
 
 def measure(experiment: str, **requested: Any) -> Sourced:
@@ -283,10 +284,10 @@ def measure_each_device(experiment: str, **requested: Any) -> list[Sourced]:
     store = Store(_settings.store)
     key = first.measurement.key  # the same request's key on every device (never imports torch)
     others = []
-    for device in store.devices(experiment, key):
-        if device == first.measurement.device_id:
+    for device_id in store.devices(experiment, key):
+        if device_id == first.measurement.device_id:
             continue
-        found = store.get(experiment, key, device)
+        found = store.get(experiment, key, device_id)
         if found is not None:
             others.append(
                 _record(found, requested, "from the store", store, 0.0, side_by_side=True)

@@ -134,7 +134,7 @@ def _write(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-def _machine(device: str) -> str | None:
+def _machine(setting: str) -> str | None:
     """What a device id is valid for: this boot of this machine, this torch, these GPUs."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
@@ -142,14 +142,15 @@ def _machine(device: str) -> str | None:
     except (OSError, importlib.metadata.PackageNotFoundError):
         return None
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    return f"{device}|{platform.node()}|{boot}|torch {torch_version}|{visible}"
+    return f"{setting}|{platform.node()}|{boot}|torch {torch_version}|{visible}"
 
 
-def device_id(device: str, cache_dir: Path | None, compute: Callable[[str], str]) -> str:
-    """`compute(device)` (which imports torch), remembered for this boot of this machine."""
-    machine = _machine(device) if cache_dir else None
+def device_id(setting: str, cache_dir: Path | None, compute: Callable[[str], str]) -> str:
+    """`compute(setting)` (which imports torch): the device id of the device setting (auto,
+    cpu, cuda) on this machine, remembered for this boot of this machine."""
+    machine = _machine(setting) if cache_dir else None
     if machine is None or cache_dir is None:
-        return compute(device)
+        return compute(setting)
     path = cache_dir / "device.json"
     try:
         known = json.loads(path.read_text(encoding="utf-8"))
@@ -159,7 +160,7 @@ def device_id(device: str, cache_dir: Path | None, compute: Callable[[str], str]
         known = {}
     if isinstance(known.get(machine), str):
         return known[machine]
-    found = compute(device)
+    found = compute(setting)
     with contextlib.suppress(OSError):
         _write(path, json.dumps({machine: found}).encode())
     return found

@@ -103,7 +103,7 @@ class WorkerTimeoutError(Exception):
 def run_worker(
     experiment: str,
     requested: dict,
-    device: str,
+    device_kind: str,
     store: Path,
     timeout_s: float,
     *,
@@ -123,12 +123,12 @@ def run_worker(
     job = {
         "experiment": experiment,
         "requested": requested,
-        "device": device,
+        "device": device_kind,
         "store": str(store),
         "allow_busy": allow_busy,
         "imports": list(imports),  # what the server imports before it forks the child
     }
-    log.info("measuring %s on %s in a worker process", what, device)
+    log.info("measuring %s on %s in a worker process", what, device_kind)
     try:
         proc = run(job, timeout_s)
     except WorkerTimeoutError:
