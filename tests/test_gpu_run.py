@@ -200,6 +200,13 @@ def test_every_experiment_declares_its_gpu_work():
             missing.append(name)
         assert work.seconds > plan.START_S, name
     assert missing == [], f"declare gpu_work= with these experiments: {missing}"
+    # ... and at the parameters the site requests: an estimate that fails on them (a renamed
+    # parameter) would plan the GPU call with the default.
+    script = load_script()
+    for request in script.load_manifest(ROOT / "docs" / "measurements" / "requests.json"):
+        params, error = script.resolve(request, "cuda")
+        assert error is None, error
+        assert plan.work(request["experiment"], params)[1], request
 
 
 def test_an_experiment_without_gpu_work_gets_the_default_and_is_named(monkeypatch):
