@@ -544,3 +544,28 @@ def test_the_guides_example_is_what_new_chapter_writes_and_it_builds(tmp_path):
         check=False,
     )
     assert again.returncode == 2 and "exists already" in again.stderr
+
+
+def test_experiment_modules_are_found_without_a_list(tmp_path, monkeypatch):
+    """Every public module of the experiments package is one (a new chapter's module needs
+    no list edited); private modules and the registry's machinery are not."""
+    from attention_docs import experiments
+
+    folder = Path(experiments.__file__).parent
+    public = sorted(
+        p.stem
+        for p in folder.glob("*.py")
+        if not p.stem.startswith("_") and p.stem not in {"registry", "runner"}
+    )
+    assert list(experiments.modules()) == public
+    assert "forward" in public and "_sweep" not in experiments.modules()
+    # A module dropped beside them is found and imported, in alphabetical order.
+    (tmp_path / "aa_new.py").write_text("IMPORTED = True\n")
+    (tmp_path / "_private.py").write_text("raise ImportError('a private module is not loaded')\n")
+    monkeypatch.setattr(experiments, "__path__", [*experiments.__path__, str(tmp_path)])
+    assert experiments.modules()[0] == "aa_new" and "_private" not in experiments.modules()
+    try:
+        experiments.load_all()
+        assert sys.modules["attention_docs.experiments.aa_new"].IMPORTED
+    finally:
+        sys.modules.pop("attention_docs.experiments.aa_new", None)
