@@ -103,6 +103,17 @@ def test_a_shaped_sweep_names_its_quantity_by_the_attention_shape():
         entry([(256, stated(5), stated(6), "ok")], spec, **params).measurement
     )
     assert ";b1 h2 n256 d64 float32 causal;" in found.points[0].facts["float bias"].id
+    # A subject template keeps an existing fact id: chapter 08's block sweep states the
+    # tiled loop's forward time at each block size under this one.
+    blocks = Sweep("blocks", "block", ("tiled",), "forward time", shape=True,
+                   subject="tiled (Python loop), {x}×{x} tiles")  # fmt: skip
+    rows = [(32, stated(9), "ok"), (64, stated(5), "ok")]
+    params = {**params, "seq_len": 256, "dtype": "float32"}
+    found = fsw.sweep_findings(entry(rows, blocks, **params).measurement)
+    assert found.points[1].facts["tiled"].id == (
+        f"forward time;tiled (Python loop), 64×64 tiles;b1 h2 n256 d64 float32 causal;"
+        f"unprofiled;{found.device_id}"
+    )
 
 
 def test_the_table_sentence_and_figure_state_the_findings_in_words():

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from attention_docs.findings.compare import Comparison, compare
@@ -107,7 +107,7 @@ def quantity(spec: Sweep, params: Mapping[str, Any], device_id: str, line: str, 
         )  # fmt: skip
     told = () if spec.shape else (spec.x, *spec.given)
     detail = ", ".join(f"{name}={at[name]}" for name in told)
-    return Quantity(spec.metric, line, device_id, spec.clock, shape, detail)
+    return Quantity(spec.metric, spec.subject_of(line, x), device_id, spec.clock, shape, detail)
 
 
 def sweep_findings(m: Measurement, table: str | None = None) -> SweepFindings:
@@ -148,7 +148,8 @@ def _last(spec: Sweep, m: Measurement, points: list[Point]) -> Versus | None:
     r = p.ranking
     fast, slow = r.fastest, r.order[-1]
     c = compare(p.timings[fast], p.timings[slow])
-    base = quantity(spec, m.params, m.device_id, f"{fast} vs {slow}", p.x)
+    fast_q, slow_q = (quantity(spec, m.params, m.device_id, line, p.x) for line in (fast, slow))
+    base = replace(fast_q, subject=f"{fast_q.subject} vs {slow_q.subject}")
     detail = f"{spec.metric}, {base.detail}" if base.detail else spec.metric
     q = Quantity(SPEED, base.subject, base.device, base.clock, base.shape, detail)
     return Versus(p.x, fast, slow, Fact(q, c.ratio, "×", c.low, c.high), c)

@@ -34,6 +34,9 @@ class Sweep:
     clock: str = "unprofiled"  # findings/facts.py's CLOCKS
     given: tuple[str, ...] = ()
     shape: bool = False
+    # The quantity's subject, from the line's key and the value: "{line}" (the default), or
+    # a template that keeps an existing fact id ("tiled (Python loop), {x}×{x} tiles").
+    subject: str = "{line}"
     log_x: bool = True
     log_y: bool = True
 
@@ -50,6 +53,10 @@ class Sweep:
         """The table's measured columns: x, then one per line (`status` follows them)."""
         return (self.x, *self.lines)
 
+    def subject_of(self, line: str, x: Any) -> str:
+        """The subject of `line`'s quantity at `x`."""
+        return self.subject.format(line=line, x=x)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "table": self.table,
@@ -61,6 +68,7 @@ class Sweep:
             "clock": self.clock,
             "given": list(self.given),
             "shape": self.shape,
+            "subject": self.subject,
             "log_x": self.log_x,
             "log_y": self.log_y,
         }
