@@ -360,66 +360,112 @@ def normalised(text: str, number: str) -> str:
     return text.replace(";-8<- ", "--8<-- ").replace("NN", number)
 
 
-@pytest.mark.docs
-def test_the_guides_example_is_what_new_chapter_writes_and_it_builds(tmp_path):
-    env = copy_library(tmp_path)
-    (tmp_path / "docs" / "chapters").mkdir(parents=True)
-    (tmp_path / "docs" / "notebooks").mkdir()
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "docs" / "index.md").write_text("# Home\n\n<!-- attention-docs:build-summary -->\n")
-    (tmp_path / "docs" / "chapters" / "01-first.md").write_text("# First\n\nProse.\n")
-    (tmp_path / "docs" / "notebooks" / "01_first.py").write_text("# %%\nprint(1)\n")
-    (tmp_path / "mkdocs.yml").write_text(
-        textwrap.dedent(
-            """\
-            site_name: t
-            markdown_extensions:
-              - admonition
-              - md_in_html
-              - tables
-              - pymdownx.superfences
-              - pymdownx.snippets: {base_path: ["."], check_paths: true}
-            plugins:
-              - search
-              - markdown-exec
-              - mkdocs-jupyter: {include: ["notebooks/*.py"], ignore: ["*.md"]}
-              - attention-docs
-            nav:
-              - Home: index.md
-              - Chapters:
-                  - chapters/01-first.md
-              - Notebooks:
-                  - notebooks/01_first.py
-            """
-        )
-    )
+MINI_CONFIG = """\
+site_name: t
+markdown_extensions:
+  - admonition
+  - md_in_html
+  - tables
+  - pymdownx.superfences
+  - pymdownx.snippets: {base_path: ["."], check_paths: true}
+plugins:
+  - search
+  - markdown-exec
+  - mkdocs-jupyter: {include: ["notebooks/*.py"], ignore: ["*.md"]}
+  - attention-docs
+nav:
+  - Home: index.md
+  - Chapters:
+      - chapters/01-first.md
+  - Notebooks:
+      - notebooks/01_first.py
+"""
+
+
+def scaffolded(root: Path) -> tuple[dict[str, str], dict[str, bytes], str]:
+    """A minimal project under `root` (a copy of src/, one chapter, the project's
+    pyproject.toml) with `new-chapter mask-cost` run in it: (its environment, every file's
+    bytes before the command, what the command printed)."""
+    env = copy_library(root)
+    (root / "docs" / "chapters").mkdir(parents=True)
+    (root / "docs" / "notebooks").mkdir()
+    (root / "tests").mkdir()
+    (root / "docs" / "index.md").write_text("# Home\n\n<!-- attention-docs:build-summary -->\n")
+    (root / "docs" / "chapters" / "01-first.md").write_text("# First\n\nProse.\n")
+    (root / "docs" / "notebooks" / "01_first.py").write_text("# %%\nprint(1)\n")
+    (root / "mkdocs.yml").write_text(MINI_CONFIG)
+    # The project's ruff settings, whose per-file rules are relative to the project's root.
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    before = {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
     scaffold = subprocess.run(
-        [*CLI, "new-chapter", "mask-cost", "--title", "Preparing a mask", "--root", str(tmp_path)],
+        [*CLI, "new-chapter", "mask-cost", "--title", "Preparing a mask", "--root", str(root)],
         capture_output=True,
         text=True,
         env=env,
         check=False,
     )
     assert scaffold.returncode == 0, scaffold.stderr
-    assert "registered experiments/mask_cost.py" in scaffold.stdout
+    return env, before, scaffold.stdout
+
+
+WRITTEN = (
+    "src/attention_docs/experiments/mask_cost.py",
+    "docs/chapters/02-mask-cost.md",
+    "docs/notebooks/02_mask_cost.py",
+    "tests/test_mask_cost.py",
+)
+
+
+def test_new_chapter_writes_four_files_and_they_pass_the_lint_session(tmp_path):
+    """What `nox -s lint` runs (ruff check, ruff format --check, lint-imports), run here on
+    the scaffolded project directly: the tests session has the tools, not nox."""
+    _, before, printed = scaffolded(tmp_path)
+    after = {
+        p.relative_to(tmp_path).as_posix(): p.read_bytes()
+        for p in tmp_path.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    # Four new files, and only the nav of mkdocs.yml edited (by the tool): no list of
+    # modules, no table of GPU estimates.
+    assert sorted(set(after) - set(before)) == sorted(WRITTEN)
+    assert [rel for rel in before if before[rel] != after[rel]] == ["mkdocs.yml"]
+    assert "nothing to register" in printed
     config = (tmp_path / "mkdocs.yml").read_text()
     assert "- chapters/02-mask-cost.md" in config and "- notebooks/02_mask_cost.py" in config
-    # What it writes passes `nox -s lint` as it is (the project's ruff settings, whose
-    # per-file rules are relative to the project's root).
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    written = [
-        "src/attention_docs/experiments/mask_cost.py",
-        "docs/notebooks/02_mask_cost.py",
-        "tests/test_mask_cost.py",
-    ]
-    lint = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", *written],
+    for command in (["check", "."], ["format", "--check", "."]):
+        lint = subprocess.run(
+            [sys.executable, "-m", "ruff", *command],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+    here = Path(sys.executable).parent
+    lint_imports = shutil.which("lint-imports", path=f"{here}{os.pathsep}{os.environ['PATH']}")
+    if lint_imports is None:
+        pytest.skip("lint-imports is not installed here (pyproject.toml's test group has it)")
+    contracts = subprocess.run(
+        [lint_imports],
         cwd=tmp_path,
         capture_output=True,
         text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "src")},
         check=False,
     )
-    assert lint.returncode == 0, lint.stdout
+    assert contracts.returncode == 0, contracts.stdout[-3000:]
+    assert "0 broken" in contracts.stdout
+
+
+@pytest.mark.docs
+def test_the_guides_example_is_what_new_chapter_writes_and_it_builds(tmp_path):
+    from site_facts import read_page
+
+    env, _, _ = scaffolded(tmp_path)
     # The guide shows these very files: the example cannot drift from what the command writes.
     shown = guide_files()
     for rel in (
@@ -442,17 +488,31 @@ def test_the_guides_example_is_what_new_chapter_writes_and_it_builds(tmp_path):
     assert build.returncode == 0, build.stderr[-5000:]
     page = (tmp_path / "site" / "chapters" / "02-mask-cost" / "index.html").read_text()
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", page)
-    assert headers[:5] == [
-        "Sequence length",
-        "Bool mask (µs)",
-        "Bool spread (%)",
-        "Float bias (µs)",
-        "Bias spread (%)",
-    ]
-    assert re.search(
-        r'<figure class="ad-figure">\s*<div class="ad-figure__plot">\s*<svg role="img" aria-label="Time to',
-        page,
-    )
+    assert headers[:3] == ["Sequence length", "Bool mask", "Float bias"]
+    # Every number the page states is a fact, its id derived from the declared sweep: one
+    # per line and length, and the ratio at the longest.
+    facts = read_page(page)
+    assert facts.unmarked == [], facts.unmarked
+    ids = set(re.findall(r'data-fact="([^"]+)"', page))
+    seq_lens = [128, 256, 512, 1024, 2048]
+    for line in ("bool mask", "float bias"):
+        for n in seq_lens:
+            assert any(
+                i.startswith(f"causal mask preparation time;{line};;unprofiled;")
+                and i.endswith(f";seq_len={n}")
+                for i in ids
+            ), (line, n)
+    assert any(i.startswith("speed ratio;") and i.endswith("seq_len=2048") for i in ids)
+    # Ties are decided from the rounds: each length marks its leaders, and the sentence
+    # says who leads where.
+    assert len(re.findall(r"\((?:fastest|tied for fastest: within noise)\)", page)) >= 5
+    assert re.search(r"(?:is fastest|are within noise of each other) at sequence length", page)
+    alt = re.search(r'<svg role="img" aria-label="(Time to[^"]*)"', page)
+    assert alt, "the figure has no alt text"
+    # A length is exact (1,024 tokens, never 1,020), a time in its unit (never "16 k").
+    assert "1,024 tokens → " in alt.group(1) and "1,020" not in alt.group(1)
+    table = re.search(r"<table>.*?</table>", page, flags=re.S).group(0)
+    assert not re.search(r"\d k\b", re.sub(r"<[^>]+>", "", table))
     assert "def prepare_mask(" in re.sub(r"<[^>]+>", "", page)  # the code under study
     assert list((tmp_path / "docs" / "measurements" / "mask_cost").glob("*.json"))
     assert (
@@ -484,3 +544,28 @@ def test_the_guides_example_is_what_new_chapter_writes_and_it_builds(tmp_path):
         check=False,
     )
     assert again.returncode == 2 and "exists already" in again.stderr
+
+
+def test_experiment_modules_are_found_without_a_list(tmp_path, monkeypatch):
+    """Every public module of the experiments package is one (a new chapter's module needs
+    no list edited); private modules and the registry's machinery are not."""
+    from attention_docs import experiments
+
+    folder = Path(experiments.__file__).parent
+    public = sorted(
+        p.stem
+        for p in folder.glob("*.py")
+        if not p.stem.startswith("_") and p.stem not in {"registry", "runner"}
+    )
+    assert list(experiments.modules()) == public
+    assert "forward" in public and "_sweep" not in experiments.modules()
+    # A module dropped beside them is found and imported, in alphabetical order.
+    (tmp_path / "aa_new.py").write_text("IMPORTED = True\n")
+    (tmp_path / "_private.py").write_text("raise ImportError('a private module is not loaded')\n")
+    monkeypatch.setattr(experiments, "__path__", [*experiments.__path__, str(tmp_path)])
+    assert experiments.modules()[0] == "aa_new" and "_private" not in experiments.modules()
+    try:
+        experiments.load_all()
+        assert sys.modules["attention_docs.experiments.aa_new"].IMPORTED
+    finally:
+        sys.modules.pop("attention_docs.experiments.aa_new", None)

@@ -184,9 +184,9 @@ def test_requests_run_in_the_order_the_pages_need_them():
     ]
 
 
-def test_every_experiment_has_an_estimate_of_its_gpu_time():
-    """A new or renamed experiment gets gpu_plan.DEFAULT until src/attention_docs/gpu_plan.py counts its
-    work (WORK); this test says which to add."""
+def test_every_experiment_declares_its_gpu_work():
+    """A new or renamed experiment gets gpu_plan.DEFAULT until its declaration counts its work
+    (`@experiment(..., gpu_work=lambda p: Work(...))`); this test says which to declare."""
     from attention_docs.experiments.registry import REGISTRY
 
     plan = load_plan()
@@ -199,10 +199,55 @@ def test_every_experiment_has_an_estimate_of_its_gpu_time():
         if not counted:
             missing.append(name)
         assert work.seconds > plan.START_S, name
-    assert missing == [], (
-        f"add these experiments to WORK in src/attention_docs/gpu_plan.py: {missing}"
+    assert missing == [], f"declare gpu_work= with these experiments: {missing}"
+    # ... and at the parameters the site requests: an estimate that fails on them (a renamed
+    # parameter) would plan the GPU call with the default.
+    script = load_script()
+    for request in script.load_manifest(ROOT / "docs" / "measurements" / "requests.json"):
+        params, error = script.resolve(request, "cuda")
+        assert error is None, error
+        assert plan.work(request["experiment"], params)[1], request
+
+
+def test_an_experiment_without_gpu_work_gets_the_default_and_is_named(monkeypatch):
+    from dataclasses import replace
+
+    from attention_docs.experiments.registry import REGISTRY
+
+    plan = load_plan()
+    exp = get("naive_steps")
+    params = exp.resolve({}, "cuda")
+    assert plan.work("naive_steps", params) == (exp.gpu_work(params), True)
+    monkeypatch.setitem(REGISTRY, "naive_steps", replace(exp, gpu_work=None))
+    assert plan.work("naive_steps", params) == (plan.DEFAULT, False)
+    with pytest.raises(
+        AssertionError, match=r"declare gpu_work= with these experiments: \['naive_steps'\]"
+    ):
+        test_every_experiment_declares_its_gpu_work()
+
+
+def test_a_gpu_estimate_is_no_part_of_the_fingerprint():
+    """Editing an experiment's gpu_work (and importing Work for it) re-measures nothing; an
+    edit of what it measures does."""
+    from attention_docs.measurements.keys import code_fingerprint_text
+
+    before = """
+from attention_docs.experiments.registry import Observed, experiment
+
+@experiment("x", summary="s", seq_len=1)
+def x(ctx, *, seq_len):
+    return Observed()
+"""
+    after = before.replace("Observed, experiment", "Observed, Work, count_items, experiment")
+    after = after.replace(
+        'summary="s",', 'summary="s", gpu_work=lambda p: Work(timed=count_items("a,b")),'
     )
-    assert not set(plan.WORK) - set(REGISTRY), "WORK names experiments that no longer exist"
+    assert code_fingerprint_text(after) == code_fingerprint_text(before)
+    changed = before.replace("seq_len=1)", "seq_len=2)")
+    assert code_fingerprint_text(changed) != code_fingerprint_text(before)
+    # A registry name the measuring code uses stays in it: only the estimate's imports go.
+    used = after.replace("return Observed()", "return Observed(timing=Work())")
+    assert code_fingerprint_text(used) != code_fingerprint_text(before)
 
 
 def test_an_estimate_grows_with_the_work_it_counts():

@@ -26,7 +26,7 @@ it) and writes into a temporary store. The requests run in the order attention_d
 gives: what the pages need most first (the shared facts, the naive steps, the SDPA backends,
 FlashAttention and Triton, the winners map), then the chapters' order. Each has an estimate
 of its GPU time, from the store's GPU entry of it when there is one, else counted from its
-work (compiles, shapes, rounds; attention_docs/gpu_plan.py). A request is not started when the
+work (compiles, shapes, rounds) as its experiment declares it (`gpu_work=`). A request is not started when the
 budget's remaining seconds are fewer than its estimate, and a started one is stopped when
 the budget runs out, so the archive is always written in time; what was skipped is listed.
 After every request the archive `OUT/measurements.tar.gz` is rewritten (the temporary store
@@ -259,7 +259,7 @@ def print_plan(order: list[dict], device: str, known: dict[str, float], budget: 
     print(
         f"estimated total: ~{total:.0f} s against a budget of {budget:.0f} s (estimates: "
         "measured = the store's entry from this device kind; counted = from the request's "
-        "work, attention_docs/gpu_plan.py; default = an experiment gpu_plan.WORK does not know)"
+        "work its experiment declares (gpu_work=); default = an experiment that declares none)"
     )
     if skipped:
         print(f"{len(skipped)} requests would be skipped; these pages would lose them:")

@@ -1,8 +1,10 @@
 # `python -m attention_docs new-chapter SLUG`: the guide's worked example (contributing.md),
 # written into the project as a new chapter that builds as it is — an experiment that times
 # existing library code, its page with a table and a figure from the generic renderers, a
-# companion notebook and a test — and registered (experiments/__init__.py, the nav of
-# mkdocs.yml). The contributor then edits each file into their own chapter.
+# companion notebook and a test. Nothing else is edited by hand: the experiment module is
+# found by experiments/__init__.py (pkgutil), it declares its own GPU estimate, and the tool
+# adds the two pages to the nav of mkdocs.yml. The contributor then edits each file into
+# their own chapter.
 from __future__ import annotations
 
 import argparse
@@ -27,9 +29,19 @@ EXPERIMENT = """\
 from __future__ import annotations
 
 from attention_docs.attention.masking import prepare_mask
-from attention_docs.experiments.registry import Observed, Param, experiment
-from attention_docs.measurements.schema import Table
-from attention_docs.profiling.timing import time_callables
+from attention_docs.experiments._declared_sweep import measure_sweep
+from attention_docs.experiments.registry import Observed, Param, Work, experiment
+from attention_docs.records.sweep import Sweep
+
+# The sweep, declared once: its lines are timed together at each seq_len, in interleaved
+# rounds; the page's table, figure, ranking and fact ids all follow from it.
+SWEEP = Sweep(
+    table="prepare",
+    x="seq_len",
+    x_unit="tokens",
+    lines=("bool mask", "float bias"),
+    metric="causal mask preparation time",
+)
 
 
 @experiment(
@@ -43,39 +55,37 @@ from attention_docs.profiling.timing import time_callables
     estimate_bytes=lambda p: 5 * p["max_seq_len"] ** 2,
     # It neither profiles nor compiles: its worker need not import Dynamo and Inductor.
     imports=("torch",),
-    # GPU sizes: 1024..16384 is 5 sizes x 2 callables x 50 timed runs of at most ~1 ms
-    # (1 GiB written at ~4 TB/s): under a second on an H200.
+    # Its work on the lent GPU, which plans the call (gpu_plan.py): 1024..16384 is 5 sizes x
+    # 2 lines, each 50 timed runs of at most ~1 ms (1 GiB written at ~4 TB/s).
+    gpu_work=lambda p: Work(
+        timed=len(SWEEP.lines) * len(seq_lens(p["min_seq_len"], p["max_seq_len"])),
+        device_s=1.0,
+    ),
     min_seq_len=Param(128, gpu_default=1024, minimum=1, help="the shortest sequence"),
     max_seq_len=Param(2048, gpu_default=16384, minimum=1, help="the longest sequence"),
 )
 def {name}(ctx, *, min_seq_len, max_seq_len) -> Observed:
-    rows = []
-    seq_len = min_seq_len
-    while seq_len <= max_seq_len:
-        timings = time_callables(_preparations(seq_len, ctx.device), ctx.device)
-        rows.append(
-            (
-                seq_len,
-                timings["bool"].time_us,
-                100 * timings["bool"].spread,
-                timings["bias"].time_us,
-                100 * timings["bias"].spread,
-            )
-        )
-        seq_len *= 2
-    table = Table(
-        columns=("seq_len", "Bool mask", "Bool spread", "Float bias", "Bias spread"),
-        rows=tuple(rows),
-        units={{"Bool mask": "µs", "Bool spread": "%", "Float bias": "µs", "Bias spread": "%"}},
+    return measure_sweep(
+        SWEEP,
+        seq_lens(min_seq_len, max_seq_len),
+        lambda seq_len: _preparations(seq_len, ctx.device),
+        ctx.device,
     )
-    return Observed(tables={{"prepare": table}})
+
+
+def seq_lens(low: int, high: int) -> list[int]:
+    \"\"\"The sequence lengths measured: from `low`, doubling, up to `high`.\"\"\"
+    sizes = [low]
+    while sizes[-1] * 2 <= high:
+        sizes.append(sizes[-1] * 2)
+    return sizes
 
 
 def _preparations(seq_len, device):
-    \"\"\"Both ways to prepare a causal mask of `seq_len`, as callables to time.\"\"\"
+    \"\"\"Both ways to prepare a causal mask of `seq_len`, as callables to time: the lines.\"\"\"
     return {{
-        "bool": lambda: prepare_mask("masked_fill", seq_len, device=device),
-        "bias": lambda: prepare_mask("additive", seq_len, device=device),
+        "bool mask": lambda: prepare_mask("masked_fill", seq_len, device=device),
+        "float bias": lambda: prepare_mask("additive", seq_len, device=device),
     }}
 """
 
@@ -93,7 +103,7 @@ This chapter measures what building each costs.
 
 !!! abstract "What you will learn"
     - How long `prepare_mask` takes for each kind of mask, on this device.
-    - How that time grows with `seq_len`.
+    - How that time grows with `seq_len`, and where the two are within noise of each other.
 
 ## The code under study
 
@@ -103,20 +113,24 @@ This chapter measures what building each costs.
 
 ## What it costs
 
+Both kinds are timed at every length in the same interleaved rounds, so a slow moment of the
+machine slows both alike; each time's range is over those rounds, and two whose ranges
+overlap are a tie.
+
 ```python exec="on" id="{slug}-table" session="{slug}" source="above"
 from attention_docs import measure, render
 
 prep = measure("{name}")
-print(render.tables.records_table(prep, "prepare"))
+print(render.sweep.sweep_table(prep))
+print()
+print(render.sweep.sweep_claim(prep))
 ```
 
 Both are one pass over `seq_len × seq_len` elements: the float bias writes four bytes per
 element where the mask writes one.
 
 ```python exec="on" id="{slug}-figure" session="{slug}" html="1"
-what = "Time to prepare each kind of mask against seq_len."
-ys = ["Bool mask", "Float bias"]
-print(render.plots.line_figure(prep, "prepare", x="seq_len", ys=ys, what=what, ylabel="time (µs)", logx=True, logy=True))
+print(render.sweep.sweep_figure(prep, "Time to prepare each kind of mask against seq_len."))
 ```
 
 ## What to try next
@@ -148,27 +162,33 @@ from attention_docs import book, measure, render
 
 book.for_notebook()
 prep = measure("{name}")
-print(render.tables.records_table(prep, "prepare"))
+print(render.sweep.sweep_table(prep))
+print(render.sweep.sweep_claim(prep))
 """
 
 TEST = """\
 # The experiment of the chapter "{title}", on tiny shapes on the CPU.
 from attention_docs.experiments.registry import get
 from attention_docs.experiments.runner import run_experiment
+from attention_docs.findings.sweep import sweep_findings
 
 
-def test_{name}_times_each_size_with_its_spread():
+def test_{name}_times_both_masks_at_each_size_in_rounds():
     m = run_experiment("{name}", {{"min_seq_len": 16, "max_seq_len": 64}}, device="cpu")
-    table = m.tables["prepare"]
-    assert table.column("seq_len") == [16, 32, 64]
-    for row in table.records():
-        assert row["Bool spread"] >= 0 and row["Bias spread"] >= 0
-    # Every timing column carries its unit, so that tables and axes say it.
-    assert set(table.units) == {{"Bool mask", "Bool spread", "Float bias", "Bias spread"}}
+    found = sweep_findings(m)
+    assert [p.x for p in found.points] == [16, 32, 64]
+    for p in found.points:
+        assert p.status == "ok" and p.ranking is not None
+        for line in ("bool mask", "float bias"):
+            # Every round is kept, so that a tie is decided from them, not from a median.
+            assert len(p.timings[line].rounds_us) > 1
+            assert p.facts[line].id.endswith(f"seq_len={{p.x}}")
 
 
-def test_{name}_is_keyed_by_the_masking_code():
-    assert "attention/masking.py" in get("{name}").source_files
+def test_{name}_is_keyed_by_the_masking_code_and_plans_its_gpu_time():
+    exp = get("{name}")
+    assert "attention/masking.py" in exp.source_files
+    assert exp.gpu_work(exp.resolve({{}}, "cuda")).timed == 2 * 5
 """
 
 
@@ -179,18 +199,6 @@ class ScaffoldError(ValueError):
 def _next_number(chapters: Path) -> int:
     numbers = [int(m.group(1)) for p in chapters.glob("*.md") if (m := re.match(r"(\d+)-", p.name))]
     return max(numbers, default=0) + 1
-
-
-def _registered(text: str, module: str) -> str | None:
-    """experiments/__init__.py's `text` with `module` added to MODULES; None when its layout
-    is unknown."""
-    match = re.search(r"^MODULES = \(\n(?P<body>(?:    .*\n)*)\)", text, re.M)
-    if not match:
-        return None
-    if f'"{module}"' in match.group("body"):
-        return text
-    body = match.group("body") + f'    "{module}",\n'
-    return text[: match.start("body")] + body + text[match.end("body") :]
 
 
 def _with_nav(text: str, chapter: str, notebook: str) -> tuple[str, bool | None]:
@@ -319,20 +327,14 @@ def new_chapter(root: Path, slug: str, title: str | None = None) -> list[str]:
         "name": name,
         "notebook": notebook,
     }
-    registered = _registered(init_text, name)
     chapter_entry = f"chapters/{number:02d}-{slug}.md"
     notebook_entry = f"notebooks/{notebook}.py"
     nav_text, added = _with_nav(config_text, chapter_entry, notebook_entry)
     writes = {path: template.format(**values) for path, template in new_files.items()}
-    if registered is not None:
-        writes[init] = registered
     writes[config] = nav_text
     _write_all(writes, slug, root)
     done = [f"wrote {path.relative_to(root)}" for path in new_files]
-    if registered is not None:
-        done.append(f"registered experiments/{name}.py in experiments/__init__.py (MODULES)")
-    else:
-        done.append(f'TODO: add "{name}" to MODULES in src/attention_docs/experiments/__init__.py')
+    done.append(f"experiments/{name}.py is found by experiments/__init__.py: nothing to register")
     if added:
         done.append(f"added {chapter_entry} and {notebook_entry} to the nav of mkdocs.yml")
     elif added is None:
@@ -357,7 +359,7 @@ def _check_words(slug: str, title: str | None) -> None:
 
 def _write_all(writes: dict[Path, str], slug: str, root: Path) -> None:
     """Write every file of `writes`, or none: on a failure, files written so far are removed
-    (new ones) or given back their text (mkdocs.yml, experiments/__init__.py), and folders
+    (new ones) or given back their text (mkdocs.yml), and folders
     made for them are removed."""
     undo: list[tuple[Path, str | None]] = []
     made: list[Path] = []
@@ -390,7 +392,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "new-chapter",
         help="start a chapter from the guide's worked example",
         description="Write a new chapter SLUG that builds as it is — an experiment, its page "
-        "(a table and a figure), a companion notebook and a test — and register it. See "
+        "(a table, a sentence and a figure from its declared sweep), a companion notebook and a "
+        "test — and add its pages to the nav of mkdocs.yml. See "
         "docs/contributing.md for what each file does and what to commit.",
     )
     parser.add_argument("slug", help="lowercase words joined by hyphens, e.g. mask-cost")
@@ -411,6 +414,6 @@ def _cmd_new_chapter(args: argparse.Namespace, extra: list[str]) -> int:
     print(
         "next: preview it with `nox -s serve`; then `nox -s docs` measures it into "
         "docs/measurements/ (commit those files: the tests build --frozen) and "
-        "`nox -s tests` runs its test; give its GPU time an estimate in src/attention_docs/gpu_plan.py (WORK)"
+        "`nox -s tests` runs its test; keep its gpu_work= in step with what it measures"
     )
     return 0

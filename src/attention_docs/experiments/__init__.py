@@ -1,27 +1,26 @@
-# One function per question a chapter asks. Modules listed here register their experiments
-# on import; `load_all` imports them (torch included) only when an experiment is needed.
+# One function per question a chapter asks. Every public module of this package registers its
+# experiments on import (`@experiment`); `load_all` finds them with pkgutil — a new chapter's
+# module needs no list edited — and imports them (torch included) only when an experiment is
+# needed. Private modules (`_sweep.py`) and the machinery (registry, runner) declare none.
 from __future__ import annotations
 
 import importlib
 import os
+import pkgutil
 
-MODULES = (
-    "forward",
-    "naive",
-    "naive_variants",
-    "memory",
-    "wall",
-    "sdpa",
-    "backward",
-    "primer",
-    "cost_model",
-    "flash",
-    "decode",
-    "fusion",
-    "flex",
-    "winners",
-    "method",
-)
+NOT_EXPERIMENTS = frozenset({"registry", "runner"})
+
+
+def modules() -> tuple[str, ...]:
+    """The experiment modules of this package, by name, in alphabetical order (a fixed order:
+    the registry, and so `list`, reads the same on every machine)."""
+    return tuple(
+        sorted(
+            info.name
+            for info in pkgutil.iter_modules(__path__)
+            if not info.name.startswith("_") and info.name not in NOT_EXPERIMENTS
+        )
+    )
 
 
 def load_all() -> None:
@@ -30,7 +29,7 @@ def load_all() -> None:
     ATTENTION_DOCS_EXPERIMENTS (comma-separated module names) lets tests and out-of-tree
     chapters register experiments that the worker process can run too.
     """
-    for module in MODULES:
+    for module in modules():
         importlib.import_module(f"attention_docs.experiments.{module}")
     for module in filter(None, os.environ.get("ATTENTION_DOCS_EXPERIMENTS", "").split(",")):
         importlib.import_module(module.strip())

@@ -39,7 +39,7 @@ from attention_docs.attention.backward import (
 )
 from attention_docs.experiments._sweep import sweep
 from attention_docs.experiments.forward import unavailable
-from attention_docs.experiments.registry import Observed, Param, experiment, shape_params
+from attention_docs.experiments.registry import Observed, Param, Work, experiment, shape_params
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import peak_memory_bytes
@@ -171,6 +171,7 @@ def _ops(fn) -> set[str]:
 
 @experiment(
     "backward_compare",
+    gpu_work=lambda p: Work(profiles=5, timed=10, device_s=4.0),
     summary="Forward + backward of naive attention and SDPA's backends: time, FLOPs, matmuls, "
     "peak memory, autograd nodes.",
     measures=MEASURES,
@@ -265,6 +266,7 @@ def backward_compare(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, ca
 
 @experiment(
     "backward_saved_tensors",
+    gpu_work=lambda p: Work(device_s=3.0),
     summary="What autograd saves between forward and backward, per implementation, across seq_len.",
     measures=MEASURES,
     **{n: p for n, p in SHAPE_PARAMS.items() if n != "seq_len"},

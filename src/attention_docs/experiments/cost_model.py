@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from attention_docs.experiments._sweep import sweep
-from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.experiments.registry import Observed, Param, Work, count_items, experiment
 from attention_docs.profiling.cache import last_level_cache
 from attention_docs.profiling.ceilings import (
     COLUMNS,
@@ -26,6 +26,7 @@ def past_the_cache(copy_mb: int, cache_bytes: int | None) -> int:
 
 @experiment(
     "machine_ceilings",
+    gpu_work=lambda p: Work(timed=count_items(p["dtypes"]) + 1, device_s=2.0),
     summary="This machine's ceilings: matmul FLOP/s per dtype and copy bandwidth, beside the spec sheet.",
     measures=("profiling/ceilings.py", "profiling/timing.py", "profiling/cache.py"),
     matmul_size=Param(2048, gpu_default=8192, minimum=16, help="largest matmul side n"),

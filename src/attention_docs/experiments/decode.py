@@ -33,7 +33,7 @@ from attention_docs.attention.naive import STEPS
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments.forward import unavailable
 from attention_docs.experiments.naive import with_per_forward
-from attention_docs.experiments.registry import ExperimentError, Observed, Param, experiment
+from attention_docs.experiments.registry import ExperimentError, Observed, Param, Work, experiment
 from attention_docs.inputs import dtype_name, make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.timing import time_callables
@@ -159,6 +159,8 @@ def per_layer(t: Timing, layers: int) -> Timing:
 
 @experiment(
     "decode_steps",
+    # Bytes and launches, no compiles: one timed call per point.
+    gpu_work=lambda p: Work(timed=(n := len(step_points(p))), device_s=0.3 * n),
     summary="One decode step (append + attend), per layer: MHA, GQA and MQA on every path at "
     "a base point, the cache growing at batch 1, the batch growing for GQA — each point timed "
     "once, all interleaved; plus the ops SDPA ran.",
@@ -231,6 +233,7 @@ FLOOR, PROFILED = "decode step, one cached token", "decode step at the full cach
 
 @experiment(
     "decode_prefill_vs_decode",
+    gpu_work=lambda p: Work(timed=2, device_s=1.5),
     summary="The same tokens processed all at once (prefill) and one at a time (decode), timed "
     "in interleaved rounds with a decode step on a one-token cache (the per-step floor) and "
     "the profiled step unprofiled; the profile of one decode step.",

@@ -61,6 +61,8 @@ from attention_docs.experiments.registry import (
     ExperimentError,
     Observed,
     Param,
+    Work,
+    count_items,
     experiment,
     shape_params,
 )
@@ -107,6 +109,7 @@ def _implementations(q, k, v, *, causal, block_q, block_k) -> dict[str, Callable
 
 @experiment(
     "flash_tiled_vs_naive",
+    gpu_work=lambda p: Work(profiles=3, device_s=3.0),
     summary="FlashAttention's tiled loop in PyTorch against naive attention and SDPA's flash "
     "backend: profile of the tiles, peak memory, numerics, modelled bytes, memory vs seq_len. "
     "Forward times are forward_times'.",
@@ -274,6 +277,7 @@ def _memory_by_seq_len(
 
 @experiment(
     "flash_block_sweep",
+    gpu_work=lambda p: Work(timed=count_items(p["blocks"]), device_s=4.0),
     summary="The tiled loop at several square block sizes, timed in interleaved rounds: time "
     "with its spread, peak memory, tiles computed, and the modelled bytes of the loop and of a "
     "fused kernel.",
@@ -356,6 +360,7 @@ def flash_block_sweep(
 
 @experiment(
     "flash_triton_vs_sdpa",
+    gpu_work=lambda p: Work(triton=1, timed=5 * 5, device_s=3.0),
     summary="The Triton FlashAttention kernel beside SDPA's flash, memory-efficient and cuDNN "
     "backends (and FlashAttention-3 where torch offers it) on a GPU: kernel times in "
     "interleaved rounds (do_bench, cold L2). On a CPU, the kernel under Triton's interpreter "

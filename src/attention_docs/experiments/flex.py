@@ -46,6 +46,7 @@ from attention_docs.experiments.registry import (
     ExperimentError,
     Observed,
     Param,
+    Work,
     experiment,
     shape_params,
 )
@@ -120,6 +121,8 @@ def _rel_err(out: torch.Tensor, expected: torch.Tensor) -> float:
 
 @experiment(
     "flex_masks",
+    # Every mod is a kernel of its own.
+    gpu_work=lambda p: Work(flex_compiles=4, timed=12, device_s=5.0),
     summary="FlexAttention's masks and score mods: compiled kernel vs unfused fallback vs SDPA "
     "with a dense mask; time against block sparsity; one profiled step.",
     measures=MEASURES,
@@ -351,6 +354,7 @@ def _profile(flex, qkv, ctx) -> dict:
 
 @experiment(
     "flex_block_mask_cost",
+    gpu_work=lambda p: Work(device_s=3.0),
     summary="What create_block_mask costs as seq_len grows: time, peak memory, and BlockMask size.",
     measures=MEASURES,
     max_seq_len=Param(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from attention_docs.attention.naive import naive_attention, naive_step_calls
-from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.experiments.registry import Observed, Param, experiment, forward_grid_work
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
@@ -220,6 +220,11 @@ def time_shape(
 
 @experiment(
     "forward_times",
+    # Nine implementations and the five steps alone per shape; per (dtype, causal, head_dim)
+    # one compiled graph, one FlexAttention kernel, one Triton specialisation.
+    gpu_work=lambda p: forward_grid_work(
+        fwd.GRIDS["cuda"].shapes()[: 2 if p.get("tiny") else None]
+    ),
     summary="Every implementation's unprofiled forward time over the device's grid of shapes, "
     "interleaved rounds; each naive step timed alone. The one source of forward times.",
     measures=MEASURED,

@@ -29,7 +29,7 @@ from attention_docs.analytic.cost import score_matrix_bytes, step_costs
 from attention_docs.attention.compiled import compiled_attention
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.experiments._observe import observe_forward
-from attention_docs.experiments.registry import Observed, Param, experiment, shape_params
+from attention_docs.experiments.registry import Observed, Param, Work, experiment, shape_params
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
@@ -185,6 +185,8 @@ def _timed_call(fn, device) -> tuple[float, object]:
 
 @experiment(
     "fusion_kernels",
+    # Compiles dominate; the later requests find kernels in Inductor's cache.
+    gpu_work=lambda p: Work(compiles=1, warm_compiles=2, profiles=2),
     summary="What Inductor fuses in naive attention (eager ops against compiled kernels), what "
     "the compile costs with cold and with warm caches, and the peak memory it leaves.",
     measures=MEASURES,
@@ -309,6 +311,7 @@ def fusion_kernels(ctx, *, batch_size, num_heads, seq_len, head_dim, dtype, caus
 
 @experiment(
     "fusion_recompile",
+    gpu_work=lambda p: Work(warm_compiles=2, device_s=5.0),
     summary="What a new shape costs a torch.compile'd function with dynamic=False: guards, recompiles.",
     measures=MEASURES,
     **COMPILE_PARAMS,

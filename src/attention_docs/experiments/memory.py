@@ -24,7 +24,7 @@ import torch
 from attention_docs.analytic.memory import is_matrix_sized, max_seq_len, naive_peak
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.experiments._sweep import OUT_OF_MEMORY, TOO_LARGE, sweep
-from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.experiments.registry import Observed, Param, Work, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.headroom import free_memory_bytes
@@ -67,6 +67,7 @@ def _backend(shape: dict, dtype: str, device: torch.device) -> dict:
 
 @experiment(
     "memory_timeline",
+    gpu_work=lambda p: Work(profiles=1, device_s=0.5),
     summary="Every allocation and free of one naive forward, attributed to the five steps and "
     "to the op that made it; scratch told apart from tensors, in float32 and bfloat16.",
     measures=MEASURES,
@@ -207,6 +208,7 @@ def _points(start: int, limit: int) -> list[int]:
 
 @experiment(
     "memory_peak",
+    gpu_work=lambda p: Work(device_s=2.0),
     summary="Peak memory of one naive forward against seq_len: measured, predicted, and where it "
     "stops fitting.",
     measures=(*MEASURES, "profiling/headroom.py"),

@@ -13,7 +13,7 @@ import sys
 import torch
 
 from attention_docs.attention.naive import naive_attention, naive_step_calls
-from attention_docs.experiments.registry import Observed, experiment, shape_params
+from attention_docs.experiments.registry import Observed, Work, experiment, shape_params
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.load import cores_available
@@ -24,6 +24,8 @@ BUSY_LOOP = "while True: pass"
 
 @experiment(
     "timing_method",
+    # The forward and the five steps alone and in sequence (no threads on a GPU).
+    gpu_work=lambda p: Work(timed=11, device_s=1.0),
     summary="Why steps are timed in the forward's order and why torch gets half the cores: each "
     "naive step timed alone and in sequence beside the forward, and the forward with half and "
     "all of the cores' threads, alone and beside one CPU-bound process.",

@@ -15,7 +15,7 @@ from dataclasses import replace
 from attention_docs.analytic.cost import step_costs
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.experiments._observe import observe_forward
-from attention_docs.experiments.registry import Observed, Param, experiment, shape_params
+from attention_docs.experiments.registry import Observed, Param, Work, experiment, shape_params
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.profile import Schedule, profile_callable
@@ -100,6 +100,7 @@ def gpu_step_work(trace: Trace, labels: Iterable[str]) -> dict[str, dict[str, fl
 
 @experiment(
     "naive_steps",
+    gpu_work=lambda p: Work(profiles=1, timed=1),
     summary="Naive attention's five steps under torch.profiler: share, op calls, kernels and "
     "their gaps per step, and the profiler's own FLOP count.",
     measures=(

@@ -28,6 +28,8 @@ from attention_docs.experiments.registry import (
     ExperimentError,
     Observed,
     Param,
+    Work,
+    count_items,
     experiment,
     shape_params,
 )
@@ -51,6 +53,7 @@ VARIANT_COLUMNS = (
 
 @experiment(
     "naive_mask_variants",
+    gpu_work=lambda p: Work(profiles=4, timed=4),
     summary="Four ways to apply the causal mask: the mask step's allocations, and the mask "
     "step and the forward timed without the profiler against rebuilding the mask.",
     measures=(
@@ -141,6 +144,7 @@ def step_ops(trace: Trace, labels, forwards: int) -> list[tuple[str, str, str, f
 
 @experiment(
     "naive_dtypes",
+    gpu_work=lambda p: Work(profiles=3, timed=3, device_s=1.0),
     summary="The five steps in float32 and in bfloat16 (and float16 on a GPU): what runs in "
     "each step, and each step's time without the profiler against float32's.",
     measures=("attention/naive.py", "inputs.py", "analytic/cost.py", "profiling/timing.py"),
@@ -220,6 +224,7 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
 
 @experiment(
     "naive_step_shares",
+    gpu_work=lambda p: Work(profiles=count_items(p["shapes"]), device_s=1.0),
     summary="Which of the five steps dominates at which seq_len and head_dim (naive_steps "
     "holds the chapter's own shape).",
     measures=("attention/naive.py", "inputs.py", "profiling/profile.py", "experiments/_observe.py"),

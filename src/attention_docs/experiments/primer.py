@@ -21,7 +21,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from attention_docs.analytic.cost import itemsize, score_matrix_bytes
 from attention_docs.attention.naive import naive_attention
 from attention_docs.experiments._sweep import sweep
-from attention_docs.experiments.registry import Observed, Param, experiment, shape_params
+from attention_docs.experiments.registry import Observed, Param, Work, experiment, shape_params
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
@@ -222,6 +222,7 @@ def fault_cost(device: torch.device, nbytes: int) -> dict | None:
 
 @experiment(
     "profile_first_calls",
+    gpu_work=lambda p: Work(profiles=2, device_s=0.05 * p["calls"]),
     summary="Calls 1..N of a fresh forward under the profiler: the first is slow, and why.",
     measures=MEASURES,
     **shape_params(causal=Param(True, help="mask the future (decoder-style attention)")),
@@ -326,6 +327,7 @@ OVERHEAD_COLUMNS = ("configuration", "time", "events_per_forward")
 
 @experiment(
     "profile_overhead",
+    gpu_work=lambda p: Work(profiles=2, timed=2, device_s=0.05 * p["iterations"]),
     summary="The same forward with and without torch.profiler: the profiler's cost per recorded event.",
     measures=MEASURES,
     **shape_params(causal=Param(True, help="mask the future (decoder-style attention)")),
@@ -370,6 +372,7 @@ def profile_overhead(
 
 @experiment(
     "op_size_sweep",
+    gpu_work=lambda p: Work(timed=p["max_log2"] - p["min_log2"] + 1, device_s=2.0),
     summary="torch.add over 2^min..2^max elements: a flat per-call floor, then time linear in bytes.",
     measures=("profiling/timing.py",),
     min_log2=Param(4, minimum=0, help="smallest size, as log2 of the element count"),

@@ -1,11 +1,12 @@
 # The experiment registry. An experiment is a function that answers one question a chapter
 # asks and returns what it observed; its declaration says which parameters it takes (with
 # larger defaults on a GPU), which source files it measures (its fingerprint), and how much
-# memory a choice of parameters needs at least (checked before the experiment starts).
+# memory a choice of parameters needs at least (checked before the experiment starts), and
+# how long it takes on the lent GPU (its `gpu_work`, which gpu_plan.py sums into a plan).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,71 @@ class Observed:
 EstimateBytes = Callable[[Mapping[str, Any]], "int | None"]
 
 
+# Seconds on the lent machine (one H200, 16 cores), from the experiments' sizing notes.
+START_S = 6.0  # a worker: fork, CUDA context, the measured code imported afresh
+COMPILE_S = 15.0  # one torch.compile graph, cold (Dynamo, Inductor, Triton code generation)
+WARM_COMPILE_S = 3.0  # the same graph found in Inductor's on-disk cache (Dynamo still traces)
+FLEX_COMPILE_S = 10.0  # one FlexAttention mod: a kernel of its own
+TRITON_S = 30.0  # the site's Triton kernel, first compile in a process (Triton's start too)
+TRITON_SPEC_S = 8.0  # each further specialisation (dtype, head_dim, causal)
+PROFILE_S = 0.5  # one profiler session: start, warm-up and active steps, trace processing
+TIMED_S = (
+    0.2  # one callable at one shape: 20 rounds of 3 CUDA-event runs, each after a warm-up call
+)
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one request does on the GPU, counted from its parameters: an experiment declares
+    it (`gpu_work=lambda p: Work(...)`) and gpu_plan.py turns it into seconds."""
+
+    compiles: int = 0
+    warm_compiles: int = 0
+    flex_compiles: int = 0
+    triton: int = 0  # 1 when the request compiles the Triton kernel
+    triton_specs: int = 0  # further specialisations of it
+    profiles: int = 0
+    timed: int = 0
+    device_s: float = 0.0  # the forwards' own time, where they are large (bytes, FLOPs)
+
+    @property
+    def seconds(self) -> float:
+        return (
+            START_S
+            + self.compiles * COMPILE_S
+            + self.warm_compiles * WARM_COMPILE_S
+            + self.flex_compiles * FLEX_COMPILE_S
+            + self.triton * TRITON_S
+            + self.triton_specs * TRITON_SPEC_S
+            + self.profiles * PROFILE_S
+            + self.timed * TIMED_S
+            + self.device_s
+        )
+
+
+EstimateWork = Callable[[Mapping[str, Any]], Work]
+
+
+def forward_grid_work(shapes: Sequence[Any]) -> Work:
+    """A forward grid's work (forward_times): nine implementations and the five steps alone
+    per shape; per (dtype, causal, head_dim) one compiled graph, one FlexAttention kernel and
+    one specialisation of the Triton kernel, which compiles once."""
+    groups = len({(s.dtype, s.causal, s.head_dim) for s in shapes})
+    return Work(
+        compiles=groups,
+        flex_compiles=groups,
+        triton=1,
+        triton_specs=groups - 1,
+        timed=14 * len(shapes),
+        device_s=0.25 * len(shapes),
+    )
+
+
+def count_items(text: Any) -> int:
+    """How many items a comma-separated parameter names (`"float32,bfloat16"`: 2)."""
+    return len([t for t in str(text).split(",") if t.strip()])
+
+
 def score_matrix_bytes(params: Mapping[str, Any]) -> int | None:
     """Bytes of one batch_size×num_heads×seq_len² matrix: the least an experiment needs that
     materialises attention scores at one shape. None without a `seq_len` parameter.
@@ -168,6 +234,9 @@ class Experiment:
     estimate_bytes: EstimateBytes | None = score_matrix_bytes
     # The modules imported before the experiment starts (PRELOAD unless it declares less).
     imports: tuple[str, ...] = PRELOAD
+    # Its work on the lent GPU at (resolved) parameters, or None: gpu_plan.py then assumes
+    # its DEFAULT, and tests/test_gpu_run.py fails until the experiment declares its own.
+    gpu_work: EstimateWork | None = None
     # The file that declares it (absolute): part of its fingerprint. Default: `func`'s.
     file: str = ""
 
@@ -281,6 +350,7 @@ def experiment(
     measures: tuple[str, ...] = (),
     estimate_bytes: EstimateBytes | None = score_matrix_bytes,
     imports: tuple[str, ...] = PRELOAD,
+    gpu_work: EstimateWork | None = None,
     **params: Param,
 ) -> Callable[[Callable[..., Observed]], Callable[..., Observed]]:
     """Register `func(ctx, **params) -> Observed` as experiment `name`.
@@ -289,7 +359,10 @@ def experiment(
     batch_size×num_heads×seq_len² matrix when the experiment has a `seq_len`); pass your own
     for an experiment that never materialises one, or None to skip the check. `imports`: what
     must be imported before it starts (PRELOAD: an experiment that neither profiles nor
-    compiles may say `("torch",)`, and its worker starts seconds sooner).
+    compiles may say `("torch",)`, and its worker starts seconds sooner). `gpu_work(params)`:
+    what a run does on the lent GPU at its GPU parameters (compiles, profiles, timed
+    callables), from which gpu_plan.py orders and sizes a call; it is no part of the
+    fingerprint (measurements/keys.py), so an estimate edit re-measures nothing.
     """
 
     def register(func: Callable[..., Observed]) -> Callable[..., Observed]:
@@ -307,6 +380,7 @@ def experiment(
             measures=tuple(measures),
             estimate_bytes=estimate_bytes,
             imports=tuple(imports),
+            gpu_work=gpu_work,
         )
         return func
 

@@ -40,7 +40,7 @@ from attention_docs.attention.sdpa import (
 )
 from attention_docs.experiments._observe import observe_forward
 from attention_docs.experiments.forward import unavailable
-from attention_docs.experiments.registry import Observed, Param, experiment, shape_params
+from attention_docs.experiments.registry import Observed, Param, Work, experiment, shape_params
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.memory import peak_memory_bytes
@@ -159,6 +159,7 @@ def what_torch_offers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
 
 @experiment(
     "sdpa_backends",
+    gpu_work=lambda p: Work(profiles=6),
     summary="scaled_dot_product_attention with each backend pinned: ops, kernels, memory; and "
     "what this torch offers to change its choice.",
     measures=MEASURES,
@@ -260,6 +261,7 @@ def _mask_kwargs(kind: str, seq_len: int, dtype: torch.dtype, device) -> dict:
 
 @experiment(
     "sdpa_why",
+    gpu_work=lambda p: Work(profiles=8, device_s=1.0),
     summary="Why SDPA picks its backend: each backend pinned over input variants, torch's reasons kept.",
     measures=MEASURES,
     batch_size=Param(1, minimum=1, help="sequences per batch"),
@@ -343,6 +345,7 @@ def _empty_row(fn: Callable[[], torch.Tensor]) -> tuple[str, str]:
 
 @experiment(
     "sdpa_masks",
+    gpu_work=lambda p: Work(profiles=4, timed=4, device_s=1.0),
     summary="Causal attention three ways (is_causal, bool mask, float mask) and one wrong way.",
     measures=MEASURES,
     **SHAPE_PARAMS,

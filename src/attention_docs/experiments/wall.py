@@ -20,7 +20,7 @@ from __future__ import annotations
 from attention_docs.analytic.memory import naive_peak
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.experiments._sweep import sweep
-from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.experiments.registry import Observed, Param, Work, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.cache import last_level_cache
@@ -86,6 +86,12 @@ def _profiled(samples: list[float]) -> Timing:
 
 @experiment(
     "wall",
+    # One profile and one timing per distinct shape of the sweeps.
+    gpu_work=lambda p: Work(
+        profiles=(n := len({s for shapes in sweep_shapes(dict(p)).values() for s in shapes})),
+        timed=n,
+        device_s=4.0,
+    ),
     summary="Naive attention's time, peak memory and step shares over seq_len, token and head "
     "splits, and head_dim: every shape measured once, all timed in interleaved rounds.",
     measures=(

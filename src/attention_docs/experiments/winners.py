@@ -28,7 +28,7 @@ import torch
 from attention_docs.attention.backward import forward_backward
 from attention_docs.attention.compiled import KERNEL_PROFILE_OPTIONS
 from attention_docs.experiments import forward
-from attention_docs.experiments.registry import Observed, Param, experiment
+from attention_docs.experiments.registry import Observed, Param, Work, count_items, experiment
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Table
@@ -58,6 +58,8 @@ def _ready(call, *, training: bool = False) -> str:
 
 @experiment(
     "winners_summary",
+    # forward_times' graphs and Triton kernel, from the on-disk caches.
+    gpu_work=lambda p: Work(warm_compiles=3, profiles=9, device_s=1.0),
     summary="What each trick removed at one shape: the work a forward does (ops at every depth, "
     "or kernels) and its peak memory.",
     measures=MEASURED,
@@ -130,6 +132,13 @@ _MAP = fwd.GRIDS["cpu"].slices[1], fwd.GRIDS["cuda"].slices[1]
 
 @experiment(
     "train_times",
+    # A backward graph per dtype for the compiled and FlexAttention paths.
+    gpu_work=lambda p: Work(
+        compiles=(d := count_items(p["dtypes"])),
+        flex_compiles=d,
+        timed=7 * d * (s := count_items(p["seq_lens"])),
+        device_s=1.0 * d * s,
+    ),
     summary="One training step (forward + backward to q, k, v) of every implementation that "
     "has a backward, at the map slice's shapes, unprofiled, in interleaved rounds.",
     measures=(*forward.MEASURED, "attention/backward.py"),

@@ -3,7 +3,9 @@
 # the code's syntax tree, not its text: comments and layout are not in it, and neither is
 # prose — docstrings, the `summary=`/`help=`/`notes=` sentences of a declaration, the
 # messages of `raise` and of the log, what an experiment appends to its notes — so a sentence
-# edit keeps every stored entry (a GPU entry costs a GPU run to replace). The tree is written
+# edit keeps every stored entry (a GPU entry costs a GPU run to replace). Nor is a
+# declaration's `gpu_work=` estimate (how long a run takes on the lent GPU, not what it
+# measures), with the registry names only it uses (`Work`). The tree is written
 # out by `code_text` with a fixed set of fields, so the same source gives the same
 # fingerprint under every Python version (3.12 tokenizes f-strings differently from 3.11, and
 # adds fields to the tree): a GPU machine's entries match a CPU machine's build.
@@ -57,6 +59,10 @@ PROSE_KEYWORDS = frozenset({"summary", "help", "notes", "note", "description", "
 # Calls whose arguments are sentences: log lines and notes (`notes.append(...)`).
 PROSE_CALLS = frozenset({"debug", "info", "warning", "error", "exception", "append"})
 _PROSE = "<prose>"
+# Keyword arguments that plan a run on the lent GPU (experiments/registry.py): left out whole.
+PLAN_KEYWORDS = frozenset({"gpu_work"})
+# The module whose names a plan is built from: an import of one that only a plan used goes too.
+_REGISTRY = "attention_docs.experiments.registry"
 
 
 class _StripProse(ast.NodeTransformer):
@@ -79,7 +85,17 @@ class _StripProse(ast.NodeTransformer):
     def visit_Raise(self, node: ast.Raise) -> ast.AST:
         return _Silence().visit(node)
 
-    def visit_keyword(self, node: ast.keyword) -> ast.AST:
+    def visit_Module(self, node: ast.Module) -> ast.AST:
+        self.generic_visit(node)
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        for imported in ast.walk(node):
+            if isinstance(imported, ast.ImportFrom) and imported.module == _REGISTRY:
+                imported.names = [a for a in imported.names if (a.asname or a.name) in used]
+        return node
+
+    def visit_keyword(self, node: ast.keyword) -> ast.AST | None:
+        if node.arg in PLAN_KEYWORDS:
+            return None
         if node.arg in PROSE_KEYWORDS:
             node.value = ast.Constant(_PROSE)
             return node

@@ -1,0 +1,155 @@
+# A declared sweep's verdicts (records/sweep.py): every measured cell as a Fact whose quantity
+# the spec derives — metric, line, device, clock, the swept value and the given parameters
+# (or the attention shape at that value) — the ranking at each value with its ties, the runs
+# of values over which the same lines lead, and how the slowest line compares with the
+# fastest at the last value measured. render/sweep.py only states them.
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from attention_docs.findings.compare import Comparison, compare
+from attention_docs.findings.facts import Fact, Quantity
+from attention_docs.findings.forward import SPEED
+from attention_docs.findings.rank import Ranking, rank
+from attention_docs.measurements.forward import OK
+from attention_docs.measurements.schema import Measurement
+from attention_docs.records.shape import Shape
+from attention_docs.records.sweep import Sweep, stored_sweeps
+from attention_docs.records.timing import Timing
+
+CLEAR = "clear"  # the one fastest line, outside the noise of every other
+TIE = "tie"  # one of several lines within noise of the fastest
+
+
+@dataclass(frozen=True)
+class Point:
+    """One value of the swept parameter: each line's fact (None where it was not measured:
+    `status` says why), and the ranking of the lines measured there."""
+
+    x: Any
+    status: str
+    facts: Mapping[str, Fact | None]
+    ranking: Ranking | None
+    timings: Mapping[str, Timing]  # the measured lines' timings, rounds and all
+
+    def lead(self, line: str) -> str:
+        """CLEAR where `line` alone is fastest here, TIE where it leads within noise of
+        another, "" otherwise (or where fewer than two lines were measured)."""
+        r = self.ranking
+        if r is None or len(r.order) < 2 or line not in r.leaders:
+            return ""
+        return CLEAR if r.clear else TIE
+
+
+@dataclass(frozen=True)
+class Lead:
+    """Consecutive values over which the same lines lead: one (`clear`) or several within
+    noise of each other."""
+
+    leaders: tuple[str, ...]
+    xs: tuple[Any, ...]
+
+    @property
+    def clear(self) -> bool:
+        return len(self.leaders) == 1
+
+
+@dataclass(frozen=True)
+class Versus:
+    """The slowest line against the fastest at one value: the ratio as a fact, and whether
+    it is a tie."""
+
+    x: Any
+    fast: str
+    slow: str
+    fact: Fact
+    comparison: Comparison
+
+
+@dataclass(frozen=True)
+class SweepFindings:
+    spec: Sweep
+    device_id: str
+    points: tuple[Point, ...]
+    leads: tuple[Lead, ...]
+    last: Versus | None  # at the largest value where two or more lines were measured
+
+    @property
+    def failed(self) -> bool:
+        """Whether some value was not measured (out of memory, too large): its status shows."""
+        return any(p.status != OK for p in self.points)
+
+
+def sweep_spec(m: Measurement, table: str | None = None) -> Sweep:
+    """The sweep a measurement declares (its only one, or the one stored as `table`)."""
+    specs = stored_sweeps(m.facts)
+    if not specs:
+        raise ValueError(f"the {m.experiment} entry declares no sweep (records/sweep.py)")
+    if table is None:
+        if len(specs) > 1:
+            raise ValueError(
+                f"the {m.experiment} entry declares several sweeps: name one of {sorted(specs)}"
+            )
+        return next(iter(specs.values()))
+    return specs[table]
+
+
+def quantity(spec: Sweep, params: Mapping[str, Any], device_id: str, line: str, x: Any) -> Quantity:
+    """The quantity of `line` at `x`: derived from the spec, never assembled by a chapter."""
+    at = {**params, spec.x: x}
+    shape = None
+    if spec.shape:
+        shape = Shape(
+            int(at["batch_size"]), int(at["num_heads"]), int(at["seq_len"]), int(at["head_dim"]),
+            str(at.get("dtype", "float32")), bool(at.get("causal", False)),
+        )  # fmt: skip
+    told = () if spec.shape else (spec.x, *spec.given)
+    detail = ", ".join(f"{name}={at[name]}" for name in told)
+    return Quantity(spec.metric, spec.subject_of(line, x), device_id, spec.clock, shape, detail)
+
+
+def sweep_findings(m: Measurement, table: str | None = None) -> SweepFindings:
+    spec = sweep_spec(m, table)
+    dev = m.device_id
+    points = []
+    for row in m.tables[spec.table].records():
+        x, ok = row[spec.x], row["status"] == OK
+        timings = {line: row[line] for line in spec.lines if ok and isinstance(row[line], Timing)}
+        facts = {
+            line: Fact.of_timing(quantity(spec, m.params, dev, line, x), timings[line])
+            if line in timings
+            else None
+            for line in spec.lines
+        }
+        points.append(Point(x, row["status"], facts, rank(timings) if timings else None, timings))
+    return SweepFindings(spec, dev, tuple(points), _leads(points), _last(spec, m, points))
+
+
+def _leads(points: list[Point]) -> tuple[Lead, ...]:
+    leads: list[Lead] = []
+    for p in points:
+        if p.ranking is None or len(p.ranking.order) < 2:
+            continue
+        leaders = tuple(sorted(p.ranking.leaders))
+        if leads and leads[-1].leaders == leaders:
+            leads[-1] = Lead(leaders, (*leads[-1].xs, p.x))
+        else:
+            leads.append(Lead(leaders, (p.x,)))
+    return tuple(leads)
+
+
+def _last(spec: Sweep, m: Measurement, points: list[Point]) -> Versus | None:
+    ranked = [p for p in points if p.ranking is not None and len(p.ranking.order) >= 2]
+    if not ranked:
+        return None
+    p = ranked[-1]
+    r = p.ranking
+    fast, slow = r.fastest, r.order[-1]
+    c = compare(p.timings[fast], p.timings[slow])
+    fast_q, slow_q = (quantity(spec, m.params, m.device_id, line, p.x) for line in (fast, slow))
+    base = replace(fast_q, subject=f"{fast_q.subject} vs {slow_q.subject}")
+    detail = f"{spec.metric}, {base.detail}" if base.detail else spec.metric
+    q = Quantity(SPEED, base.subject, base.device, base.clock, base.shape, detail)
+    return Versus(p.x, fast, slow, Fact(q, c.ratio, "×", c.low, c.high), c)

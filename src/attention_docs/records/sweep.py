@@ -1,0 +1,83 @@
+# A declarative sweep, after Triton's `perf_report(Benchmark(x_names, x_vals, line_arg,
+# line_vals, ...))`: one frozen spec says what is swept (a parameter and its unit), which
+# lines are measured at each value (named callables: their names are keys, and name the fact
+# ids), and what quantity they give (metric, unit, clock, the parameters that tell it apart).
+# The experiment declares it and measures through it (experiments/_declared_sweep.py); the
+# measurement stores it beside its table, so findings/sweep.py derives every fact id,
+# ranking and tie from it, and render/sweep.py draws the one table and the one figure — no
+# chapter writes its own loop, findings or renderer for a sweep.
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Where a measurement keeps the specs of its sweeps: facts["sweeps"][table name].
+SWEEPS = "sweeps"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One sweep: `lines` measured at each value of parameter `x`, stored as table `table`.
+
+    `given`: the other parameters whose values tell the quantity apart (a dtype); with
+    `shape`, the experiment's attention shape (batch_size, num_heads, seq_len, head_dim,
+    dtype, causal) names it instead, with `x` taking its value at each point.
+    """
+
+    table: str  # the table's name in the measurement: "prepare"
+    x: str  # the swept parameter: "seq_len"
+    lines: tuple[str, ...]  # what is measured at each x, by key: "bool mask", "float bias"
+    metric: str  # the quantity, as a fact id names it: "causal mask preparation time"
+    x_unit: str = ""  # the parameter's unit, as words.value says it: "tokens"
+    unit: str = "µs"  # the lines' unit (a Timing's: µs)
+    clock: str = "unprofiled"  # findings/facts.py's CLOCKS
+    given: tuple[str, ...] = ()
+    shape: bool = False
+    # The quantity's subject, from the line's key and the value: "{line}" (the default), or
+    # a template that keeps an existing fact id ("tiled (Python loop), {x}×{x} tiles").
+    subject: str = "{line}"
+    log_x: bool = True
+    log_y: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lines", tuple(self.lines))
+        object.__setattr__(self, "given", tuple(self.given))
+        if not self.lines or len(set(self.lines)) != len(self.lines):
+            raise ValueError(f"sweep {self.table}: give one or more lines, each once")
+        if self.x in self.lines or "status" in (self.x, *self.lines):
+            raise ValueError(f"sweep {self.table}: {self.x!r} names both x and a line (or status)")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The table's measured columns: x, then one per line (`status` follows them)."""
+        return (self.x, *self.lines)
+
+    def subject_of(self, line: str, x: Any) -> str:
+        """The subject of `line`'s quantity at `x`."""
+        return self.subject.format(line=line, x=x)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "x": self.x,
+            "lines": list(self.lines),
+            "metric": self.metric,
+            "x_unit": self.x_unit,
+            "unit": self.unit,
+            "clock": self.clock,
+            "given": list(self.given),
+            "shape": self.shape,
+            "subject": self.subject,
+            "log_x": self.log_x,
+            "log_y": self.log_y,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Sweep:
+        return cls(**{**data, "lines": tuple(data["lines"]), "given": tuple(data["given"])})
+
+
+def stored_sweeps(facts: Mapping[str, Any]) -> dict[str, Sweep]:
+    """The sweeps a measurement's facts declare, by table name."""
+    return {name: Sweep.from_json(spec) for name, spec in facts.get(SWEEPS, {}).items()}

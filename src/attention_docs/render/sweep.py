@@ -1,0 +1,157 @@
+# A declared sweep (records/sweep.py) as the page shows it: one table (a row per value of the
+# swept parameter, a column per line, each cell a fact with its range over the rounds, the
+# leaders marked), one figure (each line's time with its interval as a band) and one
+# sentence (which lines lead where, and the slowest against the fastest at the last value).
+# Every verdict comes from findings/sweep.py and every number from words; `names` gives a
+# line a reader's label (default: its key), without changing its fact id.
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from attention_docs.findings import sweep as fsw
+from attention_docs.measurements.schema import Sourced
+from attention_docs.render import words
+from attention_docs.render.figures import MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
+from attention_docs.render.tables import captioned_table
+
+LEAD = {fsw.CLEAR: " (fastest)", fsw.TIE: " (tied for fastest: within noise)", "": ""}
+
+
+def _label(line: str, names: Mapping[str, str] | None) -> str:
+    return (names or {}).get(line, line)
+
+
+def _heading(text: str) -> str:
+    """A label as a header or legend entry starts: capitalised (`bool mask` -> `Bool mask`)."""
+    return text[:1].upper() + text[1:]
+
+
+def _x(found: fsw.SweepFindings, x) -> str:
+    return words.value(x, found.spec.x_unit)
+
+
+def _unit(found: fsw.SweepFindings) -> str:
+    return words.UNIT_WORDS.get(found.spec.unit, found.spec.unit)
+
+
+def sweep_table(
+    sourced: Sourced,
+    what: str = "",
+    *,
+    table: str | None = None,
+    names: Mapping[str, str] | None = None,
+) -> str:
+    """The sweep's table: each line's value at each x, with its range over the rounds; the
+    leaders at each x marked (fastest, or tied for fastest within noise)."""
+    found = fsw.sweep_findings(sourced.measurement, table)
+    spec = found.spec
+    failed = found.failed
+    header = [words.quantity_label(spec.x)]
+    header += [_heading(_label(line, names)) for line in spec.lines]
+    rows = []
+    for p in found.points:
+        row = [_x(found, p.x)]
+        for line in spec.lines:
+            f = p.facts[line]
+            row.append("—" if f is None else words.fact(f) + LEAD[p.lead(line)])
+        rows.append([*row, p.status] if failed else row)
+    if failed:
+        header.append("Status")
+    align = "l" + "r" * len(spec.lines) + ("l" if failed else "")
+    what = what or (
+        f"{_heading(spec.metric)} against {words.quantity_label(spec.x).lower()}"
+        f", every line timed in the same interleaved rounds; the range is over the rounds."
+    )
+    return captioned_table(header, rows, align, sourced, what)
+
+
+def sweep_claim(
+    sourced: Sourced, *, table: str | None = None, names: Mapping[str, str] | None = None
+) -> str:
+    """Which lines lead over which values, and the slowest against the fastest at the last."""
+    found = fsw.sweep_findings(sourced.measurement, table)
+    if not found.leads:
+        return ""
+    x_name = words.quantity_label(found.spec.x).lower()
+    clauses = []
+    for lead in found.leads:
+        who = words.series([_label(line, names) for line in lead.leaders])
+        where = _x(found, lead.xs[0])
+        if len(lead.xs) > 1:
+            where = words.span(lead.xs[0], lead.xs[-1], lambda x: _x(found, x))
+        verdict = "is fastest" if lead.clear else "are within noise of each other, tied for fastest"
+        clauses.append(f"{who} {verdict} at {x_name} {where}")
+    text = _heading("; ".join(clauses) + ".")
+    last = found.last
+    if last is not None:
+        fast, slow = _label(last.fast, names), _label(last.slow, names)
+        at = f"At {x_name} {_x(found, last.x)}"
+        if last.comparison.tie:
+            text += f" {at}, {slow} and {fast} are {words.versus_fact(last.fact, last.comparison)}."
+        else:
+            text += (
+                f" {at}, {slow} takes {words.versus_fact(last.fact, last.comparison)} as long as"
+                f" {fast}."
+            )
+    return text
+
+
+def sweep_figure(
+    sourced: Sourced,
+    what: str,
+    *,
+    table: str | None = None,
+    names: Mapping[str, str] | None = None,
+    ylabel: str = "",
+) -> str:
+    """Each line against x: its stated value (the rounds' lower quartile) as a line, the
+    interval over the rounds as a band around it; a value not measured leaves a gap."""
+    found = fsw.sweep_findings(sourced.measurement, table)
+    spec = found.spec
+    x_label = words.quantity_label(spec.x, spec.x_unit)
+    alt_parts = []
+    with new_figure(7.0, 3.6) as fig:
+        ax = fig.add_subplot()
+        for i, line in enumerate(spec.lines):
+            color = SERIES_COLORS[i % len(SERIES_COLORS)]
+            measured = [(p.x, p.facts[line]) for p in found.points if p.facts[line] is not None]
+            if measured:
+                xs = [x for x, _ in measured]
+                ax.fill_between(
+                    xs, [f.low for _, f in measured], [f.high for _, f in measured],
+                    color=color, alpha=0.2, linewidth=0,
+                )  # fmt: skip
+                ax.plot(xs, [f.value for _, f in measured], marker="o", markersize=3.5,
+                        color=color, label=_heading(_label(line, names)), linewidth=1.4)  # fmt: skip
+            stated = ", ".join(
+                f"{_x(found, p.x)} → "
+                + (
+                    "not measured"
+                    if p.facts[line] is None
+                    else f"{words.value(p.facts[line].value, spec.unit)} "
+                    f"({words.span(p.facts[line].low, p.facts[line].high, _say(spec.unit))})"
+                )
+                for p in found.points
+            )
+            alt_parts.append(f"{_label(line, names)}: {stated}")
+        if spec.log_x:
+            ax.set_xscale("log", base=2)
+        if spec.log_y:
+            ax.set_yscale("log")
+        xs = [p.x for p in found.points]
+        if 1 < len(xs) <= 12:
+            ax.set_xticks(xs, [words.value(x, "") for x in xs])
+            ax.minorticks_off()
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(ylabel or f"{_heading(spec.metric)} ({_unit(found)})")
+        ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
+        ax.spines[["top", "right"]].set_visible(False)
+        ax.legend(frameon=False, fontsize=8)
+        against = words.quantity_label(spec.x).lower()
+        band = "each band is the range over the rounds"
+        svg = to_svg(fig, f"{what} Against {against}, {band}: {'; '.join(alt_parts)}")
+    return figure_html(svg, sourced, what)
+
+
+def _say(unit: str):
+    return lambda v: words.value(v, unit)
