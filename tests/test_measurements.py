@@ -365,3 +365,27 @@ def test_an_older_version_is_still_an_unreadable_entry_not_a_newer_one():
         with pytest.raises(SchemaError) as raised:
             Measurement.from_json({"schema_version": version})
         assert not isinstance(raised.value, NewerSchemaError), version
+
+
+def test_a_file_is_written_whole_world_readable_and_a_failed_write_keeps_the_old(
+    tmp_path, monkeypatch
+):
+    import os
+
+    from attention_docs.files import write_atomically
+
+    path = tmp_path / "new" / "entry.json"
+    write_atomically(path, "µs\n")
+    assert path.read_bytes() == "µs\n".encode()
+    assert path.stat().st_mode & 0o777 == 0o644
+    write_atomically(path, b"\x00\x01")
+    assert path.read_bytes() == b"\x00\x01"
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        write_atomically(path, b"half")
+    assert path.read_bytes() == b"\x00\x01"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["entry.json"]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from attention_docs.files import write_atomically
 from attention_docs.measurements.schema import (
     Measurement,
     NewerSchemaError,
@@ -169,9 +170,9 @@ class Store:
                 rel = self.relative(
                     measurement.experiment, measurement.key, device, ".trace.json.gz"
                 )
-                _atomic_write(self.root / rel, chrome_bytes(chrome))
+                write_atomically(self.root / rel, chrome_bytes(chrome))
                 measurement = replace(measurement, trace_file=rel)
-            _atomic_write(target, measurement.dumps().encode())
+            write_atomically(target, measurement.dumps().encode())
         return measurement
 
     def entry_paths(self) -> list[Path]:
@@ -239,7 +240,7 @@ class Store:
                     continue
                 new_trace = self.path(m.experiment, m.key, m.device_id, ".trace.json.gz")
                 if old_trace is not None and old_trace.exists():
-                    _atomic_write(new_trace, old_trace.read_bytes())
+                    write_atomically(new_trace, old_trace.read_bytes())
                     old_trace.unlink()
                     rel = self.relative(m.experiment, m.key, m.device_id, ".trace.json.gz")
                     m = replace(m, trace_file=rel)
@@ -247,7 +248,7 @@ class Store:
                     # The entry it replaces may have had a trace; it would name nothing now.
                     new_trace.unlink(missing_ok=True)
                     m = replace(m, trace_file=None)
-                _atomic_write(target, m.dumps().encode())
+                write_atomically(target, m.dumps().encode())
                 path.unlink()
                 done.append(Migration(path, target, superseded=False))
         return done
@@ -313,19 +314,3 @@ def _newer_file(path: Path) -> int | None:
         return newer_version(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp creates 0600; entries are published with the site and read by everyone.
-        Path(tmp).chmod(0o644)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
