@@ -221,13 +221,6 @@ class RenderCache:
         self.tokens = TokenMemo(folder / "tokens.json" if folder else None)
         self._salt = f"{CACHE_VERSION}\0{_library_versions()}"
 
-    def start_build(self) -> None:
-        """Forget per-build state (measurement digests hold their objects alive)."""
-        self._digests.clear()
-        self._code.clear()
-        self.graph.refresh()
-        self.hits = self.misses = 0
-
     def code(self, module: str) -> tuple[str, tuple[Path, ...]]:
         """(digest, files) of `module`'s closure, computed once per build."""
         known = self._code.get(module)

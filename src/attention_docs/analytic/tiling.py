@@ -156,14 +156,6 @@ def tile_rows(
     return tuple(rows)
 
 
-def row_counts(rows: tuple[TileRow, ...]) -> dict[str, int]:
-    """`tile_counts` from `tile_rows`."""
-    tiles = sum(r.tiles for r in rows)
-    computed = sum(r.visited for r in rows)
-    diagonal = sum(r.diagonal for r in rows)
-    return {"tiles": tiles, "computed": computed, "diagonal": diagonal, "skipped": tiles - computed}
-
-
 def rows_computed_fraction(rows: tuple[TileRow, ...]) -> float:
     """`computed_fraction` from `tile_rows`."""
     total = sum(r.rows * r.kv_len for r in rows)

@@ -49,10 +49,6 @@ class SpecSheet:
         return self.names[0]
 
     @property
-    def shared_memory_per_sm_kb(self) -> int | None:
-        return SHARED_MEMORY_KB.get(self.capability or "", (None, None))[0]
-
-    @property
     def shared_memory_per_block_kb(self) -> int | None:
         """The most shared memory one thread block (one FlashAttention program) may use."""
         return SHARED_MEMORY_KB.get(self.capability or "", (None, None))[1]
