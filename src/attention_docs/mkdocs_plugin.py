@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import logging
 import os
 import posixpath
@@ -37,6 +36,7 @@ from mkdocs.plugins import BasePlugin, get_plugin_logger
 from attention_docs import book, build_cache, folders, site_pages
 from attention_docs.files import write_atomically
 from attention_docs.measurements.keys import PACKAGE_ROOT
+from attention_docs.measurements.manifest import requests_text
 
 log = get_plugin_logger("attention_docs")
 PLACEHOLDER = "@measurements/"
@@ -398,15 +398,11 @@ def stable_cell_ids(html: str) -> str:
 
 def write_requests(path: Path, fetches) -> None:
     """The requests manifest: every (experiment, requested) this build rendered, sorted."""
-    requests = sorted(
-        {
-            json.dumps({"experiment": f.experiment, "requested": f.requested}, sort_keys=True)
-            for f in fetches
-        }
-    )
-    text = "[\n" + ",\n".join(f"  {r}" for r in requests) + "\n]\n"
-    if requests and (not path.exists() or path.read_text(encoding="utf-8") != text):
-        write_atomically(path, text.encode())
+    if not fetches:
+        return
+    text = requests_text((f.experiment, f.requested) for f in fetches)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        write_atomically(path, text)
 
 
 def publish_store(store: Path, target: Path) -> None:
