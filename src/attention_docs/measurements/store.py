@@ -266,8 +266,8 @@ class Store:
 
 def stale_reason(measurement: Measurement, experiment) -> str | None:
     """Why the stored `measurement` is stale, or None when it is current: the one rule that
-    `prune` deletes by and `import-archive` leaves entries out by (and a frozen build's
-    message can give).
+    `prune` deletes by, `import-archive` leaves entries out by, and a frozen build names
+    when it finds only such an entry for a request.
 
     `experiment` is the Experiment of the measurement's name as the code declares it now, or
     None when there is none. Stale: no such experiment; the code it measured has changed
@@ -282,7 +282,8 @@ def stale_reason(measurement: Measurement, experiment) -> str | None:
     if measurement.fingerprint != now:
         return (
             f"the code it measured has changed since (its fingerprint {measurement.fingerprint}, "
-            f"the code's now {now})"
+            f"the code's now {now}): it was measured on {measurement.provenance.date[:10]} and "
+            f"measures {', '.join(experiment.source_files)}"
         )
     try:
         current = experiment.key(measurement.requested)
