@@ -50,16 +50,9 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> int:
         peak = torch.cuda.max_memory_allocated(device) - before
         del result
         return int(peak)
-    return max((e.live for e in memory_events(fn, device)), default=0)
-
-
-def memory_events(fn: Callable[[], object], device: torch.device) -> list[MemoryEvent]:
-    """Allocation timeline of one call of `fn` on `device`, from the profiler."""
-    with profile(activities=activities_on(device), profile_memory=True) as prof:
-        result = fn()
-        synchronize(device)
-    del result
-    return events_from_chrome(chrome_of(prof), device.type)
+    # The profiler's allocation timeline; the output's free comes after the peak.
+    chrome = profiled_call(fn, device, warmup=0)
+    return max((e.live for e in events_from_chrome(chrome, device.type)), default=0)
 
 
 def events_from_chrome(chrome: Mapping, device_type: str) -> list[MemoryEvent]:
