@@ -310,11 +310,11 @@ def out_problem(out: Path) -> str | None:
     measured; None when it can."""
     if out.exists() and not out.is_dir():
         return f"--out {out} is a file, not a folder; give the folder the archive goes in"
+    from attention_docs.files import try_writing
+
     try:
         out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=out)
-        os.close(fd)
-        Path(probe).unlink()
+        try_writing(out)
     except OSError as exc:
         return f"--out {out} cannot be written ({exc.strerror or exc}); give a folder you can write"
     return None

@@ -9,6 +9,17 @@ import tempfile
 from pathlib import Path
 
 
+def try_writing(folder: Path) -> None:
+    """Create a file in `folder` and remove it: raises the OSError a write there would.
+
+    Asked before work that ends in a write, it tells a read-only mount, another user's folder
+    and root's capabilities apart as the write would, where permission bits cannot.
+    """
+    fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=folder)
+    os.close(fd)
+    Path(probe).unlink()
+
+
 def write_atomically(path: Path, data: bytes | str) -> None:
     """Write `data` (text as UTF-8) to `path` whole or not at all, world-readable.
 

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from filelock import FileLock
 
-from attention_docs.files import write_atomically
+from attention_docs.files import try_writing, write_atomically
 from attention_docs.measurements.schema import (
     Measurement,
     NewerSchemaError,
@@ -90,9 +88,7 @@ class Store:
             folders += sorted(p for p in self.root.iterdir() if p.is_dir())
         for place in folders:
             try:
-                fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=place)
-                os.close(fd)
-                Path(probe).unlink()
+                try_writing(place)
             except OSError as exc:
                 return f"the store {self.root} cannot be written ({exc.strerror or exc}: {place})"
         lock = self.root / ".lock"
