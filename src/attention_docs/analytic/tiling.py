@@ -18,8 +18,6 @@ SKIPPED = "skipped"  # entirely in the future of every query in its row: never c
 
 # tiled_attention's default tiles: the ones forward_times times the loop with.
 DEFAULT_BLOCK = 64
-# Where an allocation made outside every labelled range is filed (peak-memory breakdowns).
-OUTSIDE_RANGES = "outside the labelled ranges"
 
 
 @dataclass(frozen=True)

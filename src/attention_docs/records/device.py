@@ -75,7 +75,6 @@ class SpecSheet:
 # Shared memory per SM and the most one thread block may use, in KB, by compute capability:
 # CUDA C++ Programming Guide, "Technical Specifications per Compute Capability".
 SHARED_MEMORY_KB = {"80": (164, 163), "86": (100, 99), "89": (100, 99), "90": (228, 227)}
-SHARED_MEMORY_SOURCE = "CUDA C++ Programming Guide, Technical Specifications per Compute Capability"
 
 REPORTED_MIB_SOURCE = (
     "nvidia-smi's memory total as its users post it: 143771MiB on an H200 SXM (e.g. "
