@@ -21,7 +21,7 @@ from attention_docs.findings import backward as fb
 from attention_docs.findings.facts import COUNTED, MODEL
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements.schema import Sourced
-from attention_docs.profiling.saved import INPUT, INTERNAL, OUTPUT, extra_bytes, saved_tensors
+from attention_docs.profiling.saved import INPUT, INTERNAL, OUTPUT, saved_tensors
 from attention_docs.records.shape import Shape
 from attention_docs.records.steps import PHASES
 from attention_docs.records.timing import Timing
@@ -91,6 +91,11 @@ def saved(name, seq_len, causal=True):
     q, k, v = (t.requires_grad_() for t in make_qkv(1, 2, seq_len, 16))
     attend = implementation(name, causal=causal)
     return saved_tensors(lambda: attend(q, k, v), (q, k, v))
+
+
+def extra_bytes(saved):
+    """Bytes autograd keeps beyond the inputs (the output and everything saved for backward)."""
+    return sum(s.bytes for s in saved if s.role != INPUT)
 
 
 def test_naive_attention_saves_the_score_matrix_flash_saves_logsumexp():

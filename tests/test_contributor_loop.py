@@ -118,11 +118,12 @@ def test_render_cache_keys_on_code_tokens_arguments_and_measurement(tmp_path, na
         key = cache.key(shout, ("a",), {})
         assert key == cache.key(shout, ("a",), {}) != cache.key(shout, ("b",), {})
         # A comment changes no token; a changed constant in an imported module does.
+        # Each build makes its cache anew (the plugin's on_config).
         touch_later(package / "render" / "common.py", "SUFFIX = '!'  # loud\n")
-        cache.start_build()
+        cache = RenderCache(tmp_path / "cache", SourceGraph("graphpkg", package))
         assert cache.key(shout, ("a",), {}) == key
         touch_later(package / "render" / "common.py", "SUFFIX = '?'\n")
-        cache.start_build()
+        cache = RenderCache(tmp_path / "cache", SourceGraph("graphpkg", package))
         assert cache.key(shout, ("a",), {}) != key
         # Measurements are named by their content, sources by content and provenance too.
         one = Sourced(naive, "from the store", "x.json")

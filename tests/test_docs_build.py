@@ -871,7 +871,7 @@ def test_frozen_messages_say_missing_unreadable_or_changed_and_how_to_fix_it(
     _move_to_an_older_key(entry, fingerprint="feedfacefeedface")
     changed = mkdocs_build(config, tmp_path / "site", ATTENTION_DOCS_MODE="frozen")
     assert "_test_quick(seq_len=8) is stale in the store" in changed.stderr
-    assert "its code changed since it was measured" in changed.stderr
+    assert "the code it measured has changed since (its fingerprint feedface" in changed.stderr
     assert "attention/naive.py" in changed.stderr and "prune" in changed.stderr
 
 

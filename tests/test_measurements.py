@@ -365,3 +365,63 @@ def test_an_older_version_is_still_an_unreadable_entry_not_a_newer_one():
         with pytest.raises(SchemaError) as raised:
             Measurement.from_json({"schema_version": version})
         assert not isinstance(raised.value, NewerSchemaError), version
+
+
+def test_a_file_is_written_whole_world_readable_and_a_failed_write_keeps_the_old(
+    tmp_path, monkeypatch
+):
+    import os
+
+    from attention_docs.files import write_atomically
+
+    path = tmp_path / "new" / "entry.json"
+    write_atomically(path, "µs\n")
+    assert path.read_bytes() == "µs\n".encode()
+    assert path.stat().st_mode & 0o777 == 0o644
+    write_atomically(path, b"\x00\x01")
+    assert path.read_bytes() == b"\x00\x01"
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        write_atomically(path, b"half")
+    assert path.read_bytes() == b"\x00\x01"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["entry.json"]
+
+
+def test_the_requests_manifest_is_read_one_way_and_refused_in_one_sentence(tmp_path):
+    from attention_docs.measurements.manifest import read_requests, requests_text
+
+    path = tmp_path / "requests.json"
+    pairs = [("b", {"seq_len": 8}), ("a", {}), ("b", {"seq_len": 8}), ("a", {"x": 1})]
+    path.write_text(requests_text(pairs))
+    # Sorted (as JSON text) and unique as written; read back in that order, each as a full request.
+    assert read_requests(path) == [
+        {"experiment": "a", "requested": {"x": 1}},
+        {"experiment": "a", "requested": {}},
+        {"experiment": "b", "requested": {"seq_len": 8}},
+    ]
+    assert requests_text(reversed(pairs)) == path.read_text()
+    path.write_text('[{"experiment": "a"}, {"experiment": "a", "requested": {}}]')
+    assert read_requests(path) == [{"experiment": "a", "requested": {}}]
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(bytes(range(256)))
+    for content, message in (
+        (None, "cannot read the requests manifest .*missing.json"),
+        (binary, "it is a binary file, not JSON"),
+        ("[", "cannot read the requests manifest"),
+        ('{"experiment": "a"}', "holds a JSON object; it must be a JSON list of"),
+        ('["a"]', 'request 0 of .* is "a"; it must be'),
+        ('[{"experiment": "a", "requested": [1]}]', "request 0 of"),
+    ):
+        if isinstance(content, Path):
+            target = content
+        elif content is None:
+            target = tmp_path / "missing.json"
+        else:
+            target = path
+            path.write_text(content)
+        with pytest.raises(ValueError, match=message):
+            read_requests(target)

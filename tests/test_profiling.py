@@ -166,6 +166,39 @@ def test_a_timing_states_its_rounds_lower_quartile_which_slow_rounds_cannot_move
         Timing((), 0, "test")
 
 
+def test_a_timing_from_rounds_or_from_calls_states_what_the_constructor_does():
+    rounds = [12.0, 10.5, 11.25, 30.0, 10.75, 11.5, 10.0, 12.5, 10.25, 11.0]
+    built = Timing(tuple(rounds), len(rounds), "test")
+    made = Timing.from_rounds(rounds, "test")
+    assert made == built and made.runs == len(rounds)
+    for stat in ("time_us", "low_us", "high_us", "spread"):
+        assert getattr(made, stat) == getattr(built, stat)
+    assert Timing.from_rounds(rounds, "test", runs=100).runs == 100
+    # Every round to the nanosecond, whichever path made it.
+    assert Timing.from_rounds([1.23456789, 2.0], "test").rounds_us == (1.235, 2.0)
+    # Single calls grouped by round: a round is its calls' median, the mean of the middle two
+    # for an even count (not the upper one), and every call counts as a run.
+    calls = [[10.0, 14.0, 11.0, 99.0], [10.0, 10.5, 12.0], [9.0, 9.5]]
+    t = Timing.from_calls(calls, "test")
+    assert t.rounds_us == (12.5, 10.5, 9.25) and t.runs == 9
+    assert t == Timing.from_rounds([statistics.median(c) for c in calls], "test", runs=9)
+
+
+def test_a_timing_is_made_in_records_timing_only():
+    import ast
+
+    from conftest import ROOT
+
+    made = []
+    for path in sorted((ROOT / "src").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Timing":
+                made.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    # Timing.from_rounds / from_calls keep every timing's rounds alike; scaled and from_json
+    # are the record's own.
+    assert all(m.startswith("src/attention_docs/records/timing.py") for m in made), made
+
+
 @pytest.mark.parametrize("n", [3, 5, 8, 10, 15, 20, 40, 100])
 def test_the_interval_of_the_lower_quartile_holds_it_with_90_percent_probability(n):
     j, k = interval_ranks(n)
@@ -201,3 +234,19 @@ def test_chrome_bytes_are_gzipped_and_deterministic(naive_run):
 
 def test_published_traces_name_no_host_or_temporary_path(naive_run):
     assert not {"host_name", "trace_id", "traceName"} & set(naive_run.chrome)
+
+
+def test_a_profilers_chrome_trace_is_read_back_and_its_file_removed(tmp_path, monkeypatch):
+    import tempfile
+
+    from torch.profiler import profile
+
+    from attention_docs.profiling.profile import activities_on, chrome_of
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    a = torch.ones(4, 4)
+    with profile(activities=activities_on(torch.device("cpu"))) as prof:
+        torch.mm(a, a)
+    chrome = chrome_of(prof)
+    assert any(e.get("name") == "aten::mm" for e in chrome["traceEvents"])
+    assert list(tmp_path.iterdir()) == []  # written under the temporary folder, then removed

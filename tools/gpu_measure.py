@@ -125,36 +125,6 @@ print(json.dumps({
 """
 
 
-def load_manifest(path: Path) -> list[dict[str, Any]]:
-    """The manifest's requests, duplicates dropped; raises ValueError with one sentence."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError(
-            f"cannot read the requests manifest {path}: it is a binary file, not JSON"
-        ) from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read the requests manifest {path}: {exc}") from None
-    if not isinstance(data, list):
-        raise ValueError(f"{path} must hold a JSON list of requests")
-    requests, seen = [], set()
-    for i, item in enumerate(data):
-        if not (
-            isinstance(item, dict)
-            and isinstance(item.get("experiment"), str)
-            and isinstance(item.get("requested", {}), dict)
-        ):
-            raise ValueError(
-                f"{path}: item {i} is not {{'experiment': NAME, 'requested': {{...}}}}"
-            )
-        request = {"experiment": item["experiment"], "requested": item.get("requested", {})}
-        ident = json.dumps(request, sort_keys=True)
-        if ident not in seen:
-            seen.add(ident)
-            requests.append(request)
-    return requests
-
-
 def estimates(store: Path, device_kind: str) -> dict[str, float]:
     """Seconds each request took when the store's entries for this device kind were measured
     (the worker's start added), keyed by `experiment + canonical requested JSON`."""
@@ -312,8 +282,10 @@ def main(argv: list[str] | None = None) -> int:
         "--plan", action="store_true", help="list what would run, with its parameters; run nothing"
     )
     args = parser.parse_args(argv)
+    from attention_docs.measurements.manifest import read_requests
+
     try:
-        requests = load_manifest(args.requests)
+        requests = read_requests(args.requests)
     except ValueError as exc:
         parser.error(str(exc))
     if args.estimates is not None and not args.estimates.is_dir():
@@ -338,11 +310,11 @@ def out_problem(out: Path) -> str | None:
     measured; None when it can."""
     if out.exists() and not out.is_dir():
         return f"--out {out} is a file, not a folder; give the folder the archive goes in"
+    from attention_docs.files import try_writing
+
     try:
         out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=out)
-        os.close(fd)
-        Path(probe).unlink()
+        try_writing(out)
     except OSError as exc:
         return f"--out {out} cannot be written ({exc.strerror or exc}); give a folder you can write"
     return None

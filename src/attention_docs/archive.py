@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from attention_docs import arguments
+from attention_docs.files import write_atomically
 
 RUN_LOG = "run-log.json"
 ARCHIVE = "measurements.tar.gz"  # the name tools/gpu_measure.py gives its archive
@@ -62,10 +63,7 @@ def write_archive(path: Path, store_root: Path, run_log: dict[str, Any]) -> Path
             info.size, info.mode, info.mtime = len(data), 0o644, 0
             tar.addfile(info, io.BytesIO(data))
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(buffer.getvalue())
-    tmp.replace(path)
+    write_atomically(path, buffer.getvalue())
     return path
 
 
@@ -236,7 +234,7 @@ def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -
 
     Nothing is written unless every entry of the archive is readable.
     """
-    from attention_docs.measurements.store import Store, _atomic_write
+    from attention_docs.measurements.store import Store
 
     contents = check_archive(path)
     if not contents.entries:
@@ -267,10 +265,10 @@ def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -
             replaced = target.exists()
             old_trace = target.with_name(target.name.removesuffix(".json") + ".trace.json.gz")
             if entry.trace:
-                _atomic_write(store.root / entry.trace[0], entry.trace[1])
+                write_atomically(store.root / entry.trace[0], entry.trace[1])
             elif old_trace.exists():
                 old_trace.unlink()  # the new entry has no trace: the old one would be orphaned
-            _atomic_write(target, entry.data)
+            write_atomically(target, entry.data)
             written.append((entry, replaced))
     return Imported(contents, written, left_out)
 

@@ -28,7 +28,7 @@ from attention_docs import declarations
 from attention_docs.experiments.registry import Experiment, get
 from attention_docs.measurements.keys import PACKAGE_ROOT, params_text
 from attention_docs.measurements.schema import Measurement, Sourced
-from attention_docs.measurements.store import Store
+from attention_docs.measurements.store import Store, stale_reason
 from attention_docs.workers import MeasurementError, run_worker
 
 log = logging.getLogger("attention_docs")
@@ -463,17 +463,10 @@ def frozen_message(store: Store, exp: Experiment, requested: dict, key: str, loc
             f"({unreadable[0].reason}) and the store is frozen. {fix}."
         )
     older = older_entry(store, exp, requested)
-    if older is not None:
-        if older.fingerprint != exp.fingerprint():
-            files = ", ".join(exp.source_files)
-            cause = (
-                f"its code changed since it was measured on {older.provenance.date[:10]} "
-                f"(key {older.key}; it measures {files})"
-            )
-        else:
-            cause = f"it was stored under an older key ({older.key}: an older measuring method)"
+    cause = stale_reason(older, exp) if older is not None else None
+    if cause is not None:
         return (
-            f"{what} is stale in the store {s.store}: {cause}, and the store is frozen. {fix}, "
+            f"{what} is stale in the store {s.store}: {cause}; and the store is frozen. {fix}, "
             "and delete the old entry with `python -m attention_docs prune`."
         )
     return (

@@ -18,9 +18,7 @@ import hashlib
 import importlib.metadata
 import inspect
 import json
-import os
 import sys
-import tempfile
 import time
 import tokenize
 import types
@@ -28,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from attention_docs.files import write_atomically
 from attention_docs.measurements.keys import PACKAGE_ROOT, file_tokens
 from attention_docs.measurements.schema import Measurement, Sourced
 
@@ -196,7 +195,7 @@ class TokenMemo:
 
     def save(self) -> None:
         if self.path is not None and self.dirty:  # one short line per version of a file
-            _write_text(self.path, json.dumps(self.known, sort_keys=True))
+            write_atomically(self.path, json.dumps(self.known, sort_keys=True))
             self.dirty = False
 
 
@@ -221,13 +220,6 @@ class RenderCache:
         self._code: dict[str, tuple[str, tuple[Path, ...]]] = {}
         self.tokens = TokenMemo(folder / "tokens.json" if folder else None)
         self._salt = f"{CACHE_VERSION}\0{_library_versions()}"
-
-    def start_build(self) -> None:
-        """Forget per-build state (measurement digests hold their objects alive)."""
-        self._digests.clear()
-        self._code.clear()
-        self.graph.refresh()
-        self.hits = self.misses = 0
 
     def code(self, module: str) -> tuple[str, tuple[Path, ...]]:
         """(digest, files) of `module`'s closure, computed once per build."""
@@ -299,7 +291,7 @@ class RenderCache:
         if isinstance(result, str):
             self.misses += 1
             if path is not None and time.perf_counter() - started >= MIN_SECONDS:
-                _write_text(path, result)
+                write_atomically(path, result)
         return result
 
 
@@ -312,18 +304,6 @@ def _library_versions() -> str:
         except importlib.metadata.PackageNotFoundError:
             versions.append(f"{name}=none")
     return ",".join(versions)
-
-
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class RenderProxy(types.ModuleType):

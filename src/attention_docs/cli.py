@@ -221,24 +221,12 @@ def _check_request(name: str, params: dict[str, Any], device: str) -> tuple[Any,
 
 
 def _read_manifest(path: Path) -> list[dict[str, Any]]:
-    shape = 'a JSON list of {"experiment": NAME, "requested": {PARAM: VALUE}} objects'
+    from attention_docs.measurements.manifest import read_requests
+
     try:
-        requests = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"cannot read requests manifest {path}: {exc}") from None
-    if not isinstance(requests, list):
-        kind = {dict: "object", str: "string", int: "number", float: "number"}.get(
-            type(requests), type(requests).__name__
-        )
-        raise UsageError(f"requests manifest {path} holds a JSON {kind}; it must be {shape}")
-    for i, r in enumerate(requests):
-        if not (
-            isinstance(r, dict)
-            and isinstance(r.get("experiment"), str)
-            and isinstance(r.get("requested", {}), dict)
-        ):
-            raise UsageError(f"request {i} of {path} is {json.dumps(r)[:80]}; it must be {shape}")
-    return requests
+        return read_requests(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
@@ -251,7 +239,7 @@ def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
     target = Store(store) if store else None
     failures = 0
     for request in requests:
-        name, requested = request["experiment"], request.get("requested", {})
+        name, requested = request["experiment"], request["requested"]
         try:
             run_experiment(
                 name, requested, device=args.device, store=target, allow_busy=args.allow_busy
@@ -517,7 +505,7 @@ def _requested_by_pages(manifest: Path) -> set[tuple[str, str]]:
         if r["experiment"] not in REGISTRY:
             continue
         try:
-            canonical = REGISTRY[r["experiment"]].canonical(r.get("requested", {}))
+            canonical = REGISTRY[r["experiment"]].canonical(r["requested"])
         except ExperimentError as exc:
             raise UsageError(
                 f"request {i} of {manifest} is not valid: {exc}; nothing was deleted (a full "

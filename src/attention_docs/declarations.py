@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attention_docs.experiments.registry import REGISTRY, Experiment
+from attention_docs.files import write_atomically
 from attention_docs.measurements.keys import PACKAGE_ROOT
 
 INDEX_VERSION = 3
@@ -122,16 +123,9 @@ def experiments(cache_dir: Path | None) -> dict[str, Experiment]:
     }
     data = {"version": INDEX_VERSION, "digest": digest, "experiments": index}
     with contextlib.suppress(OSError, pickle.PicklingError, AttributeError, TypeError):
-        _write(path, pickle.dumps(data))
+        write_atomically(path, pickle.dumps(data))
     _memo[cache_dir] = (digest, REGISTRY)
     return REGISTRY
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
 
 
 def _machine(setting: str) -> str | None:
@@ -162,5 +156,5 @@ def device_id(setting: str, cache_dir: Path | None, compute: Callable[[str], str
         return known[machine]
     found = compute(setting)
     with contextlib.suppress(OSError):
-        _write(path, json.dumps({machine: found}).encode())
+        write_atomically(path, json.dumps({machine: found}))
     return found

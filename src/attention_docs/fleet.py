@@ -133,15 +133,12 @@ def ordered_manifest(manifest: Path, target: Path) -> Path:
     """`manifest`'s requests in the order the pages need them (gpu_plan.py), written to
     `target`: the job has no chapters to order them by."""
     from attention_docs.gpu_plan import chapter_order, run_order
+    from attention_docs.measurements.manifest import read_requests
 
     try:
-        requests = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FleetError(f"cannot read the requests manifest {manifest}: {exc}") from None
-    if not isinstance(requests, list) or not all(
-        isinstance(r, dict) and isinstance(r.get("experiment"), str) for r in requests
-    ):
-        raise FleetError(f"{manifest} must hold a JSON list of {{'experiment': NAME, ...}}")
+        requests = read_requests(manifest)
+    except ValueError as exc:
+        raise FleetError(str(exc)) from None
     order = run_order(requests, chapter_order(PROJECT / "docs" / "chapters"))
     target.write_text(json.dumps(order, indent=1) + "\n", encoding="utf-8")
     return target

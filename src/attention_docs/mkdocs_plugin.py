@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import logging
 import os
 import posixpath
@@ -35,7 +34,9 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin, get_plugin_logger
 
 from attention_docs import book, build_cache, folders, site_pages
+from attention_docs.files import write_atomically
 from attention_docs.measurements.keys import PACKAGE_ROOT
+from attention_docs.measurements.manifest import requests_text
 
 log = get_plugin_logger("attention_docs")
 PLACEHOLDER = "@measurements/"
@@ -397,29 +398,11 @@ def stable_cell_ids(html: str) -> str:
 
 def write_requests(path: Path, fetches) -> None:
     """The requests manifest: every (experiment, requested) this build rendered, sorted."""
-    requests = sorted(
-        {
-            json.dumps({"experiment": f.experiment, "requested": f.requested}, sort_keys=True)
-            for f in fetches
-        }
-    )
-    text = "[\n" + ",\n".join(f"  {r}" for r in requests) + "\n]\n"
-    if requests and (not path.exists() or path.read_text(encoding="utf-8") != text):
-        write_file(path, text.encode())
-
-
-def write_file(path: Path, data: bytes) -> None:
-    """Write atomically, world-readable (mkstemp makes 0600 files)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        Path(tmp).chmod(0o644)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    if not fetches:
+        return
+    text = requests_text((f.experiment, f.requested) for f in fetches)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        write_atomically(path, text)
 
 
 def publish_store(store: Path, target: Path) -> None:
@@ -462,7 +445,7 @@ def write_notebooks(docs: Path, site: Path, cache_dir: Path | None = None) -> No
         target = site / "notebooks" / f"{source.stem}.ipynb"
         if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
             continue  # written by an earlier build into this folder (`serve`)
-        write_file(target, published_notebook(source, cache_dir))
+        write_atomically(target, published_notebook(source, cache_dir))
 
 
 def published_notebook(source: Path, cache_dir: Path | None = None) -> bytes:
@@ -485,7 +468,7 @@ def published_notebook(source: Path, cache_dir: Path | None = None) -> bytes:
         cell["id"] = f"cell-{i}"
     data = jupytext.writes(notebook, fmt="ipynb").encode()
     if cached is not None:
-        write_file(cached, data)
+        write_atomically(cached, data)
     return data
 
 
@@ -525,7 +508,7 @@ def package_wheel(cache_dir: Path | None = None) -> bytes | None:
         )
         return None
     if cached is not None:
-        write_file(cached, data)
+        write_atomically(cached, data)
     return data
 
 
@@ -536,7 +519,7 @@ def publish_wheel(site: Path, cache_dir: Path | None = None) -> Path | None:
         return None
     target = site / site_pages.DOWNLOADS / site_pages.WHEEL
     if not target.is_file() or target.read_bytes() != data:
-        write_file(target, data)
+        write_atomically(target, data)
     return target
 
 

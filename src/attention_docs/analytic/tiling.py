@@ -18,8 +18,6 @@ SKIPPED = "skipped"  # entirely in the future of every query in its row: never c
 
 # tiled_attention's default tiles: the ones forward_times times the loop with.
 DEFAULT_BLOCK = 64
-# Where an allocation made outside every labelled range is filed (peak-memory breakdowns).
-OUTSIDE_RANGES = "outside the labelled ranges"
 
 
 @dataclass(frozen=True)
@@ -154,14 +152,6 @@ def tile_rows(
             TileRow(q1 - q0, ncols, visited, visited - full, min(visited * block_k, kv_len), kv_len)
         )
     return tuple(rows)
-
-
-def row_counts(rows: tuple[TileRow, ...]) -> dict[str, int]:
-    """`tile_counts` from `tile_rows`."""
-    tiles = sum(r.tiles for r in rows)
-    computed = sum(r.visited for r in rows)
-    diagonal = sum(r.diagonal for r in rows)
-    return {"tiles": tiles, "computed": computed, "diagonal": diagonal, "skipped": tiles - computed}
 
 
 def rows_computed_fraction(rows: tuple[TileRow, ...]) -> float:

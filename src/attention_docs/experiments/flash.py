@@ -26,7 +26,6 @@ import importlib.util
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -472,8 +471,7 @@ def _kernel_timings(
         )
     from attention_docs.profiling.gpu_timing import time_kernel_us
 
-    medians: dict[str, list[float]] = {n: [] for n in fns}
-    pooled: dict[str, list[float]] = {n: [] for n in fns}
+    calls: dict[str, list[list[float]]] = {n: [] for n in fns}
     live = dict(fns)
     for _ in range(ROUNDS):
         for name, (fn, context) in list(live.items()):
@@ -489,15 +487,12 @@ def _kernel_timings(
                 failed[name] = unavailable(exc)
                 del live[name]
                 continue
-            medians[name].append(statistics.median(times))
-            pooled[name].extend(times)
+            calls[name].append(times)
     result = {}
     for name in live:
-        result[name] = Timing(
-            rounds_us=tuple(medians[name]),
-            runs=len(pooled[name]),
-            method=f"triton.testing.do_bench (L2 flushed before each call), {ROUNDS} "
-            "interleaved rounds",
+        result[name] = Timing.from_calls(
+            calls[name],
+            f"triton.testing.do_bench (L2 flushed before each call), {ROUNDS} interleaved rounds",
         )
     return result
 

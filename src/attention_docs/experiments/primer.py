@@ -4,19 +4,16 @@
 # chapter's lesson, and the chapter shows the code below through snippet markers.
 from __future__ import annotations
 
-import json
 import statistics
-import tempfile
 import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from torch.profiler import profile, schedule
 
 from attention_docs.analytic.cost import itemsize, score_matrix_bytes
 from attention_docs.attention.naive import naive_attention
@@ -25,6 +22,7 @@ from attention_docs.experiments.registry import Observed, Param, Work, experimen
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
+from attention_docs.profiling.profile import activities_on, chrome_of
 from attention_docs.profiling.timing import time_callable, time_callables
 from attention_docs.records.timing import Timing
 from attention_docs.records.trace import Trace, trim_chrome
@@ -54,17 +52,6 @@ PER_CALL_COLUMNS = (
 )
 # Span kinds whose extra time on the first call the chapter lists (steps are not ops).
 FIRST_CALL_KINDS = ("range", "op", "runtime", "kernel", "memcpy", "memset")
-
-
-def _activities(device: torch.device) -> list[ProfilerActivity]:
-    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-
-
-def _chrome_of(prof) -> dict:
-    with tempfile.TemporaryDirectory(prefix="attention-docs-primer-") as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        return json.loads(path.read_text(encoding="utf-8"))
 
 
 @dataclass
@@ -107,7 +94,7 @@ def profile_every_call(
         warnings.simplefilter("ignore", UserWarning)
         # --8<-- [start:every-call]
         with profile(
-            activities=_activities(device),  # [CPU], plus CUDA on a GPU
+            activities=activities_on(device),  # [CPU], plus CUDA on a GPU
             schedule=schedule(wait=0, warmup=0, active=calls, repeat=1),
             record_shapes=True,
         ) as prof:
@@ -115,7 +102,7 @@ def profile_every_call(
                 with per_call.call():  # wall clock, page faults, allocator growth
                     fn()
                 prof.step()  # ends this call's ProfilerStep#n
-        chrome = _chrome_of(prof)  # prof.export_chrome_trace(path), read back as JSON
+        chrome = chrome_of(prof)  # prof.export_chrome_trace(path), read back as JSON
         # --8<-- [end:every-call]
     return Trace.from_chrome(trim_chrome(chrome)), per_call
 
@@ -309,15 +296,6 @@ def _wall_per_call(fn: Callable[[], object], device: torch.device, iterations: i
     return times
 
 
-def _round_timing(per_round: list[list[float]], method: str) -> Timing:
-    """A Timing from per-call times grouped by round: each round's median is a round."""
-    return Timing(
-        rounds_us=tuple(statistics.median(r) for r in per_round),
-        runs=sum(len(r) for r in per_round),
-        method=method,
-    )
-
-
 # What each setting adds is findings/primer.py's to compute: the table keeps the timings.
 # Ten rounds, not profiling/timing.py's twenty: each round starts the profiler four times, and
 # ten rounds are the fewest whose lower quartile has a 90 % interval (records/timing.py).
@@ -355,15 +333,15 @@ def profile_overhead(
     for _ in range(OVERHEAD_ROUNDS):
         baseline.append(_wall_per_call(forward, ctx.device, iterations))
         for label, options in OVERHEAD_CONFIGS:
-            with profile(activities=_activities(ctx.device), **options) as prof:
+            with profile(activities=activities_on(ctx.device), **options) as prof:
                 _wall_per_call(forward, ctx.device, warm)  # the profiler's own first calls
                 times[label].append(_wall_per_call(forward, ctx.device, iterations))
             events[label].append(len(prof.events()) / (warm + iterations))
     method = f"time.perf_counter around each forward, {OVERHEAD_ROUNDS} interleaved rounds"
-    rows = [("no profiler", _round_timing(baseline, method), 0.0)]
+    rows = [("no profiler", Timing.from_calls(baseline, method), 0.0)]
     for label, _ in OVERHEAD_CONFIGS:
         per_forward = statistics.median(events[label])
-        rows.append((label, _round_timing(times[label], method), round(per_forward, 2)))
+        rows.append((label, Timing.from_calls(times[label], method), round(per_forward, 2)))
     return Observed(
         tables={"overhead": Table(OVERHEAD_COLUMNS, tuple(rows), {"time": "µs"})},
         facts={"iterations": iterations, "rounds": OVERHEAD_ROUNDS, "timer": method},

@@ -81,7 +81,7 @@ def _largest_bytes(p: dict) -> int:
 
 
 def _profiled(samples: list[float]) -> Timing:
-    return Timing(tuple(samples), len(samples), "profiled, one sample per call")
+    return Timing.from_rounds(samples, "profiled, one sample per call")
 
 
 @experiment(

@@ -36,7 +36,7 @@ MOST, SMALL = 0.5, 0.1
 
 def samples(values: Sequence[float], method: str) -> Timing:
     """Separate observations (calls, profiled forwards) as a Timing: each one a round."""
-    return Timing(tuple(values), len(values), method)
+    return Timing.from_rounds(values, method)
 
 
 def _q(m: Measurement, metric: str, subject: str, clock: str, detail: str = "") -> Quantity:

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from filelock import FileLock
 
+from attention_docs.files import try_writing, write_atomically
 from attention_docs.measurements.schema import (
     Measurement,
     NewerSchemaError,
@@ -89,9 +88,7 @@ class Store:
             folders += sorted(p for p in self.root.iterdir() if p.is_dir())
         for place in folders:
             try:
-                fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=place)
-                os.close(fd)
-                Path(probe).unlink()
+                try_writing(place)
             except OSError as exc:
                 return f"the store {self.root} cannot be written ({exc.strerror or exc}: {place})"
         lock = self.root / ".lock"
@@ -169,9 +166,9 @@ class Store:
                 rel = self.relative(
                     measurement.experiment, measurement.key, device, ".trace.json.gz"
                 )
-                _atomic_write(self.root / rel, chrome_bytes(chrome))
+                write_atomically(self.root / rel, chrome_bytes(chrome))
                 measurement = replace(measurement, trace_file=rel)
-            _atomic_write(target, measurement.dumps().encode())
+            write_atomically(target, measurement.dumps().encode())
         return measurement
 
     def entry_paths(self) -> list[Path]:
@@ -239,7 +236,7 @@ class Store:
                     continue
                 new_trace = self.path(m.experiment, m.key, m.device_id, ".trace.json.gz")
                 if old_trace is not None and old_trace.exists():
-                    _atomic_write(new_trace, old_trace.read_bytes())
+                    write_atomically(new_trace, old_trace.read_bytes())
                     old_trace.unlink()
                     rel = self.relative(m.experiment, m.key, m.device_id, ".trace.json.gz")
                     m = replace(m, trace_file=rel)
@@ -247,7 +244,7 @@ class Store:
                     # The entry it replaces may have had a trace; it would name nothing now.
                     new_trace.unlink(missing_ok=True)
                     m = replace(m, trace_file=None)
-                _atomic_write(target, m.dumps().encode())
+                write_atomically(target, m.dumps().encode())
                 path.unlink()
                 done.append(Migration(path, target, superseded=False))
         return done
@@ -265,8 +262,8 @@ class Store:
 
 def stale_reason(measurement: Measurement, experiment) -> str | None:
     """Why the stored `measurement` is stale, or None when it is current: the one rule that
-    `prune` deletes by and `import-archive` leaves entries out by (and a frozen build's
-    message can give).
+    `prune` deletes by, `import-archive` leaves entries out by, and a frozen build names
+    when it finds only such an entry for a request.
 
     `experiment` is the Experiment of the measurement's name as the code declares it now, or
     None when there is none. Stale: no such experiment; the code it measured has changed
@@ -281,7 +278,8 @@ def stale_reason(measurement: Measurement, experiment) -> str | None:
     if measurement.fingerprint != now:
         return (
             f"the code it measured has changed since (its fingerprint {measurement.fingerprint}, "
-            f"the code's now {now})"
+            f"the code's now {now}): it was measured on {measurement.provenance.date[:10]} and "
+            f"measures {', '.join(experiment.source_files)}"
         )
     try:
         current = experiment.key(measurement.requested)
@@ -313,19 +311,3 @@ def _newer_file(path: Path) -> int | None:
         return newer_version(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp creates 0600; entries are published with the site and read by everyone.
-        Path(tmp).chmod(0o644)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

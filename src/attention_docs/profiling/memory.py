@@ -3,16 +3,14 @@
 # the CPU the profiler's `[memory]` events (profile_memory=True) are summed.
 from __future__ import annotations
 
-import json
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import profile
 
 from attention_docs.profiling.device import synchronize
+from attention_docs.profiling.profile import activities_on, chrome_of
 
 
 @dataclass(frozen=True)
@@ -52,21 +50,9 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> int:
         peak = torch.cuda.max_memory_allocated(device) - before
         del result
         return int(peak)
-    return max((e.live for e in memory_events(fn, device)), default=0)
-
-
-def memory_events(fn: Callable[[], object], device: torch.device) -> list[MemoryEvent]:
-    """Allocation timeline of one call of `fn` on `device`, from the profiler."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities, profile_memory=True) as prof:
-        result = fn()
-        synchronize(device)
-    del result
-    with tempfile.TemporaryDirectory(prefix="attention-docs-memory-") as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        chrome = json.loads(path.read_text(encoding="utf-8"))
-    return events_from_chrome(chrome, device.type)
+    # The profiler's allocation timeline; the output's free comes after the peak.
+    chrome = profiled_call(fn, device, warmup=0)
+    return max((e.live for e in events_from_chrome(chrome, device.type)), default=0)
 
 
 def events_from_chrome(chrome: Mapping, device_type: str) -> list[MemoryEvent]:
@@ -187,15 +173,11 @@ def profiled_call(fn: Callable[[], object], device: torch.device, *, warmup: int
     for _ in range(warmup):
         fn()
     synchronize(device)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities, profile_memory=True) as prof:
+    with profile(activities=activities_on(device), profile_memory=True) as prof:
         result = fn()
         del result
         synchronize(device)
-    with tempfile.TemporaryDirectory(prefix="attention-docs-memory-") as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        return json.loads(path.read_text(encoding="utf-8"))
+    return chrome_of(prof)
 
 
 def memory_timeline(

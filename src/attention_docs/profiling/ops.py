@@ -6,8 +6,6 @@
 # and compares.
 from __future__ import annotations
 
-import json
-import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +17,7 @@ from attention_docs.attention.masking import MASK_VARIANTS, masked_attention, pr
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.attention.sdpa import sdpa_attention
 from attention_docs.inputs import make_qkv
+from attention_docs.profiling.profile import chrome_of
 from attention_docs.records.ops import RECORDED_OPS, OpList, committed, dumps, ops_from_chrome
 from attention_docs.records.shape import Shape
 
@@ -41,10 +40,7 @@ def record_ops(
     fn()  # the first call pays for lazy initialisation, which records ops of its own
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         fn()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        events = json.loads(path.read_text())["traceEvents"]
+    events = chrome_of(prof)["traceEvents"]
     return OpList(subject, shape, ops_from_chrome(events, steps))
 
 

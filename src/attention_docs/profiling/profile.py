@@ -64,11 +64,7 @@ def profile_callable(
             synchronize(device)
             prof.step()
     # --8<-- [end:profile]
-    with tempfile.TemporaryDirectory(prefix="attention-docs-trace-") as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        chrome = json.loads(path.read_text(encoding="utf-8"))
-    chrome = _strip_private(trim_chrome(chrome))
+    chrome = _strip_private(trim_chrome(chrome_of(prof)))
     flops: dict[str, float] = {}
     for event in prof.key_averages():
         if event.flops:
@@ -76,6 +72,23 @@ def profile_callable(
     return ProfileRun(
         chrome=chrome, trace=Trace.from_chrome(chrome), flops_by_op=flops, schedule=sched
     )
+
+
+def activities_on(device: torch.device) -> list[ProfilerActivity]:
+    """What torch.profiler records on `device`: the CPU, and CUDA on a GPU."""
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+
+
+def chrome_of(prof: profile) -> dict:
+    """The Chrome trace of a finished profiler run, as JSON data.
+
+    torch.profiler only writes one to a file: it goes to a temporary folder (under TMPDIR)
+    that is removed once read back.
+    """
+    with tempfile.TemporaryDirectory(prefix="attention-docs-trace-") as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _strip_private(chrome: dict) -> dict:

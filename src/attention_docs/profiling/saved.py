@@ -54,8 +54,3 @@ def saved_tensors(
             )
         )
     return sorted(result, key=lambda s: (-s.bytes, s.role))
-
-
-def extra_bytes(saved: Sequence[SavedTensor]) -> int:
-    """Bytes autograd keeps beyond the inputs (the output and everything saved for backward)."""
-    return sum(s.bytes for s in saved if s.role != INPUT)

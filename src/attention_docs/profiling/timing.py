@@ -136,10 +136,8 @@ def time_callables(
     for name, fn in fns.items():
         for part in fn.steps if isinstance(fn, StepSequence) else (name,):
             runs[part] = number[name] * rounds
-    # Kept to the nanosecond: finer digits are noise, and they bloat the store.
     return {
-        part: Timing(tuple(round(v, 3) for v in values), runs[part], method)
-        for part, values in samples.items()
+        part: Timing.from_rounds(values, method, runs[part]) for part, values in samples.items()
     }
 
 

@@ -49,10 +49,6 @@ class SpecSheet:
         return self.names[0]
 
     @property
-    def shared_memory_per_sm_kb(self) -> int | None:
-        return SHARED_MEMORY_KB.get(self.capability or "", (None, None))[0]
-
-    @property
     def shared_memory_per_block_kb(self) -> int | None:
         """The most shared memory one thread block (one FlashAttention program) may use."""
         return SHARED_MEMORY_KB.get(self.capability or "", (None, None))[1]
@@ -79,7 +75,6 @@ class SpecSheet:
 # Shared memory per SM and the most one thread block may use, in KB, by compute capability:
 # CUDA C++ Programming Guide, "Technical Specifications per Compute Capability".
 SHARED_MEMORY_KB = {"80": (164, 163), "86": (100, 99), "89": (100, 99), "90": (228, 227)}
-SHARED_MEMORY_SOURCE = "CUDA C++ Programming Guide, Technical Specifications per Compute Capability"
 
 REPORTED_MIB_SOURCE = (
     "nvidia-smi's memory total as its users post it: 143771MiB on an H200 SXM (e.g. "

@@ -14,12 +14,15 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # The quantile of the rounds a timing states, and the confidence of its interval.
 QUANTILE = 0.25
 CONFIDENCE = 0.90
+# A round is kept to the nanosecond: finer digits are noise, and they bloat the store.
+ROUND_DIGITS = 3
 
 
 def quantile(values: Sequence[float], p: float) -> float:
@@ -68,6 +71,10 @@ class Timing:
     `rounds_us` holds each round's time per call (the mean over the calls of its block);
     `runs` is how many calls were timed in all. `time_us` is the rounds' lower quartile, and
     `low_us`/`high_us` its 90 % interval, the interval a comparison uses.
+
+    A measurement makes one with `from_rounds` (a time per round) or `from_calls` (the times
+    of single calls, grouped by round), never field by field: they keep every round to the
+    same precision.
     """
 
     rounds_us: tuple[float, ...]
@@ -78,6 +85,25 @@ class Timing:
         object.__setattr__(self, "rounds_us", tuple(self.rounds_us))
         if not self.rounds_us:
             raise ValueError("a Timing needs its rounds")
+
+    @classmethod
+    def from_rounds(
+        cls, rounds_us: Sequence[float], method: str, runs: int | None = None
+    ) -> Timing:
+        """A timing of rounds that each give a time per call in µs; `runs`, the calls timed in
+        all, is one per round unless given."""
+        rounds = tuple(round(float(x), ROUND_DIGITS) for x in rounds_us)
+        return cls(rounds, len(rounds) if runs is None else runs, method)
+
+    @classmethod
+    def from_calls(cls, calls_by_round: Sequence[Sequence[float]], method: str) -> Timing:
+        """A timing of single calls' times in µs, grouped by round: each round's time is its
+        calls' median (one slow call in a round does not move it)."""
+        return cls.from_rounds(
+            [statistics.median(calls) for calls in calls_by_round],
+            method,
+            runs=sum(len(calls) for calls in calls_by_round),
+        )
 
     @property
     def time_us(self) -> float:

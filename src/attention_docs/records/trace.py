@@ -82,9 +82,6 @@ class Trace:
     def duration_us(self) -> float:
         return max((s.end_us for s in self.spans), default=0.0)
 
-    def of_kind(self, *kinds: str) -> list[Span]:
-        return [s for s in self.spans if s.kind in kinds]
-
     def named(self, name: str) -> list[Span]:
         return [s for s in self.spans if s.name == name]
 
@@ -438,24 +435,6 @@ def kernel_time_us(trace: Trace, labels: Iterable[str]) -> dict[str, float] | No
     return {
         label: sum(s.dur_us for s in spans if s.kind in GPU_WORK) for label, spans in found.items()
     }
-
-
-def step_kernel_time_us(trace: Trace) -> dict[int, float] | None:
-    """Per profiler step: the summed durations of the GPU work launched in it.
-
-    A kernel belongs to the step its launch started in, on whichever thread (see `_parse`),
-    even when the GPU runs it after the step has ended on the CPU.
-
-    Returns:
-        Microseconds per step number, or None when the trace has no GPU work (a CPU trace).
-    """
-    if not has_gpu_work(trace):
-        return None
-    totals = {s.step: 0.0 for s in trace.steps}
-    for s in trace.spans:
-        if s.kind in GPU_WORK and s.step in totals:
-            totals[s.step] += s.dur_us
-    return totals
 
 
 @dataclass(frozen=True)
