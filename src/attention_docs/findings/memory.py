@@ -15,6 +15,7 @@ from attention_docs.analytic.memory import (
 )
 from attention_docs.findings.facts import COUNTED, MODEL, Fact, Quantity
 from attention_docs.findings.forecast import Check, check, forecast
+from attention_docs.findings.trend import table_slopes
 from attention_docs.measurements.forward import NAIVE
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -55,6 +56,9 @@ def matrix(s: Shape, part: str = "matrix") -> Fact:
     return Fact(Quantity(metric, subject, ANALYTIC, MODEL, s), value, "B")
 
 
+SCRATCH_BLOCK_BYTES = 64  # below this, a scratch allocation is a scalar, not a block
+
+
 @dataclass(frozen=True)
 class Scratch:
     """Scratch one op allocated and freed again inside one call, in one step."""
@@ -79,6 +83,12 @@ class DtypePeak:
     kernel: str | None
     isa: str | None
     scratch: tuple[Scratch, ...]
+
+    @property
+    def scratch_blocks(self) -> tuple[Scratch, ...]:
+        """The scratch that is a block of data (64 bytes or more per call), not the 2–4 byte
+        scalar of `√d`."""
+        return tuple(x for x in self.scratch if x.per_call.value >= SCRATCH_BLOCK_BYTES)
 
 
 def dtype_peaks(m: Measurement) -> tuple[DtypePeak, ...]:
@@ -256,3 +266,11 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> dict[str, Ch
             forecast("workspace per stream", "cuBLAS", gpu, CUBLAS_WORKSPACE_HOPPER, "B"), None
         ),
     }
+
+
+PEAK_LINES = ("predicted_peak_bytes", "measured_peak_bytes")
+
+
+def peak_slopes(m: Measurement) -> dict[str, float | None]:
+    """The fitted log-log slope of the predicted and the measured peak against seq_len."""
+    return table_slopes(m.tables["peak"], "seq_len", PEAK_LINES)
