@@ -63,3 +63,18 @@ def test_stray_long_decimals_in_alt_text_follow_the_rule():
     """figures' safety net for alt text rounds as words.number does (no ".3g", no "2171")."""
     assert figures._tidy_alt("at 2170.748374737741 and 0.000123456") == "at 2,170 and 0.000123"
     assert figures._tidy_alt("peak None") == "peak not available"
+
+
+def test_a_generic_table_column_reads_in_one_spelling():
+    """records_table: a µs column never mixes "7,590" with "16 k" (the scaffold's page did)."""
+    from dataclasses import replace
+
+    from recorded import recorded
+
+    from attention_docs.measurements import Sourced, Table
+    from attention_docs.render import tables
+
+    table = Table(("seq_len", "time_us"), ((1024, 7590.4), (4096, 16012.0)), {"time_us": "µs"})
+    m = replace(recorded("naive_steps"), tables={"t": table})
+    text = tables.records_table(Sourced(m, "from the store", "x.json"), "t")
+    assert "| 1024 | 7,590 |" in text and "| 4096 | 16,000 |" in text and " k " not in text

@@ -4,6 +4,7 @@
 # are live at once; the peak sweep's rows; and the forecasts for a GPU with their checks.
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from attention_docs.analytic import gpu as g
@@ -83,6 +84,11 @@ class DtypePeak:
     kernel: str | None
     isa: str | None
     scratch: tuple[Scratch, ...]
+
+    @property
+    def matches_model(self) -> bool:
+        """The counted peak is the model's prediction to the byte."""
+        return self.measured.value == self.model.value
 
     @property
     def scratch_blocks(self) -> tuple[Scratch, ...]:
@@ -167,6 +173,11 @@ class PeakRow:
     ratio: Fact | None  # measured ÷ model
     nxn: Fact | None  # the model's N×N part (two matrices and the mask) over the measured peak
     status: str
+
+
+def peaks_to_the_byte(rows: Iterable[PeakRow]) -> bool:
+    """Every row that ran measured exactly the model's peak (a ratio of 1)."""
+    return all(r.ratio.value == 1 for r in rows if r.ratio is not None)
 
 
 def peak_rows(m: Measurement) -> tuple[PeakRow, ...]:

@@ -92,7 +92,7 @@ def peak_claim(m: Measurement) -> str:
     parts = [f"two N×N matrices of {fact(fm.matrix(s))}"]
     parts += [f"the bool mask ({fact(fm.matrix(s, 'mask'))})"] if s.causal else []
     parts += [f"the output ({fact(fm.matrix(s, 'output'))})"]
-    verdict = "to the byte" if here.measured.value == here.model.value else "once scratch is added"
+    verdict = "to the byte" if here.matches_model else "once scratch is added"
     return (
         f"The forward's peak is {fact(here.measured, emphasis=True)} above its inputs. The model "
         f"predicts {words.series(parts)}: {fact(here.model)}. It matches {verdict}."
@@ -164,7 +164,7 @@ def oom_claim(m: Measurement) -> str:
         f"all of it were free)."
     )
     if ran:
-        same = "equals the model's to the byte" if all(r.ratio.value == 1 for r in ran) else "is the model's times the ratio in the table"  # fmt: skip
+        same = "equals the model's to the byte" if fm.peaks_to_the_byte(ran) else "is the model's times the ratio in the table"  # fmt: skip
         text += (
             f" Where the forward ran, the measured peak {same}; its N×N part (two matrices and "
             f"the mask) is {fact(ran[0].nxn)} of it at seq_len {ran[0].seq_len:,} and "
@@ -180,8 +180,7 @@ def finding(m: Measurement) -> str:
     """The chapter's finding: the peak and what it is made of, what a backend's scratch adds in
     the other dtype, and where naive attention runs out on the forecast GPU."""
     here, s, parts = _here(m), fm.shape(m), fm.matrices(m)
-    exact = here.measured.value == here.model.value
-    match = "exactly the model's prediction" if exact else f"the model's {fact(here.model)} plus scratch"  # fmt: skip
+    match = "exactly the model's prediction" if here.matches_model else f"the model's {fact(here.model)} plus scratch"  # fmt: skip
     text = (
         f"One naive forward at {s.text()} peaks at {fact(here.measured, emphasis=True)} above its "
         f"inputs ({m.provenance.device.label}): {fact(parts.live_at_once)} N×N matrices of "

@@ -121,12 +121,13 @@ def records_table(sourced: Sourced, name: str, columns: Sequence[str] | None = N
 
 
 def _cell(value) -> str:
-    """Integers (shapes, counts) exactly; other numbers by the one precision rule (an SI
-    prefix from 10,000 up); a Timing as its time and interval; — for missing."""
+    """Integers (shapes, counts) exactly; other numbers to three significant figures in the
+    column's unit, which the header names, with no prefix: one column never reads "7,590"
+    in one row and "16 k" in the next; a Timing as its time and interval; — for missing."""
     if value is None:
         return "—"
     if isinstance(value, Timing):
         return words.timing(value)
     if isinstance(value, float):
-        return words.value(value, "")
+        return words.number(value)
     return str(value)
