@@ -1,8 +1,9 @@
 """render/ states findings; it never decides. The rule, read from the source with `ast`:
 
 (a) no module under render/ imports a judgement function from findings/ (compare, rank,
-    the trend and share functions, bound): it asks a finding, which hands it a ready
-    Comparison, Ranking, Slope or Share (those types may be imported, to annotate);
+    the trend and share functions, bound, distribution, forecast and realistic): it asks a
+    finding, which hands it a ready Comparison, Ranking, Slope, Share or Check (those types
+    may be imported, to annotate);
 (b) no module under render/ calls max, min or sorted or writes an ordering comparison
     (<, >, <=, >=), unless the line says why it is layout with a `# layout:` comment (axis
     limits, label widths, colour contrast, the order rows are listed in), never a verdict on
@@ -28,6 +29,9 @@ JUDGEMENT = {
     "attention_docs.findings.rank": {"Ranking"},
     "attention_docs.findings.trend": {"Slope", "QUADRATIC", "RISES", "FALLS", "FLAT"},
     "attention_docs.findings.share": {"Share", "Largest"},
+    "attention_docs.findings.distribution": {"Distribution", "Mode", "GAP_FACTOR"},
+    # A forecast is modelled in findings; check(forecast, None) only wraps one as a box row.
+    "attention_docs.findings.forecast": {"Check", "check", "RANGE_OF_NAIVE", "RANGE_OF_FLASH"},
     "attention_docs.findings.bound": {
         "Bound",
         "COMPUTE",
@@ -138,6 +142,7 @@ def test_every_layout_mark_says_why():
         ("from attention_docs.findings.trend import fitted_slope\n", "imports fitted_slope"),
         ("from attention_docs.findings import share\n", "findings.share"),
         ("import attention_docs.findings.rank\n", "attention_docs.findings.rank"),
+        ("from attention_docs.findings.forecast import check, realistic\n", "imports realistic"),
     ],
 )
 def test_the_check_catches_a_planted_decision(planted, what):
