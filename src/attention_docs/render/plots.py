@@ -195,7 +195,7 @@ def stacked_share_figure(
     x_unit: str | None = None,
 ) -> str:
     """Stacked bars: for each x in `xs`, each part's share (`shares[i][part]`, a fraction of
-    the whole that a finding computed: findings/share.table_shares)."""
+    the whole that a finding computed: findings/share.row_shares)."""
     with new_figure(7.0, 3.4) as fig:
         ax = fig.add_subplot()
         bottoms = [0.0] * len(xs)
@@ -216,7 +216,7 @@ def stacked_share_figure(
         ax.spines[["top", "right"]].set_visible(False)
         fig.legend(loc="outside right center", frameon=False, fontsize=8)
         alt = f"{what} Shares per {quantity_label(x).lower()}: " + "; ".join(
-            f"{xv}: " + ", ".join(f"{p} {percent(s[p])}" for p in parts)
+            f"{figure_number(xv)}: " + ", ".join(f"{p} {percent(s[p])}" for p in parts)
             for xv, s in zip(xs, shares, strict=True)
         )
         svg = to_svg(fig, alt)
