@@ -188,3 +188,32 @@ def test_a_check_sets_a_measurement_beside_its_forecast():
     )
     with pytest.raises(ValueError, match="does not measure"):
         check(f, other)
+
+
+def test_a_comparison_says_which_way_it_reads():
+    """as_ordered: the side given as `fast` has the lower median; renderers phrase from it."""
+    from attention_docs.findings.compare import compare
+
+    assert compare(t(1, 1.1, 1.2), t(2, 2.1, 2.2)).as_ordered
+    assert not compare(t(2, 2.1, 2.2), t(1, 1.1, 1.2)).as_ordered
+    assert words.speed(compare(t(2, 2.1, 2.2), t(1, 1.1, 1.2)), "a", "b").startswith("b is")
+
+
+def test_row_shares_are_fractions_of_each_row():
+    rows = [{"a": 1.0, "b": 3.0}, {"a": None, "b": 2.0}, {"a": 0, "b": 0}]
+    assert share.row_shares(rows, ["a", "b"]) == [
+        {"a": 0.25, "b": 0.75},
+        {"a": 0.0, "b": 1.0},  # a missing part counts as 0
+        {"a": 0.0, "b": 0.0},  # nothing to share
+    ]
+
+
+def test_table_slopes_fit_each_column_and_read_a_timing_as_its_median():
+    from attention_docs.measurements.schema import Table
+
+    table = Table(
+        ("n", "square", "line", "timed"),
+        tuple((n, 3.0 * n * n, None if n == 8 else 5.0 * n, t(n, n, n)) for n in (1, 2, 4, 8)),
+    )
+    slopes = trend.table_slopes(table, "n", ["square", "line", "timed"])
+    assert slopes == pytest.approx({"square": 2.0, "line": 1.0, "timed": 1.0})

@@ -7,7 +7,8 @@ from recorded import recorded
 from attention_docs import render
 from attention_docs.attention.naive import naive_attention
 from attention_docs.experiments._sweep import OUT_OF_MEMORY, sweep
-from attention_docs.findings.trend import fitted_slope
+from attention_docs.findings.share import row_shares
+from attention_docs.findings.trend import fitted_slope, table_slopes
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import Sourced, Table
 from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
@@ -67,11 +68,12 @@ def test_line_figure_marks_missing_points_and_states_the_slope():
         {"time_us": "µs"},
     )
     s = Sourced(replace(base, tables={"sweep": table}), "from the store", "x.json")
+    slopes = table_slopes(table, "seq_len", ["time_us"])  # the finding the figure is given
     html = render.plots.line_figure(
-        s, "sweep", x="seq_len", ys=["time_us"], what="Time.", logx=True, logy=True, fit_slope=True
+        s, "sweep", x="seq_len", ys=["time_us"], what="Time.", logx=True, logy=True, slopes=slopes
     )
     assert re.search(
-        r'aria-label="Time\. Against sequence length: Time \(slope 2\.00\): '
+        r'aria-label="Time\. Against sequence length: Time \(slope 2\): '
         r'64 → 1 µs, 128 → 4 µs, 256 → not available"',
         html,
     )
@@ -81,7 +83,9 @@ def test_line_figure_marks_missing_points_and_states_the_slope():
     assert "time_us" not in html and "seq_len" not in html.split("<figcaption")[0]
     bars = render.plots.bar_figure(s, "sweep", label="seq_len", value="time_us", what="Bars.")
     assert "256: not available" in bars and "None" not in bars.split("<figcaption")[0]
+    found = row_shares(table.records(), ["time_us"])
+    assert found == [{"time_us": 1.0}, {"time_us": 1.0}, {"time_us": 0.0}]  # None counts as 0
     shares = render.plots.stacked_share_figure(
-        s, "sweep", x="seq_len", parts=["time_us"], what="Shares."
+        s, table.column("seq_len"), found, x="seq_len", parts=["time_us"], what="Shares."
     )
-    assert "64: time_us 100%" in shares
+    assert "64: time_us 100%" in shares and "256: time_us 0%" in shares

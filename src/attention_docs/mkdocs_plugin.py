@@ -612,8 +612,12 @@ def store_devices(store: Path) -> dict[str, dict]:
 def _device_item(device_id: str, row: dict, used: int) -> str:
     import html
 
+    from attention_docs.render import words
+
     p = row["provenance"]
-    memory = f", {p.device.memory_bytes / 2**30:.0f} GiB" if p.device.memory_bytes else ""
+    memory = (
+        f", {words.value(p.device.memory_bytes / 2**30, 'GiB')}" if p.device.memory_bytes else ""
+    )
     versions = f"torch {p.torch_version}" + (f", CUDA {p.cuda_version}" if p.cuda_version else "")
     spec = (p.device.spec or {}).get("source")
     sheet = f"data sheet: {spec}" if spec else "no data sheet: its ceilings are measured"

@@ -12,7 +12,7 @@ from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_steps
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import COUNTED, MODEL, PROFILED, UNPROFILED, Fact, Quantity
 from attention_docs.findings.forecast import Check, check, forecast
-from attention_docs.findings.trend import fitted_slope
+from attention_docs.findings.trend import fitted_slope, table_slopes
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
@@ -248,3 +248,10 @@ def limits(gpu: SpecSheet) -> tuple[str, str]:
         for limit in ("memory", "compute")
     }
     return max(by_limit, key=by_limit.get), model.flash_backward(gpu).limit
+
+
+def saved_slopes(m: Measurement) -> dict[str, float | None]:
+    """The fitted log-log slope of each implementation's kept bytes against seq_len (every
+    row of the table, as the figure draws it)."""
+    names = [g.implementation for g in growth(m)]
+    return table_slopes(m.tables["saved"], "seq_len", names)

@@ -16,6 +16,13 @@ class Comparison:
     high: float  # slow.high / fast.low
     tie: bool  # the two intervals overlap: the difference is inside the noise
 
+    @property
+    def as_ordered(self) -> bool:
+        """The side given as `fast` has the lower (or equal) median: ratio ≥ 1. A sentence
+        that states a ratio above 1 names the sides in this order, else the other way round
+        (a tie says neither is faster, whichever way it is read)."""
+        return self.ratio >= 1
+
 
 def compare(fast: Timing, slow: Timing) -> Comparison:
     """Compare two timings; a tie when their round ranges overlap."""

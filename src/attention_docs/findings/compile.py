@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attention_docs.analytic import fusion as model
+from attention_docs.analytic.gpu import naive_floor_us, naive_kernels, naive_range
 from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, one_device
-from attention_docs.findings.forward import versus
+from attention_docs.findings.forecast import RANGE_OF_NAIVE, Check, check, forecast, realistic
+from attention_docs.findings.forward import FORWARD_TIME, forward_time, versus
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
+from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
+from attention_docs.records.steps import ELEMENTWISE
 
 FIRST_CALL = "first-call time"
 SAVED = "time saved per forward"
@@ -63,3 +68,64 @@ def break_even(compile: Fact, times: Measurement, fast: str, slow: str, shape: S
     n = compile.value / saved.value
     low, high = compile.value / saved.high, compile.value / saved.low
     return BreakEven(compile, Fact(q, n, "forwards", low, high), None)
+
+
+ELEMENTWISE_SUBJECT = "scale + mask + softmax"
+
+
+@dataclass(frozen=True)
+class FusionForecast:
+    """What fusing the element-wise steps saves on a GPU by its data sheet: their HBM bytes
+    eager and fused, the floor time that saves, the forward's floor eager and compiled
+    (checked against the GPU's stored forward times, if any), and the realistic ranges."""
+
+    elementwise_kernels: int  # of the naive forward's kernels, the element-wise ones
+    naive_kernels: int
+    eager_bytes: Check
+    fused_bytes: Check
+    time_saved: Check
+    naive_floor: Check
+    compiled_floor: Check
+    time_saved_range: Check | None
+    naive_range: Check | None
+    compiled_range: Check | None
+    sources: tuple[str, ...]  # the efficiencies on record the ranges divide by
+
+
+def fusion_forecast(gpu: SpecSheet, shape: Shape, there: Measurement | None) -> FusionForecast:
+    """The fusion forecast at `shape` on `gpu`; `there`: the GPU's stored forward_times."""
+    eager, fused = model.eager_elementwise(gpu, shape), model.fused_elementwise(gpu, shape)
+    kernels = naive_kernels(gpu, shape)
+    what = ELEMENTWISE_SUBJECT
+
+    def spec(metric, subject, value, unit):
+        return forecast(metric, subject, gpu, value, unit, shape=shape)
+
+    def measured(name):
+        return forward_time(there, name, shape) if there else None
+
+    def ranged(r):
+        return check(r, None) if r is not None else None
+
+    naive = spec(FORWARD_TIME, fwd.NAIVE, naive_floor_us(gpu, shape), "µs")
+    compiled = spec(FORWARD_TIME, fwd.COMPILED, model.compiled_floor_us(gpu, shape), "µs")
+    saved_us = sum(k.floor_us for k in eager) - fused.floor_us
+    compiled_detail = "realistic range: compiled_floor_us over cited efficiencies"
+    return FusionForecast(
+        elementwise_kernels=sum(1 for k in kernels if k.label in ELEMENTWISE),
+        naive_kernels=len(kernels),
+        eager_bytes=check(spec("HBM bytes", f"{what}, eager", sum(k.bytes for k in eager), "B"), None),
+        fused_bytes=check(spec("HBM bytes", f"{what}, fused", fused.bytes, "B"), None),
+        time_saved=check(spec("time saved by fusion", what, saved_us, "µs"), None),
+        naive_floor=check(naive, measured(fwd.NAIVE)),
+        compiled_floor=check(compiled, measured(fwd.COMPILED)),
+        time_saved_range=ranged(realistic("time saved by fusion", what, gpu, model.time_saved_range(gpu, shape), "µs", shape=shape)),
+        naive_range=ranged(realistic(FORWARD_TIME, fwd.NAIVE, gpu, naive_range(gpu, shape), "µs", shape=shape, detail=RANGE_OF_NAIVE)),
+        compiled_range=ranged(realistic(FORWARD_TIME, fwd.COMPILED, gpu, model.compiled_range(gpu, shape), "µs", shape=shape, detail=compiled_detail)),
+        sources=tuple(dict.fromkeys(model.compiled_range(gpu, shape).sources + naive_range(gpu, shape).sources)),
+    )  # fmt: skip
+
+
+def bytes_saved(gpu: SpecSheet, shape: Shape) -> Fact:
+    """The HBM bytes per forward fusing the element-wise steps spares, by the data sheet."""
+    return forecast("HBM bytes saved by fusion", model.FUSED, gpu, model.bytes_saved(gpu), "B", shape=shape)  # fmt: skip

@@ -39,7 +39,7 @@ from attention_docs.findings.facts import (
 from attention_docs.findings.forecast import RANGE_OF_FLASH, Check, check, forecast
 from attention_docs.findings.forecast import realistic as forecast_range
 from attention_docs.findings.rank import Ranking, rank
-from attention_docs.findings.trend import fitted_slope
+from attention_docs.findings.trend import fitted_slope, table_slopes
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -224,6 +224,26 @@ def online_softmax(m: Measurement) -> list[OnlineTile]:
             )
         )  # fmt: skip
     return out
+
+
+@dataclass(frozen=True)
+class OnlineSummary:
+    """What the online softmax table shows: how many tiles after the first raised the running
+    max, and how far the online log-sum-exp ends from the whole row's."""
+
+    grew: int
+    after_first: int
+    lse_gap: float  # |(m + log l) − the whole row's log-sum-exp|
+
+    @property
+    def exact(self) -> bool:
+        return self.lse_gap == 0
+
+
+def online_summary(m: Measurement) -> OnlineSummary:
+    tiles = online_softmax(m)
+    gap = abs(m.facts["online_lse"] - m.facts["whole_row_lse"])
+    return OnlineSummary(sum(t.grew for t in tiles[1:]), len(tiles) - 1, gap)
 
 
 @dataclass(frozen=True)
@@ -658,3 +678,11 @@ def gpu_forecast(
         realistic,
         floor(fwd.TRITON),
     )
+
+
+MEMORY_LINES = ("naive_peak", "tiled_peak", "sdpa_flash_peak")
+
+
+def memory_slopes(m: Measurement) -> dict[str, float | None]:
+    """The fitted log-log slope of each implementation's peak memory against seq_len."""
+    return table_slopes(m.tables["memory_by_seq_len"], "seq_len", MEMORY_LINES)

@@ -4,6 +4,7 @@
 # are live at once; the peak sweep's rows; and the forecasts for a GPU with their checks.
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from attention_docs.analytic import gpu as g
@@ -15,6 +16,7 @@ from attention_docs.analytic.memory import (
 )
 from attention_docs.findings.facts import COUNTED, MODEL, Fact, Quantity
 from attention_docs.findings.forecast import Check, check, forecast
+from attention_docs.findings.trend import table_slopes
 from attention_docs.measurements.forward import NAIVE
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -55,6 +57,9 @@ def matrix(s: Shape, part: str = "matrix") -> Fact:
     return Fact(Quantity(metric, subject, ANALYTIC, MODEL, s), value, "B")
 
 
+SCRATCH_BLOCK_BYTES = 64  # below this, a scratch allocation is a scalar, not a block
+
+
 @dataclass(frozen=True)
 class Scratch:
     """Scratch one op allocated and freed again inside one call, in one step."""
@@ -79,6 +84,17 @@ class DtypePeak:
     kernel: str | None
     isa: str | None
     scratch: tuple[Scratch, ...]
+
+    @property
+    def matches_model(self) -> bool:
+        """The counted peak is the model's prediction to the byte."""
+        return self.measured.value == self.model.value
+
+    @property
+    def scratch_blocks(self) -> tuple[Scratch, ...]:
+        """The scratch that is a block of data (64 bytes or more per call), not the 2–4 byte
+        scalar of `√d`."""
+        return tuple(x for x in self.scratch if x.per_call.value >= SCRATCH_BLOCK_BYTES)
 
 
 def dtype_peaks(m: Measurement) -> tuple[DtypePeak, ...]:
@@ -157,6 +173,11 @@ class PeakRow:
     ratio: Fact | None  # measured ÷ model
     nxn: Fact | None  # the model's N×N part (two matrices and the mask) over the measured peak
     status: str
+
+
+def peaks_to_the_byte(rows: Iterable[PeakRow]) -> bool:
+    """Every row that ran measured exactly the model's peak (a ratio of 1)."""
+    return all(r.ratio.value == 1 for r in rows if r.ratio is not None)
 
 
 def peak_rows(m: Measurement) -> tuple[PeakRow, ...]:
@@ -256,3 +277,11 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> dict[str, Ch
             forecast("workspace per stream", "cuBLAS", gpu, CUBLAS_WORKSPACE_HOPPER, "B"), None
         ),
     }
+
+
+PEAK_LINES = ("predicted_peak_bytes", "measured_peak_bytes")
+
+
+def peak_slopes(m: Measurement) -> dict[str, float | None]:
+    """The fitted log-log slope of the predicted and the measured peak against seq_len."""
+    return table_slopes(m.tables["peak"], "seq_len", PEAK_LINES)

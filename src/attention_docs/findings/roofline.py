@@ -331,3 +331,8 @@ def profiler_flops(m: Measurement) -> ProfilerFlops | None:
         tuple(sorted(counted)),
         math.isclose(ours, theirs, rel_tol=1e-6),
     )
+
+
+def right_of_ridge(r: Roofline, p: Placed) -> bool:
+    """Whether step `p` sits at or right of the ridge: intense enough for compute to bound it."""
+    return p.step.intensity.value >= r.ridge.value

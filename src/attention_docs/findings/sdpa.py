@@ -9,8 +9,11 @@ from dataclasses import dataclass
 
 from attention_docs.analytic import sdpa_dispatch as rules
 from attention_docs.analytic.gpu import FORECAST_SHAPE
+from attention_docs.findings.compare import Comparison, compare
+from attention_docs.findings.facts import UNPROFILED, Quantity
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
+from attention_docs.records.shape import Shape
 
 # The runtime cuDNN decides the order on sm_90: torch's default order up to 9.15.0, cuDNN
 # first from 9.15.1 on. A forecast states both.
@@ -54,3 +57,15 @@ def forecast(gpu: SpecSheet, big_head_dim: int) -> Forecast:
         for name, cudnn in SCENARIOS.items()
     }
     return Forecast(gpu, variants, choices)
+
+
+def mask_ratios(m: Measurement) -> dict[str, tuple[Quantity, Comparison]]:
+    """Each way of asking for the causal mask after the first (is_causal) against is_causal:
+    the time ratio's quantity, and the comparison of their interleaved rounds."""
+    base, *rest = m.tables["masks"].records()
+    out = {}
+    for r in rest:
+        who = f"SDPA with the causal mask as {r['mask']}"
+        q = Quantity("time ratio to is_causal", who, m.device_id, UNPROFILED, Shape.of(m.params))
+        out[r["mask"]] = (q, compare(base["time"], r["time"]))
+    return out

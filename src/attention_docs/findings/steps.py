@@ -25,12 +25,12 @@ from attention_docs.findings.facts import (
 from attention_docs.findings.forecast import Check, check, forecast
 from attention_docs.findings.forward import FORWARD_TIME, STEP_TIME, forward_time, step_time
 from attention_docs.findings.primer import samples
-from attention_docs.findings.share import Largest, largest, shares
+from attention_docs.findings.share import Largest, largest, row_shares, shares
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
-from attention_docs.records.steps import MATMULS
+from attention_docs.records.steps import MATMULS, STEPS
 from attention_docs.records.timing import Timing
 
 FLOP_RATE, BYTE_RATE = "achieved FLOP/s", "achieved bandwidth"
@@ -490,3 +490,13 @@ def ops(m: Measurement, subject: str | None = None, limit: int = 10) -> tuple[Op
             )
         )
     return tuple(out)
+
+
+def share_bars(
+    sweep: Measurement, point: Measurement
+) -> tuple[tuple[str, ...], tuple[dict[str, float], ...]]:
+    """`shares_by_shape` for a stacked bar: each shape's label, and its steps' median shares
+    scaled to sum to one (medians taken step by step need not)."""
+    found = shares_by_shape(sweep, point)
+    rows = [{x: s.shares[x].value for x in STEPS} for s in found]
+    return tuple(s.label for s in found), tuple(row_shares(rows, STEPS))

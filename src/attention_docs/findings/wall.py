@@ -238,6 +238,11 @@ def change(m: Measurement, a: Point, b: Point) -> tuple[str, Comparison]:
     return q.id, compare(fast.timing, slow.timing)
 
 
+def rises(a: Point, b: Point) -> bool:
+    """Whether time at `b` is at least time at `a` (by their medians): a change's direction."""
+    return b.timing.time_us >= a.timing.time_us
+
+
 def ratio(m: Measurement, metric: str, a: Point, b: Point, field: str) -> Fact:
     """b's `field` ("peak" counted, "flops" the model's) over a's, as a fact."""
     clock, device = (MODEL, ANALYTIC) if field == "flops" else (COUNTED, m.device_id)
@@ -299,3 +304,26 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> tuple[Fact, 
 
 
 __all__ = ["ABOVE", "PEAK", "Point", "Trend", "forecasts", "points", "sweep", "time_trend"]
+
+
+@dataclass(frozen=True)
+class StepShares:
+    """Each step's share of the five per x, for a stacked bar: `xs[i]`'s are `shares[i]`."""
+
+    xs: tuple
+    shares: tuple[dict[str, float], ...]
+    x_unit: str | None
+
+
+def step_shares(m: Measurement, table: str, x: str) -> StepShares:
+    """Per row, each step's fraction of the five steps' sum: of a table of step times, or
+    (`table` a sweep's name) of the sweep's profiled shapes' medians."""
+    if table in SWEEP_NAMES and "points" in m.tables:
+        pts = [p for p in sweep(m, table) if p.steps]
+        xs = tuple(getattr(p.shape, x) for p in pts)
+        rows = [{s: p.steps[s].time_us for s in STEPS} for p in pts]
+        unit = None
+    else:
+        t = m.tables[table]
+        xs, rows, unit = tuple(t.column(x)), t.records(), t.units.get(x)
+    return StepShares(xs, tuple(share.row_shares(rows, STEPS)), unit)

@@ -5,7 +5,7 @@
 # the GPU map (naive attention's five kernels against one fused kernel). No words here.
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from attention_docs.analytic import gpu as spec
@@ -300,3 +300,19 @@ def _measured(m: Measurement | None, name: str, shape: Shape) -> Fact | None:
 
 
 gpu_entry = fdecode.gpu_entry
+
+
+def largest_cell(found: Sequence[Cell]) -> Cell:
+    """The cell at the longest sequence (bfloat16 before float32 at the same length): the
+    map's far corner, where the chapter states its lead."""
+    return max(found, key=lambda c: (c.shape.seq_len, c.shape.dtype == "bfloat16"))
+
+
+def closest_lead(found: Sequence[ForecastCell]) -> ForecastCell:
+    """The forecast cell whose realistic lead over naive attention can be smallest."""
+    return min(found, key=lambda c: c.lead.forecast.low)
+
+
+def widest_lead(found: Sequence[ForecastCell]) -> ForecastCell:
+    """The forecast cell whose realistic lead over naive attention can be largest."""
+    return max(found, key=lambda c: c.lead.forecast.high)

@@ -13,7 +13,7 @@ from attention_docs.render import words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import line_figure
-from attention_docs.render.tables import markdown_table
+from attention_docs.render.tables import captioned_table, markdown_table
 from attention_docs.render.timeline import ranges_settings, timeline_figure
 
 VERDICT = {
@@ -71,7 +71,7 @@ def count_table(sourced: Sourced) -> str:
         "Matmuls per call in each profiled pass; FLOPs as torch.utils.flop_counter counts the "
         "ops each pass dispatched (the analytic model's ratio where it has no formula)."
     )
-    return markdown_table(header, rows, "lrrrr") + "\n\n" + caption_html(sourced, what)
+    return captioned_table(header, rows, "lrrrr", sourced, what)
 
 
 def time_table(sourced: Sourced) -> str:
@@ -109,7 +109,7 @@ def nodes_table(sourced: Sourced) -> str:
         for name, node, calls, f in fb.nodes(sourced.measurement)
     ]
     header = ["Implementation", "Autograd node", "Calls", "Total time per step (profiled)"]
-    return markdown_table(header, rows, "llrr") + "\n\n" + caption_html(sourced, "Autograd nodes.")
+    return captioned_table(header, rows, "llrr", sourced, "Autograd nodes.")
 
 
 def step_timeline(sourced: Sourced) -> str:
@@ -128,7 +128,7 @@ def saved_detail_table(sourced: Sourced) -> str:
         f"Kept tensors at seq_len={sourced.measurement.facts['detail_seq_len']}, once per storage."
     )
     header = ["Implementation", "Shape", "dtype", "Bytes", "What it is"]
-    return markdown_table(header, rows, "lllrl") + "\n\n" + caption_html(sourced, what)
+    return captioned_table(header, rows, "lllrl", sourced, what)
 
 
 def saved_figure(sourced: Sourced) -> str:
@@ -137,7 +137,7 @@ def saved_figure(sourced: Sourced) -> str:
     what = "Bytes kept for the backward beyond q, k and v, against seq_len."
     return line_figure(
         sourced, "saved", x="seq_len", ys=names, what=what, ylabel="kept bytes",
-        logx=True, logy=True, fit_slope=True,
+        logx=True, logy=True, slopes=fb.saved_slopes(sourced.measurement),
     )  # fmt: skip
 
 

@@ -15,12 +15,9 @@ from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
 from attention_docs.render import words
+from attention_docs.render.tables import measurement_of
 
 fact = words.fact_span
-
-
-def _m(source: Sourced | Measurement) -> Measurement:
-    return source.measurement if isinstance(source, Sourced) else source
 
 
 def forward_fact_id(m: Measurement, implementation: str, shape: Shape) -> str:
@@ -31,7 +28,7 @@ def forward_time(
     times: Sourced | Measurement, implementation: str, shape: Shape, *, spread: bool = True
 ) -> str:
     """An implementation's unprofiled forward time at `shape`, as a marked fact."""
-    m = _m(times)
+    m = measurement_of(times)
     f = ffwd.forward_time(m, implementation, shape)
     if f is None:
         return f"— ({fwd.status(m, implementation, shape)})"
@@ -40,18 +37,18 @@ def forward_time(
 
 def comparison(times: Sourced | Measurement, a: str, b: str, shape: Shape) -> Comparison | None:
     """How `a` compares with `b` at `shape`: ratio = b's time / a's time (> 1: a is faster)."""
-    v = ffwd.versus(_m(times), a, b, shape)
+    v = ffwd.versus(measurement_of(times), a, b, shape)
     return v.comparison if v else None
 
 
 def speedup(times: Sourced | Measurement, fast: str, slow: str, shape: Shape) -> str:
     """A sentence part: `SDPA flash is 2.2× (2.1–2.3×) faster than naive (eager)`, or a tie."""
-    m = _m(times)
+    m = measurement_of(times)
     v = ffwd.versus(m, fast, slow, shape)
     if v is None:
         missing = fast if fwd.timing(m, fast, shape) is None else slow
         return f"{missing} did not run here ({fwd.status(m, missing, shape)})"
-    if not v.comparison.tie and v.comparison.ratio < 1:
+    if not v.comparison.tie and not v.comparison.as_ordered:
         # "fast is 1.5× slower than slow" states slow-vs-fast's ratio: mark it as that one.
         v = ffwd.versus(m, slow, fast, shape)
     return fact(v.quantity.id, words.speed(v.comparison, v.a, v.b))
@@ -61,7 +58,7 @@ def forward_table(
     times: Sourced, implementations: list[str], shape: Shape, *, baseline: str = fwd.NAIVE
 ) -> str:
     """A Markdown table: each implementation's forward time at `shape`, against `baseline`."""
-    m = _m(times)
+    m = measurement_of(times)
     lines = [
         f"| Implementation | Unprofiled forward time (its confidence interval) | vs {baseline} |",
         "| --- | --: | --: |",
@@ -79,7 +76,7 @@ CEILING_UNITS = ffwd.CEILING_UNITS
 def ceiling(ceilings: Sourced | Measurement, key: str, *, spread: bool = False) -> str:
     """One of the device's measured ceilings (`peak_flops_float32`, `bandwidth_bs`...) as a
     marked fact: `95 GFLOP/s`, with `spread` its interval too."""
-    return words.fact(ffwd.ceiling(_m(ceilings), key), with_spread=spread)
+    return words.fact(ffwd.ceiling(measurement_of(ceilings), key), with_spread=spread)
 
 
 def stated(

@@ -12,11 +12,10 @@ from attention_docs.findings.forecast import check
 from attention_docs.findings.forward import ceiling
 from attention_docs.measurements.schema import Measurement, Sourced, Table
 from attention_docs.render import words
-from attention_docs.render.caption import caption_html
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import line_figure
-from attention_docs.render.tables import markdown_table
+from attention_docs.render.tables import captioned_table, measurement_of
 
 COLORS = dict(zip(fd.VARIANTS, SERIES_COLORS, strict=False))
 # A large hollow circle (naive), a cross (repeat_kv), a small square (sdpa) drawn on top: two
@@ -25,22 +24,8 @@ MARKERS = {"naive": {"marker": "o", "markersize": 11, "markerfacecolor": "none"}
            "naive_repeat_kv": {"marker": "x", "markersize": 8}, "sdpa": {"marker": "s", "markersize": 5}}  # fmt: skip
 
 
-def _m(source: Sourced | Measurement | None) -> Measurement | None:
-    return source.measurement if isinstance(source, Sourced) else source
-
-
 def _say(f, spread: bool = True) -> str:
     return "—" if f is None else words.fact(f, with_spread=spread)
-
-
-def _table(header: str, rows: list[list[str]], sourced: Sourced, what: str) -> str:
-    """A table whose header is given as `A | B | C`, right-aligned after the first column."""
-    cols = header.split(" | ")
-    return (
-        markdown_table(cols, rows, "l" + "r" * (len(cols) - 1))
-        + "\n\n"
-        + caption_html(sourced, what)
-    )
 
 
 def _no_roof(m: Measurement) -> str:
@@ -68,7 +53,7 @@ def shape_text(s) -> str:
 def finding(steps: Sourced, pvd: Sourced, ceilings: Sourced | None = None) -> str:
     """The chapter's point in three sentences: what a step costs here and what sets it, what
     decoding one token at a time costs against prefill, and what an H200 would change."""
-    m, p, c = steps.measurement, pvd.measurement, _m(ceilings)
+    m, p, c = steps.measurement, pvd.measurement, measurement_of(ceilings)
     gqa, mha = fd.point(m, "GQA"), fd.point(m, "MHA")
     share = fd.copy_share(m, gqa, c)
     floor, host = fd.floor(spec.sheet(), "GQA", 1, 4096), fd.mode_time(p, fd.FLOOR)
@@ -93,7 +78,7 @@ def finding(steps: Sourced, pvd: Sourced, ceilings: Sourced | None = None) -> st
 
 def steps_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """Every path at the base point: cache, intensity, time, read rate, share of copy."""
-    m, c = steps.measurement, _m(ceilings)
+    m, c = steps.measurement, measurement_of(ceilings)
     rows = [
         [f"{p.label} ({p.shape.kv_heads} k/v)", _say(fd.cache_size(p)), _say(fd.intensity(p))]
         + ([_say(fd.step_time(m, p))] if p.time else [p.status])
@@ -106,12 +91,12 @@ def steps_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
     )
     s = fd.base_points(m)[0].shape
     what = f"One decode step per layer: batch {s.batch_size}, {s.num_heads} heads, cache {s.keys:,}, head_dim {s.head_dim}, {s.dtype}."
-    return _table(header, rows, steps, what)
+    return captioned_table(header, rows, "", steps, what)
 
 
 def bandwidth_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """What sharing k/v heads buys, and which roof binds the multi-head step."""
-    m, c = steps.measurement, _m(ceilings)
+    m, c = steps.measurement, measurement_of(ceilings)
     mha, gqa, mqa = (fd.point(m, v) for v in fd.VARIANTS)
     text = (
         f"Grouped-query attention's cache is {_say(fd.cache_size(gqa))} against "
@@ -214,18 +199,21 @@ def repeat_kv_claim(steps: Sourced) -> str:
 
 def roofline_figure(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """Each path at the base point at (intensity, FLOP/s reached unprofiled) under the roof."""
-    m, c = steps.measurement, _m(ceilings)
+    m, c = steps.measurement, measurement_of(ceilings)
     bw, peak = fd.copy_bandwidth(m, c), fd.matmul_rate(m, c)
     if not (bw and peak):
         return f'<p class="ad-caption">{_no_roof(m)}</p>'
     ran = [p for p in fd.base_points(m) if p.time]
     ridge = peak / bw
+    # layout: the x axis starts below the lowest intensity
     lo = min(min(p.cost.intensity for p in ran) / 4, 0.1)
+    # layout: the x axis ends past the ridge and the last point
     hi = max(ridge, *(p.cost.intensity for p in ran)) * 8
     alt = [f"Roofline: copy {words.per_second(bw, 'B')}, matmul {words.per_second(peak, 'FLOP')}."]
     with new_figure(7.0, 3.8) as fig:
         ax = fig.add_subplot()
         xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+        # layout: the roof line drawn: min(peak, bandwidth × x)
         ax.plot(xs, [min(peak, bw * x) for x in xs], color=INK, linewidth=1.4)
         ax.axvline(ridge, color=MUTED, linestyle=":", linewidth=1)
         ax.text(ridge * 1.1, peak * 0.55, f"ridge {words.intensity(ridge)}", color=MUTED)
@@ -252,6 +240,7 @@ def cache_figure(steps: Sourced) -> str:
     """Time per step against cache length at batch 1, log-log, one line per variant."""
     m = steps.measurement
     series = {v: {p.shape.keys: p.time for p in fd.cache_series(m, v)} for v in fd.VARIANTS}
+    # layout: x values in increasing order
     lengths = sorted(series["MHA"])
     rows = [
         (n, *(t.time_us if (t := series[v].get(n)) else None for v in fd.VARIANTS)) for n in lengths
@@ -269,7 +258,7 @@ def cache_figure(steps: Sourced) -> str:
 
 def cache_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """The slope of each line over the longer caches, and how fast the longest cache is read."""
-    m, c = steps.measurement, _m(ceilings)
+    m, c = steps.measurement, measurement_of(ceilings)
     slopes = [f"{v} {_say(s)}" for v in fd.VARIANTS if (s := fd.tail_slope(m, v))]
     if not slopes:
         return "Too few cache lengths ran on this device to fit a slope."
@@ -286,7 +275,7 @@ def cache_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
 
 def batch_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """Grouped-query steps as the batch grows: per step, per token, read rate, share of copy."""
-    m, c = steps.measurement, _m(ceilings)
+    m, c = steps.measurement, measurement_of(ceilings)
     series = fd.batch_series(m)
     facts = [(fd.step_time(m, p), fd.per_token(m, p), fd.read_rate(m, p)) for p in series]
     rows = [
@@ -295,7 +284,7 @@ def batch_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
     ]
     header = "Batch | Time / step / layer (unprofiled) | Time / token / layer | Cache read rate | Share of copy bandwidth"
     what = f"Grouped-query steps by batch, unprofiled ({shape_text(series[0].shape)})."
-    return _table(header, rows, steps, what)
+    return captioned_table(header, rows, "", steps, what)
 
 
 def batch_claim(steps: Sourced) -> str:
@@ -336,13 +325,15 @@ def prefill_table(pvd: Sourced) -> str:
     header = (
         "Mode | Total (unprofiled) | Per token | Useful FLOP/s | Bytes (model) | FLOP/B (model)"
     )
-    return _table(header, rows, pvd, f"The same {m.params['prompt_len']} tokens, one layer.")
+    return captioned_table(
+        header, rows, "", pvd, f"The same {m.params['prompt_len']} tokens, one layer."
+    )
 
 
 def prefill_claim(pvd: Sourced, ceilings: Sourced | None = None) -> str:
     """Decode's time split into its bytes at the copy bandwidth and its steps' fixed cost."""
     m = pvd.measurement
-    (q, k), s = fd.prefill_speed(m), fd.split(m, _m(ceilings))
+    (q, k), s = fd.prefill_speed(m), fd.split(m, measurement_of(ceilings))
     text = (
         f"For the same useful FLOPs, {words.fact_span(q.id, words.speed(k, 'prefill', 'decode'))}"
         f": decode moves {_say(fd.bytes_ratio(m))} prefill's bytes, the cache re-read at every step."
@@ -376,8 +367,8 @@ def step_share_table(pvd: Sourced) -> str:
         else f"no range's share clears every other's beyond the noise (`{top.part}` and "
         f"{words.series(f'`{r}`' for r in top.rivals)} overlap)"
     )
-    return _table(
-        header, rows, pvd, "One decode step on the naive path, profiled: shares only."
+    return captioned_table(
+        header, rows, "", pvd, "One decode step on the naive path, profiled: shares only."
     ) + (
         f"\n\nUnprofiled, this step takes {_say(fd.mode_time(m, fd.PROFILED_STEP))}; under the "
         f"profiler {said}."

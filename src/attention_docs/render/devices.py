@@ -7,15 +7,11 @@ import textwrap
 from collections.abc import Callable, Sequence
 
 from attention_docs.findings import devices as fd
-from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.measurements.schema import Sourced
 from attention_docs.records.shape import Shape
 from attention_docs.render import words
 from attention_docs.render.caption import caption_html
-from attention_docs.render.tables import markdown_table
-
-
-def _m(s: Sourced | Measurement) -> Measurement:
-    return s.measurement if isinstance(s, Sourced) else s
+from attention_docs.render.tables import markdown_table, measurement_of
 
 
 def tabs(entries: Sequence[Sourced], draw: Callable[[Sourced], str]) -> str:
@@ -36,7 +32,7 @@ def forward_table(entries: Sequence[Sourced], shape: Shape | None = None) -> str
     first's; empty with one device."""
     if len(entries) < 2:
         return ""
-    ms = [_m(s) for s in entries]
+    ms = [measurement_of(s) for s in entries]
     if shape is None:
         common = fd.common_shapes(ms)
         if not common:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 from attention_docs.measurements.schema import Sourced
 from attention_docs.render.caption import caption_html
+from attention_docs.render.words import number, tick
 
 # Okabe–Ito: distinguishable with every common colour-vision deficiency, and after the
 # dark theme's invert + hue-rotate filter.
@@ -95,46 +96,31 @@ def contrast(a: str, b: str) -> float:
     from matplotlib.colors import to_rgb
 
     def luminance(color: str) -> float:
+        # layout: sRGB luminance (colour contrast)
         channels = [
             c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(color)
         ]
         return 0.2126 * channels[0] + 0.7152 * channels[1] + 0.0722 * channels[2]
 
+    # layout: contrast ratio: lighter over darker
     light, dark = sorted((luminance(a), luminance(b)), reverse=True)
     return (light + 0.05) / (dark + 0.05)
 
 
 def text_color_for(background: str) -> str:
     """White or INK, whichever reads better on `background` (white on orange does not)."""
+    # layout: the text colour with more contrast
     return "white" if contrast("white", background) > contrast(INK, background) else INK
-
-
-def compact_number(x: float, base: float = 10) -> str:
-    """A tick label without math text: 26112, 250 k, 2.5 M, 0.01; on a base-2 axis a power of
-    two reads 512, 32 k, 2 M."""
-    if x == 0:
-        return "0"
-    if base == 2 and x >= 1 and math.log2(x).is_integer():
-        for prefix, scale in (("M", 2**20), ("k", 2**10)):
-            if x >= scale:
-                return f"{x / scale:g} {prefix}"
-        return f"{x:g}"
-    if base == 2 and float(x).is_integer() and abs(x) < 1e5:
-        return f"{x:.0f}"
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {prefix}"
-    return f"{x:.3g}"
 
 
 def _plain_log_formatter(original):
     """matplotlib's choice of which log ticks to label (sub-decades on a short axis), with
-    compact_number's text instead of math text."""
+    words.tick's text instead of math text."""
     from matplotlib.ticker import LogFormatter
 
     class PlainLogFormatter(LogFormatter):
         def _num_to_string(self, x, vmin, vmax):
-            return compact_number(x, self._base)
+            return tick(x)
 
     return PlainLogFormatter(
         base=original._base,
@@ -159,16 +145,19 @@ def _readable(fig) -> float:
                 if isinstance(formatter, LogFormatterSciNotation):
                     use(_plain_log_formatter(formatter))
             ticks = axis.get_major_ticks() + axis.get_minor_ticks()
+            # layout: tick labels raised to the minimum font size
             if min((t.label1.get_fontsize() for t in ticks), default=floor) < floor:
                 ax.tick_params(axis=name, which="both", labelsize=floor)
     for ax in fig.axes:
         _contrast_on_patches(ax)
     sizes = []
     for text in fig.findobj(Text):
+        # layout: a text raised to the minimum font size
         if text.get_fontsize() < floor:
             text.set_fontsize(floor)
         if text.get_text().strip():
             sizes.append(text.get_fontsize())
+    # layout: the smallest font on the figure
     return min(sizes, default=floor)
 
 
@@ -184,6 +173,7 @@ def _contrast_on_patches(ax) -> None:
             # The text sits on its own box (a label's white backing): that is its background.
             r, g, b, a = to_rgba(own.get_facecolor())
             background = to_hex((r * a + 1 - a, g * a + 1 - a, b * a + 1 - a))
+            # layout: WCAG text contrast
             if contrast(to_hex(text.get_color()), background) < 4.5:
                 text.set_color(text_color_for(background))
             continue
@@ -191,8 +181,10 @@ def _contrast_on_patches(ax) -> None:
         under = [p for p in boxes if p.contains_point(at)]
         if not under:
             continue
+        # layout: the topmost patch under a text
         r, g, b, a = to_rgba(max(under, key=lambda p: p.get_zorder()).get_facecolor())
         background = to_hex((r * a + 1 - a, g * a + 1 - a, b * a + 1 - a))
+        # layout: WCAG text contrast
         if contrast(to_hex(text.get_color()), background) < 4.5:
             text.set_color(text_color_for(background))
 
@@ -208,11 +200,11 @@ def settle(fig) -> None:
 
 
 def _tidy_alt(alt: str) -> str:
-    """Alt text as a reader hears it: no 2170.748374737741, no None."""
+    """Alt text as a reader hears it: a stray long decimal (2170.748374737741) by the one
+    precision rule, no None. Renderers format their numbers with words; this is the net."""
 
     def rounded(match: re.Match) -> str:
-        value = float(match.group(0))
-        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+        return number(float(match.group(0)))
 
     alt = re.sub(r"(?<![\w.])-?\d+\.\d{4,}(?![\d])", rounded, alt)
     return re.sub(r"\bNone\b", "not available", alt)

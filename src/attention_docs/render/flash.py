@@ -15,19 +15,14 @@ from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.published import Source
 from attention_docs.render import compare as compare_render
 from attention_docs.render import words
-from attention_docs.render.caption import caption_html
 from attention_docs.render.claims import device_note
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import line_figure
-from attention_docs.render.tables import markdown_table
+from attention_docs.render.tables import captioned_table, markdown_table, measurement_of
 
 TILE_COLORS = {"computed": "#0072B2", DIAGONAL: "#E69F00", SKIPPED: "none"}
 fact = words.fact
-
-
-def _m(source: Sourced | Measurement) -> Measurement:
-    return source.measurement if isinstance(source, Sourced) else source
 
 
 def _cell(f) -> str:
@@ -37,10 +32,6 @@ def _cell(f) -> str:
 def versus(v) -> str:
     """A findings `Versus` as a marked ratio with its range, or a tie."""
     return "—" if v is None else words.fact_span(v.quantity.id, words.versus(v.comparison))
-
-
-def _table(sourced: Sourced, header, rows, align: str, what: str) -> str:
-    return markdown_table(header, rows, align) + "\n\n" + caption_html(sourced, what)
 
 
 def cite(paper: Source) -> str:
@@ -99,17 +90,15 @@ def online_softmax_table(sourced: Sourced) -> str:
     ]  # fmt: skip
     header = ["Keys", "Max in tile", "Running max m", "Rescale α = exp(m_old − m)", "Running sum l"]
     what = f"The online softmax for query {m.facts['online_query']} of the first head (no mask)."
-    return _table(sourced, header, rows, "lrrrr", what)
+    return captioned_table(header, rows, "lrrrr", sourced, what)
 
 
 def online_softmax_claim(m: Measurement) -> str:
     """How often the max grew, and the online log-sum-exp against the whole row's."""
-    records = m.tables["online_softmax_row"].records()
-    grew = sum(r["alpha"] < 1.0 for r in records[1:])
-    diff = abs(m.facts["online_lse"] - m.facts["whole_row_lse"])
-    agree = "equal in float64" if diff == 0 else f"{words.relative_error(diff)} apart"
+    s = ff.online_summary(m)
+    agree = "equal in float64" if s.exact else f"{words.relative_error(s.lse_gap)} apart"
     return (
-        f"The running max grew in {grew} of the {len(records) - 1} tiles after the first "
+        f"The running max grew in {s.grew} of the {s.after_first} tiles after the first "
         f"(bold); for the median query, in {words.number(m.facts['online_growths_median'])}. "
         f"After the last tile `m + log(l)` = {words.number(m.facts['online_lse'])} and the whole "
         f"row's log-sum-exp = {words.number(m.facts['whole_row_lse'])}: {agree}. "
@@ -213,7 +202,7 @@ def tile_summary(m: Measurement) -> str:
 def implementations_table(sourced: Sourced, times: Sourced) -> str:
     """Forward time (forward_times), achieved FLOP/s, peak memory and error of each way."""
     rows = []
-    for r in ff.implementations(sourced.measurement, _m(times)):
+    for r in ff.implementations(sourced.measurement, measurement_of(times)):
         if r.status != fwd.OK:
             rows.append([r.name, r.status, "—", "—", "—", "—", "—"])
             continue
@@ -227,7 +216,7 @@ def implementations_table(sourced: Sourced, times: Sourced) -> str:
         "(unprofiled, range over rounds); achieved FLOP/s = 4·b·h·d per (query, key) pair the "
         "mask leaves visible ÷ that time; peak memory from the allocator; relative error against float64."
     )
-    return _table(sourced, header, rows, "lrrrrrr", what)
+    return captioned_table(header, rows, "lrrrrrr", sourced, what)
 
 
 def memory_figure(sourced: Sourced) -> str:
@@ -237,14 +226,14 @@ def memory_figure(sourced: Sourced) -> str:
         sourced,
         "memory_by_seq_len",
         x="seq_len",
-        ys=("naive_peak", "tiled_peak", "sdpa_flash_peak"),
+        ys=ff.MEMORY_LINES,
         labels=("naive", "tiled loop", "SDPA flash"),
         what=f"Peak memory against sequence length (seq_len swept {xs[0]}–{xs[-1]}; the other "
         "parameters as listed).",
         ylabel="peak memory (bytes)",
         logx=True,
         logy=True,
-        fit_slope=True,
+        slopes=ff.memory_slopes(sourced.measurement),
     )
 
 
@@ -282,18 +271,18 @@ def phase_table(sourced: Sourced) -> str:
         "Bytes (model)",
     ]
     what = "The tiled loop's phases, profiled: shares of the four, with each phase's modelled work."
-    return _table(sourced, header, rows, "lrrrr", what)
+    return captioned_table(header, rows, "lrrrr", sourced, what)
 
 
 def traffic_table(sourced: Sourced, times: Sourced) -> str:
     """The three traffic models' bytes, relative to naive, over unprofiled forward times."""
     rows = [
         [r.model, fact(r.bytes), fact(r.relative), _cell(r.achieved)]
-        for r in ff.traffic(sourced.measurement, _m(times))
+        for r in ff.traffic(sourced.measurement, measurement_of(times))
     ]
     header = ["Model", "Bytes (model)", "Relative to naive", "Achieved B/s (÷ unprofiled time)"]
     what = "Bytes moved to and from memory, by the cost model (not measured)."
-    return _table(sourced, header, rows, "lrrr", what)
+    return captioned_table(header, rows, "lrrr", sourced, what)
 
 
 # --- the block size ------------------------------------------------------------------------
@@ -303,8 +292,9 @@ def block_table(sourced: Sourced) -> str:
     """The block sweep: tiles, time with its interval, peak memory, modelled bytes."""
     m = sourced.measurement
     found = ff.block_sweep(m)
-    leaders = set(found.ranking.leaders) if found.ranking else set()
-    mark = " (fastest)" if len(leaders) == 1 else " (tied for fastest: within noise)"
+    r = found.ranking
+    leaders = set(r.leaders) if r else set()
+    mark = " (fastest)" if r and r.clear else " (tied for fastest: within noise)"
     rows = []
     for b in found.rows:
         tile = f"{b.block}×{b.block}" + (mark if str(b.block) in leaders else "")
@@ -323,7 +313,7 @@ def block_table(sourced: Sourced) -> str:
         f"The tiled loop at block_q = block_k = {blocks[0]}–{blocks[-1]}, seq_len="
         f"{m.params['seq_len']}, timed in interleaved rounds."
     )
-    return _table(sourced, header, rows, "lrrrrr", what)
+    return captioned_table(header, rows, "lrrrrr", sourced, what)
 
 
 def block_claim(m: Measurement) -> str:
@@ -336,11 +326,15 @@ def block_claim(m: Measurement) -> str:
     def tile(b: str) -> str:
         return f"{b}×{b}"
 
-    text = f"The loop is fastest with {tile(r.fastest)} tiles"
-    others = [tile(b) for b in r.leaders[1:]]
-    if others:
-        text += (
-            f", and {words.series(others)} {'is' if len(others) == 1 else 'are'} within noise of it"
+    # "Fastest" only of a clear leader (findings/rank): a leader within noise of others ties.
+    if r.clear:
+        text = f"The loop is fastest with {tile(r.fastest)} tiles"
+    else:
+        others = [tile(b) for b in r.leaders[1:]]
+        text = (
+            f"The loop's lowest median is with {tile(r.fastest)} tiles, and "
+            f"{words.series(others)} {'is' if len(others) == 1 else 'are'} within noise of it "
+            "(tied for fastest)"
         )
     return text + (
         f"; {tile(r.order[-1])} tiles take {versus(found.slowest_vs_fastest)} its time. "
@@ -475,16 +469,17 @@ def interpreter_table(sourced: Sourced) -> str:
         "Relative error ‖out − ref‖ / ‖ref‖ of the Triton kernel run by Triton's interpreter "
         "(TRITON_INTERPRET=1) on this CPU, float32 products exact (input precision ieee)."
     )
-    return _table(sourced, header, rows, "lrrr", what)
+    return captioned_table(header, rows, "lrrr", sourced, what)
 
 
 def kernel_table(sourced: Sourced, ceilings: Sourced | None) -> str:
     """A GPU entry's kernel times per seq_len, the Triton kernel's achieved FLOP/s and share
     of the measured matmul ceiling, and its time against SDPA flash."""
     m = sourced.measurement
-    found = ff.kernels(m, _m(ceilings) if ceilings else None)
+    found = ff.kernels(m, measurement_of(ceilings) if ceilings else None)
     names = list(dict.fromkeys(k.name for k in found))
     rows = []
+    # layout: rows in seq_len order
     for n in sorted({k.seq_len for k in found}):
         at = {k.name: k for k in found if k.seq_len == n}
         cells = [str(n), *(_cell(at[x].time) if x in at and at[x].time else
@@ -497,12 +492,13 @@ def kernel_table(sourced: Sourced, ceilings: Sourced | None) -> str:
         rows.append([*cells, rate, versus(ff.triton_vs_sdpa(m, n))])
     header = ["seq_len", *(f"{x} (kernel time)" for x in names), "Triton achieved FLOP/s",
               "Triton's time ÷ SDPA flash's"]  # fmt: skip
+    # layout: names listed alphabetically
     suspects = sorted({k.name for k in found if k.suspect})
     what = "Kernel times (L2 flushed before each call; range over rounds)." + (
         f" Suspect: {', '.join(suspects)} ran above the measured matmul ceiling; no share is "
         "claimed for it." if suspects else ""
     )  # fmt: skip
-    return _table(sourced, header, rows, "r" * len(header), what)
+    return captioned_table(header, rows, "r" * len(header), sourced, what)
 
 
 def triton_section(sourced: Sourced, ceilings: Sourced | None = None) -> str:

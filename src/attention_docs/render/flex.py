@@ -14,7 +14,7 @@ from attention_docs.render import words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.compare import speedup
 from attention_docs.render.plots import line_figure
-from attention_docs.render.tables import markdown_table
+from attention_docs.render.tables import captioned_table, markdown_table
 from attention_docs.render.timeline import ranges_settings, timeline_figure
 
 
@@ -72,7 +72,7 @@ def versus_sdpa_table(times: Sourced) -> str:
     ]  # fmt: skip
     header = ["Shape (B×H×N×D, causal)", fwd.FLEX, "SDPA, `is_causal=True` (backend)", "FlexAttention's time ÷ SDPA's"]  # fmt: skip
     what = "Unprofiled forward times from the site's forward-time table, each with its confidence interval."
-    return markdown_table(header, rows, "lrrr") + "\n\n" + caption_html(times, what)
+    return captioned_table(header, rows, "lrrr", times, what)
 
 
 def mask_table(fm: Sourced, times: Sourced) -> str:
@@ -121,7 +121,7 @@ def block_table(fm: Sourced) -> str:
     ]  # fmt: skip
     tiles = "×".join(map(str, m.facts["block_size"]))
     header = ["Mask", f"Tiles ({tiles}) skipped", "Partial", "Full", "First build (one call)", "First call, compiling", "Error vs float64"]  # fmt: skip
-    return markdown_table(header, rows, "lrrrrrr") + "\n\n" + caption_html(fm, "BlockMask tiles.")
+    return captioned_table(header, rows, "lrrrrrr", fm, "BlockMask tiles.")
 
 
 def fallback_warning(m: Measurement) -> str:
@@ -149,7 +149,7 @@ def sparsity_table(fm: Sourced) -> str:
         for w, share, t in ff.sparsity(fm.measurement).points
     ]
     header = ["Window (tokens)", "Tiles computed", "Compiled FlexAttention (unprofiled)"]
-    return markdown_table(header, rows, "rrr") + "\n\n" + caption_html(fm, "Time against sparsity.")
+    return captioned_table(header, rows, "rrr", fm, "Time against sparsity.")
 
 
 def cost_figure(fc: Sourced) -> str:
@@ -169,7 +169,7 @@ def cost_table(fc: Sourced) -> str:
     ]
     header = ["seq_len", "Build (unprofiled, warm)", "Peak memory while building", "BlockMask size"]
     what = "create_block_mask, called repeatedly: its time and confidence interval over the rounds."
-    table = markdown_table(header, rows, "rrrr") + "\n\n" + caption_html(fc, what)
+    table = captioned_table(header, rows, "rrrr", fc, what)
     if found.slope is None:
         return table
     return (

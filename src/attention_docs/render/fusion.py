@@ -7,23 +7,17 @@ from __future__ import annotations
 
 import html
 
-from attention_docs.analytic import fusion as model
 from attention_docs.analytic.gpu import (
     FORECAST_GPU,
     FORECAST_SHAPE,
-    naive_floor_us,
-    naive_kernels,
-    naive_range,
     sheet,
 )
 from attention_docs.findings import compile as fcompile
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings.facts import PROFILED, Fact, Quantity
-from attention_docs.findings.forecast import RANGE_OF_NAIVE, check, forecast, realistic
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
-from attention_docs.records.steps import ELEMENTWISE
 from attention_docs.render import compare as cmp
 from attention_docs.render import words
 from attention_docs.render.caption import on_one_device
@@ -72,8 +66,7 @@ def finding(fk: Measurement, times: Sourced, backends: Measurement) -> str:
         if b.forwards
         else f"never repaid {NEVER_SAID[b.never]}"
     )
-    saved = forecast("HBM bytes saved by fusion", model.FUSED, sheet(FORECAST_GPU),
-                     model.bytes_saved(sheet(FORECAST_GPU)), "B", shape=FORECAST_SHAPE)  # fmt: skip
+    saved = fcompile.bytes_saved(sheet(FORECAST_GPU), FORECAST_SHAPE)
     return (
         f"On {where}, at {shape.text()}, {cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape)}; the "
         f"cold compile took {words.fact(_compile(fk, 'cold'), emphasis=True)}, {repaid}. Fusion keeps the N×N matrix: the compiled forward peaks at "
@@ -200,36 +193,21 @@ def fusion_forecast(each_device: list[Sourced]) -> str:
     time those take at the data sheet's bandwidth, and the forward's floor eager and compiled
     (beside the GPU's stored forward times, when there are any)."""
     gpu, shape = sheet(FORECAST_GPU), FORECAST_SHAPE
-    there = stored_on(each_device, gpu)
-    eager, fused = model.eager_elementwise(gpu, shape), model.fused_elementwise(gpu, shape)
-    elementwise = "scale + mask + softmax"
-
-    def spec(metric, subject, value, unit):
-        return forecast(metric, subject, gpu, value, unit, shape=shape)
-
-    def measured(name):
-        return ffwd.forward_time(there, name, shape) if there else None
-
-    naive = spec(ffwd.FORWARD_TIME, fwd.NAIVE, naive_floor_us(gpu, shape), "µs")
-    compiled = spec(ffwd.FORWARD_TIME, fwd.COMPILED, model.compiled_floor_us(gpu, shape), "µs")
+    f = fcompile.fusion_forecast(gpu, shape, stored_on(each_device, gpu))
     rows = [
-        (f"HBM bytes of scale, mask, softmax: eager ({sum(1 for k in naive_kernels(gpu, shape) if k.label in ELEMENTWISE)} kernels)",
-         check(spec("HBM bytes", f"{elementwise}, eager", sum(k.bytes for k in eager), "B"), None)),
-        ("… fused into one kernel (compiled)", check(spec("HBM bytes", f"{elementwise}, fused", fused.bytes, "B"), None)),
-        ("Their floor time saved, at the HBM bandwidth",
-         check(spec("time saved by fusion", elementwise, sum(k.floor_us for k in eager) - fused.floor_us, "µs"), None)),
-        (f"Forward floor, eager ({len(naive_kernels(gpu, shape))} kernels, as the code records them)", check(naive, measured(fwd.NAIVE))),
-        ("Forward floor, compiled (2 matmuls + 1 fused kernel)", check(compiled, measured(fwd.COMPILED))),
+        (f"HBM bytes of scale, mask, softmax: eager ({f.elementwise_kernels} kernels)", f.eager_bytes),
+        ("… fused into one kernel (compiled)", f.fused_bytes),
+        ("Their floor time saved, at the HBM bandwidth", f.time_saved),
+        (f"Forward floor, eager ({f.naive_kernels} kernels, as the code records them)", f.naive_floor),
+        ("Forward floor, compiled (2 matmuls + 1 fused kernel)", f.compiled_floor),
     ]  # fmt: skip
     ranges = (
-        ("Their time saved, realistic range", realistic("time saved by fusion", elementwise, gpu, model.time_saved_range(gpu, shape), "µs", shape=shape)),
-        ("Forward, eager: realistic range", realistic(ffwd.FORWARD_TIME, fwd.NAIVE, gpu, naive_range(gpu, shape), "µs", shape=shape, detail=RANGE_OF_NAIVE)),
-        ("Forward, compiled: realistic range", realistic(ffwd.FORWARD_TIME, fwd.COMPILED, gpu, model.compiled_range(gpu, shape), "µs", shape=shape, detail="realistic range: compiled_floor_us over cited efficiencies")),
-    )  # fmt: skip
-    rows += [(what, check(r, None)) for what, r in ranges if r is not None]
-    sources = words.series(
-        dict.fromkeys(model.compiled_range(gpu, shape).sources + naive_range(gpu, shape).sources)
+        ("Their time saved, realistic range", f.time_saved_range),
+        ("Forward, eager: realistic range", f.naive_range),
+        ("Forward, compiled: realistic range", f.compiled_range),
     )
+    rows += [(what, r) for what, r in ranges if r is not None]
+    sources = words.series(f.sources)
     return forecast_box(
         gpu,
         rows,

@@ -8,11 +8,10 @@ from attention_docs.findings import memory as fm
 from attention_docs.findings.facts import COUNTED, Fact, Quantity
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import words
-from attention_docs.render.caption import caption_html
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import line_figure
-from attention_docs.render.tables import markdown_table
+from attention_docs.render.tables import captioned_table
 
 fact = words.fact
 
@@ -23,7 +22,9 @@ def memory_timeline_figure(sourced: Sourced) -> str:
     m = sourced.measurement
     events, bands = m.tables["events"].records(), m.tables["bands"].records()
     size, predicted = m.facts["matrix_bytes"], m.facts["predicted_peak_bytes"]
+    # layout: the x axis spans every event and band
     end = max([e["t_us"] for e in events] + [b["end_us"] for b in bands] + [1.0])
+    # layout: the y axis unit for the largest value
     scale, unit = (1e6, "MB") if max(predicted, size) >= 1e6 else (1e3, "kB")
     with new_figure(7.6, 3.4) as fig:
         ax = fig.add_subplot()
@@ -36,6 +37,7 @@ def memory_timeline_figure(sourced: Sourced) -> str:
         for k in (1, 2):
             ax.axhline(k * size / scale, color=MUTED, linestyle=":", lw=0.8)
         ax.axhline(predicted / scale, color="#D55E00", ls="--", lw=0.9, label="predicted peak")
+        # layout: the y axis spans every value
         ax.set(xlim=(0, end * 1.01), ylim=(0, max([*ys, predicted / scale]) * 1.12))
         ax.set_xlabel("time since the start of the forward (µs)")
         ax.set_ylabel(f"allocated by the forward ({unit})")
@@ -66,7 +68,7 @@ def memory_step_table(sourced: Sourced) -> str:
         for r in m.tables["steps"].records()
     ]  # fmt: skip
     header = ["Step", "Allocations", "Of them N×N", "Allocated", "Freed", "Live at its end"]
-    return markdown_table(header, rows) + "\n\n" + caption_html(sourced, "Allocations per step.")
+    return captioned_table(header, rows, "", sourced, "Allocations per step.")
 
 
 def allocation_claim(m: Measurement) -> str:
@@ -90,7 +92,7 @@ def peak_claim(m: Measurement) -> str:
     parts = [f"two N×N matrices of {fact(fm.matrix(s))}"]
     parts += [f"the bool mask ({fact(fm.matrix(s, 'mask'))})"] if s.causal else []
     parts += [f"the output ({fact(fm.matrix(s, 'output'))})"]
-    verdict = "to the byte" if here.measured.value == here.model.value else "once scratch is added"
+    verdict = "to the byte" if here.matches_model else "once scratch is added"
     return (
         f"The forward's peak is {fact(here.measured, emphasis=True)} above its inputs. The model "
         f"predicts {words.series(parts)}: {fact(here.model)}. It matches {verdict}."
@@ -109,7 +111,7 @@ def dtype_table(sourced: Sourced) -> str:
         for p in fm.dtype_peaks(sourced.measurement)
     ]  # fmt: skip
     header = ["dtype", "Peak (allocator)", "Tensors alone", "Model", "Scratch at the peak", "Matmul ran in"]  # fmt: skip
-    return markdown_table(header, rows, "lrrrrl") + "\n\n" + caption_html(sourced, "Peak per dtype.")  # fmt: skip
+    return captioned_table(header, rows, "lrrrrl", sourced, "Peak per dtype.")  # fmt: skip
 
 
 def scratch_claim(m: Measurement) -> str:
@@ -118,7 +120,7 @@ def scratch_claim(m: Measurement) -> str:
     exact = [p.dtype for p in found if p.exact and not p.scratch_at_peak.value]
     text = f"In {words.series(exact)} the model matches the allocator to the byte." if exact else ""
     for p in found:
-        big = [x for x in p.scratch if x.per_call.value >= 64]  # not the 2–4 byte scalar of `√d`
+        big = p.scratch_blocks
         if p.scratch_at_peak.value and big:
             where = words.series(f"`{x.op}` in `{x.step}` {fact(x.per_call)}" for x in big)
             isa = f" on this CPU's {p.isa}" if p.isa else ""
@@ -137,15 +139,15 @@ def peak_table(sourced: Sourced) -> str:
         for r in fm.peak_rows(sourced.measurement)
     ]  # fmt: skip
     header = ["seq_len", "Predicted peak", "Predicted with inputs", "Measured peak", "Measured ÷ predicted", "Status"]  # fmt: skip
-    return markdown_table(header, rows, "rrrrrl") + "\n\n" + caption_html(sourced, "Peak memory.")
+    return captioned_table(header, rows, "rrrrrl", sourced, "Peak memory.")
 
 
 def peak_figure(sourced: Sourced) -> str:
     """Predicted and measured peak against seq_len, log-log, with fitted slopes."""
     return line_figure(
-        sourced, "peak", x="seq_len", ys=["predicted_peak_bytes", "measured_peak_bytes"],
+        sourced, "peak", x="seq_len", ys=fm.PEAK_LINES,
         labels=["predicted", "measured"], what="Peak memory of one forward against seq_len.",
-        ylabel="bytes above the inputs", logx=True, logy=True, fit_slope=True,
+        ylabel="bytes above the inputs", logx=True, logy=True, slopes=fm.peak_slopes(sourced.measurement),
     )  # fmt: skip
 
 
@@ -162,7 +164,7 @@ def oom_claim(m: Measurement) -> str:
         f"all of it were free)."
     )
     if ran:
-        same = "equals the model's to the byte" if all(r.ratio.value == 1 for r in ran) else "is the model's times the ratio in the table"  # fmt: skip
+        same = "equals the model's to the byte" if fm.peaks_to_the_byte(ran) else "is the model's times the ratio in the table"  # fmt: skip
         text += (
             f" Where the forward ran, the measured peak {same}; its N×N part (two matrices and "
             f"the mask) is {fact(ran[0].nxn)} of it at seq_len {ran[0].seq_len:,} and "
@@ -178,8 +180,7 @@ def finding(m: Measurement) -> str:
     """The chapter's finding: the peak and what it is made of, what a backend's scratch adds in
     the other dtype, and where naive attention runs out on the forecast GPU."""
     here, s, parts = _here(m), fm.shape(m), fm.matrices(m)
-    exact = here.measured.value == here.model.value
-    match = "exactly the model's prediction" if exact else f"the model's {fact(here.model)} plus scratch"  # fmt: skip
+    match = "exactly the model's prediction" if here.matches_model else f"the model's {fact(here.model)} plus scratch"  # fmt: skip
     text = (
         f"One naive forward at {s.text()} peaks at {fact(here.measured, emphasis=True)} above its "
         f"inputs ({m.provenance.device.label}): {fact(parts.live_at_once)} N×N matrices of "

@@ -4,7 +4,7 @@ from __future__ import annotations
 from attention_docs.findings import method as fm
 from attention_docs.measurements.schema import Sourced
 from attention_docs.render import words
-from attention_docs.render.tables import facts_table
+from attention_docs.render.tables import captioned_table
 
 
 def steps_table(sourced: Sourced) -> str:
@@ -15,7 +15,7 @@ def steps_table(sourced: Sourced) -> str:
         "Each step timed alone (a loop of that step on the same inputs) and in sequence (the "
         "five one after another, each with its own clock), in one run, interleaved rounds."
     )
-    return facts_table(sourced, "Step | In sequence ÷ alone (unprofiled)", rows, what, "lr")
+    return captioned_table("Step | In sequence ÷ alone (unprofiled)", rows, "lr", sourced, what)
 
 
 def finding(sourced: Sourced) -> str:
@@ -57,7 +57,7 @@ def threads(sourced: Sourced) -> str:
         "beside one CPU-bound process, each timed after the other in one run."
     )
     header = "Threads | Forward beside one busy process ÷ alone (unprofiled)"
-    table = facts_table(sourced, header, rows, what, "lr")
+    table = captioned_table(header, rows, "lr", sourced, what)
     every, worker = found.every_core, found.worker
     base = words.plural(found.worker_threads, "thread")
     cores = words.plural(found.cores, "thread")

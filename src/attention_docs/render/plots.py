@@ -1,14 +1,14 @@
-# Generic figures over a measurement's tables: lines (sweeps, with a fitted log-log slope),
-# stacked shares, and horizontal bars; and the label placement every figure can use: a label
-# shortened to fit its box (full name in a tooltip), labels beside markers that collide with
-# neither the markers nor each other. Chapter-specific figures (timeline, roofline, memory)
-# live in their own modules but share figures.py's deterministic SVG settings.
+# Generic figures over a measurement's tables: lines (sweeps, with the log-log slopes a finding
+# fitted), stacked shares (the shares a finding computed), and horizontal bars; and the label
+# placement every figure can use: a label shortened to fit its box (full name in a tooltip).
+# A figure draws the values it is given and decides nothing about them. Chapter-specific
+# figures (timeline, roofline, memory) live in their own modules but share figures.py's
+# deterministic SVG settings.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from attention_docs.findings.trend import fitted_slope
 from attention_docs.measurements.schema import Sourced, Table
 from attention_docs.records.timing import Timing
 from attention_docs.render.figures import (
@@ -16,14 +16,13 @@ from attention_docs.render.figures import (
     MUTED,
     SERIES_COLORS,
     STEP_COLORS,
-    compact_number,
     figure_html,
     min_font_pt,
     new_figure,
     to_svg,
     tooltip,
 )
-from attention_docs.render.words import figure_number, quantity_label
+from attention_docs.render.words import figure_number, number, percent, quantity_label, tick
 
 ELLIPSIS = "…"
 
@@ -31,6 +30,7 @@ ELLIPSIS = "…"
 def fit_label(text: str, room: float, width_of: Callable[[str], float]) -> str | None:
     """`text` if it fits in `room`, else its longest start + "…" that does; None when not even
     three characters fit. `width_of` measures a string in the same units as `room`."""
+    # layout: a label's width against its box
     if width_of(text) <= room:
         return text
 
@@ -40,12 +40,15 @@ def fit_label(text: str, room: float, width_of: Callable[[str], float]) -> str |
     # A longer start is never narrower: bisect for the longest that fits (a timeline has
     # hundreds of labels, and a linear search measured each one up to its length in text).
     fits, too_long = 2, len(text)
+    # layout: bisecting a label's length
     while too_long - fits > 1:
         end = (fits + too_long) // 2
+        # layout: a label's width against its box
         if width_of(shortened(end)) <= room:
             fits = end
         else:
             too_long = end
+    # layout: a label too short to show
     return shortened(fits) if fits >= 3 else None
 
 
@@ -93,88 +96,6 @@ def label_in_box(ax, x0: float, x1: float, y: float, text: str, *, full: str = "
     return label
 
 
-# Where a label may sit around its marker, in order of preference: (dx, dy, ha, va).
-_PLACES = (
-    (1, 0, "left", "center"),
-    (0, 1, "center", "bottom"),
-    (-1, 0, "right", "center"),
-    (0, -1, "center", "top"),
-    (1, 1, "left", "bottom"),
-    (1, -1, "left", "top"),
-    (-1, 1, "right", "bottom"),
-    (-1, -1, "right", "top"),
-)
-
-
-def label_points(
-    ax,
-    xs: Sequence[float],
-    ys: Sequence[float],
-    texts: Sequence[str],
-    *,
-    marker_px: float = 8.0,
-    **kwargs,
-) -> list:
-    """Label each point (x, y) beside its marker, trying eight places around it and keeping the
-    first that stays inside the axes and overlaps no marker and no label placed before. When
-    none is free the least crowded place wins. Returns the Texts.
-
-    Call it once the figure's layout is final (`figures.settle`): it measures in pixels."""
-    fig = ax.get_figure()
-    renderer = fig.canvas.get_renderer()
-    fontsize = kwargs.pop("fontsize", min_font_pt(fig.get_size_inches()[0]))
-    color = kwargs.pop("color", INK)
-    frame = ax.get_window_extent(renderer)
-    centres = [ax.transData.transform((x, y)) for x, y in zip(xs, ys, strict=True)]
-    half = marker_px / 2
-    taken = [(cx - half, cy - half, cx + half, cy + half) for cx, cy in centres]
-    gap = half + 0.25 * fontsize * fig.dpi / 72
-    placed = []
-    for x, y, text in zip(xs, ys, texts, strict=True):
-        best = None
-        for dx, dy, ha, va in _PLACES:
-            label = ax.annotate(
-                text,
-                (x, y),
-                xytext=(dx * gap, dy * gap),
-                textcoords="offset pixels",
-                ha=ha,
-                va=va,
-                fontsize=fontsize,
-                color=color,
-                annotation_clip=False,
-                in_layout=False,
-                **kwargs,
-            )
-            box = label.get_window_extent(renderer)
-            edges = (box.x0, box.y0, box.x1, box.y1)
-            crowding = sum(_overlap(edges, other) for other in taken)
-            inside = (
-                box.x0 >= frame.x0
-                and box.x1 <= frame.x1
-                and box.y0 >= frame.y0
-                and box.y1 <= frame.y1
-            )
-            score = crowding + (0 if inside else box.width * box.height)
-            if best is None or score < best[0]:
-                if best is not None:
-                    best[1].remove()
-                best = (score, label, edges)
-            else:
-                label.remove()
-            if score == 0:
-                break
-        taken.append(best[2])
-        placed.append(best[1])
-    return placed
-
-
-def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    return w * h if w > 0 and h > 0 else 0.0
-
-
 def _numbers(table: Table, column: str) -> list[float | None]:
     """A column's numbers; a Timing cell plots as its time."""
     return [
@@ -196,11 +117,12 @@ def line_figure(
     ylabel: str = "",
     logx: bool = False,
     logy: bool = False,
-    fit_slope: bool = False,
+    slopes: Mapping[str, float | None] | None = None,
     labels: Sequence[str] | None = None,
 ) -> str:
     """One line per column in `ys` against column `x`. Missing values (None: out of memory,
-    not available) leave a gap and are marked with a cross on the axis."""
+    not available) leave a gap and are marked with a cross on the axis. `slopes[column]`,
+    a log-log slope a finding fitted (findings/trend.table_slopes), is said in the legend."""
     table = sourced.measurement.tables[table_name]
     xs = _numbers(table, x)
     alt_parts = []
@@ -212,9 +134,9 @@ def line_figure(
             # A column named for a quantity (time_us) reads as words; one named for an
             # implementation (naive, sdpa-math) keeps its name.
             name = labels[i] if labels else (quantity_label(column) if "_" in column else column)
-            slope = fitted_slope(xs, values) if fit_slope else None
+            slope = (slopes or {}).get(column)
             if slope is not None:
-                name += f" (slope {slope:.2f})"
+                name += f" (slope {number(slope)})"
             pts = [
                 (a, b) for a, b in zip(xs, values, strict=True) if a is not None and b is not None
             ]
@@ -246,9 +168,10 @@ def line_figure(
             )
         if logx:
             ax.set_xscale("log", base=2)
+            # layout: ticks at the measured x values, in order
             shown = _spaced(sorted({a for a in xs if a is not None and a > 0}))
             if 1 < len(shown) <= 12:
-                ax.set_xticks(shown, [compact_number(a, 2) for a in shown])
+                ax.set_xticks(shown, [tick(a) for a in shown])
                 ax.minorticks_off()
         if logy:
             ax.set_yscale("log")
@@ -262,20 +185,22 @@ def line_figure(
 
 
 def stacked_share_figure(
-    sourced: Sourced, table_name: str, *, x: str, parts: Sequence[str], what: str
+    sourced: Sourced,
+    xs: Sequence,
+    shares: Sequence[Mapping[str, float]],
+    *,
+    x: str,
+    parts: Sequence[str],
+    what: str,
+    x_unit: str | None = None,
 ) -> str:
-    """Stacked bars: for each x, the share of each part (columns hold times; shares computed)."""
-    table = sourced.measurement.tables[table_name]
-    xs = table.column(x)
+    """Stacked bars: for each x in `xs`, each part's share (`shares[i][part]`, a fraction of
+    the whole that a finding computed: findings/share.row_shares)."""
     with new_figure(7.0, 3.4) as fig:
         ax = fig.add_subplot()
         bottoms = [0.0] * len(xs)
-        totals = [sum((r[p] or 0) for p in parts) for r in table.records()]
         for i, part in enumerate(parts):
-            values = [
-                ((v or 0) / t * 100 if t else 0)
-                for v, t in zip(table.column(part), totals, strict=True)
-            ]
+            values = [100 * s[part] for s in shares]
             color = STEP_COLORS.get(part, SERIES_COLORS[i % len(SERIES_COLORS)])
             ax.bar(
                 [str(v) for v in xs],
@@ -287,12 +212,12 @@ def stacked_share_figure(
             bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
         ax.set_ylim(0, 100)
         ax.set_ylabel("Share of time (%)")
-        ax.set_xlabel(_with_unit(table, x))
+        ax.set_xlabel(quantity_label(x, x_unit))
         ax.spines[["top", "right"]].set_visible(False)
         fig.legend(loc="outside right center", frameon=False, fontsize=8)
         alt = f"{what} Shares per {quantity_label(x).lower()}: " + "; ".join(
-            f"{xv}: " + ", ".join(f"{p} {((r[p] or 0) / t * 100 if t else 0):.0f}%" for p in parts)
-            for xv, r, t in zip(xs, table.records(), totals, strict=True)
+            f"{figure_number(xv)}: " + ", ".join(f"{p} {percent(s[p])}" for p in parts)
+            for xv, s in zip(xs, shares, strict=True)
         )
         svg = to_svg(fig, alt)
     return figure_html(svg, sourced, what)
@@ -337,6 +262,7 @@ def _spaced(values: list[float], slots: int = 10) -> list[float]:
     step = math.log(values[-1] / values[0]) / slots
     kept = [values[0]]
     for v in values[1:]:
+        # layout: tick spacing on a log axis
         if math.log(v / kept[-1]) >= step:
             kept.append(v)
     return kept

@@ -13,7 +13,7 @@ from attention_docs.records.trace import GPU_KINDS
 from attention_docs.render import words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.plots import line_figure
-from attention_docs.render.tables import facts_table
+from attention_docs.render.tables import captioned_table
 from attention_docs.render.tables import measurement_of as _m
 
 fact = words.fact
@@ -52,7 +52,7 @@ def first_calls(sourced: Sourced, times: Sourced) -> str:
         "Call | Cold session (profiled) | Second session (profiled) | Faults, cold | Faults, second"
     )
     what = "Each call's wall time under the profiler (profiled clock), and its minor page faults."
-    table = facts_table(sourced, header, rows, what, "rrrrr")
+    table = captioned_table(header, rows, "rrrrr", sourced, what)
     if f.first_vs_settled.tie:
         lead = f"The first call took **{fact(f.cold[0])}**, within the range of the settled calls"
     else:
@@ -93,7 +93,7 @@ def faults(sourced: Sourced, times: Sourced) -> str:
         "Faults per call | Calls | Their cost (unprofiled) | Of the unprofiled forward | Allocation"
     )
     what = "Minor page faults of every profiled call, both sessions, in groups; cost unprofiled."
-    table = facts_table(sourced, header, rows, what, "rrrrl")
+    table = captioned_table(header, rows, "rrrrl", sourced, what)
     groups = words.series(f"{fact(g.faults)} faults in {fact(g.calls)} calls" for g in found.groups)
     if found.distribution.multimodal:
         text = f"{table}\n\nCalls do not all fault alike: {groups}. "
@@ -122,7 +122,7 @@ def first_call_ops_table(sourced: Sourced, limit: int = 8) -> str:
     rows = [(f"`{o.name[:57]}`", o.kind, o.first, o.extra) for o in ops]
     header = "Name | Kind | Self, first call (profiled) | Extra over a settled call"
     what = "Self time by name (profiled clock): the first call, and what it took beyond a settled call of the same session."
-    return facts_table(sourced, header, rows, what, "llrr")
+    return captioned_table(header, rows, "llrr", sourced, what)
 
 
 # --- Self time, total time and the dispatch chain -------------------------------------------------
@@ -140,6 +140,7 @@ def dispatch_tree(sourced: Sourced, label: str = "attention.scores") -> str:
     open_levels: list[bool] = []  # per depth below the range: does a later sibling follow?
     for i, s in enumerate(inside):
         level = s.depth - top.depth - 1
+        # layout: tree drawing: the next sibling's depth
         sibling = next((t.depth == s.depth for t in inside[i + 1 :] if t.depth <= s.depth), False)
         del open_levels[level:]
         prefix = "".join("│  " if more else "   " for more in open_levels)
@@ -148,6 +149,7 @@ def dispatch_tree(sourced: Sourced, label: str = "attention.scores") -> str:
         k = kernels.get(s.flow) if s.kind == "runtime" else None
         launched = f"  → {k.name[:47]} ({words.time_us(k.dur_us)} on the GPU)" if k else ""
         lines.append((prefix, s.name, s, launched))
+    # layout: the widest line of the tree
     width = max(len(p + n) for p, n, _, _ in lines) + 2
     body = [f"{'':<{width}}{'total':>10}  {'self':>10}"]
     for prefix, name, s, launched in lines:
@@ -197,7 +199,7 @@ def overhead(sourced: Sourced, times: Sourced) -> str:
         "loop without the profiler, in interleaved rounds (range: each setting's fastest round "
         "against the loop's slowest, and the other way round)."
     )
-    table = facts_table(sourced, header, rows, what, "lrrrr")
+    table = captioned_table(header, rows, "lrrrr", sourced, what)
     plain, full = found[0], found[-1]
     if plain.tie:
         text = f"With activities only, the profiler's cost, {fact(plain.added)}, was within noise"
@@ -275,10 +277,10 @@ def size_sweep_table(sourced: Sourced) -> str:
     size = fp.size_sweep(sourced.measurement)
     rows = [(f"{p.elements:,}", p.moved, p.time, p.rate) for p in size.points]
     header = "Elements | Bytes moved | Time per call (unprofiled) | Bytes/s (unprofiled)"
-    return facts_table(
-        sourced,
+    return captioned_table(
         header,
         rows,
-        "Size sweep; each time with its confidence interval over the rounds.",
         "rrrr",
+        sourced,
+        "Size sweep; each time with its confidence interval over the rounds.",
     )

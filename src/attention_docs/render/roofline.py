@@ -11,7 +11,7 @@ from attention_docs.render import words
 from attention_docs.render.caption import on_one_device
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
-from attention_docs.render.tables import facts_table
+from attention_docs.render.tables import captioned_table
 from attention_docs.render.tables import measurement_of as _m
 
 fact = words.fact
@@ -73,7 +73,9 @@ def costs(sourced: Sourced) -> str:
         [f"`{s.label}`", s.flops, s.bytes, s.intensity] for s in fs.steps(sourced.measurement).steps
     ]
     header = "Step | FLOPs (cost model) | Bytes (cost model, minimum) | Intensity (cost model)"
-    table = facts_table(sourced, header, rows, "The cost model (computed, not measured).", "lrrr")
+    table = captioned_table(
+        header, rows, "lrrr", sourced, "The cost model (computed, not measured)."
+    )
     p = fr.profiler_flops(sourced.measurement)
     if p is None:
         return table
@@ -99,7 +101,7 @@ def ceilings_table(sourced: Sourced) -> str:
     ]
     header = ["Ceiling", "Size", "Achieved (unprofiled; range over rounds)"]
     what = "Measured ceilings, timed without the profiler in interleaved rounds."
-    return facts_table(sourced, header + ["Data sheet"] * spec, rows, what, "llr" + "r" * spec)
+    return captioned_table(header + ["Data sheet"] * spec, rows, "llr" + "r" * spec, sourced, what)
 
 
 @on_one_device
@@ -176,15 +178,11 @@ def verdicts(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) 
         "Roofline floor against each step's time in the forward without the profiler "
         "(the steps timed one after another, in interleaved rounds)."
     )
-    parts = [facts_table(naive, header, rows, what, "lrrrrrl") + "\n\n"]
+    parts = [captioned_table(header, rows, "lrrrrrl", naive, what) + "\n\n"]
     for p in r.placed:
         if p.step.label not in MATMULS or p.attained is None:
             continue
-        side = (
-            "right of the ridge"
-            if p.step.intensity.value >= r.ridge.value
-            else "*left* of the ridge"
-        )
+        side = "right of the ridge" if fr.right_of_ridge(r, p) else "*left* of the ridge"
         parts.append(
             f"`{p.step.label}` ({fact(p.step.intensity)}) sits {side} and reaches "
             f"{fact(p.attained)} of what the roof allows there."
@@ -274,6 +272,7 @@ def roofline_figure(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: So
     r = _roofline(naive, ceilings, times, sweep)
     placed = [p for p in r.placed if p.step.flop_rate and p.step.intensity]
     xs_all = [p.step.intensity.value for p in placed] + [r.ridge.value]
+    # layout: the x axis spans every point
     lo, hi = min(xs_all) / 8, max(xs_all) * 8
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     alt = [

@@ -8,8 +8,7 @@ from __future__ import annotations
 from attention_docs.analytic import sdpa_dispatch as rules
 from attention_docs.analytic.gpu import FORECAST_GPU, FORECAST_SHAPE, sheet
 from attention_docs.findings import sdpa as fsdpa
-from attention_docs.findings.compare import compare
-from attention_docs.findings.facts import NUMERIC, PROFILED, UNPROFILED, Quantity
+from attention_docs.findings.facts import NUMERIC, PROFILED
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
 from attention_docs.render import words
@@ -167,6 +166,7 @@ def rules_table() -> str:
         if r.max_head_dim_hopper:
             head += f" (≤ {r.max_head_dim_hopper[0]} on sm_90, recent cuDNN)"
         multiples = r.head_dim_multiple
+        # layout: the rule's own order
         for n in sorted(set(multiples.values()), reverse=True):
             head += (
                 f"; a multiple of {n} in {' or '.join(d for d, k in multiples.items() if k == n)}"
@@ -206,19 +206,22 @@ def mask_table(sourced: Sourced) -> str:
     """Causal attention asked for in several ways: backend, mask bytes, peak memory, time
     against is_causal's (interleaved rounds, unprofiled), error against float64."""
     m = sourced.measurement
-    base, *rest = records = m.tables["masks"].records()
+    ratios = fsdpa.mask_ratios(m)
     rows = []
-    for r in records:
+    for r in m.tables["masks"].records():
         who = f"SDPA with the causal mask as {r['mask']}"
-        q = Quantity("time ratio to is_causal", who, m.device_id, UNPROFILED, Shape.of(m.params))
-        ratio = words.fact_span(q.id, words.versus(compare(base["time"], r["time"])))
+        if r["mask"] in ratios:
+            q, c = ratios[r["mask"]]
+            ratio = words.fact_span(q.id, words.versus(c))
+        else:
+            ratio = "1 (baseline)"
         err, size = r["max_abs_error"], r["mask_bytes"]
         rows.append([
             r["mask"],
             f"`{r['backend']}`",
             stated(m, "mask tensor size", who, size, "B") if size else "none",
             stated(m, "peak memory", who, r["peak_bytes"], "B"),
-            ratio if r in rest else "1 (baseline)",
+            ratio,
             "NaN" if err is None else stated(m, "max abs error vs float64", who, err, "abs error", clock=NUMERIC),
         ])  # fmt: skip
     header = ["Causal mask given as", "Backend", "Mask tensor", "Peak memory (counted)",

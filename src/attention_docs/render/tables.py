@@ -26,10 +26,20 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: 
 
 
 def captioned_table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], align: str, sourced: Sourced, what: str
+    header: str | Sequence[str],
+    rows: Iterable[Sequence],
+    align: str,
+    sourced: Sourced,
+    what: str = "",
 ) -> str:
-    """A pipe table with, under it, the caption of the measurement it shows."""
-    return markdown_table(header, rows, align) + "\n\n" + caption_html(sourced, what)
+    """A pipe table with, under it, the caption of the measurement it shows: the one way a
+    page writes a table of a measurement. `header` as a list, or as the table's header line
+    ("Step | Calls | …"); a cell is a Fact (stated with its id), None (—) or text; `align`
+    one letter per column (l/r), "" for left then right."""
+    if isinstance(header, str):
+        header = [h.strip() for h in header.split(" | ")]
+    cells = [[_cell_of(c) for c in r] for r in rows]
+    return markdown_table(header, cells, align) + "\n\n" + caption_html(sourced, what)
 
 
 def _cell_text(text: str) -> str:
@@ -46,17 +56,6 @@ def _cell_text(text: str) -> str:
 def measurement_of(source: Sourced | Measurement | None) -> Measurement | None:
     """The Measurement of a Sourced entry (what `measure` returns), or the argument itself."""
     return getattr(source, "measurement", source)
-
-
-def facts_table(
-    sourced: Sourced, header: str | Sequence[str], rows: Iterable[Sequence], what: str, align=""
-) -> str:
-    """A captioned table whose cells are Facts (stated with their ids), None (—) or text;
-    `header` as a list, or as the table's header line ("Step | Calls | …")."""
-    if isinstance(header, str):
-        header = [h.strip() for h in header.split(" | ")]
-    cells = [[_cell_of(c) for c in r] for r in rows]
-    return markdown_table(header, cells, align) + "\n\n" + caption_html(sourced, what)
 
 
 def _cell_of(cell) -> str:
@@ -95,7 +94,7 @@ def step_table(
         if alone
         else "."
     )
-    return facts_table(sourced, header, rows, what, "lrrrr")
+    return captioned_table(header, rows, "lrrrr", sourced, what)
 
 
 def op_table(sourced: Sourced, limit: int = 10, subject: str | None = None) -> str:
@@ -109,7 +108,7 @@ def op_table(sourced: Sourced, limit: int = 10, subject: str | None = None) -> s
         "Op or kernel | Where | Calls | Self time (profiled) | Share of self | "
         "Total time (profiled) | FLOPs (profiler's count)"
     )
-    return facts_table(sourced, header, rows, "Top ops.", "llrrrrr")
+    return captioned_table(header, rows, "llrrrrr", sourced, "Top ops.")
 
 
 def records_table(sourced: Sourced, name: str, columns: Sequence[str] | None = None) -> str:
@@ -118,16 +117,17 @@ def records_table(sourced: Sourced, name: str, columns: Sequence[str] | None = N
     columns = list(columns or table.columns)
     header = [words.quantity_label(c, table.units.get(c)) for c in columns]
     rows = [[_cell(r[c]) for c in columns] for r in table.records()]
-    return markdown_table(header, rows) + "\n\n" + caption_html(sourced)
+    return captioned_table(header, rows, "", sourced)
 
 
 def _cell(value) -> str:
-    """Integers (shapes, counts) exactly; other numbers by the one precision rule (an SI
-    prefix from 10,000 up); a Timing as its time and interval; — for missing."""
+    """Integers (shapes, counts) exactly; other numbers to three significant figures in the
+    column's unit, which the header names, with no prefix: one column never reads "7,590"
+    in one row and "16 k" in the next; a Timing as its time and interval; — for missing."""
     if value is None:
         return "—"
     if isinstance(value, Timing):
         return words.timing(value)
     if isinstance(value, float):
-        return words.count(value) if abs(value) >= 1e4 else words.number(value)
+        return words.number(value)
     return str(value)

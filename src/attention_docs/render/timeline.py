@@ -78,6 +78,7 @@ def layout(
             row_of[(lane, 0)] = len(rows)
             rows.append(lane)
             continue
+        # layout: rows for the CPU depths shown
         depth = min(max((s.depth for s in spans), default=0), settings.max_cpu_depth)
         for d in range(depth + 1):
             row_of[(lane, d)] = len(rows)
@@ -94,6 +95,7 @@ def layout(
         gpu = s.kind in GPU_KINDS
         if s.kind == "gpu_range":
             continue
+        # layout: rows for the CPU depths shown
         depth = 0 if gpu else min(s.depth, settings.max_cpu_depth)
         step = s.name if s in ranges else step_of.get(id(s))
         color = colors.get(step or "", MUTED)
@@ -130,10 +132,12 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
 
     rows, bars, flows = layout(trace, settings)
     height = 1.0 + settings.row_height_in * len(rows)
+    # layout: the x axis spans every bar
     end = max((b.start_us + b.dur_us for b in bars), default=1.0)
     with new_figure(settings.width_in, height) as fig:
         ax = fig.add_subplot()
         for b in bars:
+            # layout: a bar at least a pixel wide
             extent = [(b.start_us, max(b.dur_us, end * 1e-4))]
             drawn = ax.broken_barh(
                 extent, (b.row - 0.4, 0.8), facecolors=b.color, **BAR, alpha=b.alpha

@@ -2,15 +2,13 @@
 # shape. Verdicts (ties from interleaved unprofiled rounds) are findings/variants.py's.
 from __future__ import annotations
 
-from dataclasses import replace
-
 from attention_docs.findings import steps as fs
 from attention_docs.findings import variants as fv
-from attention_docs.measurements.schema import Measurement, Sourced, Table
+from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import MATMULS, STEPS
 from attention_docs.render import words
 from attention_docs.render.plots import stacked_share_figure
-from attention_docs.render.tables import facts_table
+from attention_docs.render.tables import captioned_table
 
 fact = words.fact
 BASELINE = fv.BASELINE
@@ -46,12 +44,15 @@ def mask_variants(sourced: Sourced) -> str:
         f"(brackets: the least and most favourable readings); allocations per forward."
     )
     r = found.cheapest
-    table = facts_table(sourced, header, rows, what, "lrrrrr")
-    lead = f"{table}\n\nTimed alone on the same scores, the cheapest mask step is `{r.fastest}`'s"
+    table = captioned_table(header, rows, "lrrrrr", sourced, what)
+    lead = f"{table}\n\nTimed alone on the same scores, "
     if r.clear:
-        return f"{lead}, beyond the noise of every other."
+        return f"{lead}the cheapest mask step is `{r.fastest}`'s, beyond the noise of every other."
+    # "Cheapest" only of a clear leader (findings/rank): a leader within noise of others ties.
     others = words.series(f"`{x}`'s" for x in r.leaders[1:])
-    return f"{lead}, within noise of {others}."
+    return (
+        f"{lead}the mask step with the lowest median is `{r.fastest}`'s, within noise of {others}."
+    )
 
 
 # --- float32 or bfloat16 ---------------------------------------------------------------------
@@ -85,14 +86,15 @@ def dtypes(sourced: Sourced) -> str:
         "readings of the two intervals); what runs, from a profile."
     )
     align = "l" + "r" * len(others) + "l" * len(found.dtypes)
-    parts = [facts_table(sourced, header, rows, what, align) + "\n\n"]
+    parts = [captioned_table(header, rows, align, sourced, what) + "\n\n"]
     for d in others:
         s = found.found[("forward", d)]
         ratio = words.versus_fact(s.ratio, s.versus)
         if s.versus.tie:
             parts.append(f"In {d} the unprofiled forward is **{ratio}** of float32's.")
         else:
-            word = "slower" if s.versus.ratio > 1 else "faster"
+            # versus compares float32 (first) with d: in order, d is the slower one.
+            word = "slower" if s.versus.as_ordered else "faster"
             parts.append(f"In {d} the unprofiled forward takes **{ratio}** float32's time: {word}.")
     if found.capability:
         parts.append(
@@ -137,13 +139,10 @@ def dtypes(sourced: Sourced) -> str:
 
 def step_shares_figure(sweep: Sourced, naive: Sourced) -> str:
     """Stacked shares of the five steps per shape, naive_steps' shape read from naive_steps."""
-    found = fs.shares_by_shape(sweep.measurement, naive.measurement)
-    rows = tuple((s.label, *(s.shares[x].value for x in STEPS)) for s in found)
-    table = Table(("shape", *STEPS), rows, {"shape": "seq_len×head_dim"})
-    m = replace(sweep.measurement, tables={**sweep.measurement.tables, "_shares": table})
+    labels, shares = fs.share_bars(sweep.measurement, naive.measurement)
     what = "Share of each step's profiled time per shape (median over the profiled forwards)."
     return stacked_share_figure(
-        replace(sweep, measurement=m), "_shares", x="shape", parts=STEPS, what=what
+        sweep, labels, shares, x="shape", x_unit="seq_len×head_dim", parts=STEPS, what=what
     )
 
 

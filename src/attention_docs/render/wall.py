@@ -4,19 +4,16 @@
 # from render/words.py.
 from __future__ import annotations
 
-from dataclasses import replace
-
 from attention_docs.analytic import gpu as g
 from attention_docs.findings import wall as fw
 from attention_docs.findings.forecast import check
-from attention_docs.measurements.schema import Measurement, Sourced, Table
+from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import STEPS
 from attention_docs.render import words
-from attention_docs.render.caption import caption_html
 from attention_docs.render.figures import MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import stacked_share_figure
-from attention_docs.render.tables import markdown_table
+from attention_docs.render.tables import captioned_table
 
 fact = words.fact
 X = {"seq_len": "seq_len", "tokens": "seq_len", "heads": "num_heads", "head_dim": "head_dim"}
@@ -46,7 +43,7 @@ def sweep_table(wall: Sourced, name: str, times: Sourced | None = None) -> str:
         for p in pts
     ]  # fmt: skip
     header = [*dims, *(h for h, _ in CELLS.values()), "Status"]
-    return markdown_table(header, rows, "r" * (len(header) - 1) + "l") + "\n\n" + caption_html(wall)
+    return captioned_table(header, rows, "r" * (len(header) - 1) + "l", wall)
 
 
 def sweep_figure(
@@ -69,7 +66,7 @@ def sweep_figure(
         ax.grid(color=MUTED, alpha=0.3, lw=0.5, which="both")
         ax.spines[["top", "right"]].set_visible(False)
         ax.legend(frameon=False, fontsize=8)
-        text = ", ".join(f"{x} {v:g}: {words.value(f.value, f.unit)}" for v, f in zip(xs, facts, strict=True))  # fmt: skip
+        text = ", ".join(f"{x} {words.figure_number(v)}: {words.value(f.value, f.unit)}" for v, f in zip(xs, facts, strict=True))  # fmt: skip
         svg = to_svg(fig, f"{what} {text}")
     return figure_html(svg, wall, what)
 
@@ -77,13 +74,10 @@ def sweep_figure(
 def step_share_figure(sourced: Sourced, table: str, *, x: str, what: str) -> str:
     """Stacked shares of the five steps per row: of a table of step times, or (`table` a
     sweep of the wall experiment) of its profiled shapes' medians."""
-    m = sourced.measurement
-    if table in fw.SWEEP_NAMES and "points" in m.tables:
-        pts = [p for p in fw.sweep(m, table) if p.steps]
-        rows = tuple((getattr(p.shape, x), *(p.steps[s].time_us for s in STEPS)) for p in pts)
-        m = replace(m, tables={table: Table((x, *STEPS), rows)})
-        sourced = replace(sourced, measurement=m)
-    return stacked_share_figure(sourced, table, x=x, parts=STEPS, what=what)
+    found = fw.step_shares(sourced.measurement, table, x)
+    return stacked_share_figure(
+        sourced, found.xs, found.shares, x=x, x_unit=found.x_unit, parts=STEPS, what=what
+    )
 
 
 def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
@@ -165,7 +159,7 @@ def _change(m: Measurement, a: fw.Point, b: fw.Point) -> str:
     fact_id, c = fw.change(m, a, b)
     if c.tie:
         return words.fact_span(fact_id, f"leaves time within noise ({words.times(c.ratio)} apart)")
-    verb = "multiplies" if b.timing.time_us >= a.timing.time_us else "divides"
+    verb = "multiplies" if fw.rises(a, b) else "divides"
     return words.fact_span(fact_id, f"{verb} time by {words.versus(c)}")
 
 

@@ -18,7 +18,7 @@ from attention_docs.render.caption import caption_html
 from attention_docs.render.decode import shape_text
 from attention_docs.render.figures import INK, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
-from attention_docs.render.tables import markdown_table
+from attention_docs.render.tables import markdown_table, measurement_of
 
 # One colour per implementation on every device (Okabe–Ito, grey for the baseline); the decode
 # cell's paths take the colours of their forward counterparts.
@@ -29,10 +29,6 @@ COLORS = {fwd.NAIVE: GREY, fwd.COMPILED: "#E69F00", fwd.SDPA_MATH: "#56B4E9",
           "sdpa": "#0072B2", "naive": GREY, "naive_repeat_kv": "#E69F00"}  # fmt: skip
 SDPA_KERNELS = {fwd.SDPA_MATH: "math", fwd.SDPA_FLASH: "FlashAttention",
                 fwd.SDPA_EFFICIENT: "memory-efficient", fwd.SDPA_CUDNN: "cuDNN"}  # fmt: skip
-
-
-def _m(source: Sourced | Measurement) -> Measurement:
-    return source.measurement if isinstance(source, Sourced) else source
 
 
 def _where(s) -> str:
@@ -81,7 +77,12 @@ def _panels_svg(panels: list[tuple[str, str, list, list, dict]], lead: str) -> s
     """Side-by-side panels; each is (title, x label, row keys, column keys, {(row, col): Cell})."""
     from matplotlib.patches import Rectangle
 
-    rows_most, widths, alt = max(len(p[2]) for p in panels), [len(p[3]) for p in panels], []
+    # layout: the tallest panel sets the height
+    rows_most, widths, alt = (
+        max(len(p[2]) for p in panels),
+        [len(p[3]) for p in panels],
+        [],
+    )
     with new_figure(2.3 * sum(widths) + 0.8, 1.2 + 1.05 * rows_most) as fig:
         axes = fig.subplots(1, len(panels), gridspec_kw={"width_ratios": widths}, squeeze=False)[0]
         for ax, (title, xlabel, rows, cols, found) in zip(axes, panels, strict=True):
@@ -101,7 +102,9 @@ def _panels_svg(panels: list[tuple[str, str, list, list, dict]], lead: str) -> s
 
 
 def _grid(found: list[fw.Cell], col) -> tuple[list, list, dict]:
+    # layout: rows in seq_len order
     rows = sorted({c.shape.seq_len for c in found})
+    # layout: columns in order, names after numbers
     cols = sorted({col(c) for c in found}, key=lambda v: (isinstance(v, str), v))
     return rows, cols, {(c.shape.seq_len, col(c)): c for c in found}
 
@@ -171,10 +174,9 @@ def finding(times: Sourced, train: Sourced, steps: Sourced) -> str:
     m, t, d = times.measurement, train.measurement, steps.measurement
     teach, model = fw.teaching_cells(m), fw.map_cells(m)
     trains, dec = fw.cells(t, fw.TRAINING), fw.decode_cell(d)
-    big = max(model, key=lambda c: (c.shape.seq_len, c.shape.dtype == "bfloat16"))
+    big = fw.largest_cell(model)
     cells = fw.forecast_cells(spec.sheet())
-    closest = min(cells, key=lambda c: c.lead.forecast.low)
-    widest = max(cells, key=lambda c: c.lead.forecast.high)
+    closest, widest = fw.closest_lead(cells), fw.widest_lead(cells)
     verdict = (
         "a fused kernel wins every cell of the GPU map"
         if all(c.winner == c.fused for c in cells)
@@ -228,6 +230,7 @@ def _time_cell(m: Measurement, c: fw.Cell, name: str) -> str:
 
 
 def _tab(title: str, m: Measurement, found: list[fw.Cell]) -> str:
+    # layout: columns in seq_len order
     found = sorted(found, key=lambda c: c.shape.seq_len)
     names = [n for n in fw.implementations(m) if any(n in c.timings for c in found)]
     header = ["Implementation", *(f"seq_len {c.shape.seq_len}" for c in found)]
@@ -242,11 +245,13 @@ def times_tabs(times: Sourced, train: Sourced) -> str:
     m, t = times.measurement, train.measurement
     teach, tabs = fw.teaching_cells(m), []
     for causal in (True, False):
+        # layout: tabs in head_dim order
         for d in sorted({c.shape.head_dim for c in teach}):
             part = [c for c in teach if (c.shape.causal, c.shape.head_dim) == (causal, d)]
             tabs.append(_tab(f"{'causal' if causal else 'no mask'}, head_dim {d}", m, part))
     views = ((m, "forward", fw.map_cells(m)), (t, "training", fw.cells(t, fw.TRAINING)))
     for source, view, found in views:
+        # layout: tabs in dtype order
         for dtype in sorted({c.shape.dtype for c in found}):
             part = [c for c in found if c.shape.dtype == dtype]
             tabs.append(_tab(f"{part[0].shape.num_heads} heads, {dtype}: {view}", source, part))
@@ -347,7 +352,7 @@ def gpu_forecast(entries: list[Sourced]) -> str:
 def summary_table(summary: Sourced, times: Sourced | Measurement) -> str:
     """What each implementation removed, in work per forward and memory, with its forward
     time and its ratio to naive attention from forward_times."""
-    m, t = summary.measurement, _m(times)
+    m, t = summary.measurement, measurement_of(times)
     shape = fwd.Shape.of(m.params)
     rows, missing = [], []
     for r in m.tables["summary"].records():

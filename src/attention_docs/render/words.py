@@ -1,7 +1,17 @@
 # Every number and every verdict as the pages say it: the one place that turns findings and
 # facts into words. One precision rule holds everywhere: three significant figures, thousands
 # separated, never scientific notation, never a fourth decimal ("1,710×", "0.000123 s" is
-# written "123 µs"). A renderer never formats a number itself; it asks this module.
+# written "123 µs"). A renderer never formats a number itself; it asks this module, for prose,
+# tables, alt text and tick labels alike.
+#
+# Two symbols mean one thing everywhere:
+# - "%" is a unit whose values are FRACTIONS: value(0.177, "%") and percent(0.177) read
+#   "17.7%". Nothing here takes a value already multiplied by 100 (a cited percentage is
+#   quoted by `as_published`, digit for digit, and is the one exception).
+# - "k" (and M, G, T) are DECIMAL prefixes: 1 k = 1,000, never 1,024. A power of two is
+#   written in full (1,024; 16,384) or with a decimal prefix (262 k), never "1 k" for 1,024.
+# A whole number that names a parameter (a seq_len, a count) prints exactly in alt text and
+# on axes: 1,024, never "1,020" (`figure_number`, `tick`).
 #
 # Facts: `fact(f)` wraps a value in `<span class="ad-fact" data-fact="ID">`, where ID names
 # the quantity (findings/facts.py). The site-wide test reads those spans to prove that no
@@ -216,7 +226,7 @@ def speed(c: Comparison, a: str, b: str) -> str:
     than a": a sentence always states a ratio above 1."""
     if c.tie:
         return f"{a} and {b} are within noise of each other ({times(c.ratio)} apart)"
-    if c.ratio >= 1:
+    if c.as_ordered:
         return f"{a} is {times(c.ratio)} ({span(c.low, c.high, times)}) faster than {b}"
     return f"{b} is {times(1 / c.ratio)} ({span(1 / c.high, 1 / c.low, times)}) faster than {a}"
 
@@ -246,7 +256,7 @@ _SAY = {
 
 
 def value(v: float | None, unit: str) -> str:
-    """A bare value in its unit (a fraction for "%"); unknown units follow the number, and
+    """A bare value in its unit ("%": a fraction); unknown units follow the number, and
     a whole count of things below 10,000 is exact ("2,048 tiles", not "2.05 k tiles")."""
     if v is None:
         return "—"
@@ -257,7 +267,11 @@ def value(v: float | None, unit: str) -> str:
         return f"{int(v):,} {unit}".rstrip()
     if not unit:  # a bare count: in full below 10,000 ("1,280"), with a prefix above
         return number(v) if abs(v) < 1e4 else count(v)
-    return f"{count(v)} {unit}"
+    # An SI prefix joins a symbol (33.6 MFLOP/s) but stands apart from a word (10.2 k tokens).
+    text, prefix = _prefixed(v)
+    if not prefix:
+        return f"{text} {unit}"
+    return f"{text} {prefix}{unit}" if unit[:1].isupper() else f"{text} {prefix} {unit}"
 
 
 def as_published(value: float, unit: str) -> str:
@@ -390,19 +404,24 @@ def quantity_label(column: str, unit: str | None = None) -> str:
 
 
 def figure_number(v, unit: str | None = None) -> str:
-    """A value as a reader says it, for alt text: rounded, with its unit; None -> not available.
+    """A value as a reader says it, for alt text: with its unit; None -> not available.
 
+    By `value`'s rules ("%" a fraction, decimal prefixes), except that a whole number in no
+    unit of its own prints exactly (seq_len 1024 -> "1,024"; 16384 -> "16,384"):
     2170.748374737741 µs -> "2.17 ms"; 1572864 B -> "1.57 MB"; 0.1234 -> "0.123".
     """
     if v is None:
         return "not available"
     if isinstance(v, bool) or not isinstance(v, int | float):
         return str(v)
-    by_unit = {"µs": time_us, "B": nbytes, "%": lambda x: f"{number(x)}%"}
-    if unit in by_unit:
-        return by_unit[unit](v)
-    if abs(v) < 1e4:
-        return f"{number(v)} {unit}" if unit else number(v)
-    # An SI prefix joins a symbol (33.6 MFLOP/s) but stands apart from a word (10.2 k tokens).
-    text = count(v)
-    return text + (unit if unit[:1].isupper() else f" {unit}") if unit else text
+    if unit not in _SAY and float(v).is_integer():
+        return f"{int(v):,} {unit or ''}".rstrip()
+    return value(v, unit or "")
+
+
+def tick(x: float) -> str:
+    """An axis tick label (no math text), by `value`'s rule for a bare number: a whole number
+    below 10,000 exactly (512, 1,024, 8,192), anything else to three figures with a decimal
+    prefix from 10,000 up (10 k, 16.4 k, 2.5 M, 0.01): a base-2 axis's 16,384 is "16.4 k",
+    never a binary "16 k"."""
+    return value(x, "")

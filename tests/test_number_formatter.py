@@ -1,0 +1,80 @@
+"""render/words.py is the one number formatter: its rules for "%", "k" and whole numbers,
+and that no renderer formats a number another way (figures' ticks and alt text ask it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from attention_docs.render import figures, words
+
+
+def test_percent_takes_a_fraction_everywhere():
+    assert words.percent(0.177) == "17.7%"
+    assert words.value(0.177, "%") == "17.7%"
+    assert words.figure_number(0.177, "%") == "17.7%"
+    assert words.value(1.0, "%") == "100%"  # a whole fraction, not "1%"
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (1_000, "1 k"),
+        (1_024, "1.02 k"),
+        (32_768, "32.8 k"),
+        (1_048_576, "1.05 M"),
+        (2.5e9, "2.5 G"),
+    ],
+)
+def test_k_is_decimal(n, text):
+    assert words.count(n) == text
+
+
+@pytest.mark.parametrize(
+    ("x", "text"),
+    [(1024, "1,024"), (8192, "8,192"), (16384, "16.4 k"), (26112, "26.1 k"), (512, "512"),
+     (10_000, "10 k"), (2**18, "262 k"), (2.5e6, "2.5 M"), (0.01, "0.01"), (0, "0")],
+)  # fmt: skip
+def test_ticks_follow_the_rule_for_a_bare_number(x, text):
+    assert words.tick(x) == text
+
+
+@pytest.mark.parametrize("n", [1024, 2048, 4096, 16384, 1_048_576])
+def test_alt_text_never_rounds_a_whole_number(n):
+    """A seq_len of 1024 is said "1,024", never "1,020" (the scaffold's alt text did)."""
+    assert words.figure_number(n) == f"{n:,}"
+    assert words.figure_number(float(n)) == f"{n:,}"
+
+
+def test_alt_text_rounds_measured_values_by_the_one_rule():
+    assert words.figure_number(2170.748374737741, "µs") == "2.17 ms"
+    assert words.figure_number(0.123456) == "0.123"
+    assert words.figure_number(1572864, "B") == "1.57 MB"  # a unit of its own: prefixed
+    assert words.figure_number(33.6e6, "FLOP/s") == "33.6 MFLOP/s"
+
+
+def test_a_prefix_joins_a_symbol_and_stands_apart_from_a_word():
+    assert words.value(33.6e6, "FLOP/s") == "33.6 MFLOP/s"
+    assert words.value(10_240.5, "forwards") == "10.2 k forwards"
+    assert words.value(6_813.2, "forwards") == "6.81 k forwards"
+    assert words.value(2_048, "tiles") == "2,048 tiles"  # a whole count below 10,000: exact
+
+
+def test_stray_long_decimals_in_alt_text_follow_the_rule():
+    """figures' safety net for alt text rounds as words.number does (no ".3g", no "2171")."""
+    assert figures._tidy_alt("at 2170.748374737741 and 0.000123456") == "at 2,170 and 0.000123"
+    assert figures._tidy_alt("peak None") == "peak not available"
+
+
+def test_a_generic_table_column_reads_in_one_spelling():
+    """records_table: a µs column never mixes "7,590" with "16 k" (the scaffold's page did)."""
+    from dataclasses import replace
+
+    from recorded import recorded
+
+    from attention_docs.measurements import Sourced, Table
+    from attention_docs.render import tables
+
+    table = Table(("seq_len", "time_us"), ((1024, 7590.4), (4096, 16012.0)), {"time_us": "µs"})
+    m = replace(recorded("naive_steps"), tables={"t": table})
+    text = tables.records_table(Sourced(m, "from the store", "x.json"), "t")
+    assert "| 1024 | 7,590 |" in text and "| 4096 | 16,000 |" in text and " k " not in text
