@@ -8,7 +8,7 @@ from recorded import sourced as recorded_sourced
 from reference import rel_err
 from timings import measured_in_rounds, spanning
 
-from attention_docs.analytic import backward as model
+from attention_docs.analytic import backward as backward_model
 from attention_docs.analytic.gpu import sheet
 from attention_docs.attention.backward import (
     IMPLEMENTATIONS,
@@ -134,7 +134,7 @@ def test_backward_compare_counts_and_times_every_implementation():
     rows = {r["implementation"]: r for r in m.tables["compare"].records()}
     assert list(rows) == list(IMPLEMENTATIONS)
     shape = Shape.of(m.params)
-    one = model.matmul_flops(shape)
+    one = backward_model.matmul_flops(shape)
     for name in ("naive", "sdpa-math", "sdpa-flash"):
         r = rows[name]
         assert r["status"] == "ok"
@@ -172,13 +172,13 @@ def test_backward_compare_counts_and_times_every_implementation():
 
 def test_a_backward_runs_twice_the_forwards_matmul_flops_and_flash_recomputes_one_more():
     s = Shape(2, 3, 40, 8, "float32", causal=True)
-    forward, backward = model.passes(s, recompute=False)
+    forward, backward = backward_model.passes(s, recompute=False)
     assert (forward.matmuls, backward.matmuls) == (2, 4)
     assert forward.flops == 2 * 2 * 2 * 3 * 40 * 40 * 8
-    assert model.flop_ratio(s, recompute=False) == 2
-    assert model.flop_ratio(s, recompute=True) == 2.5
+    assert backward_model.flop_ratio(s, recompute=False) == 2
+    assert backward_model.flop_ratio(s, recompute=True) == 2.5
     grouped = Shape(1, 4, 16, 8, num_kv_heads=2, kv_len=64)
-    assert model.matmul_flops(grouped) == 2 * 4 * 16 * 64 * 8
+    assert backward_model.matmul_flops(grouped) == 2 * 4 * 16 * 64 * 8
 
 
 def test_the_training_forecast_is_the_roofline_of_each_kernel():
@@ -186,17 +186,17 @@ def test_the_training_forecast_is_the_roofline_of_each_kernel():
 
     h200 = gpu.sheet("h200")
     s = gpu.FORECAST_SHAPE
-    t = model.training(h200, s)
+    t = backward_model.training(h200, s)
     n2 = s.batch_size * s.num_heads * s.seq_len**2 * 2  # one N×N bf16 matrix
     assert t.probs_bytes == 2 * n2
     assert t.probs_us == pytest.approx(2 * n2 / (h200.hbm_gbs * 1e9) * 1e6)
     # Naive attention's backward: seven kernels, every one memory-bound at this shape.
-    kernels = model.naive_backward(h200, s)
+    kernels = backward_model.naive_backward(h200, s)
     assert len(kernels) == 7 and {k.limit for k in kernels} == {"memory"}
     assert t.naive_backward_us == pytest.approx(sum(k.memory_us for k in kernels))
     assert t.naive_forward_us == pytest.approx(gpu.naive_floor_us(h200, s))
     # The fused backward: five matmuls over the causal tiles, compute-bound in bf16.
-    flash = model.flash_backward(h200, s)
+    flash = backward_model.flash_backward(h200, s)
     assert flash.limit == "compute"
     assert flash.flops == pytest.approx(2.5 * gpu.flash_forward(h200, s).flops)
     assert t.recompute_us == pytest.approx(t.flash_backward_us / 5)

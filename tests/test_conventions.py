@@ -23,7 +23,7 @@ from attention_docs.attention.masking import MASK_VARIANTS, masked_attention, pr
 from attention_docs.attention.naive import causal_mask, naive_attention, naive_step_calls
 from attention_docs.attention.sdpa import sdpa_attention
 from attention_docs.attention.tiled import tiled_attention_with_lse
-from attention_docs.findings import flash as ff
+from attention_docs.findings import flash as fflash
 from attention_docs.inputs import make_qkv
 from attention_docs.records.shape import Shape
 
@@ -266,5 +266,5 @@ def test_useful_flops_against_flash_attentions_flops(b, h, d):
 def test_the_findings_count_useful_flops_one_way():
     square = Shape(1, 2, 64, 16, causal=True)
     cache = Shape(1, 2, 1, 16, causal=True, kv_len=300)
-    assert ff.useful_flops(square) == 4 * 2 * 16 * 64 * 65 / 2
-    assert ff.useful_flops(cache) == 4 * 2 * 16 * 300  # not halved
+    assert fflash.useful_flops(square) == 4 * 2 * 16 * 64 * 65 / 2
+    assert fflash.useful_flops(cache) == 4 * 2 * 16 * 300  # not halved

@@ -346,26 +346,26 @@ def test_one_step_is_one_fact_in_the_table_the_sweeps_and_the_finding():
 def test_rates_and_shares_come_from_unprofiled_times_and_the_cost_model():
     from synthetic_decode import ceilings, decode_steps, timing
 
-    from attention_docs.findings import decode as fd
+    from attention_docs.findings import decode as fdecode
 
     m = decode_steps(lambda v, impl, b, c: timing(100.0, 90.0, 110.0) if v == "MHA" else 50.0)
     c = ceilings(m, bandwidth=20e9)
-    p = fd.point(m, "MHA")
+    p = fdecode.point(m, "MHA")
     cost = decode_cost(1, 4, 64, 8, "float32")
-    rate = fd.read_rate(m, p)
+    rate = fdecode.read_rate(m, p)
     assert rate.value == pytest.approx(cost.bytes / 100e-6)
     assert (rate.low, rate.high) == (
         pytest.approx(cost.bytes / 110e-6),
         pytest.approx(cost.bytes / 90e-6),
     )
-    assert fd.copy_share(m, p, c).value == pytest.approx(cost.bytes / 100e-6 / 20e9)
-    assert fd.intensity(p).value == pytest.approx(cost.intensity)
-    assert fd.ridge(m, c) == pytest.approx(100e9 / 20e9)
+    assert fdecode.copy_share(m, p, c).value == pytest.approx(cost.bytes / 100e-6 / 20e9)
+    assert fdecode.intensity(p).value == pytest.approx(cost.intensity)
+    assert fdecode.ridge(m, c) == pytest.approx(100e9 / 20e9)
     # Ceilings from another device place nothing under a roof.
     from synthetic_decode import H200, measurement
 
     elsewhere = measurement("machine_ceilings", {}, device=H200, facts={"bandwidth_bs": 1e12})
-    assert fd.copy_share(m, p, elsewhere) is None
+    assert fdecode.copy_share(m, p, elsewhere) is None
     assert "has no copy bandwidth" in render.decode.bandwidth_claim(sourced(m), sourced(elsewhere))
     assert "<svg" not in render.decode.roofline_figure(sourced(m), sourced(elsewhere))
 
@@ -389,22 +389,22 @@ def test_a_working_set_inside_the_last_level_cache_is_said_not_hidden():
 
     from synthetic_decode import ceilings, decode_steps
 
-    from attention_docs.findings import decode as fd
+    from attention_docs.findings import decode as fdecode
 
     m = decode_steps(lambda v, impl, b, c: 100.0)
-    mha = fd.point(m, "MHA")
-    held = fd.working_set(mha).value
+    mha = fdecode.point(m, "MHA")
+    held = fdecode.working_set(mha).value
     assert held == mha.cost.cache_bytes * mha.layers
     roof = ceilings(m)
-    assert fd.cache_resident([mha], roof) is None  # no cache recorded: nothing to say
+    assert fdecode.cache_resident([mha], roof) is None  # no cache recorded: nothing to say
     text = render.decode.bandwidth_claim(sourced(m), sourced(roof))
     assert "last-level" not in text
 
     def with_llc(size: float):
         return with_facts(roof, facts={**roof.facts, "llc_level": 3, "llc_bytes": size})
 
-    assert fd.cache_resident([mha], with_llc(held - 1)) is None  # outgrows it: memory
-    assert fd.cache_resident([mha], with_llc(held)).value == held
+    assert fdecode.cache_resident([mha], with_llc(held - 1)) is None  # outgrows it: memory
+    assert fdecode.cache_resident([mha], with_llc(held)).value == held
     text = render.decode.bandwidth_claim(sourced(m), sourced(with_llc(held * 4)))
     assert "fit in the " in text and "last-level cache" in text
     assert "not their roof" in text
@@ -413,45 +413,47 @@ def test_a_working_set_inside_the_last_level_cache_is_said_not_hidden():
 def test_batching_stops_paying_where_the_time_per_token_stops_falling():
     from synthetic_decode import decode_steps
 
-    from attention_docs.findings import decode as fd
+    from attention_docs.findings import decode as fdecode
 
     # Per step: 100 µs at batch 1, then 2 µs per sequence more: per token flat from batch 2.
     flat = decode_steps(lambda v, impl, b, c: 100.0 if b == 1 else 110.0 * b / 2)
-    assert fd.saturation(flat).shape.batch_size == 2
+    assert fdecode.saturation(flat).shape.batch_size == 2
     assert "from batch 2 on no larger batch" in render.decode.batch_claim(sourced(flat))
     falling = decode_steps(lambda v, impl, b, c: 100.0 + b)
-    assert fd.saturation(falling) is None
+    assert fdecode.saturation(falling) is None
     assert "still falls" in render.decode.batch_claim(sourced(falling))
 
 
 def test_a_step_proportional_to_its_bytes_has_slope_one():
     from synthetic_decode import decode_steps
 
-    from attention_docs.findings import decode as fd
+    from attention_docs.findings import decode as fdecode
 
     m = decode_steps(lambda v, impl, b, c: 0.01 * c * (4 if v == "MHA" else 1))
     for v in ("MHA", "GQA", "MQA"):
-        s = fd.tail_slope(m, v)
+        s = fdecode.tail_slope(m, v)
         assert s.value == pytest.approx(1.0) and s.low < 1.0 < s.high
-    assert "cache_len 64–256" in fd.tail_slope(m, "MHA").quantity.detail
+    assert "cache_len 64–256" in fdecode.tail_slope(m, "MHA").quantity.detail
 
 
 def test_prefill_against_decode_splits_decode_into_bytes_and_steps_when_it_can():
     from synthetic_decode import ceilings, prefill_vs_decode
 
-    from attention_docs.findings import decode as fd
+    from attention_docs.findings import decode as fdecode
 
     m = prefill_vs_decode()  # decode 2,400 µs; 24 steps on a one-token cache of 20 µs
     c = ceilings(m, bandwidth=20e9)
-    s = fd.split(m, c)
+    s = fdecode.split(m, c)
     assert s.holds and s.steps_dominate
     assert s.steps_share.value == pytest.approx(24 * 20.0 / 2400.0)
-    assert s.bytes_share.value == pytest.approx(fd.moved_bytes(m, fd.DECODE) / 20e9 * 1e6 / 2400.0)
+    assert s.bytes_share.value == pytest.approx(
+        fdecode.moved_bytes(m, fdecode.DECODE) / 20e9 * 1e6 / 2400.0
+    )
     text = render.decode.prefill_claim(sourced(m), sourced(c))
     assert "prefill is 24× (23.1–25×) faster than decode" in text
     assert "most of decode's time is taking a step" in text
     # A one-token step slower than the whole decode's average beyond the noise is no floor.
-    slow = prefill_vs_decode({fd.FLOOR: 1000.0})
+    slow = prefill_vs_decode({fdecode.FLOOR: 1000.0})
     assert "is not stated" in render.decode.prefill_claim(sourced(slow), sourced(c))
     assert "needs this device's copy bandwidth" in render.decode.prefill_claim(sourced(m), None)
 
@@ -483,14 +485,14 @@ def test_the_h200_forecast_is_bytes_over_bandwidth_and_checks_a_gpu_entry():
     from synthetic_decode import H200, decode_steps, prefill_vs_decode, timing
 
     from attention_docs.analytic.gpu import sheet
-    from attention_docs.findings import decode as fd
+    from attention_docs.findings import decode as fdecode
 
     gpu = sheet("h200")
-    f = fd.floor(gpu, "GQA", 1, 4096)
+    f = fdecode.floor(gpu, "GQA", 1, 4096)
     moved = 2 * 8 * 4096 * 128 * 2 + 2 * 32 * 128 * 2  # the cache, then q and the output
     assert f.value == pytest.approx(moved / 4.8e12 * 1e6)
     assert f.quantity.clock == "spec-sheet forecast" and f.quantity.device == "spec:h200"
-    assert fd.memory_bound_everywhere(gpu)
+    assert fdecode.memory_bound_everywhere(gpu)
     box = render.decode.gpu_forecast([sourced(decode_steps())], sourced(prefill_vs_decode()))
     assert "predictions only" in box and "Measured ÷ forecast" not in box
     # The launch comparison says what its host time is: this CPU's step, not a GPU host's.
@@ -498,7 +500,7 @@ def test_the_h200_forecast_is_bytes_over_bandwidth_and_checks_a_gpu_entry():
     assert "not a GPU host's cost" in box and "one eager step's host cost" not in box
     # A cuda-h200 decode_steps entry at the GPU defaults: every floor gets its measurement.
     gpu_entry = decode_steps(lambda v, impl, b, c: timing(2 * f.value), device=H200)
-    checks = fd.floor_checks(gpu, gpu_entry)
+    checks = fdecode.floor_checks(gpu, gpu_entry)
     assert all(k.measured is not None for *_, k in checks)
     box = render.decode.gpu_forecast(
         [sourced(decode_steps()), sourced(gpu_entry)], sourced(prefill_vs_decode())
@@ -543,24 +545,24 @@ def test_bytes_are_said_to_set_the_pace_only_where_the_times_follow_them():
     """Issue 28: "bytes set its pace" while GQA, with four times fewer bytes, was no faster."""
     from synthetic_decode import ceilings, decode_steps
 
-    from attention_docs.findings import decode as fd
+    from attention_docs.findings import decode as fdecode
 
     base = decode_steps(lambda v, impl, b, c: 100.0)
-    mha, gqa, mqa = (fd.point(base, v) for v in fd.VARIANTS)
+    mha, gqa, mqa = (fdecode.point(base, v) for v in fdecode.VARIANTS)
     to_gqa, to_mqa = mha.cost.bytes / gqa.cost.bytes, mha.cost.bytes / mqa.cost.bytes
     assert 1 < to_gqa < to_mqa  # fewer k/v heads, fewer bytes
     # GQA gains the square root of its byte ratio, MQA three times its byte ratio.
     times = {"MHA": 400.0, "GQA": 400.0 / to_gqa**0.5, "MQA": 400.0 / to_mqa / 3}
     m = decode_steps(lambda v, impl, b, c: times[v])
-    mha, gqa, mqa = (fd.point(m, v) for v in fd.VARIANTS)
-    short, beyond = fd.bytes_test(m, mha, gqa), fd.bytes_test(m, mha, mqa)
+    mha, gqa, mqa = (fdecode.point(m, v) for v in fdecode.VARIANTS)
+    short, beyond = fdecode.bytes_test(m, mha, gqa), fdecode.bytes_test(m, mha, mqa)
     assert short.bytes_ratio.value == pytest.approx(to_gqa) and short.side == "short"
     assert beyond.bytes_ratio.value == pytest.approx(to_mqa) and beyond.side == "beyond"
     text = _plain(render.decode.bandwidth_claim(sourced(m), sourced(ceilings(m))))
     assert "bytes set its floor" in text and "bytes set its pace" not in text
     assert "GQA · sdpa gained less than that in every round" in text
     assert "MQA · sdpa gained more than that" in text
-    even = decode_steps(lambda v, impl, b, c: 400.0 * fd.point(m, v).cost.bytes / mha.cost.bytes)  # fmt: skip
+    even = decode_steps(lambda v, impl, b, c: 400.0 * fdecode.point(m, v).cost.bytes / mha.cost.bytes)  # fmt: skip
     said = _plain(render.decode.bandwidth_claim(sourced(even), sourced(ceilings(even))))
     assert "each speed-up holds its byte ratio within the rounds' range" in said
 

@@ -12,7 +12,7 @@ from recorded import DATA, recorded
 from test_docs_build import minimal_site, mkdocs_build
 
 from attention_docs import render
-from attention_docs.findings import devices as fd
+from attention_docs.findings import devices as fdevices
 from attention_docs.measurements.schema import Measurement, Sourced
 
 FACT = re.compile(r'data-fact="([^"]+)">(.*?)</span>', re.S)
@@ -34,8 +34,8 @@ def both() -> list[Sourced]:
 def test_the_same_forward_on_two_devices_side_by_side_with_their_ratio():
     entries = both()
     ms = [s.measurement for s in entries]
-    shape = fd.common_shapes(ms)[0]
-    rows = fd.across(ms, shape)
+    shape = fdevices.common_shapes(ms)[0]
+    rows = fdevices.across(ms, shape)
     assert rows and all(len(r.times) == 2 and len(r.ratios) == 1 for r in rows)
     naive = next(r for r in rows if r.implementation == "naive (eager)")
     ratio, comparison = naive.ratios[0]

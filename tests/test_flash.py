@@ -49,7 +49,7 @@ from attention_docs.analytic.tiling import (
 from attention_docs.attention.tiled import tiled_attention, tiled_attention_with_lse
 from attention_docs.attention.triton_flash import kernel_config, triton_available
 from attention_docs.experiments.runner import run_experiment
-from attention_docs.findings import flash as ff
+from attention_docs.findings import flash as fflash
 from attention_docs.findings.facts import PUBLISHED
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements import Sourced, Table
@@ -504,7 +504,7 @@ def test_tile_fits_against_shared_memory():
 
 
 def test_generations_are_counted_for_the_forecast_gpu():
-    g = ff.generations()
+    g = fflash.generations()
     s = gpu.FORECAST_SHAPE
     assert g.gpu.slug == gpu.FORECAST_GPU and g.shape == s
     assert [f.value for f in g.programs] == [
@@ -523,14 +523,14 @@ def test_generations_are_counted_for_the_forecast_gpu():
 
 
 def test_tiles_and_bytes_for_the_forecast_gpu():
-    t = ff.tiles()
+    t = fflash.tiles()
     assert t.capacity.value == gpu.sheet().shared_memory_per_block_kb * 1024
     assert t.register_capacity.value == 4 * 64 * 1024
     assert [r.fit.fits for r in t.rows] == [
         r.shared.value <= t.capacity.value and r.registers.value <= t.register_capacity.value
         for r in t.rows
     ]
-    naive = ff.naive_bytes(gpu.sheet()).value
+    naive = fflash.naive_bytes(gpu.sheet()).value
     assert naive == sum(k.bytes for k in gpu.naive_steps(gpu.sheet()))
     traffic = [r.traffic.value for r in t.rows]
     assert traffic == sorted(traffic, reverse=True)  # taller tiles re-read k and v less
@@ -566,7 +566,7 @@ def as_device(m, kind, name, capability=None):
 def test_the_gpu_forecast_box_sets_a_stored_h200_entry_beside_its_forecast():
     base = recorded("flash_tiled_vs_naive")
     s = gpu.FORECAST_SHAPE
-    cpu_only = ff.gpu_forecast([base])
+    cpu_only = fflash.gpu_forecast([base])
     assert cpu_only.floor.measured is None and cpu_only.floor.forecast.value == pytest.approx(
         gpu.flash_forward(gpu.sheet()).floor_us
     )
@@ -583,7 +583,7 @@ def test_the_gpu_forecast_box_sets_a_stored_h200_entry_beside_its_forecast():
         base=base,
     )
     assert h200.device_id == "cuda-h200"
-    found = ff.gpu_forecast([base, h200])
+    found = fflash.gpu_forecast([base, h200])
     assert found.floor.measured.value == 600.0
     assert found.floor.ratio == pytest.approx(600.0 / found.floor.forecast.value)
     assert found.triton_floor.measured.value == 900.0
@@ -598,12 +598,18 @@ def test_the_gpu_forecast_box_sets_a_stored_h200_entry_beside_its_forecast():
         [(fwd.SDPA_FLASH, s, 600.0)],
         base=base,
     )
-    assert ff.gpu_forecast([base, other]).floor.measured is None  # another GPU checks nothing
+    assert fflash.gpu_forecast([base, other]).floor.measured is None  # another GPU checks nothing
     assert "Measured on" not in render.flash.gpu_forecast_box([Sourced(other, "x", "y.json")])
 
 
 def test_published_figures_are_cited_facts_and_ranges_read_as_ranges():
-    for f in (ff.FA1_ON_A100, ff.FA2_ON_A100, ff.FA2_ON_H100, ff.FA3_FP16, ff.FA3_FP8):
+    for f in (
+        fflash.FA1_ON_A100,
+        fflash.FA2_ON_A100,
+        fflash.FA2_ON_H100,
+        fflash.FA3_FP16,
+        fflash.FA3_FP8,
+    ):
         assert f.quantity.clock == PUBLISHED and f.quantity.device.startswith("paper:")
     text = render.flash.fa2_papers()
     assert (
@@ -616,8 +622,8 @@ def test_published_figures_are_cited_facts_and_ranges_read_as_ranges():
     from attention_docs.records.published import dataset
 
     c = dataset().constant("fa2-a100-share")
-    assert (ff.FA2_ON_A100.low, ff.FA2_ON_A100.high) == (c.low, c.high)
-    assert ff.FA3_FP16.value == dataset().constant("fa3-fp16").value
+    assert (fflash.FA2_ON_A100.low, fflash.FA2_ON_A100.high) == (c.low, c.high)
+    assert fflash.FA3_FP16.value == dataset().constant("fa3-fp16").value
     assert "[Dao, 2023](https://arxiv.org/abs/2307.08691)" in text
 
 
@@ -665,7 +671,7 @@ def test_implementations_table_reads_times_from_forward_times():
     assert fid in facts_in(markdown.markdown(table, extensions=["tables"]))
     assert "19.5 ms (19.1–19.9 ms)" in table
     # Useful FLOPs (the causal mask's visible pairs) over the unprofiled time, 19.5 ms.
-    rate = ff.useful_flops(shape) / 19.5e-3
+    rate = fflash.useful_flops(shape) / 19.5e-3
     assert words.per_second(rate, "FLOP") in table
     assert "— (not in forward_times' grid)" in table  # SDPA flash has no row here
     assert "× 10⁻" in table and "e-0" not in table  # errors without exponent notation
@@ -757,7 +763,7 @@ def test_a_flop_rate_above_the_measured_matmul_ceiling_is_refused():
     m = gpu_kernels(
         base, [kernel_row(1024, fwd.TRITON, 2000.0), kernel_row(2048, fwd.TRITON, 800.0)]
     )
-    found = {k.seq_len: k for k in ff.kernels(m, ceilings_of(m))}
+    found = {k.seq_len: k for k in fflash.kernels(m, ceilings_of(m))}
     assert found[1024].share.value == pytest.approx(500 / 800) and not found[1024].suspect
     assert found[2048].suspect and found[2048].share is None
     table = render.flash.kernel_table(Sourced(m, "x", "x.json"), ceilings_of(m))
@@ -765,9 +771,9 @@ def test_a_flop_rate_above_the_measured_matmul_ceiling_is_refused():
     assert "156%" not in table
     # Inside the ceiling's own round range is not above it.
     edge = gpu_kernels(base, [kernel_row(1024, fwd.TRITON, 1e12 / 805e12 * 1e6)])
-    assert not ff.kernels(edge, ceilings_of(edge))[0].suspect
+    assert not fflash.kernels(edge, ceilings_of(edge))[0].suspect
     # A ceiling measured on another device is no ceiling for this one.
-    assert ff.kernels(m, ceilings_of(base))[0].share is None
+    assert fflash.kernels(m, ceilings_of(base))[0].share is None
 
 
 def test_triton_against_sdpa_flash_is_a_ratio_with_its_noise():
@@ -782,7 +788,7 @@ def test_triton_against_sdpa_flash_is_a_ratio_with_its_noise():
             (2048, fwd.SDPA_CUDNN, 1e12, None, "not available on this device"),
         ],
     )
-    assert ff.triton_vs_sdpa(m, 2048).comparison.tie
+    assert fflash.triton_vs_sdpa(m, 2048).comparison.tie
     table = render.flash.triton_section(Sourced(m, "x", "x.json"), ceilings_of(m))
     assert "2× (1.96–2.04×)" in table and "within noise (0.98×)" in table
     assert "not available on this device" in table and "SDPA cudnn (kernel time)" in table

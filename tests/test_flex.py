@@ -18,7 +18,7 @@ from attention_docs.attention import flex
 from attention_docs.experiments.flex import unavailable
 from attention_docs.experiments.registry import ExperimentError
 from attention_docs.experiments.runner import run_experiment
-from attention_docs.findings import flex as ff
+from attention_docs.findings import flex as fflex
 from attention_docs.findings.forward import forward_quantity as fwd_quantity
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import forward as fwd
@@ -160,7 +160,7 @@ def test_flex_masks_compiles_each_mask_sweeps_sparsity_and_profiles_one_step():
     # One profiled step: the BlockMask build, then the compiled call, which ran generated code.
     ranges = {s.name for s in m.timeline.spans if s.kind == "range"}
     assert {"flex.block_mask", "flex.compiled"} <= ranges
-    assert m.facts["compiled_ran"] and ff.fused(m)
+    assert m.facts["compiled_ran"] and fflex.fused(m)
 
 
 @pytest.mark.parametrize(
@@ -213,17 +213,17 @@ def test_each_mask_compares_compiled_with_its_fallback_and_dense_sdpa(tiny_measu
         mask_row("alibi", (100.0, 95.0, 105.0), (104.0, 98.0, 110.0), (50.0, 49.0, 51.0)),
     ]
     m = masks_entry(tiny_measurement, rows)
-    times = at(tiny_measurement, ff.shape(m), {fwd.FLEX: (100.0, 98.0, 102.0)})
-    causal, alibi = ff.masks(m, times)
+    times = at(tiny_measurement, fflex.shape(m), {fwd.FLEX: (100.0, 98.0, 102.0)})
+    causal, alibi = fflex.masks(m, times)
     # causal: 900/100 from forward_times' row; its range 880/102 – 920/98.
-    assert causal.compiled.quantity.id == fwd_quantity(times, fwd.FLEX, ff.shape(m)).id
+    assert causal.compiled.quantity.id == fwd_quantity(times, fwd.FLEX, fflex.shape(m)).id
     fact, c = causal.versus_fallback
     assert (round(c.ratio, 2), round(c.low, 2), round(c.high, 2)) == (9.0, 8.63, 9.39)
     assert not c.tie and fact.value == c.ratio
     assert alibi.versus_fallback[1].tie  # 95–105 against 98–110
     assert alibi.versus_dense[1].ratio == 0.5  # SDPA with the dense bias is faster here
     assert alibi.compiled.quantity.subject == "FlexAttention, alibi"
-    assert ff.masks(m)[0].compiled is None  # without forward_times, no causal compiled time
+    assert fflex.masks(m)[0].compiled is None  # without forward_times, no causal compiled time
     table = render_flex.mask_table(Sourced(m, "s", "x"), Sourced(times, "s", "y"))
     assert "9× (8.63–9.39×)" in table and "within noise (1.04×)" in table
 
@@ -237,7 +237,7 @@ def test_causal_flex_is_compared_with_sdpa_where_both_ran(tiny_measurement):
     rows += [row(fwd.SDPA_FLASH, shapes[1], None, status="out of memory")]
     rows += [row(fwd.SDPA_MATH, shapes[1], None, status="out of memory")]
     times = forward_times(tiny_measurement, rows)
-    found = ff.versus_sdpa(times)
+    found = fflex.versus_sdpa(times)
     assert [v.shape for v in found] == shapes[:1]
     assert found[0].versus.value == 2 and not found[0].comparison.tie  # flex takes twice SDPA's
     assert found[0].sdpa == fwd.SDPA_FLASH
@@ -273,10 +273,10 @@ def test_the_chapter_renders_from_its_recorded_entries():
 
 def test_the_first_and_the_warm_build_of_a_blockmask_are_two_quantities():
     fm, fc = recorded("flex_masks"), recorded("flex_block_mask_cost")
-    first = ff.masks(fm)[0].first_build.quantity
-    warm = ff.build_cost(fc).points[0][1].quantity
-    assert first.metric == warm.metric == ff.BUILD
-    assert first.detail == ff.FIRST_BUILD and warm.detail == ff.WARM_BUILD
+    first = fflex.masks(fm)[0].first_build.quantity
+    warm = fflex.build_cost(fc).points[0][1].quantity
+    assert first.metric == warm.metric == fflex.BUILD
+    assert first.detail == fflex.FIRST_BUILD and warm.detail == fflex.WARM_BUILD
     assert first.id != warm.id
 
 
@@ -287,4 +287,4 @@ def test_flex_block_mask_cost_is_tiny_next_to_a_dense_mask():
     assert all(r["block_mask_bytes"] < r["dense_mask_bytes"] for r in rows)
     assert rows[-1]["peak_bytes"] >= rows[-1]["dense_mask_bytes"]  # the build is dense
     assert all(isinstance(r["build"], Timing) for r in rows)
-    assert ff.build_cost(m).slope is not None
+    assert fflex.build_cost(m).slope is not None

@@ -1,7 +1,7 @@
 # torch.compile on naive attention: the compiled function's numerics, the trace analysis that
 # names fused kernels' steps (on small hand-made traces), the two experiments at tiny shapes,
 # the break-even finding, and the renderers (on recorded and synthetic measurements), with the
-# forecast for a GPU checked against the analytic model.
+# forecast for a GPU checked against the analytic fusion_model.
 
 from dataclasses import replace
 
@@ -276,7 +276,7 @@ def test_the_speed_and_memory_table_reads_each_fact_from_its_home():
 
 
 def test_the_fusion_forecast_is_the_analytic_model_for_the_h200():
-    from attention_docs.analytic import fusion as model
+    from attention_docs.analytic import fusion as fusion_model
     from attention_docs.analytic.cost import score_matrix_bytes
     from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_floor_us, sheet
 
@@ -286,20 +286,20 @@ def test_the_fusion_forecast_is_the_analytic_model_for_the_h200():
     # builds a bool N×N (fill, triu: 3 passes), copies the scores (clone) and fills them in
     # place, reading the mask.
     bools = s.seq_len**2
-    assert model.bytes_saved(gpu) == 6 * matrix + 4 * bools
-    assert model.fused_elementwise(gpu).limit == "memory"
-    assert model.compiled_floor_us(gpu) < naive_floor_us(gpu)
+    assert fusion_model.bytes_saved(gpu) == 6 * matrix + 4 * bools
+    assert fusion_model.fused_elementwise(gpu).limit == "memory"
+    assert fusion_model.compiled_floor_us(gpu) < naive_floor_us(gpu)
     box = fusion.fusion_forecast([sourced("fusion_kernels")])
     assert box.startswith('!!! example "On a GPU: forecast for the NVIDIA H200')
     assert words.nbytes(8 * matrix + 4 * bools) in box and words.nbytes(2 * matrix) in box
     assert (
         words.time_us(naive_floor_us(gpu)) in box
-        and words.time_us(model.compiled_floor_us(gpu)) in box
+        and words.time_us(fusion_model.compiled_floor_us(gpu)) in box
     )
     assert "predictions only" in box
     # Each floor beside its realistic range: the floor over cited efficiencies, all memory-
     # bound here, so the saving's range is the eager range less the fused one.
-    saved = model.time_saved_range(gpu)
+    saved = fusion_model.time_saved_range(gpu)
     assert saved.floor_us < saved.low_us < saved.high_us
     assert (
         "Their time saved, realistic range" in box

@@ -8,9 +8,9 @@ import pytest
 from recorded import recorded, sourced
 
 from attention_docs import render
-from attention_docs.analytic import gpu as g
+from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.memory import fused_peak, naive_peak
-from attention_docs.findings import memory as fm
+from attention_docs.findings import memory as fmemory
 from attention_docs.findings.facts import UNPROFILED
 from attention_docs.measurements import Measurement, Sourced, Table
 from attention_docs.records.device import DeviceInfo
@@ -39,7 +39,7 @@ def test_timeline_figure_is_byte_stable_and_described(timeline):
     assert (
         "<metadata>" not in html and 'role="img"' in html and "Allocations of one forward." in html
     )
-    size = naive_peak(*fm.shape(timeline).dims, "float32", causal=True).matrix_bytes
+    size = naive_peak(*fmemory.shape(timeline).dims, "float32", causal=True).matrix_bytes
     assert f"one N×N matrix is {render.words.nbytes(size)}" in html
     assert "attention.mask: 3 allocations" in html
 
@@ -62,7 +62,9 @@ def test_live_matrices_are_counted_by_size_not_by_bytes_live(timeline):
         ((0, 1024, 1024, "s", None, False), (1, 1024, 2048, "s", None, False),
          (2, 4096, 6144, "s", None, False), (3, -1024, 5120, "s", None, False)),
     )  # fmt: skip
-    assert fm.matrices(replace(m, tables={**m.tables, "events": events})).live_at_once.value == 2
+    assert (
+        fmemory.matrices(replace(m, tables={**m.tables, "events": events})).live_at_once.value == 2
+    )
 
 
 def with_dtypes(m: Measurement, scratch: int) -> Measurement:
@@ -114,31 +116,31 @@ def test_peak_table_and_oom_claim(peak):
 
 def test_the_forecast_is_the_analytic_model_of_the_h200():
     box = render.memory.forecast()
-    s, h200 = g.FORECAST_SHAPE, g.sheet("h200")
+    s, h200 = gpus.FORECAST_SHAPE, gpus.sheet("h200")
     assert box.startswith('!!! example "On a GPU: forecast for the NVIDIA H200')
     text = plain(box)
-    assert f"{g.longest_naive_seq_len(h200):,} tokens" in text
+    assert f"{gpus.longest_naive_seq_len(h200):,} tokens" in text
     assert render.words.nbytes(naive_peak(*s.dims, s.dtype, causal=True).peak_bytes) in text
     assert render.words.nbytes(fused_peak(*s.dims, s.dtype)) in text
     assert "Measured" not in text and "predictions only" in text
     # Device memory as the driver reports it, in bytes, MiB and GiB, beside the data sheet's
     # "141 GB" (which is not 141·10⁹ bytes of what the driver reports).
-    assert g.memory_bytes(h200) == h200.reported_mib * 2**20 > h200.memory_gb * 1e9
+    assert gpus.memory_bytes(h200) == h200.reported_mib * 2**20 > h200.memory_gb * 1e9
     assert "as the driver reports it" in text and f"{h200.reported_mib:,} MiB" in text
     assert f"{h200.reported_mib / 1024:.1f} GiB" in text
     assert render.words.nbytes(h200.memory_gb * 1e9) in text  # the data sheet's, labelled
     # A sheet without the driver's figure falls back to its GB and says so.
     from dataclasses import replace
 
-    from attention_docs.findings import memory as fm
+    from attention_docs.findings import memory as fmemory
 
     bare = replace(h200, reported_mib=None)
-    assert g.memory_bytes(bare) == bare.memory_gb * 1e9
-    assert "memory MiB" not in fm.forecasts(bare)
+    assert gpus.memory_bytes(bare) == bare.memory_gb * 1e9
+    assert "memory MiB" not in fmemory.forecasts(bare)
 
 
 def test_the_forecast_shows_a_stored_h200_timeline_beside_it(timeline):
-    s = g.FORECAST_SHAPE
+    s = gpus.FORECAST_SHAPE
     params = {**timeline.params, **{k: getattr(s, k) for k in ("batch_size", "num_heads", "seq_len", "head_dim", "dtype", "causal")}}  # fmt: skip
     predicted = naive_peak(*s.dims, s.dtype, causal=True).peak_bytes
     device = DeviceInfo("cuda", "NVIDIA H200", capability="90", memory_bytes=141 * 10**9)
@@ -151,7 +153,7 @@ def test_the_forecast_shows_a_stored_h200_timeline_beside_it(timeline):
     box = plain(render.memory.forecast([local, Sourced(gpu, "from the store", "y.json", base="")]))
     assert "Measured on the NVIDIA H200" in box and "not in the store" in box
     assert render.words.times((predicted + 2**25) / predicted) in box
-    assert fm.forecasts(g.sheet(), gpu)["naive peak"].measured.quantity.clock != UNPROFILED
+    assert fmemory.forecasts(gpus.sheet(), gpu)["naive peak"].measured.quantity.clock != UNPROFILED
 
 
 def test_mask_variant_renderers():

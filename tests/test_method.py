@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from recorded import recorded, sourced
 
-from attention_docs.findings import method as fm
+from attention_docs.findings import method as fmethod
 from attention_docs.measurements.schema import Table
 from attention_docs.records.timing import Timing
 from attention_docs.render import method as rm
@@ -37,30 +37,33 @@ def test_a_sum_of_steps_is_taken_round_by_round_against_the_forward():
     # Each round the forward and its steps move together: the round's share stays 1.0 (in
     # sequence) and 0.6 (alone) however much the rounds differ from one another.
     forward = [1000.0 * (1 + 0.05 * (i % 7)) for i in range(20)]
-    found = fm.steps(
+    found = fmethod.steps(
         with_steps(m, [f * 0.12 for f in forward], [f * 0.2 for f in forward], forward)
     )
     assert found.in_sequence.value == pytest.approx(1.0)
     assert (found.in_sequence.low, found.in_sequence.high) == pytest.approx((1.0, 1.0))
     assert found.alone.value == pytest.approx(0.6)
-    assert (found.in_sequence_verdict, found.alone_verdict) == (fm.ADDS_UP_TO, fm.SHORT_OF)
+    assert (found.in_sequence_verdict, found.alone_verdict) == (
+        fmethod.ADDS_UP_TO,
+        fmethod.SHORT_OF,
+    )
     # Rounds whose shares straddle the tolerance leave it undecided.
     wide = [f * (0.12 if i % 2 else 0.2) for i, f in enumerate(forward)]
-    assert fm.steps(with_steps(m, wide, wide, forward)).alone_verdict == fm.UNDECIDED
+    assert fmethod.steps(with_steps(m, wide, wide, forward)).alone_verdict == fmethod.UNDECIDED
 
 
 def test_the_method_page_states_the_recorded_run_with_its_verdicts():
     s = sourced("timing_method")
-    found = fm.steps(s.measurement)
+    found = fmethod.steps(s.measurement)
     text = rm.finding(s)
     assert text.startswith(f"On {s.measurement.provenance.device.label}, naive attention's")
     assert f'data-fact="{html.escape(found.alone.quantity.id)}"' in text
     assert f'data-fact="{html.escape(found.in_sequence.quantity.id)}"' in text
     # Each verdict in words follows the finding, never the other way round.
     said = {
-        fm.ADDS_UP_TO: "within a fifth",
-        fm.SHORT_OF: "short of it",
-        fm.UNDECIDED: "does not decide",
+        fmethod.ADDS_UP_TO: "within a fifth",
+        fmethod.SHORT_OF: "short of it",
+        fmethod.UNDECIDED: "does not decide",
     }
     assert said[found.alone_verdict] in text.split("; in sequence,")[0]
     assert said[found.in_sequence_verdict] in text.split("; in sequence,")[1]
@@ -81,7 +84,7 @@ def test_threads_compare_each_count_beside_a_busy_process_with_itself_alone():
         tables={**m.tables, "threads": Table(("threads", "other_process", "forward"), rows)},
         facts={**m.facts, "cores": 2},
     )
-    found = fm.threads(m)
+    found = fmethod.threads(m)
     assert (found.worker.threads, found.every_core.threads) == (1, 2)
     assert found.worker.ratio.value == pytest.approx(1.02)
     assert found.every_core.ratio.value == pytest.approx(3.0)
@@ -100,13 +103,13 @@ def test_threads_compare_each_count_beside_a_busy_process_with_itself_alone():
             ),
         },
     )
-    assert not fm.threads(same).every_core_hurt_more
+    assert not fmethod.threads(same).every_core_hurt_more
     assert "was not hurt more" in rm.threads(
         sourced("timing_method").__class__(same, "now", "x.json")
     )
     # A GPU run, or one core: not measured, and said so.
     gpu = replace(m, tables={k: v for k, v in m.tables.items() if k != "threads"})
-    assert fm.threads(gpu) is None
+    assert fmethod.threads(gpu) is None
     assert rm.threads(sourced("timing_method").__class__(gpu, "now", "x.json")).startswith(
         "Threads were not measured here"
     )

@@ -23,7 +23,7 @@ from attention_docs.experiments.primer import (
     profile_every_call,
 )
 from attention_docs.experiments.runner import run_experiment
-from attention_docs.findings import primer as fp
+from attention_docs.findings import primer as fprimer
 from attention_docs.inputs import make_qkv
 from attention_docs.measurements import Sourced, Table
 from attention_docs.records.timing import Timing
@@ -118,7 +118,7 @@ def with_calls(m, cold, again, faults=None, faults_again=None, *, cost=None):
 def test_first_calls_are_set_against_the_settled_calls_and_the_unprofiled_forward(first_calls):
     m = with_calls(first_calls, [900.0, 210.0, 200.0, 205.0], [400.0, 190.0, 200.0, 195.0])
     times = forward_times_for(m, (100.0, 95.0, 105.0))
-    f = fp.first_calls(m, times)
+    f = fprimer.first_calls(m, times)
     # The settled calls' time is their lower quartile (records/timing.py), their range whole.
     assert f.settled.value == pytest.approx(201.25) and (f.settled.low, f.settled.high) == (
         200,
@@ -165,7 +165,7 @@ def test_page_faults_show_their_groups_not_a_median(first_calls):
     again = [260, 4, 4, 4, 258, 4, 4, 4]
     m = with_calls(first_calls, [500.0] * 8, [500.0] * 8, cold, again, cost=fault_cost())
     times = forward_times_for(m, (1000.0, 990.0, 1010.0))
-    found = fp.faults(m, times)
+    found = fprimer.faults(m, times)
     assert found.distribution.multimodal
     groups = [(g.faults.low, g.faults.high, g.calls.value) for g in found.groups]
     # The very first call, which maps the process's memory, is a group of its own.
@@ -183,17 +183,17 @@ def test_page_faults_show_their_groups_not_a_median(first_calls):
     tie = with_calls(
         first_calls, [500.0] * 8, [500.0] * 8, cold, again, cost=fault_cost(fresh=(9.0, 10.0, 11.0))
     )
-    assert fp.faults(tie, times).page_cost is None
+    assert fprimer.faults(tie, times).page_cost is None
     assert "is not measured" in render.primer.faults(sourced(tie), times)
     one = with_calls(first_calls, [500.0] * 4, [500.0] * 4, [4, 5, 4, 6], None, cost=fault_cost())
-    assert not fp.faults(one, times).distribution.multimodal
+    assert not fprimer.faults(one, times).distribution.multimodal
 
 
 def test_fault_groups_take_a_verdict_only_when_the_noise_allows(first_calls):
     m = with_calls(first_calls, [500.0] * 4, [500.0] * 4, [100] * 4, None, cost=fault_cost())
-    (group,) = fp.faults(m, forward_times_for(m, (200.0, 200.0, 200.0))).groups
+    (group,) = fprimer.faults(m, forward_times_for(m, (200.0, 200.0, 200.0))).groups
     assert group.share.value == pytest.approx(0.6) and group.level == "most"
-    (noisy,) = fp.faults(m, forward_times_for(m, (200.0, 20.0, 2000.0))).groups
+    (noisy,) = fprimer.faults(m, forward_times_for(m, (200.0, 20.0, 2000.0))).groups
     assert noisy.level == "open"
 
 
@@ -203,7 +203,7 @@ def naive():
 
 
 def test_dispatch_tree_shows_matmul_dispatching_to_bmm(naive):
-    d = fp.dispatch(naive, "attention.scores")
+    d = fprimer.dispatch(naive, "attention.scores")
     assert d.outer == "aten::matmul" and d.worker == "aten::bmm"
     assert d.own.value <= d.total.value and d.outer_own.value <= d.outer_total.value
     tree = render.primer.dispatch_tree(sourced(naive))
@@ -226,7 +226,7 @@ def test_dispatch_tree_follows_launches_to_their_kernels(naive):
     assert lines[1].startswith("└─ aten::bmm") and lines[2].startswith("   └─ cudaLaunchKernel")
     assert "→ ampere_sgemm_64x64_nn (40 µs on the GPU)" in lines[2]
     with pytest.raises(KeyError, match="no range named"):
-        fp.range_spans(trace, "attention.mask")
+        fprimer.range_spans(trace, "attention.mask")
 
 
 def test_profile_overhead_keeps_each_setting_as_a_timing():
@@ -254,7 +254,7 @@ def test_overhead_is_within_noise_when_the_rounds_overlap(first_calls):
     clear = ("activities only", t(140.0, 150.0, 160.0), 50.0)
     noisy = ("+ with_stack", t(96.0, 104.0, 110.0), 200.0)
     m = overhead_measurement(first_calls, [base, clear, noisy])
-    found = fp.overhead(m)
+    found = fprimer.overhead(m)
     assert (found[0].added.value, found[0].added.low, found[0].added.high) == (50, 35, 65)
     assert found[0].per_event.value == pytest.approx(1.0) and not found[0].tie
     assert found[1].tie and found[1].per_event is None
@@ -293,7 +293,7 @@ def sweep_measurement(m, times, spread=0.02):
 
 def test_size_sweep_finds_the_floor_the_bandwidth_and_the_crossover(first_calls):
     times = {2**p: max(3.0, 12 * 2**p / 2e10 * 1e6) for p in range(4, 20)}
-    s = fp.size_sweep(sweep_measurement(first_calls, times))
+    s = fprimer.size_sweep(sweep_measurement(first_calls, times))
     assert s.floor.value == pytest.approx(3.0) and s.flat
     assert s.bandwidth.value == pytest.approx(2e10)
     assert s.crossover.value == pytest.approx(3e-6 * 2e10)
@@ -309,7 +309,7 @@ def test_size_sweep_finds_the_floor_the_bandwidth_and_the_crossover(first_calls)
         sweep_measurement(first_calls, rising)
     )
     with pytest.raises(ValueError, match="at least 5 measured sizes"):
-        fp.size_sweep(sweep_measurement(first_calls, dict(list(times.items())[:4])))
+        fprimer.size_sweep(sweep_measurement(first_calls, dict(list(times.items())[:4])))
 
 
 def test_a_faster_smaller_size_is_stated_only_beyond_the_noise(first_calls):

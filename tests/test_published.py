@@ -8,7 +8,7 @@ import pytest
 import site_facts
 
 from attention_docs.analytic import gpu
-from attention_docs.findings import published as fp
+from attention_docs.findings import published as fpublished
 from attention_docs.records.ops import recording
 from attention_docs.records.published import dataset
 from attention_docs.render import published as rp
@@ -17,7 +17,7 @@ A100 = "a100-sxm4-80gb"
 
 
 def test_every_point_stands_beside_a_forecast_with_its_ratio():
-    found = fp.every_point()
+    found = fpublished.every_point()
     assert len(found) == len(dataset().points) >= 12
     assert len({b.gpu.slug for b in found}) >= 3
     for b in found:
@@ -27,31 +27,33 @@ def test_every_point_stands_beside_a_forecast_with_its_ratio():
 
 
 def test_a_forecast_is_the_one_for_the_points_gpu_and_shape():
-    b = fp.on(A100, "naive, masked_fill_", "ms")
+    b = fpublished.on(A100, "naive, masked_fill_", "ms")
     r = gpu.naive_range(gpu.sheet(A100), b.point.shape, recording(gpu.IN_PLACE))
     assert (b.forecast.low, b.forecast.high) == (r.low_us, r.high_us)
     assert b.ratio.low == pytest.approx(1955 / r.high_us)
     assert b.ratio.high == pytest.approx(1955 / r.low_us)
-    flash = fp.on(A100, "SDPA flash", "µs")
+    flash = fpublished.on(A100, "SDPA flash", "µs")
     assert flash.forecast.low == gpu.flash_range(gpu.sheet(A100), flash.point.shape).low_us
 
 
 def test_where_each_published_value_falls_is_decided_once():
     # Hugging Face's in-place naive forward and SDPA flash took longer than the range allows;
     # SDPA math, priced from its recorded float32 ops, falls inside its range.
-    assert fp.on(A100, "naive, masked_fill_", "ms").where == fp.ABOVE
-    assert fp.on(A100, "SDPA flash", "µs").where == fp.ABOVE
-    assert fp.on(A100, "SDPA math", "ms").where == fp.WITHIN
-    assert fp.on(A100, "naive, masked_fill", "kernels").where == fp.SAME_COUNT
-    assert fp.on(A100, "SDPA math", "kernels").where == fp.MORE
+    assert fpublished.on(A100, "naive, masked_fill_", "ms").where == fpublished.ABOVE
+    assert fpublished.on(A100, "SDPA flash", "µs").where == fpublished.ABOVE
+    assert fpublished.on(A100, "SDPA math", "ms").where == fpublished.WITHIN
+    assert fpublished.on(A100, "naive, masked_fill", "kernels").where == fpublished.SAME_COUNT
+    assert fpublished.on(A100, "SDPA math", "kernels").where == fpublished.MORE
     # A point that is the efficiency a range divides by tests nothing.
-    fa3 = fp.on("h100-sxm", "FlashAttention-3 forward, FP16", "TFLOP/s")
-    assert fa3.where == fp.OWN_SOURCE
-    fa4 = fp.on("b200", "FlashAttention-4 forward, BF16", "TFLOP/s")
-    assert fa4.where == fp.NO_RANGE and fa4.forecast.value == gpu.matmul_peak(fa4.gpu, "bfloat16")
-    a = fp.accuracy()
-    assert len(a.tested) == len(a.where(fp.WITHIN)) + len(a.where(fp.ABOVE)) + len(
-        a.where(fp.BELOW)
+    fa3 = fpublished.on("h100-sxm", "FlashAttention-3 forward, FP16", "TFLOP/s")
+    assert fa3.where == fpublished.OWN_SOURCE
+    fa4 = fpublished.on("b200", "FlashAttention-4 forward, BF16", "TFLOP/s")
+    assert fa4.where == fpublished.NO_RANGE and fa4.forecast.value == gpu.matmul_peak(
+        fa4.gpu, "bfloat16"
+    )
+    a = fpublished.accuracy()
+    assert len(a.tested) == len(a.where(fpublished.WITHIN)) + len(a.where(fpublished.ABOVE)) + len(
+        a.where(fpublished.BELOW)
     )
 
 
@@ -59,8 +61,8 @@ def test_a_point_the_forecast_cannot_price_is_an_error():
     from dataclasses import replace
 
     point = replace(dataset().points[0], subject="some kernel")
-    with pytest.raises(fp.UnforecastPointError, match="some kernel"):
-        fp.beside(point)
+    with pytest.raises(fpublished.UnforecastPointError, match="some kernel"):
+        fpublished.beside(point)
 
 
 def _page(*parts: str) -> str:
@@ -94,7 +96,7 @@ def test_the_accuracy_sentence_says_where_each_point_falls():
 
 
 def test_chapter_02_sets_the_variants_kernels_beside_hugging_faces_counts():
-    r = fp.in_place()
+    r = fpublished.in_place()
     counts = {v.variant: v.count.value for v in r.variants}
     assert counts == {"rebuild": 8, "masked_fill": 6, "masked_fill_": 5}
     published = {v.variant: v.published and v.published.published.value for v in r.variants}
@@ -118,13 +120,13 @@ def test_flexattention_against_flashattention_shows_what_the_model_cannot_tell_a
 
     from attention_docs.records.published import DatasetError, parse
 
-    a = fp.accuracy()
+    a = fpublished.accuracy()
     relative = a.relative
     assert len(relative) >= 4 and {b.gpu.slug for b in relative} >= {A100, "h100-sxm"}
     assert not set(relative) & set(a.tested)  # not a time against a range
     for b in relative:
         assert b.forecast.value == 1.0 and b.point.baseline.startswith("FlashAttention")
-        assert b.where == (fp.SLOWER if b.published.value < 1 else fp.FASTER)
+        assert b.where == (fpublished.SLOWER if b.published.value < 1 else fpublished.FASTER)
     worst = max(abs(b.published.value - 1) for b in relative)
     assert a.relative_miss.value == pytest.approx(worst)
     said = re.sub(r"<[^>]+>", "", rp.accuracy())
@@ -133,8 +135,8 @@ def test_flexattention_against_flashattention_shows_what_the_model_cannot_tell_a
     # A share of a baseline the model does not price alike is an error, and the dataset
     # refuses a share that names no baseline.
     odd = replace(relative[0].point, baseline="cuDNN")
-    with pytest.raises(fp.UnforecastPointError, match="cuDNN"):
-        fp.beside(odd)
+    with pytest.raises(fpublished.UnforecastPointError, match="cuDNN"):
+        fpublished.beside(odd)
     text = (
         '[[source]]\nkey = "s"\ntitle = "t"\nurl = "u"\nsoftware = "x"\n'
         '[[point]]\nsource = "s"\ngpu = "h100-sxm"\nsubject = "FlexAttention forward"\n'

@@ -158,7 +158,7 @@ def test_the_check_catches_a_planted_decision(planted, what):
         "if len(rows) < 2:\n    pass\n",
         "from attention_docs.findings.compare import Comparison\n",
         "from attention_docs.findings.rank import Ranking\n",
-        "from attention_docs.findings import flash as ff\n",
+        "from attention_docs.findings import flash as fflash\n",
         "word = 'slower' if c.as_ordered else 'faster'\n",
     ],
 )

@@ -10,12 +10,12 @@ import pytest
 from recorded import recorded, sourced
 
 from attention_docs import render
-from attention_docs.analytic import gpu as g
+from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.memory import naive_peak
 from attention_docs.experiments.registry import get
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.experiments.wall import sweep_shapes
-from attention_docs.findings import wall as fw
+from attention_docs.findings import wall as fwall
 from attention_docs.measurements import Measurement, Sourced, Table
 from attention_docs.measurements import forward as fwd
 from attention_docs.records.device import DeviceInfo
@@ -39,27 +39,27 @@ def wall() -> Measurement:
 
 def test_every_shape_is_measured_once_and_each_sweep_reads_it(wall):
     sweeps = sweep_shapes(dict(wall.params))
-    union = list(dict.fromkeys(s for name in fw.SWEEP_NAMES for s in sweeps[name]))
+    union = list(dict.fromkeys(s for name in fwall.SWEEP_NAMES for s in sweeps[name]))
     points = wall.tables["points"].records()
     assert len(points) == len(union) < sum(len(v) for v in sweeps.values())  # shapes are shared
     shared = Shape(1, 2, 16, 16, "float32", True)  # on the heads and the head_dim sweeps
     assert shared in sweeps["heads"] and shared in sweeps["head_dim"]
-    for name in fw.SWEEP_NAMES:
-        assert [p.shape for p in fw.sweep(wall, name)] == sweeps[name]
-    assert fw.sweep(wall, "heads")[1].time == fw.sweep(wall, "head_dim")[1].time
+    for name in fwall.SWEEP_NAMES:
+        assert [p.shape for p in fwall.sweep(wall, name)] == sweeps[name]
+    assert fwall.sweep(wall, "heads")[1].time == fwall.sweep(wall, "head_dim")[1].time
     for r in points:
         assert r["status"] == "ok" and r["time"].low_us <= r["time"].time_us <= r["time"].high_us
         model = naive_peak(
             r["batch_size"], r["num_heads"], r["seq_len"], r["head_dim"], causal=True
         )
         assert r["peak_bytes"] == model.peak_bytes
-    profiled = {p.shape for name in ("seq_len", "head_dim") for p in fw.sweep(wall, name)}
-    for p in fw.points(wall).values():
+    profiled = {p.shape for name in ("seq_len", "head_dim") for p in fwall.sweep(wall, name)}
+    for p in fwall.points(wall).values():
         assert (p.steps is not None) == (p.shape in profiled)
         if p.steps:
             samples = wall.facts["profiled_steps"]
             assert all(len(p.steps[label].rounds_us) == samples for label in STEPS)
-    assert [p.flops.value for p in fw.sweep(wall, "tokens")] == [4 * 2 * 64 * 64 * 64 / 2**i for i in range(3)]  # fmt: skip
+    assert [p.flops.value for p in fwall.sweep(wall, "tokens")] == [4 * 2 * 64 * 64 * 64 / 2**i for i in range(3)]  # fmt: skip
 
 
 def test_the_last_level_cache_is_read_from_sysfs(tmp_path):
@@ -91,9 +91,9 @@ def test_a_shape_too_large_for_the_free_memory_is_a_row_in_words(monkeypatch):
 
     monkeypatch.setattr(sweep_module, "free_memory_bytes", lambda device: 200_000)
     m = run_experiment("wall", {**TINY, "max_seq_len": 64, "tokens": 32, "model_dim": 16}, device="cpu")  # fmt: skip
-    status = {p.shape.seq_len: p.status for p in fw.sweep(m, "seq_len")}
+    status = {p.shape.seq_len: p.status for p in fwall.sweep(m, "seq_len")}
     assert status[8] == status[16] == "ok" and status[64] == "too large for the free memory"
-    assert fw.sweep(m, "seq_len")[-1].time is None and any("was not run" in n for n in m.notes)
+    assert fwall.sweep(m, "seq_len")[-1].time is None and any("was not run" in n for n in m.notes)
 
 
 XS = [16, 32, 64, 128, 256, 512]
@@ -140,7 +140,7 @@ def test_slopes_name_the_overhead_range_and_the_wall(base):
     assert "From **64** tokens on, every doubling multiplies time by at least 2.83×" in text
     assert "No doubling is steeper than N² outside the rounds' noise." in text
     m = synthetic(base, [100, 110, 120, 400, 1600, 6400])
-    t = fw.time_trend(m, fw.sweep(m, "seq_len"), "seq_len")
+    t = fwall.time_trend(m, fwall.sweep(m, "seq_len"), "seq_len")
     assert t.whole.value == pytest.approx(math.log(64) / math.log(32))
     assert t.whole.low < t.whole.value < t.whole.high
     flat = claim(synthetic(base, [1, 2, 4, 8, 16, 32]))
@@ -190,12 +190,12 @@ def test_the_largest_step_is_named_only_outside_the_noise(base):
 
 def test_a_change_of_time_is_a_ratio_with_its_range_or_a_tie(base):
     m = synthetic(base, [100, 300, 1, 1, 1, 1])
-    a, b = fw.sweep(m, "seq_len")[:2]
-    fact_id, c = fw.change(m, a, b)
+    a, b = fwall.sweep(m, "seq_len")[:2]
+    fact_id, c = fwall.change(m, a, b)
     assert not c.tie and c.ratio == pytest.approx(3.0) and "→" in fact_id
     assert "multiplies time by 3× (2.94–3.06×)" in plain(render.wall._change(m, a, b))
     wide = synthetic(base, [100, 110, 1, 1, 1, 1], spread=0.2)
-    a, b = fw.sweep(wide, "seq_len")[:2]
+    a, b = fwall.sweep(wide, "seq_len")[:2]
     assert "leaves time within noise (1.1× apart)" in plain(render.wall._change(wide, a, b))
 
 
@@ -205,9 +205,9 @@ def test_a_shape_on_the_forward_time_grid_is_read_from_forward_times(base):
     shape = Shape(1, 2, 64, 64, "float32", True)
     row = ("naive (eager)", 1, 2, 64, 64, "float32", True, timing(777.0, 0.01), "ok")
     t = replace(times, tables={"times": Table(fwd.COLUMNS, (*times.tables["times"].rows, row))})
-    point = next(p for p in fw.sweep(m, "seq_len", t) if p.shape == shape)
+    point = next(p for p in fwall.sweep(m, "seq_len", t) if p.shape == shape)
     assert point.time.value == 777.0
-    assert point.time.id == fw.ffwd.forward_quantity(t, "naive (eager)", shape).id
+    assert point.time.id == fwall.ffwd.forward_quantity(t, "naive (eager)", shape).id
     table = render.wall.sweep_table(Sourced(m, "x", "x.json", base=""), "seq_len", Sourced(t, "x", "t.json", base=""))  # fmt: skip
     assert "777 µs" in plain(table) and "777 µs" not in plain(render.wall.sweep_table(Sourced(m, "x", "x.json", base=""), "seq_len"))  # fmt: skip
 
@@ -231,23 +231,23 @@ def test_sweep_renderers_on_the_recorded_entry(base):
 
 
 def test_the_gpu_forecast_is_the_analytic_roofline_and_memory_model(base):
-    h200 = g.sheet("h200")
-    longest, pts = fw.forecasts(h200)
-    assert longest.value == g.longest_naive_seq_len(h200)
+    h200 = gpus.sheet("h200")
+    longest, pts = fwall.forecasts(h200)
+    assert longest.value == gpus.longest_naive_seq_len(h200)
     for p in pts:
         s = Shape(4, 16, p.seq_len, 128, "bfloat16", True)
-        assert p.fused.forecast.value == pytest.approx(g.flash_forward(h200, s).floor_us)
+        assert p.fused.forecast.value == pytest.approx(gpus.flash_forward(h200, s).floor_us)
         assert (p.naive is None) == (p.seq_len > longest.value)
         if p.naive:
-            assert p.naive.forecast.value == pytest.approx(g.naive_floor_us(h200, s))
+            assert p.naive.forecast.value == pytest.approx(gpus.naive_floor_us(h200, s))
             assert p.naive.forecast.value > p.fused.forecast.value
     box = plain(render.wall.forecast())
     assert "predictions only" in box and f"{longest.value:,} tokens" in box
     # The code as written, not five idealised kernels; and each floor's realistic range.
-    at = next(p for p in pts if p.seq_len == g.FORECAST_SHAPE.seq_len)
-    assert at.kernels == len(g.naive_kernels(h200, g.FORECAST_SHAPE)) != 5
+    at = next(p for p in pts if p.seq_len == gpus.FORECAST_SHAPE.seq_len)
+    assert at.kernels == len(gpus.naive_kernels(h200, gpus.FORECAST_SHAPE)) != 5
     assert "five kernels" not in box and f"naive ({at.kernels} kernels), floor" in box
-    r = g.naive_range(h200, g.FORECAST_SHAPE)
+    r = gpus.naive_range(h200, gpus.FORECAST_SHAPE)
     assert (at.naive_range.low, at.naive_range.high) == (r.low_us, r.high_us)
     assert at.naive_range.low > at.naive.forecast.value  # a range lies above its floor
     assert "naive, realistic range" in box and "efficiencies on record, cited or stated" in box
@@ -261,9 +261,11 @@ def test_the_gpu_forecast_shows_a_stored_h200_forward_times_beside_it():
     device = DeviceInfo("cuda", "NVIDIA H200", capability="90", memory_bytes=141 * 10**9)
     gpu = replace(times, tables={"times": Table(fwd.COLUMNS, rows)},
                   provenance=replace(times.provenance, device=device, device_id="cuda-h200"))  # fmt: skip
-    _, pts = fw.forecasts(g.sheet("h200"), gpu)
+    _, pts = fwall.forecasts(gpus.sheet("h200"), gpu)
     at = next(p for p in pts if p.seq_len == 4096)
     assert at.naive.measured.value == 5000.0 and at.fused.measured.value == 400.0
-    assert at.fused.ratio == pytest.approx(400.0 / g.flash_forward(g.sheet("h200"), s).floor_us)
+    assert at.fused.ratio == pytest.approx(
+        400.0 / gpus.flash_forward(gpus.sheet("h200"), s).floor_us
+    )
     box = plain(render.wall.forecast([Sourced(gpu, "x", "y.json", base="")]))
     assert "Measured on the NVIDIA H200" in box and "5 ms" in box and "not in the store" in box

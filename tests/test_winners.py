@@ -13,7 +13,7 @@ from timings import measured_in_rounds
 from attention_docs.experiments.forward import candidates
 from attention_docs.experiments.registry import get
 from attention_docs.experiments.runner import run_experiment
-from attention_docs.findings import winners as fw
+from attention_docs.findings import winners as fwinners
 from attention_docs.measurements import Sourced
 from attention_docs.measurements import forward as fwd
 from attention_docs.render import winners
@@ -53,7 +53,7 @@ def known():
         rows.append(row(fwd.SDPA_EFFICIENT, s, None, status=UNAVAILABLE))
         rows.append(row(fwd.STEP_PREFIX + "attention.softmax", s, 1.0))  # not a contender
     # The 16-head slice: flash wins in bfloat16, compile in float32.
-    for s in fw.map_shapes("cpu"):
+    for s in fwinners.map_shapes("cpu"):
         flash = 100.0 if s.dtype == "bfloat16" else 300.0
         rows += [
             row(fwd.NAIVE, s, 1000.0),
@@ -66,7 +66,7 @@ def known():
 @pytest.fixture(scope="module")
 def train(known):
     rows = []
-    for s in fw.map_shapes("cpu"):
+    for s in fwinners.map_shapes("cpu"):
         if s.seq_len == 512:
             rows += [row(fwd.NAIVE, s, 3000.0), row(fwd.SDPA_FLASH, s, 900.0, 880.0, 920.0)]
             rows.append(row(fwd.FLEX, s, None, status="not available on this device: no backward"))
@@ -74,7 +74,7 @@ def train(known):
 
 
 def test_cells_rank_the_implementations_and_find_winner_tie_and_margin(known):
-    cells = {c.shape: c for c in fw.teaching_cells(known)}
+    cells = {c.shape: c for c in fwinners.teaching_cells(known)}
     assert list(cells) == [A, B, C, D]  # causal first, then seq_len
     a = cells[A]
     assert (a.winner, a.runner_up, a.tied) == (fwd.SDPA_FLASH, fwd.FLEX, ())
@@ -89,7 +89,7 @@ def test_cells_rank_the_implementations_and_find_winner_tie_and_margin(known):
 
 
 def test_the_map_draws_a_tie_as_a_tie(known):
-    cells = {c.shape: c for c in fw.teaching_cells(known)}
+    cells = {c.shape: c for c in fwinners.teaching_cells(known)}
     assert winners.cell_label(cells[A]) == "SDPA flash\n1.5× (1.38–1.63×)"
     assert winners.cell_label(cells[B]).startswith("tie: SDPA flash\n≈ FlexAttention")
     assert "only one ran" in winners.cell_label(cells[D])
@@ -125,7 +125,7 @@ def test_the_finding_counts_wins_per_view(known, train, steps):
 
 
 def test_a_view_with_no_clear_winner_says_so(known, steps):
-    s = next(s for s in fw.map_shapes("cpu") if s.seq_len == 512)
+    s = next(s for s in fwinners.map_shapes("cpu") if s.seq_len == 512)
     rows = [row(fwd.NAIVE, s, 1000.0, 900.0, 1100.0), row(fwd.SDPA_FLASH, s, 950.0, 850.0, 1050.0)]
     text = winners.finding(sourced(known), sourced(train_times(known, rows)), sourced(steps))
     assert "fastest training step beyond the noise is no implementation in any of the 1 " in text
@@ -177,19 +177,19 @@ def test_devices_claim_depends_on_the_devices_in_the_store(known):
 
 
 def test_the_h200_forecast_is_the_analytic_model_and_checks_a_gpu_entry(known):
-    from attention_docs.analytic import gpu as spec
+    from attention_docs.analytic import gpu as gpus
 
-    h200 = spec.sheet("h200")
-    found = fw.forecast_cells(h200)
-    assert [c.shape for c in found] == fw.map_shapes("cuda")
+    h200 = gpus.sheet("h200")
+    found = fwinners.forecast_cells(h200)
+    assert [c.shape for c in found] == fwinners.map_shapes("cuda")
     for c in found:
         assert c.fused == (fwd.SDPA_FLASH if c.shape.dtype == "bfloat16" else fwd.SDPA_EFFICIENT)
-        assert c.naive.forecast.value == pytest.approx(spec.naive_floor_us(h200, c.shape))
+        assert c.naive.forecast.value == pytest.approx(gpus.naive_floor_us(h200, c.shape))
         assert c.fused_floor.forecast.value == pytest.approx(
-            spec.flash_forward(h200, c.shape).floor_us
+            gpus.flash_forward(h200, c.shape).floor_us
         )
         # The lead is a range of realistic times, never the ratio of the two floors.
-        naive, fused = spec.naive_range(h200, c.shape), spec.flash_range(h200, c.shape)
+        naive, fused = gpus.naive_range(h200, c.shape), gpus.flash_range(h200, c.shape)
         assert c.lead.forecast.value is None
         assert c.lead.forecast.low == pytest.approx(naive.low_us / fused.high_us)
         assert c.lead.forecast.high == pytest.approx(naive.high_us / fused.low_us)
@@ -200,12 +200,12 @@ def test_the_h200_forecast_is_the_analytic_model_and_checks_a_gpu_entry(known):
     # A cuda-h200 forward_times entry holding the GPU map's shapes: measured beside forecast.
     gpu_rows = [
         row(n, s, t)
-        for s in fw.map_shapes("cuda")
+        for s in fwinners.map_shapes("cuda")
         for n, t in ((fwd.NAIVE, 2000.0), (fwd.SDPA_FLASH, 250.0), (fwd.SDPA_EFFICIENT, 400.0))
     ]
     m = forward_times(known, gpu_rows)
     gpu = replace(m, provenance=replace(m.provenance, device=H200, device_id="cuda-h200"))
-    checked = fw.forecast_cells(h200, gpu)
+    checked = fwinners.forecast_cells(h200, gpu)
     assert all(c.naive.measured and c.fused_floor.measured and c.lead.measured for c in checked)
     bf16 = next(c for c in checked if c.shape.dtype == "bfloat16")
     assert bf16.lead.measured.value == pytest.approx(8.0)
@@ -222,7 +222,7 @@ def test_train_times_never_times_chapter_09s_shape_and_stays_on_the_forward_grid
         backward = fwd.Shape.of(get("backward_compare").resolve({}, kind))
         assert backward not in train, kind
         assert set(train) <= set(fwd.GRIDS[kind].shapes()), kind  # a forward cell beside each
-        assert set(train) <= set(fw.map_shapes(kind)), kind
+        assert set(train) <= set(fwinners.map_shapes(kind)), kind
 
 
 def test_train_times_times_every_implementation_with_a_backward():
@@ -297,10 +297,10 @@ def test_every_experiment_that_reads_forward_times_runs_at_a_shape_of_its_grid(k
 
 def test_the_decode_cell_reads_chapter_11s_experiment():
     steps = decode_steps(lambda v, impl, b, c: timing(50.0) if impl == "sdpa" else 80.0)
-    cell = fw.decode_cell(steps)
+    cell = fwinners.decode_cell(steps)
     assert cell.winner == "sdpa" and set(cell.timings) == {"naive", "naive_repeat_kv", "sdpa"}
     assert cell.shape.kv_heads == 2 and cell.shape.keys == 64
-    lead = fw.lead_fact(steps, cell)
+    lead = fwinners.lead_fact(steps, cell)
     assert lead.quantity.metric == "decode speed ratio"  # chapter 11's quantity, not a new one
 
 

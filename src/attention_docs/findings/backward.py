@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attention_docs.analytic import backward as model
+from attention_docs.analytic import backward as backward_model
 from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_steps
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import COUNTED, MODEL, PROFILED, UNPROFILED, Fact, Quantity
@@ -76,7 +76,7 @@ def _flop_ratio(m: Measurement, r: dict) -> Fact:
     if r["forward_flops"] and r["backward_flops"]:
         value, clock, device = r["backward_flops"] / r["forward_flops"], COUNTED, m.device_id
     else:
-        value = model.flop_ratio(shape(m), recompute=name in FUSED)
+        value = backward_model.flop_ratio(shape(m), recompute=name in FUSED)
         clock, device = MODEL, ANALYTIC
     return Fact(Quantity(FLOP_RATIO, name, device, clock, shape(m)), value, "×")
 
@@ -199,7 +199,7 @@ FORECAST_ROWS = (
 def training_checks(gpu: SpecSheet, entries: list[Measurement]) -> list[Check]:
     """The training step's floors on `gpu` at the forecast shape, each beside the stored
     measurement of that GPU at that shape when there is one (FORECAST_ROWS' order)."""
-    t = model.training(gpu, FORECAST_SHAPE)
+    t = backward_model.training(gpu, FORECAST_SHAPE)
     on_gpu = next(
         (m for m in entries if m.device_id == f"cuda-{gpu.slug}" and shape(m) == FORECAST_SHAPE),
         None,
@@ -223,7 +223,7 @@ def training_checks(gpu: SpecSheet, entries: list[Measurement]) -> list[Check]:
 def trade(gpu: SpecSheet) -> tuple[Fact, Fact]:
     """FlashAttention's trade on `gpu` at the forecast shape: the FLOPs it recomputes and the
     HBM bytes naive attention moves to keep the probabilities instead."""
-    t = model.training(gpu, FORECAST_SHAPE)
+    t = backward_model.training(gpu, FORECAST_SHAPE)
     return (
         forecast(
             "recomputed FLOPs", "sdpa-flash", gpu, t.recompute_flops, "FLOP", shape=FORECAST_SHAPE
@@ -242,12 +242,12 @@ def trade(gpu: SpecSheet) -> tuple[Fact, Fact]:
 def limits(gpu: SpecSheet) -> tuple[str, str]:
     """Which ceiling sets the floors at the forecast shape ("memory" or "compute"): the one
     behind most of naive attention's floor time (both passes), and FlashAttention's backward's."""
-    kernels = (*naive_steps(gpu, FORECAST_SHAPE), *model.naive_backward(gpu))
+    kernels = (*naive_steps(gpu, FORECAST_SHAPE), *backward_model.naive_backward(gpu))
     by_limit = {
         limit: sum(k.floor_us for k in kernels if k.limit == limit)
         for limit in ("memory", "compute")
     }
-    return max(by_limit, key=by_limit.get), model.flash_backward(gpu).limit
+    return max(by_limit, key=by_limit.get), backward_model.flash_backward(gpu).limit
 
 
 def saved_slopes(m: Measurement) -> dict[str, float | None]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attention_docs.analytic import fusion as model
+from attention_docs.analytic import fusion as fusion_model
 from attention_docs.analytic.gpu import naive_floor_us, naive_kernels, naive_range
 from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, one_device
 from attention_docs.findings.forecast import RANGE_OF_NAIVE, Check, check, forecast, realistic
@@ -94,7 +94,10 @@ class FusionForecast:
 
 def fusion_forecast(gpu: SpecSheet, shape: Shape, there: Measurement | None) -> FusionForecast:
     """The fusion forecast at `shape` on `gpu`; `there`: the GPU's stored forward_times."""
-    eager, fused = model.eager_elementwise(gpu, shape), model.fused_elementwise(gpu, shape)
+    eager, fused = (
+        fusion_model.eager_elementwise(gpu, shape),
+        fusion_model.fused_elementwise(gpu, shape),
+    )
     kernels = naive_kernels(gpu, shape)
     what = ELEMENTWISE_SUBJECT
 
@@ -108,7 +111,7 @@ def fusion_forecast(gpu: SpecSheet, shape: Shape, there: Measurement | None) -> 
         return check(r, None) if r is not None else None
 
     naive = spec(FORWARD_TIME, fwd.NAIVE, naive_floor_us(gpu, shape), "µs")
-    compiled = spec(FORWARD_TIME, fwd.COMPILED, model.compiled_floor_us(gpu, shape), "µs")
+    compiled = spec(FORWARD_TIME, fwd.COMPILED, fusion_model.compiled_floor_us(gpu, shape), "µs")
     saved_us = sum(k.floor_us for k in eager) - fused.floor_us
     compiled_detail = "realistic range: compiled_floor_us over cited efficiencies"
     return FusionForecast(
@@ -119,13 +122,13 @@ def fusion_forecast(gpu: SpecSheet, shape: Shape, there: Measurement | None) -> 
         time_saved=check(spec("time saved by fusion", what, saved_us, "µs"), None),
         naive_floor=check(naive, measured(fwd.NAIVE)),
         compiled_floor=check(compiled, measured(fwd.COMPILED)),
-        time_saved_range=ranged(realistic("time saved by fusion", what, gpu, model.time_saved_range(gpu, shape), "µs", shape=shape)),
+        time_saved_range=ranged(realistic("time saved by fusion", what, gpu, fusion_model.time_saved_range(gpu, shape), "µs", shape=shape)),
         naive_range=ranged(realistic(FORWARD_TIME, fwd.NAIVE, gpu, naive_range(gpu, shape), "µs", shape=shape, detail=RANGE_OF_NAIVE)),
-        compiled_range=ranged(realistic(FORWARD_TIME, fwd.COMPILED, gpu, model.compiled_range(gpu, shape), "µs", shape=shape, detail=compiled_detail)),
-        sources=tuple(dict.fromkeys(model.compiled_range(gpu, shape).sources + naive_range(gpu, shape).sources)),
+        compiled_range=ranged(realistic(FORWARD_TIME, fwd.COMPILED, gpu, fusion_model.compiled_range(gpu, shape), "µs", shape=shape, detail=compiled_detail)),
+        sources=tuple(dict.fromkeys(fusion_model.compiled_range(gpu, shape).sources + naive_range(gpu, shape).sources)),
     )  # fmt: skip
 
 
 def bytes_saved(gpu: SpecSheet, shape: Shape) -> Fact:
     """The HBM bytes per forward fusing the element-wise steps spares, by the data sheet."""
-    return forecast("HBM bytes saved by fusion", model.FUSED, gpu, model.bytes_saved(gpu), "B", shape=shape)  # fmt: skip
+    return forecast("HBM bytes saved by fusion", fusion_model.FUSED, gpu, fusion_model.bytes_saved(gpu), "B", shape=shape)  # fmt: skip

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attention_docs.analytic import cost
-from attention_docs.analytic import decode as model
-from attention_docs.analytic import gpu as spec
+from attention_docs.analytic import decode as decode_model
+from attention_docs.analytic import gpu as gpus
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import MODEL, PROFILED, UNPROFILED, Fact, Quantity, llc_fact
 from attention_docs.findings.forecast import Check, check, forecast
@@ -49,9 +49,9 @@ class Point:
     status: str
 
     @property
-    def cost(self) -> model.DecodeCost:
+    def cost(self) -> decode_model.DecodeCost:
         s = self.shape
-        return model.decode_cost(
+        return decode_model.decode_cost(
             s.batch_size, s.num_heads, s.keys, s.head_dim, s.dtype, num_kv_heads=s.kv_heads
         )
 
@@ -351,7 +351,7 @@ def moved_bytes(m: Measurement, mode: str) -> float:
     """The least bytes each way must move: prefill reads the cache once, decode re-reads it at
     every step; both read the queries and write the outputs once."""
     s = prompt_shape(m)
-    e = model.decode_cost(1, 1, 1, 1, s.dtype).cache_bytes / 2  # bytes per element
+    e = decode_model.decode_cost(1, 1, 1, 1, s.dtype).cache_bytes / 2  # bytes per element
     kv_token = 2.0 * s.batch_size * s.kv_heads * s.head_dim * e
     q_and_out = 2.0 * s.batch_size * s.num_heads * s.seq_len * s.head_dim * e
     n = s.seq_len
@@ -483,7 +483,7 @@ def gpu_entry(entries, gpu: SpecSheet) -> Measurement | None:
 
 
 def gpu_shape(variant: str, batch_size: int, cache_len: int) -> Shape:
-    g = spec.FORECAST_SHAPE
+    g = gpus.FORECAST_SHAPE
     return decode_shape(
         batch_size, GPU_HEADS, GPU_KV_HEADS[variant], cache_len, head_dim=g.head_dim, dtype=g.dtype
     )
@@ -492,7 +492,7 @@ def gpu_shape(variant: str, batch_size: int, cache_len: int) -> Shape:
 def floor(gpu: SpecSheet, variant: str, batch_size: int, cache_len: int) -> Fact:
     """A decode step's floor on `gpu`: its bytes at the data sheet's bandwidth."""
     shape = gpu_shape(variant, batch_size, cache_len)
-    value = spec.decode_step(gpu, shape).floor_us
+    value = gpus.decode_step(gpu, shape).floor_us
     return forecast(STEP_TIME, "sdpa", gpu, value, "µs", shape=shape, detail="floor: decode_step")
 
 
@@ -523,7 +523,7 @@ def floor_checks(
 def memory_bound_everywhere(gpu: SpecSheet) -> bool:
     """Whether every forecast point's floor is set by the bandwidth, not the FLOPs."""
     return all(
-        spec.decode_step(gpu, gpu_shape(v, b, c)).limit == "memory"
+        gpus.decode_step(gpu, gpu_shape(v, b, c)).limit == "memory"
         for v in VARIANTS
         for b, c in GPU_POINTS
     )
@@ -531,8 +531,8 @@ def memory_bound_everywhere(gpu: SpecSheet) -> bool:
 
 def fill_batch(gpu: SpecSheet, variant: str) -> Fact:
     """The smallest batch whose unsplit FlashAttention 2 decode step fills the GPU."""
-    g = spec.FORECAST_SHAPE
-    value = model.batch_filling_gpu(GPU_HEADS, GPU_KV_HEADS[variant], gpu.sm_count)
+    g = gpus.FORECAST_SHAPE
+    value = decode_model.batch_filling_gpu(GPU_HEADS, GPU_KV_HEADS[variant], gpu.sm_count)
     subject = f"{variant}, {GPU_HEADS} heads, {GPU_KV_HEADS[variant]} k/v heads, {g.dtype}"
     return forecast("batch filling the GPU without split-KV", subject, gpu, value, "sequences")
 
@@ -540,32 +540,32 @@ def fill_batch(gpu: SpecSheet, variant: str) -> Fact:
 def splits(gpu: SpecSheet, variant: str, batch_size: int, cache_len: int) -> Fact:
     """How many parts FlashAttention 2 splits the cache into at that point."""
     shape = gpu_shape(variant, batch_size, cache_len)
-    blocks = model.decode_blocks(batch_size, GPU_HEADS, GPU_KV_HEADS[variant])
-    value = model.num_splits(blocks, gpu.sm_count, cache_len, shape.head_dim)
+    blocks = decode_model.decode_blocks(batch_size, GPU_HEADS, GPU_KV_HEADS[variant])
+    value = decode_model.num_splits(blocks, gpu.sm_count, cache_len, shape.head_dim)
     return forecast("split-KV parts", "FlashAttention 2 decode", gpu, value, "parts", shape=shape)
 
 
 def ridge_tokens(gpu: SpecSheet, variant: str, cache_len: int = GPU_POINTS[-1][1]) -> Fact:
     """New tokens per step (speculative decoding) from which a step reaches the ridge."""
     shape = gpu_shape(variant, 1, cache_len)
-    value = model.queries_to_ridge(
+    value = decode_model.queries_to_ridge(
         GPU_HEADS,
         GPU_KV_HEADS[variant],
         shape.head_dim,
         shape.dtype,
-        ridge=spec.ridge(gpu, shape.dtype),
+        ridge=gpus.ridge(gpu, shape.dtype),
         cache_len=cache_len,
     )
     return forecast("new tokens per step at the ridge", variant, gpu, value, "tokens", shape=shape)
 
 
 def gpu_ridge(gpu: SpecSheet) -> Fact:
-    dtype = spec.FORECAST_SHAPE.dtype
+    dtype = gpus.FORECAST_SHAPE.dtype
     return forecast(
         "ridge point",
         f"{dtype} tensor-core peak over HBM bandwidth",
         gpu,
-        spec.ridge(gpu, dtype),
+        gpus.ridge(gpu, dtype),
         "FLOP/B",
     )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from attention_docs.analytic import gpu as g
+from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.memory import (
     CUBLAS_WORKSPACE_HOPPER,
     fused_peak,
@@ -226,7 +226,7 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> dict[str, Ch
     """The memory chapter's forecasts for `gpu` at the site's forecast shape: the naive
     peak (checked against a stored memory_timeline of that GPU at that shape), the longest
     seq_len whose naive forward fits, and what a fused kernel keeps instead."""
-    s = g.FORECAST_SHAPE
+    s = gpus.FORECAST_SHAPE
     naive = naive_peak(*s.dims, s.dtype, causal=s.causal)
     measured = None
     if stored is not None and shape(stored) == s:
@@ -244,7 +244,7 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> dict[str, Ch
                 "longest seq_len that fits",
                 NAIVE,
                 gpu,
-                g.longest_naive_seq_len(gpu, s),
+                gpus.longest_naive_seq_len(gpu, s),
                 "tokens",
                 detail=longest_detail,
             ),
@@ -254,7 +254,7 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> dict[str, Ch
             forecast(PEAK, FUSED, gpu, fused_peak(*s.dims, s.dtype), "B", shape=s, detail=ABOVE),
             None,
         ),
-        "memory": check(forecast("memory", "HBM", gpu, g.memory_bytes(gpu), "B"), None),
+        "memory": check(forecast("memory", "HBM", gpu, gpus.memory_bytes(gpu), "B"), None),
         **(
             {
                 "memory MiB": check(
@@ -264,7 +264,8 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> dict[str, Ch
                     None,
                 ),
                 "memory GiB": check(
-                    forecast("memory in GiB", "HBM", gpu, g.memory_bytes(gpu) / 2**30, "GiB"), None
+                    forecast("memory in GiB", "HBM", gpu, gpus.memory_bytes(gpu) / 2**30, "GiB"),
+                    None,
                 ),
             }
             if gpu.reported_mib is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attention_docs.analytic import gpu as spec
+from attention_docs.analytic import gpu as gpus
 from attention_docs.findings.facts import MODEL, MODEL_DEVICE, PUBLISHED, SPEC, Fact, Quantity
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.ops import recording
@@ -33,9 +33,9 @@ SAME_KERNEL = frozenset({"FlashAttention-2", "FlashAttention-3"})
 # What the dataset's subjects run, as the forecast prices them: a recording of the code
 # (records/recorded_ops.json) or one fused forward kernel (analytic/gpu.py flash_forward).
 RECORDED = {
-    "naive, masked_fill_": spec.IN_PLACE,
+    "naive, masked_fill_": gpus.IN_PLACE,
     "naive, masked_fill": "masked_fill",
-    "SDPA math": spec.SDPA_MATH,
+    "SDPA math": gpus.SDPA_MATH,
 }
 FUSED = frozenset({"SDPA flash", "SDPA efficient", "SDPA cuDNN"})
 # The units a point's value is read in, as this site's facts carry them: metric, unit, and
@@ -113,7 +113,7 @@ def _count(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     if point.subject in FUSED:
         count, model = 1, "one fused kernel"
     elif point.subject in RECORDED:
-        count = len(spec.priced(recording(RECORDED[point.subject]), gpu, point.shape))
+        count = len(gpus.priced(recording(RECORDED[point.subject]), gpu, point.shape))
         model = "kernels of the recorded ops"
     else:
         raise UnforecastPointError(f"no kernel count forecast for {point.subject!r}")
@@ -125,14 +125,14 @@ def _count(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
 def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     kernels = None
     if point.subject in FUSED:
-        priced = (spec.flash_forward(gpu, point.shape),)
+        priced = (gpus.flash_forward(gpu, point.shape),)
         model = "one fused forward kernel (flash_forward)"
     elif point.subject in RECORDED:
-        priced = spec.priced(recording(RECORDED[point.subject]), gpu, point.shape)
+        priced = gpus.priced(recording(RECORDED[point.subject]), gpu, point.shape)
         model, kernels = "kernels of the recorded ops", len(priced)
     else:
         raise UnforecastPointError(f"no time forecast for {point.subject!r}")
-    r = spec.realistic(gpu, priced)
+    r = gpus.realistic(gpu, priced)
     floor = _spec_fact(point, gpu, f"floor: {model}", r.floor_us, "µs")
     if r.low_us is None:
         return _Forecast(floor, floor, r.floor_us, r.floor_us, NO_RANGE, model, kernels)
@@ -146,7 +146,7 @@ def _rate(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     """A throughput or a share of the peak: the cited compute efficiency of its GPU."""
     e = dataset().efficiency(gpu.capability, "compute")
     share = point.unit == "%"
-    peak = 1.0 if share else spec.matmul_peak(gpu, point.dtype)
+    peak = 1.0 if share else gpus.matmul_peak(gpu, point.dtype)
     unit = "%" if share else "FLOP/s"
     floor = _spec_fact(point, gpu, "the data sheet's peak", peak, unit)
     model = "the cited share of the data sheet's peak"
@@ -175,7 +175,7 @@ def _relative(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
 
 def beside(point: Point) -> Beside:
     """The forecast for `point`'s GPU and shape, and where the published value falls."""
-    gpu = spec.sheet(point.gpu)
+    gpu = gpus.sheet(point.gpu)
     published = published_fact(point)
     value = published.value
     if point.unit == "kernels":
@@ -261,8 +261,8 @@ def on(gpu_slug: str, subject: str, unit: str) -> Beside:
 # --- chapter 02: the mask variants' kernels on a GPU, beside Hugging Face's counts --------
 
 # The variants, as chapter 02 names them, and the recording each is priced from.
-MASK_CODE = (("rebuild", spec.NAIVE_CODE), ("masked_fill", "masked_fill"),
-             ("masked_fill_", spec.IN_PLACE))  # fmt: skip
+MASK_CODE = (("rebuild", gpus.NAIVE_CODE), ("masked_fill", "masked_fill"),
+             ("masked_fill_", gpus.IN_PLACE))  # fmt: skip
 HF_SUBJECT = {"masked_fill": "naive, masked_fill", "masked_fill_": "naive, masked_fill_"}
 
 
@@ -293,11 +293,11 @@ class InPlace:
 
 
 def in_place(gpu: SpecSheet | None = None, shape=None) -> InPlace:
-    gpu = gpu or spec.sheet()
-    shape = shape or spec.FORECAST_SHAPE
+    gpu = gpu or gpus.sheet()
+    shape = shape or gpus.FORECAST_SHAPE
     rows, kernels_of = [], {}
     for variant, subject in MASK_CODE:
-        ks = spec.priced(recording(subject), gpu, shape)
+        ks = gpus.priced(recording(subject), gpu, shape)
         kernels_of[variant] = ks
         where = f"spec:{gpu.slug}"
         detail = "kernels of the recorded ops"
@@ -309,7 +309,7 @@ def in_place(gpu: SpecSheet | None = None, shape=None) -> InPlace:
         rows.append(MaskKernels(variant, tuple(k.op for k in ks), count, moved, hf))
     saved = _without(kernels_of["rebuild"], kernels_of["masked_fill_"])
     extra = _without(kernels_of["rebuild"], kernels_of["masked_fill"])
-    r = spec.realistic(gpu, saved)
+    r = gpus.realistic(gpu, saved)
     where = f"spec:{gpu.slug}"
     saved_bytes = Fact(Quantity("HBM bytes saved", "masked_fill_ against rebuild", where, SPEC,
                                 shape, "kernels of the recorded ops"),

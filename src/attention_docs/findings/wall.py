@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from attention_docs.analytic import gpu as g
+from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.cost import attention_flops
 from attention_docs.analytic.memory import naive_peak
 from attention_docs.findings import facts, share, trend
@@ -254,7 +254,7 @@ def ratio(m: Measurement, metric: str, a: Point, b: Point, field: str) -> Fact:
 
 FORECAST_SEQ_LENS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 # The forecast shape without its seq_len, for fact ids and sentences: `b4 h16 d128 bfloat16 causal`.
-FORECAST_BASE = g.FORECAST_SHAPE.key().replace(f" n{g.FORECAST_SHAPE.seq_len} ", " ")
+FORECAST_BASE = gpus.FORECAST_SHAPE.key().replace(f" n{gpus.FORECAST_SHAPE.seq_len} ", " ")
 
 
 @dataclass(frozen=True)
@@ -273,21 +273,21 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> tuple[Fact, 
     forecast shape's batch, heads, head_dim and dtype across seq_len; checked against a stored
     forward_times of that GPU (naive and SDPA flash) where its grid holds the shape. Also the
     longest seq_len whose naive forward fits in the GPU's memory."""
-    base = g.FORECAST_SHAPE
-    longest = g.longest_naive_seq_len(gpu, base)
+    base = gpus.FORECAST_SHAPE
+    longest = gpus.longest_naive_seq_len(gpu, base)
     out = []
     for n in FORECAST_SEQ_LENS:
         s = Shape(base.batch_size, base.num_heads, n, base.head_dim, base.dtype, base.causal)
 
         naive = naive_range = None
         if n <= longest:
-            f = forecast("forward time", NAIVE, gpu, g.naive_floor_us(gpu, s), "µs", shape=s)
+            f = forecast("forward time", NAIVE, gpu, gpus.naive_floor_us(gpu, s), "µs", shape=s)
             naive = check(f, _measured(stored, NAIVE, s))
-            naive_range = realistic("forward time", NAIVE, gpu, g.naive_range(gpu, s), "µs", shape=s, detail=RANGE_OF_NAIVE)  # fmt: skip
+            naive_range = realistic("forward time", NAIVE, gpu, gpus.naive_range(gpu, s), "µs", shape=s, detail=RANGE_OF_NAIVE)  # fmt: skip
         f = forecast(
-            "forward time", fwd.SDPA_FLASH, gpu, g.flash_forward(gpu, s).floor_us, "µs", shape=s
+            "forward time", fwd.SDPA_FLASH, gpu, gpus.flash_forward(gpu, s).floor_us, "µs", shape=s
         )
-        fused_range = realistic("forward time", fwd.SDPA_FLASH, gpu, g.flash_range(gpu, s), "µs", shape=s, detail=RANGE_OF_FLASH)  # fmt: skip
+        fused_range = realistic("forward time", fwd.SDPA_FLASH, gpu, gpus.flash_range(gpu, s), "µs", shape=s, detail=RANGE_OF_FLASH)  # fmt: skip
         out.append(
             GpuPoint(
                 n,
@@ -295,7 +295,7 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> tuple[Fact, 
                 check(f, _measured(stored, fwd.SDPA_FLASH, s)),
                 naive_range,
                 fused_range,
-                len(g.naive_kernels(gpu, s)),
+                len(gpus.naive_kernels(gpu, s)),
             )
         )
     detail = f"{FORECAST_BASE}; all memory"

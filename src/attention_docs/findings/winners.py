@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from attention_docs.analytic import gpu as spec
+from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import decode as fdecode
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings.compare import Comparison, compare
@@ -244,10 +244,10 @@ def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[
     for shape in map_shapes("cuda"):
         fused = fused_for(shape.dtype)
         floors = {
-            fwd.NAIVE: spec.naive_floor_us(gpu, shape),
-            fused: spec.flash_forward(gpu, shape).floor_us,
+            fwd.NAIVE: gpus.naive_floor_us(gpu, shape),
+            fused: gpus.flash_forward(gpu, shape).floor_us,
         }
-        ranges = {fwd.NAIVE: spec.naive_range(gpu, shape), fused: spec.flash_range(gpu, shape)}
+        ranges = {fwd.NAIVE: gpus.naive_range(gpu, shape), fused: gpus.flash_range(gpu, shape)}
         got = {n: _measured(measured, n, shape) for n in floors}
         # The model names itself in `detail`: another chapter's model of the same quantity
         # is another forecast, not a second value of this one.

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from attention_docs.analytic import gpu as spec
-from attention_docs.findings import decode as fd
+from attention_docs.analytic import gpu as gpus
+from attention_docs.findings import decode as fdecode
 from attention_docs.findings.forecast import check
 from attention_docs.findings.forward import ceiling
 from attention_docs.measurements.schema import Measurement, Sourced, Table
@@ -17,7 +17,7 @@ from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import line_figure
 from attention_docs.render.tables import captioned_table, measurement_of
 
-COLORS = dict(zip(fd.VARIANTS, SERIES_COLORS, strict=False))
+COLORS = dict(zip(fdecode.VARIANTS, SERIES_COLORS, strict=False))
 # A large hollow circle (naive), a cross (repeat_kv), a small square (sdpa) drawn on top: two
 # paths at one point stay visible.
 MARKERS = {"naive": {"marker": "o", "markersize": 11, "markerfacecolor": "none"},
@@ -35,8 +35,8 @@ def _no_roof(m: Measurement) -> str:
     )
 
 
-def _versus(m: Measurement, a: fd.Point, b: fd.Point) -> str:
-    v = fd.versus(m, a, b)
+def _versus(m: Measurement, a: fdecode.Point, b: fdecode.Point) -> str:
+    v = fdecode.versus(m, a, b)
     if v is None:
         return "not compared (a path did not run)"
     return words.fact_span(v.quantity.id, words.speed(v.comparison, v.fast.label, v.slow.label))
@@ -54,20 +54,20 @@ def finding(steps: Sourced, pvd: Sourced, ceilings: Sourced | None = None) -> st
     """The chapter's point in three sentences: what a step costs here and what sets it, what
     decoding one token at a time costs against prefill, and what an H200 would change."""
     m, p, c = steps.measurement, pvd.measurement, measurement_of(ceilings)
-    gqa, mha = fd.point(m, "GQA"), fd.point(m, "MHA")
-    share = fd.copy_share(m, gqa, c)
-    floor, host = fd.floor(spec.sheet(), "GQA", 1, 4096), fd.mode_time(p, fd.FLOOR)
+    gqa, mha = fdecode.point(m, "GQA"), fdecode.point(m, "MHA")
+    share = fdecode.copy_share(m, gqa, c)
+    floor, host = fdecode.floor(gpus.sheet(), "GQA", 1, 4096), fdecode.mode_time(p, fdecode.FLOOR)
     launch = (
-        "less than" if fd.host_bound([floor], host) else "more than"
+        "less than" if fdecode.host_bound([floor], host) else "more than"
     ) + f" the {_say(host, False)} one eager step costs the host here"
     return (
         f"On {m.provenance.device.label}, one grouped-query decode step ({shape_text(gqa.shape)})"
-        f" takes {_say(fd.step_time(m, gqa), False)} per layer, reading its "
-        f"{_say(fd.cache_size(gqa))} cache at {_say(fd.read_rate(m, gqa), False)}"
+        f" takes {_say(fdecode.step_time(m, gqa), False)} per layer, reading its "
+        f"{_say(fdecode.cache_size(gqa))} cache at {_say(fdecode.read_rate(m, gqa), False)}"
         + (f", {_say(share, False)} of the copy bandwidth" if share else "")
         + f"; {_versus(m, gqa, mha)}. Decoding {p.params['prompt_len']} tokens one at a time "
-        f"takes {_say(fd.mode_per_token(p, fd.DECODE), False)} a token against "
-        f"{_say(fd.mode_per_token(p, fd.PREFILL), False)} in prefill. On an NVIDIA H200 the "
+        f"takes {_say(fdecode.mode_per_token(p, fdecode.DECODE), False)} a token against "
+        f"{_say(fdecode.mode_per_token(p, fdecode.PREFILL), False)} in prefill. On an NVIDIA H200 the "
         f"bytes of such a step ({shape_text(floor.quantity.shape)}) would take "
         f"{_say(floor)}, {launch}."
     )
@@ -80,16 +80,20 @@ def steps_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """Every path at the base point: cache, intensity, time, read rate, share of copy."""
     m, c = steps.measurement, measurement_of(ceilings)
     rows = [
-        [f"{p.label} ({p.shape.kv_heads} k/v)", _say(fd.cache_size(p)), _say(fd.intensity(p))]
-        + ([_say(fd.step_time(m, p))] if p.time else [p.status])
-        + [_say(fd.read_rate(m, p)), _say(fd.copy_share(m, p, c))]
-        for p in fd.base_points(m)
+        [
+            f"{p.label} ({p.shape.kv_heads} k/v)",
+            _say(fdecode.cache_size(p)),
+            _say(fdecode.intensity(p)),
+        ]
+        + ([_say(fdecode.step_time(m, p))] if p.time else [p.status])
+        + [_say(fdecode.read_rate(m, p)), _say(fdecode.copy_share(m, p, c))]
+        for p in fdecode.base_points(m)
     ]
     header = (
         "Variant · path | K/V cache | FLOP/B (model) | Time / step / layer (unprofiled) | "
         "Cache read rate (unprofiled) | Share of copy bandwidth"
     )
-    s = fd.base_points(m)[0].shape
+    s = fdecode.base_points(m)[0].shape
     what = f"One decode step per layer: batch {s.batch_size}, {s.num_heads} heads, cache {s.keys:,}, head_dim {s.head_dim}, {s.dtype}."
     return captioned_table(header, rows, "", steps, what)
 
@@ -97,26 +101,26 @@ def steps_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
 def bandwidth_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """What sharing k/v heads buys, and which roof binds the multi-head step."""
     m, c = steps.measurement, measurement_of(ceilings)
-    mha, gqa, mqa = (fd.point(m, v) for v in fd.VARIANTS)
+    mha, gqa, mqa = (fdecode.point(m, v) for v in fdecode.VARIANTS)
     text = (
-        f"Grouped-query attention's cache is {_say(fd.cache_size(gqa))} against "
-        f"{_say(fd.cache_size(mha))}: {_versus(m, gqa, mha)}; with one k/v head, "
+        f"Grouped-query attention's cache is {_say(fdecode.cache_size(gqa))} against "
+        f"{_say(fdecode.cache_size(mha))}: {_versus(m, gqa, mha)}; with one k/v head, "
         f"{_versus(m, mqa, mha)}."
     )
-    below = fd.below_ridge(m, c, mha)
+    below = fdecode.below_ridge(m, c, mha)
     if below is None:
         return f"{text} {_no_roof(m)}"
     roofs = (
         f"the measured ridge (its {m.params['dtype']} matmul rate, "
-        f"{_say(ceiling(c, fd.matmul_key(m)), False)}, over its copy bandwidth, "
+        f"{_say(ceiling(c, fdecode.matmul_key(m)), False)}, over its copy bandwidth, "
         f"{_say(ceiling(c, 'bandwidth_bs'), False)})"
     )
     return (
         text
         + (
-            f" A multi-head step does {_say(fd.intensity(mha))}, "
+            f" A multi-head step does {_say(fdecode.intensity(mha))}, "
             + (f"below {roofs}: bytes set its floor" if below else f"above {roofs}")
-            + f", and it reads at {_say(fd.copy_share(m, mha, c), False)} of a plain copy's rate."
+            + f", and it reads at {_say(fdecode.copy_share(m, mha, c), False)} of a plain copy's rate."
         )
         + _bytes_tests(m, mha, (gqa, mqa))
         + _resident([mha], c)
@@ -125,7 +129,7 @@ def bandwidth_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
 
 def _bytes_tests(m, base, others) -> str:
     """Whether the steps' times followed their bytes, against `base`: said per pair."""
-    tests = [t for t in (fd.bytes_test(m, base, p) for p in others) if t is not None]
+    tests = [t for t in (fdecode.bytes_test(m, base, p) for p in others) if t is not None]
     if not tests:
         return ""
 
@@ -158,10 +162,10 @@ def _bytes_tests(m, base, others) -> str:
 def _resident(points: list, c, subject: str = "Its") -> str:
     """Said where the timed layers fit in the last-level cache: then the rates compare a
     read from the cache with a copy from memory, and can pass 100%."""
-    llc = fd.cache_resident(points, c)
+    llc = fdecode.cache_resident(points, c)
     if llc is None:
         return ""
-    sets = words.series(list(dict.fromkeys(_say(fd.working_set(p), False) for p in points)))
+    sets = words.series(list(dict.fromkeys(_say(fdecode.working_set(p), False) for p in points)))
     return (
         f" {subject} layers ({sets} in all) fit in the {_say(llc, False)} last-level "
         f"cache, so these bytes may come from there rather than from memory, which this page "
@@ -188,7 +192,10 @@ def sdpa_ops_note(steps: Sourced) -> str:
 def repeat_kv_claim(steps: Sourced) -> str:
     """What copying k/v per query head costs against folding the group into rows."""
     m = steps.measurement
-    pairs = [(fd.point(m, v, "naive"), fd.point(m, v, "naive_repeat_kv")) for v in ("GQA", "MQA")]
+    pairs = [
+        (fdecode.point(m, v, "naive"), fdecode.point(m, v, "naive_repeat_kv"))
+        for v in ("GQA", "MQA")
+    ]
     return (
         "Repeating the k/v heads with `repeat_interleave` writes, then reads again, a copy of "
         "the cache per query head — the bytes grouped-query attention saved. "
@@ -200,10 +207,10 @@ def repeat_kv_claim(steps: Sourced) -> str:
 def roofline_figure(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """Each path at the base point at (intensity, FLOP/s reached unprofiled) under the roof."""
     m, c = steps.measurement, measurement_of(ceilings)
-    bw, peak = fd.copy_bandwidth(m, c), fd.matmul_rate(m, c)
+    bw, peak = fdecode.copy_bandwidth(m, c), fdecode.matmul_rate(m, c)
     if not (bw and peak):
         return f'<p class="ad-caption">{_no_roof(m)}</p>'
-    ran = [p for p in fd.base_points(m) if p.time]
+    ran = [p for p in fdecode.base_points(m) if p.time]
     ridge = peak / bw
     # layout: the x axis starts below the lowest intensity
     lo = min(min(p.cost.intensity for p in ran) / 4, 0.1)
@@ -239,31 +246,34 @@ def roofline_figure(steps: Sourced, ceilings: Sourced | None = None) -> str:
 def cache_figure(steps: Sourced) -> str:
     """Time per step against cache length at batch 1, log-log, one line per variant."""
     m = steps.measurement
-    series = {v: {p.shape.keys: p.time for p in fd.cache_series(m, v)} for v in fd.VARIANTS}
+    series = {
+        v: {p.shape.keys: p.time for p in fdecode.cache_series(m, v)} for v in fdecode.VARIANTS
+    }
     # layout: x values in increasing order
     lengths = sorted(series["MHA"])
     rows = [
-        (n, *(t.time_us if (t := series[v].get(n)) else None for v in fd.VARIANTS)) for n in lengths
+        (n, *(t.time_us if (t := series[v].get(n)) else None for v in fdecode.VARIANTS))
+        for n in lengths
     ]
-    units = {"cache_len": "tokens", **dict.fromkeys(fd.VARIANTS, "µs")}
-    table = Table(("cache_len", *fd.VARIANTS), tuple(rows), units)  # the medians, to draw
+    units = {"cache_len": "tokens", **dict.fromkeys(fdecode.VARIANTS, "µs")}
+    table = Table(("cache_len", *fdecode.VARIANTS), tuple(rows), units)  # the medians, to draw
     drawn = replace(steps, measurement=replace(m, tables={**m.tables, "drawn": table}))
-    labels = [f"{v}, {m.facts['kv_heads'][v]} k/v heads" for v in fd.VARIANTS]
+    labels = [f"{v}, {m.facts['kv_heads'][v]} k/v heads" for v in fdecode.VARIANTS]
     what = f"One decode step per layer at batch 1, cache {lengths[0]}–{lengths[-1]}, unprofiled."
     axes = {"ylabel": "time per step per layer (µs)", "logx": True, "logy": True}
     return line_figure(
-        drawn, "drawn", x="cache_len", ys=fd.VARIANTS, labels=labels, what=what, **axes
+        drawn, "drawn", x="cache_len", ys=fdecode.VARIANTS, labels=labels, what=what, **axes
     )
 
 
 def cache_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """The slope of each line over the longer caches, and how fast the longest cache is read."""
     m, c = steps.measurement, measurement_of(ceilings)
-    slopes = [f"{v} {_say(s)}" for v in fd.VARIANTS if (s := fd.tail_slope(m, v))]
+    slopes = [f"{v} {_say(s)}" for v in fdecode.VARIANTS if (s := fdecode.tail_slope(m, v))]
     if not slopes:
         return "Too few cache lengths ran on this device to fit a slope."
-    last = [fd.cache_series(m, v)[-1] for v in fd.VARIANTS]
-    reads = [f"{p.variant} {_say(s, False)}" for p in last if (s := fd.copy_share(m, p, c))]
+    last = [fdecode.cache_series(m, v)[-1] for v in fdecode.VARIANTS]
+    reads = [f"{p.variant} {_say(s, False)}" for p in last if (s := fdecode.copy_share(m, p, c))]
     at = f" At {last[0].shape.keys:,} tokens they read at {', '.join(reads)} of the copy bandwidth."
     if reads:
         at += _resident(last, c, "The")
@@ -276,10 +286,12 @@ def cache_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
 def batch_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """Grouped-query steps as the batch grows: per step, per token, read rate, share of copy."""
     m, c = steps.measurement, measurement_of(ceilings)
-    series = fd.batch_series(m)
-    facts = [(fd.step_time(m, p), fd.per_token(m, p), fd.read_rate(m, p)) for p in series]
+    series = fdecode.batch_series(m)
+    facts = [
+        (fdecode.step_time(m, p), fdecode.per_token(m, p), fdecode.read_rate(m, p)) for p in series
+    ]
     rows = [
-        [str(p.shape.batch_size), *map(_say, f), _say(fd.copy_share(m, p, c))]
+        [str(p.shape.batch_size), *map(_say, f), _say(fdecode.copy_share(m, p, c))]
         for p, f in zip(series, facts, strict=True)
     ]
     header = "Batch | Time / step / layer (unprofiled) | Time / token / layer | Cache read rate | Share of copy bandwidth"
@@ -290,7 +302,7 @@ def batch_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
 def batch_claim(steps: Sourced) -> str:
     """What batching does to the time per token, and from which batch it gains nothing more."""
     m = steps.measurement
-    series, found, flat = fd.batch_series(m), fd.token_gain(m), fd.saturation(m)
+    series, found, flat = fdecode.batch_series(m), fdecode.token_gain(m), fdecode.saturation(m)
     if found is None:
         return "Too few batch sizes ran on this device to compare."
     (q, gain), first, last = found, series[0], series[-1]
@@ -298,7 +310,7 @@ def batch_claim(steps: Sourced) -> str:
     tail = "." if gain.tie else " the throughput per layer."
     text = (
         f"From batch {first.shape.batch_size} to {last.shape.batch_size} the time per token "
-        f"goes from {_say(fd.per_token(m, first), False)} to {_say(fd.per_token(m, last), False)}"
+        f"goes from {_say(fdecode.per_token(m, first), False)} to {_say(fdecode.per_token(m, last), False)}"
         f": {words.fact_span(q.id, said)}{tail}"
     )
     if flat is None:
@@ -316,11 +328,17 @@ def batch_claim(steps: Sourced) -> str:
 def prefill_table(pvd: Sourced) -> str:
     """The same tokens all at once and one at a time: time, per token, FLOP rate, bytes."""
     m = pvd.measurement
-    facts = (fd.mode_time, fd.mode_per_token, fd.mode_rate, fd.mode_bytes, fd.mode_intensity)
+    facts = (
+        fdecode.mode_time,
+        fdecode.mode_per_token,
+        fdecode.mode_rate,
+        fdecode.mode_bytes,
+        fdecode.mode_intensity,
+    )
     spread = (True, False, False, True, True)
     rows = [
         [mode, *(_say(f(m, mode), w) for f, w in zip(facts, spread, strict=True))]
-        for mode in (fd.PREFILL, fd.DECODE)
+        for mode in (fdecode.PREFILL, fdecode.DECODE)
     ]
     header = (
         "Mode | Total (unprofiled) | Per token | Useful FLOP/s | Bytes (model) | FLOP/B (model)"
@@ -333,10 +351,10 @@ def prefill_table(pvd: Sourced) -> str:
 def prefill_claim(pvd: Sourced, ceilings: Sourced | None = None) -> str:
     """Decode's time split into its bytes at the copy bandwidth and its steps' fixed cost."""
     m = pvd.measurement
-    (q, k), s = fd.prefill_speed(m), fd.split(m, measurement_of(ceilings))
+    (q, k), s = fdecode.prefill_speed(m), fdecode.split(m, measurement_of(ceilings))
     text = (
         f"For the same useful FLOPs, {words.fact_span(q.id, words.speed(k, 'prefill', 'decode'))}"
-        f": decode moves {_say(fd.bytes_ratio(m))} prefill's bytes, the cache re-read at every step."
+        f": decode moves {_say(fdecode.bytes_ratio(m))} prefill's bytes, the cache re-read at every step."
     )
     if s is None:
         return f"{text} How much of decode's time its bytes explain needs this device's copy bandwidth."
@@ -349,7 +367,7 @@ def prefill_claim(pvd: Sourced, ceilings: Sourced | None = None) -> str:
     return text + (
         f" At the copy bandwidth its bytes take {_say(s.bytes_share)} of decode's time; "
         f"{m.params['prompt_len']} steps on a one-token cache "
-        f"({_say(fd.mode_time(m, fd.FLOOR), False)} each) take {_say(s.steps_share)}. Here most "
+        f"({_say(fdecode.mode_time(m, fdecode.FLOOR), False)} each) take {_say(s.steps_share)}. Here most "
         f"of decode's time is {'taking a step' if s.steps_dominate else 'the bytes re-read at every step'}."
     )
 
@@ -357,10 +375,10 @@ def prefill_claim(pvd: Sourced, ceilings: Sourced | None = None) -> str:
 def step_share_table(pvd: Sourced) -> str:
     """The profiled decode step: each range's share (structure only), then its unprofiled time."""
     m = pvd.measurement
-    shares = fd.step_shares(m)
+    shares = fdecode.step_shares(m)
     rows = [[f"`{s.label}`", str(s.calls), _say(shares[s.label])] for s in m.steps]
     header = "Range | Calls | Share of the profiled step (range over profiled steps)"
-    top = fd.largest_step_share(m)
+    top = fdecode.largest_step_share(m)
     said = (
         f"`{top.part}` has the largest share"
         if top.clear
@@ -370,7 +388,7 @@ def step_share_table(pvd: Sourced) -> str:
     return captioned_table(
         header, rows, "", pvd, "One decode step on the naive path, profiled: shares only."
     ) + (
-        f"\n\nUnprofiled, this step takes {_say(fd.mode_time(m, fd.PROFILED_STEP))}; under the "
+        f"\n\nUnprofiled, this step takes {_say(fdecode.mode_time(m, fdecode.PROFILED_STEP))}; under the "
         f"profiler {said}."
     )
 
@@ -382,27 +400,30 @@ def gpu_forecast(entries: list[Sourced], pvd: Sourced) -> str:
     """The H200 forecast: each step's floor from bytes ÷ bandwidth (with the measurement when
     the store holds the GPU's decode_steps entry), the batch that fills it without split-KV,
     and the tokens per step that would make a step compute-bound."""
-    gpu = spec.sheet()
-    floors = fd.floor_checks(gpu, fd.gpu_entry([s.measurement for s in entries], gpu))
+    gpu = gpus.sheet()
+    floors = fdecode.floor_checks(gpu, fdecode.gpu_entry([s.measurement for s in entries], gpu))
     rows = [
-        (f"Step floor, {v} ({fd.GPU_KV_HEADS[v]} k/v), batch {b}, cache {c:,}", k)
+        (f"Step floor, {v} ({fdecode.GPU_KV_HEADS[v]} k/v), batch {b}, cache {c:,}", k)
         for v, b, c, k in floors
     ]
     rows += [
-        (f"Batch that fills it without split-KV, {v}", check(fd.fill_batch(gpu, v), None))
-        for v in fd.VARIANTS
+        (f"Batch that fills it without split-KV, {v}", check(fdecode.fill_batch(gpu, v), None))
+        for v in fdecode.VARIANTS
     ]
     rows += [
-        (f"New tokens per step that reach the ridge, {v}", check(fd.ridge_tokens(gpu, v), None))
-        for v in fd.VARIANTS
+        (
+            f"New tokens per step that reach the ridge, {v}",
+            check(fdecode.ridge_tokens(gpu, v), None),
+        )
+        for v in fdecode.VARIANTS
     ]
-    host = fd.mode_time(pvd.measurement, fd.FLOOR)
+    host = fdecode.mode_time(pvd.measurement, fdecode.FLOOR)
     lead = (
         "Every step below is bound by HBM bandwidth"
-        + ("" if fd.memory_bound_everywhere(gpu) else " except where the FLOP floor is longer")
-        + f": its intensity stays under the ridge ({_say(fd.gpu_ridge(gpu))}) at any batch, as "
+        + ("" if fdecode.memory_bound_everywhere(gpu) else " except where the FLOP floor is longer")
+        + f": its intensity stays under the ridge ({_say(fdecode.gpu_ridge(gpu))}) at any batch, as "
         "each sequence brings its own cache; only more new tokens per step (speculative "
-        f"decoding) raise it. Launches: {fd.host_bound([k.forecast for *_, k in floors], host)} "
+        f"decoding) raise it. Launches: {fdecode.host_bound([k.forecast for *_, k in floors], host)} "
         f"of the {len(floors)} floors are shorter than this CPU's eager step with one cached "
         f"token ({_say(host, False)}, nearly all per-op host work: Python, dispatch, "
         "allocation). That is a stand-in, not a GPU host's cost: a GPU machine's CPU runs the "
@@ -410,7 +431,7 @@ def gpu_forecast(entries: list[Sourced], pvd: Sourced) -> str:
         '(`torch.compile(mode="reduce-overhead")`) replay a captured step without that Python '
         "and launch work. Parallelism: one thread block per "
         "sequence and k/v head leaves SMs idle below the batches listed; FlashAttention 2 then "
-        f"splits the cache (split-KV, flash-decoding: {_say(fd.splits(gpu, 'GQA', 1, 4096))} "
+        f"splits the cache (split-KV, flash-decoding: {_say(fdecode.splits(gpu, 'GQA', 1, 4096))} "
         "for GQA at batch 1, cache 4,096)."
     )
     model = (

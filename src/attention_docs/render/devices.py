@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable, Sequence
 
-from attention_docs.findings import devices as fd
+from attention_docs.findings import devices as fdevices
 from attention_docs.measurements.schema import Sourced
 from attention_docs.records.shape import Shape
 from attention_docs.render import words
@@ -34,14 +34,14 @@ def forward_table(entries: Sequence[Sourced], shape: Shape | None = None) -> str
         return ""
     ms = [measurement_of(s) for s in entries]
     if shape is None:
-        common = fd.common_shapes(ms)
+        common = fdevices.common_shapes(ms)
         if not common:
             return (
                 "The devices' forward-time grids share no shape, so no time is set beside another."
             )
         shape = common[0]
     rows = []
-    for a in fd.across(ms, shape):
+    for a in fdevices.across(ms, shape):
         times = [words.fact(t) if t else "did not run" for t in a.times]
         ratios = [words.versus_fact(*r) if r else "—" for r in a.ratios]
         rows.append([a.implementation, *times, *ratios])

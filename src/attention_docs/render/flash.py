@@ -8,12 +8,12 @@ from collections.abc import Sequence
 
 from attention_docs.analytic import gpu
 from attention_docs.analytic.tiling import DIAGONAL, SKIPPED, tile_counts, tile_grid
-from attention_docs.findings import flash as ff
+from attention_docs.findings import flash as fflash
 from attention_docs.findings.forecast import check
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.published import Source
-from attention_docs.render import compare as compare_render
+from attention_docs.render import compare as cmp
 from attention_docs.render import words
 from attention_docs.render.claims import device_note
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
@@ -44,8 +44,8 @@ def cite(paper: Source) -> str:
 def finding(flash: Sourced, times: Sourced, times_by_device: Sequence[Sourced]) -> str:
     """The chapter's finding in three sentences: memory, time, and the GPU forecast."""
     m, t = flash.measurement, times.measurement
-    f = ff.finding(m, t)
-    box = ff.gpu_forecast([s.measurement for s in times_by_device])
+    f = fflash.finding(m, t)
+    box = fflash.gpu_forecast([s.measurement for s in times_by_device])
     forecast = (
         f"On an {box.gpu.label} the fused kernel would move "
         f"{fact(box.fewer_bytes_from_hbm.forecast)} fewer bytes through HBM than naive "
@@ -65,8 +65,8 @@ def finding(flash: Sourced, times: Sourced, times_by_device: Sequence[Sourced]) 
     if f.tiled.forward and f.sdpa and f.sdpa.forward:
         speeds = (
             "Run as one eager PyTorch op per line, "
-            f"{compare_render.speedup(t, fwd.TILED, fwd.NAIVE, shape)}; fused into one kernel "
-            f"(SDPA's flash backend), {compare_render.speedup(t, fwd.SDPA_FLASH, fwd.NAIVE, shape)}. "
+            f"{cmp.speedup(t, fwd.TILED, fwd.NAIVE, shape)}; fused into one kernel "
+            f"(SDPA's flash backend), {cmp.speedup(t, fwd.SDPA_FLASH, fwd.NAIVE, shape)}. "
         )
     where = "GPU" if m.device_kind == "cuda" else "CPU"
     return (
@@ -86,7 +86,7 @@ def online_softmax_table(sourced: Sourced) -> str:
     rows = [
         [f"{t.first_key}–{t.last_key}", fact(t.tile_max), fact(t.m, emphasis=t.grew),
          "— (first tile)" if t.alpha is None else fact(t.alpha), fact(t.total)]
-        for t in ff.online_softmax(m)
+        for t in fflash.online_softmax(m)
     ]  # fmt: skip
     header = ["Keys", "Max in tile", "Running max m", "Rescale α = exp(m_old − m)", "Running sum l"]
     what = f"The online softmax for query {m.facts['online_query']} of the first head (no mask)."
@@ -95,7 +95,7 @@ def online_softmax_table(sourced: Sourced) -> str:
 
 def online_softmax_claim(m: Measurement) -> str:
     """How often the max grew, and the online log-sum-exp against the whole row's."""
-    s = ff.online_summary(m)
+    s = fflash.online_summary(m)
     agree = "equal in float64" if s.exact else f"{words.relative_error(s.lse_gap)} apart"
     return (
         f"The running max grew in {s.grew} of the {s.after_first} tiles after the first "
@@ -202,7 +202,7 @@ def tile_summary(m: Measurement) -> str:
 def implementations_table(sourced: Sourced, times: Sourced) -> str:
     """Forward time (forward_times), achieved FLOP/s, peak memory and error of each way."""
     rows = []
-    for r in ff.implementations(sourced.measurement, measurement_of(times)):
+    for r in fflash.implementations(sourced.measurement, measurement_of(times)):
         if r.status != fwd.OK:
             rows.append([r.name, r.status, "—", "—", "—", "—", "—"])
             continue
@@ -226,20 +226,20 @@ def memory_figure(sourced: Sourced) -> str:
         sourced,
         "memory_by_seq_len",
         x="seq_len",
-        ys=ff.MEMORY_LINES,
+        ys=fflash.MEMORY_LINES,
         labels=("naive", "tiled loop", "SDPA flash"),
         what=f"Peak memory against sequence length (seq_len swept {xs[0]}–{xs[-1]}; the other "
         "parameters as listed).",
         ylabel="peak memory (bytes)",
         logx=True,
         logy=True,
-        slopes=ff.memory_slopes(sourced.measurement),
+        slopes=fflash.memory_slopes(sourced.measurement),
     )
 
 
 def memory_claim(m: Measurement) -> str:
     """How each peak grows with seq_len, and where the loop's is above naive's."""
-    g = ff.memory_growth(m)
+    g = fflash.memory_growth(m)
     if g is None:
         return "Naive or tiled attention did not run at every length; see the notes."
     text = (
@@ -261,7 +261,7 @@ def phase_table(sourced: Sourced) -> str:
     """The loop's four phases under the profiler: calls and shares (structure, not speed)."""
     rows = [
         [f"`{p.label}`", str(p.calls), fact(p.share), _cell(p.flops), _cell(p.bytes)]
-        for p in ff.phases(sourced.measurement)
+        for p in fflash.phases(sourced.measurement)
     ]
     header = [
         "Phase",
@@ -278,7 +278,7 @@ def traffic_table(sourced: Sourced, times: Sourced) -> str:
     """The three traffic models' bytes, relative to naive, over unprofiled forward times."""
     rows = [
         [r.model, fact(r.bytes), fact(r.relative), _cell(r.achieved)]
-        for r in ff.traffic(sourced.measurement, measurement_of(times))
+        for r in fflash.traffic(sourced.measurement, measurement_of(times))
     ]
     header = ["Model", "Bytes (model)", "Relative to naive", "Achieved B/s (÷ unprofiled time)"]
     what = "Bytes moved to and from memory, by the cost model (not measured)."
@@ -291,7 +291,7 @@ def traffic_table(sourced: Sourced, times: Sourced) -> str:
 def block_table(sourced: Sourced) -> str:
     """The block sweep: tiles, time with its interval, peak memory, modelled bytes."""
     m = sourced.measurement
-    found = ff.block_sweep(m)
+    found = fflash.block_sweep(m)
     r = found.ranking
     leaders = set(r.leaders) if r else set()
     mark = " (fastest)" if r and r.clear else " (tied for fastest: within noise)"
@@ -318,7 +318,7 @@ def block_table(sourced: Sourced) -> str:
 
 def block_claim(m: Measurement) -> str:
     """Which tile is fastest, which are within its noise, how much slower the slowest is."""
-    found = ff.block_sweep(m)
+    found = fflash.block_sweep(m)
     r = found.ranking
     if r is None or found.slowest_vs_fastest is None:
         return ""
@@ -347,7 +347,7 @@ def block_claim(m: Measurement) -> str:
 
 def generations_table() -> str:
     """FlashAttention 1 against 2 at the forecast shape on the forecast GPU, counted."""
-    g = ff.generations()
+    g = fflash.generations()
     rows = [
         ["Programs (thread blocks) per launch", *map(fact, g.programs)],
         [f"Programs per SM ({fact(g.sms)})", *map(fact, g.per_sm)],
@@ -365,7 +365,7 @@ def generations_table() -> str:
 
 
 def causal_claim() -> str:
-    g = ff.generations()
+    g = fflash.generations()
     return (
         f"At that shape the causal mask lets every program skip the key tiles past its diagonal: "
         f"{fact(g.skipped)} of the grid's {fact(g.tiles)}, {fact(g.skipped_flops)} of matmul "
@@ -378,9 +378,9 @@ def causal_claim() -> str:
 def fa2_papers() -> str:
     """What the FlashAttention 2 paper reports, cited as published."""
     return (
-        f"FlashAttention reached {fact(ff.FA1_ON_A100)} of an A100's peak FLOP/s; "
-        f"FlashAttention 2 ({cite(ff.FA2_PAPER)}) reached {fact(ff.FA2_ON_A100)}, about "
-        f"{fact(ff.FA2_SPEEDUP)} faster, by changing three things this chapter's loop already "
+        f"FlashAttention reached {fact(fflash.FA1_ON_A100)} of an A100's peak FLOP/s; "
+        f"FlashAttention 2 ({cite(fflash.FA2_PAPER)}) reached {fact(fflash.FA2_ON_A100)}, about "
+        f"{fact(fflash.FA2_SPEEDUP)} faster, by changing three things this chapter's loop already "
         "does (the paper's figures, not measured here)."
     )
 
@@ -388,10 +388,10 @@ def fa2_papers() -> str:
 def fa3_papers() -> str:
     """What the FlashAttention 3 paper reports, cited as published."""
     return (
-        f"On an H100 FlashAttention 2 reaches {fact(ff.FA2_ON_H100)} of peak "
-        f"({cite(ff.FA3_PAPER)}); FlashAttention 3 is {fact(ff.FA3_SPEEDUP)} faster in FP16, "
-        f"up to {fact(ff.FA3_FP16)} ({fact(ff.FA3_FP16_SHARE)} of peak), and close to "
-        f"{fact(ff.FA3_FP8)} in FP8 with {fact(ff.FA3_FP8_ERROR)} lower error than a baseline "
+        f"On an H100 FlashAttention 2 reaches {fact(fflash.FA2_ON_H100)} of peak "
+        f"({cite(fflash.FA3_PAPER)}); FlashAttention 3 is {fact(fflash.FA3_SPEEDUP)} faster in FP16, "
+        f"up to {fact(fflash.FA3_FP16)} ({fact(fflash.FA3_FP16_SHARE)} of peak), and close to "
+        f"{fact(fflash.FA3_FP8)} in FP8 with {fact(fflash.FA3_FP8_ERROR)} lower error than a baseline "
         "FP8 attention (the paper's figures, not measured here)."
     )
 
@@ -399,7 +399,7 @@ def fa3_papers() -> str:
 def tiles_table() -> str:
     """Tile sizes against one block's shared memory and registers on the forecast GPU, with
     the bytes each moves."""
-    t = ff.tiles()
+    t = fflash.tiles()
     rows = [
         [f"{r.fit.block_q}×{r.fit.block_k}", fact(r.shared), fact(r.registers),
          "yes" if r.fit.fits else "no", fact(r.traffic), fact(r.fewer)]
@@ -422,7 +422,7 @@ def tiles_table() -> str:
 
 def gpu_forecast_box(times_by_device: Sequence[Sourced]) -> str:
     """The forecast box: HBM bytes and the fused forward's floor, measured beside when stored."""
-    b = ff.gpu_forecast([s.measurement for s in times_by_device])
+    b = fflash.gpu_forecast([s.measurement for s in times_by_device])
     kernels = len(gpu.naive_kernels(b.gpu, b.shape))
     rows = [
         (f"Naive attention: HBM bytes ({kernels} kernels, as the code records them)", b.naive_bytes),
@@ -458,7 +458,7 @@ def gpu_forecast_box(times_by_device: Sequence[Sourced]) -> str:
 def interpreter_table(sourced: Sourced) -> str:
     """The kernel under Triton's interpreter against SDPA flash and float64."""
     m = sourced.measurement
-    found = ff.interpreter_errors(m)
+    found = fflash.interpreter_errors(m)
     if not found:
         status = m.facts.get("interpreter_check", "not run")
         return device_note(m, cpu=f"The interpreter check was {status}.", cuda="")
@@ -476,7 +476,7 @@ def kernel_table(sourced: Sourced, ceilings: Sourced | None) -> str:
     """A GPU entry's kernel times per seq_len, the Triton kernel's achieved FLOP/s and share
     of the measured matmul ceiling, and its time against SDPA flash."""
     m = sourced.measurement
-    found = ff.kernels(m, measurement_of(ceilings) if ceilings else None)
+    found = fflash.kernels(m, measurement_of(ceilings) if ceilings else None)
     names = list(dict.fromkeys(k.name for k in found))
     rows = []
     # layout: rows in seq_len order
@@ -489,7 +489,7 @@ def kernel_table(sourced: Sourced, ceilings: Sourced | None) -> str:
             " (suspect: above the measured matmul ceiling)" if tri.suspect
             else f" ({_cell(tri.share)} of the matmul ceiling)" if tri.share else ""
         )  # fmt: skip
-        rows.append([*cells, rate, versus(ff.triton_vs_sdpa(m, n))])
+        rows.append([*cells, rate, versus(fflash.triton_vs_sdpa(m, n))])
     header = ["seq_len", *(f"{x} (kernel time)" for x in names), "Triton achieved FLOP/s",
               "Triton's time ÷ SDPA flash's"]  # fmt: skip
     # layout: names listed alphabetically
@@ -508,7 +508,7 @@ def triton_section(sourced: Sourced, ceilings: Sourced | None = None) -> str:
     if m.device_kind != "cuda" or "kernels" not in m.tables:
         return interpreter_table(sourced)
     parts = [kernel_table(sourced, ceilings)]
-    err = ff.kernel_error(m)
+    err = fflash.kernel_error(m)
     if err is not None:
         parts.append(
             f"The kernel ({m.facts.get('kernel_config', '')}) differs from a float64 reference "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from attention_docs.findings import flex as ff
+from attention_docs.findings import flex as fflex
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import FLEX_STEPS
@@ -29,12 +29,12 @@ def _ratio(pair) -> str:
 def finding(fm: Sourced, times: Sourced) -> str:
     """Causal FlexAttention against SDPA, its fallback, and what sparsity bought."""
     m, t = fm.measurement, times.measurement
-    causal, s = ff.masks(m, t)[0], ff.sparsity(m)
+    causal, s = fflex.masks(m, t)[0], fflex.sparsity(m)
     (narrow, narrow_share, _), (wide, wide_share, _) = s.points[0], s.points[-1]
-    here = next((v for v in ff.versus_sdpa(t) if v.shape == ff.shape(m)), None)
+    here = next((v for v in fflex.versus_sdpa(t) if v.shape == fflex.shape(m)), None)
     versus = speedup(t, here.sdpa, fwd.FLEX, here.shape) if here else "SDPA did not run here"
     return (
-        f"On {m.provenance.device.label}, at {ff.shape(m).text()}, with the "
+        f"On {m.provenance.device.label}, at {fflex.shape(m).text()}, with the "
         f"mask given as SDPA's `is_causal=True`: {versus}. Called without `torch.compile`, `flex_attention` "
         f"falls back to an unfused path that takes {_f(causal.fallback)}, "
         f"{_ratio(causal.versus_fallback)} the compiled time. A sliding window of {narrow} "
@@ -47,9 +47,9 @@ def finding(fm: Sourced, times: Sourced) -> str:
 def ran(fm: Sourced) -> str:
     """What the compiled call ran on this device, by name, and whether it was fused."""
     m = fm.measurement
-    work, machinery = ff.ran_split(m)
+    work, machinery = fflex.ran_split(m)
     names = words.series(f"`{n}`" for n in work) or "nothing the profiler named"
-    what = "a generated, fused kernel" if ff.fused(m) else "the unfused fallback's ATen ops"
+    what = "a generated, fused kernel" if fflex.fused(m) else "the unfused fallback's ATen ops"
     around = (
         f", inside torch.compile's own ranges ({words.series(f'`{n}`' for n in machinery)})"
         if machinery
@@ -68,7 +68,7 @@ def versus_sdpa_table(times: Sourced) -> str:
     """Causal FlexAttention and SDPA at every causal grid shape where both ran."""
     rows = [
         ["×".join(map(str, v.shape.dims)) + f", {v.shape.dtype}", words.fact(v.flex_time), f"{words.fact(v.sdpa_time)} ({v.sdpa})", _ratio((v.versus, v.comparison))]
-        for v in ff.versus_sdpa(times.measurement)
+        for v in fflex.versus_sdpa(times.measurement)
     ]  # fmt: skip
     header = ["Shape (B×H×N×D, causal)", fwd.FLEX, "SDPA, `is_causal=True` (backend)", "FlexAttention's time ÷ SDPA's"]  # fmt: skip
     what = "Unprofiled forward times from the site's forward-time table, each with its confidence interval."
@@ -81,7 +81,7 @@ def mask_table(fm: Sourced, times: Sourced) -> str:
     median = functools.partial(_f, with_spread=False)
     rows = [
         [f"`{x.mask}`", median(x.compiled) if x.status == "ok" else x.status, median(x.fallback), median(x.dense), _ratio(x.versus_fallback), _ratio(x.versus_dense)]
-        for x in ff.masks(fm.measurement, times.measurement)
+        for x in fflex.masks(fm.measurement, times.measurement)
     ]  # fmt: skip
     header = ["Mask", "Compiled", "Unfused fallback", "SDPA + dense mask", "Fallback ÷ compiled", "SDPA + dense ÷ compiled"]  # fmt: skip
     note = "\n\nCompiled: the causal mask's time is the FlexAttention row of the site's forward-time table; the sliding window's is the sparsity sweep's point at that width."
@@ -99,7 +99,7 @@ def whole_window_note(fm: Sourced, times: Sourced) -> str:
     """The causal mask's tiles timed twice on this page, by two kernels: both times (no
     ratio: not the same rounds), with what differs between them (nothing measured here
     separates the causes)."""
-    w = ff.whole_window(fm.measurement, times.measurement)
+    w = fflex.whole_window(fm.measurement, times.measurement)
     if w is None:
         return ""
     return (
@@ -117,7 +117,7 @@ def block_table(fm: Sourced) -> str:
     m = fm.measurement
     rows = [
         [f"`{x.mask}`", words.fact(x.skipped), str(x.partial), str(x.full), words.fact(x.first_build), _f(x.compile), _f(x.error)]
-        for x in ff.masks(m)
+        for x in fflex.masks(m)
     ]  # fmt: skip
     tiles = "×".join(map(str, m.facts["block_size"]))
     header = ["Mask", f"Tiles ({tiles}) skipped", "Partial", "Full", "First build (one call)", "First call, compiling", "Error vs float64"]  # fmt: skip
@@ -146,7 +146,7 @@ def sparsity_figure(fm: Sourced) -> str:
 def sparsity_table(fm: Sourced) -> str:
     rows = [
         [str(w), words.fact(share), words.fact(t)]
-        for w, share, t in ff.sparsity(fm.measurement).points
+        for w, share, t in fflex.sparsity(fm.measurement).points
     ]
     header = ["Window (tokens)", "Tiles computed", "Compiled FlexAttention (unprofiled)"]
     return captioned_table(header, rows, "rrr", fm, "Time against sparsity.")
@@ -162,7 +162,7 @@ def cost_figure(fc: Sourced) -> str:
 
 def cost_table(fc: Sourced) -> str:
     """Per seq_len: build time, peak memory while building, the BlockMask's size; the growth."""
-    found = ff.build_cost(fc.measurement)
+    found = fflex.build_cost(fc.measurement)
     rows = [
         [str(n), words.fact(t), words.fact(peak), words.fact(size)]
         for n, t, peak, size in found.points

@@ -3,8 +3,8 @@
 # a GPU. Facts and verdicts come from findings/memory.py; words from render/words.py.
 from __future__ import annotations
 
-from attention_docs.analytic import gpu as g
-from attention_docs.findings import memory as fm
+from attention_docs.analytic import gpu as gpus
+from attention_docs.findings import memory as fmemory
 from attention_docs.findings.facts import COUNTED, Fact, Quantity
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import words
@@ -59,7 +59,7 @@ def memory_step_table(sourced: Sourced) -> str:
     m = sourced.measurement
 
     def counted(r: dict, column: str) -> str:
-        q = Quantity(column.replace("_", " "), r["step"], m.device_id, COUNTED, fm.shape(m))
+        q = Quantity(column.replace("_", " "), r["step"], m.device_id, COUNTED, fmemory.shape(m))
         return fact(Fact(q, r[column], "B"))
 
     columns = ("allocated_bytes", "freed_bytes", "live_after_bytes")
@@ -73,7 +73,7 @@ def memory_step_table(sourced: Sourced) -> str:
 
 def allocation_claim(m: Measurement) -> str:
     """How many N×N tensors one forward creates, against how many are live at once."""
-    found = fm.matrices(m)
+    found = fmemory.matrices(m)
     makers = words.series(f"`{s}`" for s in found.makers)
     return (
         f"One forward creates {fact(found.created, emphasis=True)} N×N tensors ({makers} each "
@@ -82,16 +82,16 @@ def allocation_claim(m: Measurement) -> str:
     )
 
 
-def _here(m: Measurement) -> fm.DtypePeak:
-    return next(p for p in fm.dtype_peaks(m) if p.dtype == m.params["dtype"])
+def _here(m: Measurement) -> fmemory.DtypePeak:
+    return next(p for p in fmemory.dtype_peaks(m) if p.dtype == m.params["dtype"])
 
 
 def peak_claim(m: Measurement) -> str:
     """The measured peak against the model's parts, in the timeline's dtype."""
-    here, s = _here(m), fm.shape(m)
-    parts = [f"two N×N matrices of {fact(fm.matrix(s))}"]
-    parts += [f"the bool mask ({fact(fm.matrix(s, 'mask'))})"] if s.causal else []
-    parts += [f"the output ({fact(fm.matrix(s, 'output'))})"]
+    here, s = _here(m), fmemory.shape(m)
+    parts = [f"two N×N matrices of {fact(fmemory.matrix(s))}"]
+    parts += [f"the bool mask ({fact(fmemory.matrix(s, 'mask'))})"] if s.causal else []
+    parts += [f"the output ({fact(fmemory.matrix(s, 'output'))})"]
     verdict = "to the byte" if here.matches_model else "once scratch is added"
     return (
         f"The forward's peak is {fact(here.measured, emphasis=True)} above its inputs. The model "
@@ -99,7 +99,7 @@ def peak_claim(m: Measurement) -> str:
     )
 
 
-def _backend(p: fm.DtypePeak) -> str:
+def _backend(p: fmemory.DtypePeak) -> str:
     return f"{p.backend} `{p.kernel}`" if p.kernel else p.backend
 
 
@@ -108,7 +108,7 @@ def dtype_table(sourced: Sourced) -> str:
     which library ran the matmul."""
     rows = [
         [p.dtype, *(fact(f) for f in (p.measured, p.tensors, p.model, p.scratch_at_peak)), _backend(p)]
-        for p in fm.dtype_peaks(sourced.measurement)
+        for p in fmemory.dtype_peaks(sourced.measurement)
     ]  # fmt: skip
     header = ["dtype", "Peak (allocator)", "Tensors alone", "Model", "Scratch at the peak", "Matmul ran in"]  # fmt: skip
     return captioned_table(header, rows, "lrrrrl", sourced, "Peak per dtype.")  # fmt: skip
@@ -116,7 +116,7 @@ def dtype_table(sourced: Sourced) -> str:
 
 def scratch_claim(m: Measurement) -> str:
     """In which dtype the tensors model is the whole peak here, and what each backend adds."""
-    found = fm.dtype_peaks(m)
+    found = fmemory.dtype_peaks(m)
     exact = [p.dtype for p in found if p.exact and not p.scratch_at_peak.value]
     text = f"In {words.series(exact)} the model matches the allocator to the byte." if exact else ""
     for p in found:
@@ -136,7 +136,7 @@ def peak_table(sourced: Sourced) -> str:
     """seq_len, predicted peak and total, measured peak, their ratio and the row's status."""
     rows = [
         [str(r.seq_len), *(fact(f) if f else "—" for f in (r.model, r.total, r.measured, r.ratio)), r.status]
-        for r in fm.peak_rows(sourced.measurement)
+        for r in fmemory.peak_rows(sourced.measurement)
     ]  # fmt: skip
     header = ["seq_len", "Predicted peak", "Predicted with inputs", "Measured peak", "Measured ÷ predicted", "Status"]  # fmt: skip
     return captioned_table(header, rows, "rrrrrl", sourced, "Peak memory.")
@@ -145,26 +145,26 @@ def peak_table(sourced: Sourced) -> str:
 def peak_figure(sourced: Sourced) -> str:
     """Predicted and measured peak against seq_len, log-log, with fitted slopes."""
     return line_figure(
-        sourced, "peak", x="seq_len", ys=fm.PEAK_LINES,
+        sourced, "peak", x="seq_len", ys=fmemory.PEAK_LINES,
         labels=["predicted", "measured"], what="Peak memory of one forward against seq_len.",
-        ylabel="bytes above the inputs", logx=True, logy=True, slopes=fm.peak_slopes(sourced.measurement),
+        ylabel="bytes above the inputs", logx=True, logy=True, slopes=fmemory.peak_slopes(sourced.measurement),
     )  # fmt: skip
 
 
 def oom_claim(m: Measurement) -> str:
     """Where this device runs out by the model, how the measured peaks compare, and what share
     of them is N×N at the ends of the sweep."""
-    rows = fm.peak_rows(m)
+    rows = fmemory.peak_rows(m)
     ran = [r for r in rows if r.ratio is not None]
     text = (
-        f"This device has {fact(fm.memory_fact(m, 'memory_bytes'))} of {m.facts['memory_kind']}, "
-        f"{fact(fm.memory_fact(m, 'free_bytes'))} of it free when the sweep began. By the model, "
+        f"This device has {fact(fmemory.memory_fact(m, 'memory_bytes'))} of {m.facts['memory_kind']}, "
+        f"{fact(fmemory.memory_fact(m, 'free_bytes'))} of it free when the sweep began. By the model, "
         f"the longest sequence whose inputs and peak fit in that free memory is "
-        f"{fact(fm.longest(m, free=True), emphasis=True)} ({fact(fm.longest(m, free=False))} if "
+        f"{fact(fmemory.longest(m, free=True), emphasis=True)} ({fact(fmemory.longest(m, free=False))} if "
         f"all of it were free)."
     )
     if ran:
-        same = "equals the model's to the byte" if fm.peaks_to_the_byte(ran) else "is the model's times the ratio in the table"  # fmt: skip
+        same = "equals the model's to the byte" if fmemory.peaks_to_the_byte(ran) else "is the model's times the ratio in the table"  # fmt: skip
         text += (
             f" Where the forward ran, the measured peak {same}; its N×N part (two matrices and "
             f"the mask) is {fact(ran[0].nxn)} of it at seq_len {ran[0].seq_len:,} and "
@@ -179,22 +179,22 @@ def oom_claim(m: Measurement) -> str:
 def finding(m: Measurement) -> str:
     """The chapter's finding: the peak and what it is made of, what a backend's scratch adds in
     the other dtype, and where naive attention runs out on the forecast GPU."""
-    here, s, parts = _here(m), fm.shape(m), fm.matrices(m)
+    here, s, parts = _here(m), fmemory.shape(m), fmemory.matrices(m)
     match = "exactly the model's prediction" if here.matches_model else f"the model's {fact(here.model)} plus scratch"  # fmt: skip
     text = (
         f"One naive forward at {s.text()} peaks at {fact(here.measured, emphasis=True)} above its "
         f"inputs ({m.provenance.device.label}): {fact(parts.live_at_once)} N×N matrices of "
-        f"{fact(fm.matrix(s))} live at once, plus the mask and the output — {match}."
+        f"{fact(fmemory.matrix(s))} live at once, plus the mask and the output — {match}."
     )
-    for p in fm.dtype_peaks(m):
+    for p in fmemory.dtype_peaks(m):
         if p.dtype != here.dtype and p.scratch_at_peak.value:
             text += f" In {p.dtype} the matmul runs in {_backend(p)}, whose scratch adds {fact(p.scratch_at_peak)} to the peak: the tensors alone still match the model."  # fmt: skip
         elif p.dtype != here.dtype:
             text += f" In {p.dtype} no backend adds scratch at the peak: the model is exact there too."  # fmt: skip
-    base = g.FORECAST_SHAPE.key().replace(f" n{g.FORECAST_SHAPE.seq_len} ", " ")
-    longest = fm.forecasts(g.sheet())["longest"].forecast
+    base = gpus.FORECAST_SHAPE.key().replace(f" n{gpus.FORECAST_SHAPE.seq_len} ", " ")
+    longest = fmemory.forecasts(gpus.sheet())["longest"].forecast
     return text + (
-        f" On an {g.sheet().label} ({base}; a forecast from its data sheet), naive attention runs "
+        f" On an {gpus.sheet().label} ({base}; a forecast from its data sheet), naive attention runs "
         f"out of memory past {fact(longest, emphasis=True)}."
     )
 
@@ -202,9 +202,9 @@ def finding(m: Measurement) -> str:
 def forecast(entries: list[Sourced] | None = None) -> str:
     """How long a sequence naive attention can hold on the forecast GPU, its peak at the
     forecast shape (beside a stored timeline of that GPU), and what a fused kernel keeps."""
-    gpu = g.sheet()
+    gpu = gpus.sheet()
     stored = next((e.measurement for e in entries or [] if e.measurement.device_id == f"cuda-{gpu.slug}"), None)  # fmt: skip
-    c = fm.forecasts(gpu, stored)
+    c = fmemory.forecasts(gpu, stored)
     rows = [
         (f"{gpu.label} memory" + (", as the driver reports it" if "memory MiB" in c else ", from the data sheet"), c["memory"]),
         *((("… in MiB, as nvidia-smi prints it", c["memory MiB"]), ("… in GiB (2³⁰ bytes)", c["memory GiB"])) if "memory MiB" in c else ()),
@@ -229,4 +229,4 @@ def forecast(entries: list[Sourced] | None = None) -> str:
         "record (records/device.py: REPORTED_MIB_SOURCE), which for a Hopper part is more than "
         "the data sheet's GB read as 10⁹ bytes."
     )
-    return forecast_box(gpu, rows, shape=g.FORECAST_SHAPE, lead=lead, model=model)
+    return forecast_box(gpu, rows, shape=gpus.FORECAST_SHAPE, lead=lead, model=model)

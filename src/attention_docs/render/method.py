@@ -1,7 +1,7 @@
 # docs/method.md's measured paragraphs: steps alone against steps in sequence, and threads.
 from __future__ import annotations
 
-from attention_docs.findings import method as fm
+from attention_docs.findings import method as fmethod
 from attention_docs.measurements.schema import Sourced
 from attention_docs.render import words
 from attention_docs.render.tables import captioned_table
@@ -9,7 +9,7 @@ from attention_docs.render.tables import captioned_table
 
 def steps_table(sourced: Sourced) -> str:
     """Per step, its time in sequence against its time alone, in one run."""
-    found = fm.steps(sourced.measurement)
+    found = fmethod.steps(sourced.measurement)
     rows = [(f"`{r.label}`", words.versus_fact(r.ratio, r.comparison)) for r in found.ratios]
     what = (
         "Each step timed alone (a loop of that step on the same inputs) and in sequence (the "
@@ -20,13 +20,13 @@ def steps_table(sourced: Sourced) -> str:
 
 def finding(sourced: Sourced) -> str:
     """What the five steps' times sum to, of the forward, timed alone and in sequence."""
-    found = fm.steps(sourced.measurement)
+    found = fmethod.steps(sourced.measurement)
     alone = words.fact(found.alone)
     seq = words.fact(found.in_sequence)
     said = {
-        fm.ADDS_UP_TO: "within a fifth of it over their whole interval",
-        fm.SHORT_OF: "short of it by more than a fifth over their whole interval",
-        fm.UNDECIDED: "where the noise does not decide whether within a fifth of it",
+        fmethod.ADDS_UP_TO: "within a fifth of it over their whole interval",
+        fmethod.SHORT_OF: "short of it by more than a fifth over their whole interval",
+        fmethod.UNDECIDED: "where the noise does not decide whether within a fifth of it",
     }
     verdict = (
         f"timed alone, {said[found.alone_verdict]}; in sequence, {said[found.in_sequence_verdict]}"
@@ -42,7 +42,7 @@ def finding(sourced: Sourced) -> str:
 def threads(sourced: Sourced) -> str:
     """What one other busy process does to the forward with the worker's threads and with a
     thread per core; or a sentence saying why it was not measured."""
-    found = fm.threads(sourced.measurement)
+    found = fmethod.threads(sourced.measurement)
     if found is None:
         return (
             "Threads were not measured here: the run was on a GPU or on a machine with one "

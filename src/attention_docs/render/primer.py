@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from attention_docs.findings import primer as fp
+from attention_docs.findings import primer as fprimer
 from attention_docs.findings.forward import forward_time
 from attention_docs.measurements.forward import NAIVE
 from attention_docs.measurements.schema import Measurement, Sourced, Table
@@ -21,9 +21,9 @@ fact = words.fact
 
 def finding(first: Sourced, overhead: Sourced, sweep: Sourced, times: Sourced) -> str:
     """The chapter's finding: the first call, the profiler's cost per event, the floor."""
-    calls = fp.first_calls(_m(first), _m(times))
-    plain = fp.overhead(_m(overhead))[0]
-    size = fp.size_sweep(_m(sweep))
+    calls = fprimer.first_calls(_m(first), _m(times))
+    plain = fprimer.overhead(_m(overhead))[0]
+    size = fprimer.size_sweep(_m(sweep))
     cost = (
         f"recording one event cost the profiler about {fact(plain.per_event, with_spread=False)}"
         if plain.per_event
@@ -45,7 +45,7 @@ def first_calls(sourced: Sourced, times: Sourced) -> str:
     """Each call's profiled wall time and page faults in the cold and the second session; then
     the first call against the settled ones and the unprofiled forward, and what the
     profiler's start-up and the forward's cold start each account for."""
-    f = fp.first_calls(sourced.measurement, _m(times))
+    f = fprimer.first_calls(sourced.measurement, _m(times))
     cells = zip(f.cold, f.again, f.cold_faults, f.again_faults, strict=True)
     rows = [(i, *r) for i, r in enumerate(cells, 1)]
     header = (
@@ -85,7 +85,7 @@ LEVELS |= {"open": "open: small or most", None: "not priced"}
 def faults(sourced: Sourced, times: Sourced) -> str:
     """The faults-per-call distribution in groups, each priced against the unprofiled forward
     with the measured cost of a fresh page."""
-    found = fp.faults(sourced.measurement, _m(times))
+    found = fprimer.faults(sourced.measurement, _m(times))
     if found is None:
         return "This run recorded no page-fault counts."
     rows = [(g.faults, g.calls, g.cost, g.share, LEVELS[g.level]) for g in found.groups]
@@ -118,7 +118,7 @@ def first_call_ops_table(sourced: Sourced, limit: int = 8) -> str:
     A settled call's self time by name is not stated here: the page's per-op table states it
     from the chapter's one profile of the forward (naive_steps), and this experiment's
     profile, another process recording every call, would give the same op a second value."""
-    ops = fp.first_call_ops(sourced.measurement)[:limit]
+    ops = fprimer.first_call_ops(sourced.measurement)[:limit]
     rows = [(f"`{o.name[:57]}`", o.kind, o.first, o.extra) for o in ops]
     header = "Name | Kind | Self, first call (profiled) | Extra over a settled call"
     what = "Self time by name (profiled clock): the first call, and what it took beyond a settled call of the same session."
@@ -134,7 +134,7 @@ def dispatch_tree(sourced: Sourced, label: str = "attention.scores") -> str:
     m = sourced.measurement
     if m.timeline is None:
         raise ValueError(f"{m.experiment} recorded no timeline")
-    top, inside = fp.range_spans(m.timeline, label)
+    top, inside = fprimer.range_spans(m.timeline, label)
     kernels = {s.flow: s for s in m.timeline.spans if s.kind in GPU_KINDS and s.flow is not None}
     lines = [("", top.name, top, "")]
     open_levels: list[bool] = []  # per depth below the range: does a later sibling follow?
@@ -163,7 +163,7 @@ def dispatch_tree(sourced: Sourced, label: str = "attention.scores") -> str:
 
 def self_vs_total_claim(m: Measurement, label: str = "attention.scores") -> str:
     """Total against self time along the dispatch chain of one range."""
-    d = fp.dispatch(m, label)
+    d = fprimer.dispatch(m, label)
     text = (
         f"`{label}` has a total of **{fact(d.total)}** but a self time of {fact(d.own)}: a "
         f"range does no work itself. `{d.outer}` takes {fact(d.outer_total)} in total, "
@@ -188,7 +188,7 @@ def self_vs_total_claim(m: Measurement, label: str = "attention.scores") -> str:
 def overhead(sourced: Sourced, times: Sourced) -> str:
     """Per profiler setting, what it adds per forward and per event against the loop without
     the profiler in the same rounds; then the least and the most options in words."""
-    found = fp.overhead(sourced.measurement)
+    found = fprimer.overhead(sourced.measurement)
     rows = [
         (o.configuration, o.added, words.versus_fact(o.ratio, o.versus), o.events, o.per_event)
         for o in found
@@ -227,7 +227,7 @@ def overhead(sourced: Sourced, times: Sourced) -> str:
 def size_sweep_figure(sourced: Sourced) -> str:
     """Time per call against elements, log-log, with the two-regime model drawn over it."""
     m = sourced.measurement
-    size = fp.size_sweep(m)
+    size = fprimer.size_sweep(m)
     rows = tuple((p.elements, p.time.value, size.model_us(p.bytes)) for p in size.points)
     derived = Table(("elements", "time_us", "model_us"), rows, {"time_us": "µs"})
     with_model = replace(sourced, measurement=replace(m, tables={**m.tables, "_fit": derived}))
@@ -250,7 +250,7 @@ def size_sweep_figure(sourced: Sourced) -> str:
 def size_sweep_claim(m: Measurement) -> str:
     """The floor, the bandwidth and the crossover; whether a smaller size moved bytes faster
     than the largest beyond the noise of both."""
-    s = fp.size_sweep(m)
+    s = fprimer.size_sweep(m)
     flat = (
         "whatever its size (the four smallest are within noise of one another)"
         if s.flat
@@ -274,7 +274,7 @@ def size_sweep_claim(m: Measurement) -> str:
 
 def size_sweep_table(sourced: Sourced) -> str:
     """The sweep's points: elements, bytes moved, time per call, achieved bandwidth."""
-    size = fp.size_sweep(sourced.measurement)
+    size = fprimer.size_sweep(sourced.measurement)
     rows = [(f"{p.elements:,}", p.moved, p.time, p.rate) for p in size.points]
     header = "Elements | Bytes moved | Time per call (unprofiled) | Bytes/s (unprofiled)"
     return captioned_table(

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 
-from attention_docs.analytic import gpu as spec
-from attention_docs.findings import published as fp
+from attention_docs.analytic import gpu as gpus
+from attention_docs.findings import published as fpublished
 from attention_docs.records.published import Point
 from attention_docs.render import words
 from attention_docs.render.tables import markdown_table
@@ -15,21 +15,21 @@ from attention_docs.render.tables import markdown_table
 NOT_MEASURED = "published, not measured here"
 # How each verdict reads after "the published value is ..." (a count: "... has ...").
 _WHERE = {
-    fp.WITHIN: "within the forecast range",
-    fp.ABOVE: "above the forecast range",
-    fp.BELOW: "below the forecast range",
-    fp.OWN_SOURCE: "the source of the range itself (agrees by construction)",
-    fp.NO_RANGE: "beside the data sheet's figure only (no cited efficiency for this GPU)",
-    fp.SAME_COUNT: "the forecast's count",
-    fp.MORE: "more kernels than the forecast",
-    fp.FEWER: "fewer kernels than the forecast",
-    fp.AS_FAST: "as fast as its baseline, as the forecast says",
-    fp.SLOWER: "slower than its baseline, which the forecast cannot tell apart",
-    fp.FASTER: "faster than its baseline, which the forecast cannot tell apart",
+    fpublished.WITHIN: "within the forecast range",
+    fpublished.ABOVE: "above the forecast range",
+    fpublished.BELOW: "below the forecast range",
+    fpublished.OWN_SOURCE: "the source of the range itself (agrees by construction)",
+    fpublished.NO_RANGE: "beside the data sheet's figure only (no cited efficiency for this GPU)",
+    fpublished.SAME_COUNT: "the forecast's count",
+    fpublished.MORE: "more kernels than the forecast",
+    fpublished.FEWER: "fewer kernels than the forecast",
+    fpublished.AS_FAST: "as fast as its baseline, as the forecast says",
+    fpublished.SLOWER: "slower than its baseline, which the forecast cannot tell apart",
+    fpublished.FASTER: "faster than its baseline, which the forecast cannot tell apart",
 }
 
 
-def value(b: fp.Beside) -> str:
+def value(b: fpublished.Beside) -> str:
     """The published value as its source states it, marked with its fact id."""
     return words.fact_span(b.published.id, words.as_published(b.point.value, b.point.unit))
 
@@ -49,7 +49,7 @@ def _shape(point: Point) -> str:
     return f"best of its sweep ({point.sweep}){dtype}"
 
 
-def _ratio(b: fp.Beside) -> str:
+def _ratio(b: fpublished.Beside) -> str:
     r = b.ratio
     if r.value is not None:
         return words.fact(r)
@@ -61,8 +61,8 @@ def reference_table() -> str:
     per source, the source (and its shape, where all its points share one) said above it."""
     header = ["Published point", "GPU", "Statistic", f"Value ({NOT_MEASURED})",
               "This site's forecast", "Published ÷ forecast", "Where it falls"]  # fmt: skip
-    groups: dict[str, list[fp.Beside]] = {}
-    for b in fp.every_point():
+    groups: dict[str, list[fpublished.Beside]] = {}
+    for b in fpublished.every_point():
         groups.setdefault(b.point.source.key, []).append(b)
     parts = []
     for found in groups.values():
@@ -93,25 +93,29 @@ def reference_table() -> str:
     return "\n\n".join(parts) + "\n\n" + caption
 
 
-def _short_gpu(b: fp.Beside) -> str:
+def _short_gpu(b: fpublished.Beside) -> str:
     """The GPU as CUDA names it, without the vendor, in code type: `A100-SXM4-80GB`."""
     return f"`{b.gpu.label.removeprefix('NVIDIA ')}`"
 
 
-def gpu_name(b: fp.Beside) -> str:
+def gpu_name(b: fpublished.Beside) -> str:
     """The GPU as CUDA names it, in code type: a name, not a memory size ("80GB")."""
     return f"`{b.gpu.label}`"
 
 
-def _named(b: fp.Beside) -> str:
+def _named(b: fpublished.Beside) -> str:
     return f"{b.point.subject} on the {gpu_name(b)}, {value(b)} against {words.fact(b.forecast)}"
 
 
 def accuracy() -> str:
     """Where the published values fall against the forecasts, every point named."""
-    a = fp.accuracy()
+    a = fpublished.accuracy()
     tested = a.tested
-    within, above, below = a.where(fp.WITHIN), a.where(fp.ABOVE), a.where(fp.BELOW)
+    within, above, below = (
+        a.where(fpublished.WITHIN),
+        a.where(fpublished.ABOVE),
+        a.where(fpublished.BELOW),
+    )
     out = [
         f"Of the {words.plural(len(a.points), 'published point')} on "
         f"{words.series(f'`{g}`' for g in a.gpus)}, {len(tested)} test a forecast time against its realistic "
@@ -130,8 +134,8 @@ def accuracy() -> str:
             f"{words.series(f'{_named(b)} ({_ratio(b)} the range)' for b in below)}."
         )
     counts = a.counts
-    same = [b for b in counts if b.where == fp.SAME_COUNT]
-    other = [b for b in counts if b.where != fp.SAME_COUNT]
+    same = [b for b in counts if b.where == fpublished.SAME_COUNT]
+    other = [b for b in counts if b.where != fpublished.SAME_COUNT]
     sentence = f"Of {words.plural(len(counts), 'kernel count')}, {len(same)} match the forecast's"
     if other:
         sentence += "; " + words.series(
@@ -152,7 +156,7 @@ def accuracy() -> str:
             + f". The model cannot tell two kernels of one algorithm apart, and misses by up to "
             f"{words.fact(a.relative_miss)} here."
         )
-    own, none = a.where(fp.OWN_SOURCE), a.where(fp.NO_RANGE)
+    own, none = a.where(fpublished.OWN_SOURCE), a.where(fpublished.NO_RANGE)
     if own:
         out.append(
             f"{words.series(_named(b) for b in own)}: these are the efficiencies the ranges "
@@ -169,7 +173,7 @@ def accuracy() -> str:
 def mask_kernels() -> str:
     """Chapter 02: each mask variant's kernels on the forecast GPU, as its recorded ops
     launch them, beside Hugging Face's published counts; and what in place saves."""
-    r = fp.in_place()
+    r = fpublished.in_place()
     rows = []
     for v in r.variants:
         hf = (
@@ -184,7 +188,7 @@ def mask_kernels() -> str:
     first = r.variants[0]
     hf_source = next(v.published for v in r.variants if v.published).point
     caption = (
-        f'<p class="ad-caption">Forecast for an {spec.sheet().label} at '
+        f'<p class="ad-caption">Forecast for an {gpus.sheet().label} at '
         f"{first.count.quantity.shape.text()}: one kernel per ATen op that launches one, as "
         "the code records them on the CPU (records/recorded_ops.json). Hugging Face's counts: "
         f'<a href="{hf_source.source.url}">{html.escape(hf_source.source.title)}</a>, an A100 at '
@@ -194,7 +198,7 @@ def mask_kernels() -> str:
     published = r.variants[1].published
     priced = (
         "which the forecast prices at the post's count"
-        if published.where == fp.SAME_COUNT
+        if published.where == fpublished.SAME_COUNT
         else f"where the forecast has {_WHERE[published.where]}"
     )
     extra = words.series(f"`{op.removeprefix('aten::')}`" for op in r.extra_over_published)

@@ -4,8 +4,8 @@
 # from render/words.py.
 from __future__ import annotations
 
-from attention_docs.analytic import gpu as g
-from attention_docs.findings import wall as fw
+from attention_docs.analytic import gpu as gpus
+from attention_docs.findings import wall as fwall
 from attention_docs.findings.forecast import check
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import STEPS
@@ -24,11 +24,11 @@ CELLS = {
 }
 
 
-def _pts(wall: Sourced, name: str, times: Sourced | None = None) -> list[fw.Point]:
-    return fw.sweep(wall.measurement, name, times.measurement if times else None)
+def _pts(wall: Sourced, name: str, times: Sourced | None = None) -> list[fwall.Point]:
+    return fwall.sweep(wall.measurement, name, times.measurement if times else None)
 
 
-def _ends(wall: Sourced, name: str) -> tuple[fw.Point, fw.Point] | None:
+def _ends(wall: Sourced, name: str) -> tuple[fwall.Point, fwall.Point] | None:
     pts = [p for p in _pts(wall, name) if p.timing]
     return (pts[0], pts[-1]) if len(pts) >= 2 else None
 
@@ -74,7 +74,7 @@ def sweep_figure(
 def step_share_figure(sourced: Sourced, table: str, *, x: str, what: str) -> str:
     """Stacked shares of the five steps per row: of a table of step times, or (`table` a
     sweep of the wall experiment) of its profiled shapes' medians."""
-    found = fw.step_shares(sourced.measurement, table, x)
+    found = fwall.step_shares(sourced.measurement, table, x)
     return stacked_share_figure(
         sourced, found.xs, found.shares, x=x, x_unit=found.x_unit, parts=STEPS, what=what
     )
@@ -85,7 +85,7 @@ def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
     than N² with what the cache says about it."""
     m = wall.measurement
     pts = _pts(wall, "seq_len", times)
-    t = fw.time_trend(m, pts, "seq_len")
+    t = fwall.time_trend(m, pts, "seq_len")
     if t is None:
         return "Too few lengths were measured to fit a slope."
     text = (
@@ -100,9 +100,9 @@ def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
         )
     text += (
         f" From **{t.turn:,}** tokens on, every doubling multiplies time by at least "
-        f"{fact(fw.WALL_STEP)} even at the rounds' extremes: that is the quadratic wall."
+        f"{fact(fwall.WALL_STEP)} even at the rounds' extremes: that is the quadratic wall."
         if t.turn
-        else f" No stretch at the end keeps every doubling at {fact(fw.WALL_STEP)} or more outside the noise."
+        else f" No stretch at the end keeps every doubling at {fact(fwall.WALL_STEP)} or more outside the noise."
     )
     if t.steep is None:
         return text + " No doubling is steeper than N² outside the rounds' noise."
@@ -111,7 +111,7 @@ def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
         f" Between {s.x0:,} and {s.x1:,} tokens the local slope is {fact(t.steep)}: steeper than "
         f"N² even at the rounds' extremes, so something besides the N² work grew there."
     )
-    crossing = fw.cache_crossing(m, s, pts, "seq_len")
+    crossing = fwall.cache_crossing(m, s, pts, "seq_len")
     if crossing is None:
         return text + " This measurement does not record the last-level cache."
     where = {"crossed": "grows past", "inside": "stays inside", "inside, shared": "stays inside", "beyond": "was already larger than"}[crossing]  # fmt: skip
@@ -125,7 +125,7 @@ def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
     }.get(crossing, "so the cache does not explain it; these measurements do not say what does")
     return text + (
         f" Across that doubling the N×N working set (two matrices and the mask) {where} the "
-        f"{fact(fw.llc_fact(m))} last-level cache, {verdict}."
+        f"{fact(fwall.llc_fact(m))} last-level cache, {verdict}."
     )
 
 
@@ -133,10 +133,10 @@ def step_shares_claim(wall: Sourced, name: str) -> str:
     """Which step is largest over which points — only beyond the noise — and the matmuls'
     share at the ends of the sweep."""
     m = wall.measurement
-    pts = [p for p in fw.sweep(m, name) if p.steps]
+    pts = [p for p in fwall.sweep(m, name) if p.steps]
     x = X[name]
     parts = []
-    for lead in fw.leaders(m, pts, x):
+    for lead in fwall.leaders(m, pts, x):
         where = f"{x.replace('_', ' ')} {words.series(f'{v:,}' for v in lead.xs)}"
         if lead.step:
             ends = (lead.shares[0], lead.shares[-1])[: len(lead.shares)]
@@ -150,16 +150,16 @@ def step_shares_claim(wall: Sourced, name: str) -> str:
     first, last = pts[0], pts[-1]
     return (
         "Per step, over the profiled calls: " + "; ".join(parts) + f". The two matmuls take "
-        f"{fact(fw.matmul_share(m, first))} of the five steps at {x.replace('_', ' ')} "
-        f"{getattr(first.shape, x):,} and {fact(fw.matmul_share(m, last))} at {getattr(last.shape, x):,}."
+        f"{fact(fwall.matmul_share(m, first))} of the five steps at {x.replace('_', ' ')} "
+        f"{getattr(first.shape, x):,} and {fact(fwall.matmul_share(m, last))} at {getattr(last.shape, x):,}."
     )  # fmt: skip
 
 
-def _change(m: Measurement, a: fw.Point, b: fw.Point) -> str:
-    fact_id, c = fw.change(m, a, b)
+def _change(m: Measurement, a: fwall.Point, b: fwall.Point) -> str:
+    fact_id, c = fwall.change(m, a, b)
     if c.tie:
         return words.fact_span(fact_id, f"leaves time within noise ({words.times(c.ratio)} apart)")
-    verb = "multiplies" if fw.rises(a, b) else "divides"
+    verb = "multiplies" if fwall.rises(a, b) else "divides"
     return words.fact_span(fact_id, f"{verb} time by {words.versus(c)}")
 
 
@@ -169,7 +169,7 @@ def tokens_claim(wall: Sourced) -> str:
     if ends is None:
         return ""
     a, b = ends
-    flops = fw.ratio(m, "FLOPs ratio", b, a, "flops")
+    flops = fwall.ratio(m, "FLOPs ratio", b, a, "flops")
     return (
         f"The same tokens as {a.shape.batch_size} sequence of {a.shape.seq_len:,} take "
         f"{fact(a.time)}; as {b.shape.batch_size} sequences of {b.shape.seq_len:,}, {fact(b.time)}: "
@@ -184,7 +184,7 @@ def heads_claim(wall: Sourced) -> str:
     if ends is None:
         return ""
     a, b = ends
-    peak = fw.ratio(m, "peak memory ratio", a, b, "peak")
+    peak = fwall.ratio(m, "peak memory ratio", a, b, "peak")
     return (
         f"Splitting the same width into {b.shape.num_heads} heads of {b.shape.head_dim} instead "
         f"of {a.shape.num_heads} of {a.shape.head_dim} leaves the matmul FLOPs at {fact(a.flops)} "
@@ -199,21 +199,21 @@ def head_dim_claim(wall: Sourced) -> str:
     if ends is None:
         return ""
     a, b = ends
-    flops = fw.ratio(m, "FLOPs ratio", a, b, "flops")
+    flops = fwall.ratio(m, "FLOPs ratio", a, b, "flops")
     return (
         f"From head_dim {a.shape.head_dim} to {b.shape.head_dim} the FLOPs grow {fact(flops)}, "
         f"while widening the heads {_change(m, a, b)}: the three element-wise passes do not depend "
         f"on head_dim. The matmuls' share of the five profiled steps goes from "
-        f"{fact(fw.matmul_share(m, a))} to {fact(fw.matmul_share(m, b), emphasis=True)}."
+        f"{fact(fwall.matmul_share(m, a))} to {fact(fwall.matmul_share(m, b), emphasis=True)}."
     )  # fmt: skip
 
 
 def finding(wall: Sourced, times: Sourced | None = None) -> str:
     """The chapter's finding: the slope and the wall on this device, and the wall on a GPU."""
     m = wall.measurement
-    t = fw.time_trend(m, _pts(wall, "seq_len", times), "seq_len")
-    longest, pts = fw.forecasts(g.sheet())
-    at = next(p for p in pts if p.seq_len == g.FORECAST_SHAPE.seq_len)
+    t = fwall.time_trend(m, _pts(wall, "seq_len", times), "seq_len")
+    longest, pts = fwall.forecasts(gpus.sheet())
+    at = next(p for p in pts if p.seq_len == gpus.FORECAST_SHAPE.seq_len)
     text = "Too few lengths were measured here to fit a slope."
     if t:
         text = (
@@ -221,9 +221,7 @@ def finding(wall: Sourced, times: Sourced | None = None) -> str:
             f"of {fact(t.whole, emphasis=True)} from seq_len {t.xs[0]:,} to {t.xs[-1]:,}"
         )
         if t.turn:
-            text += (
-                f"; from {t.turn:,} tokens on, every doubling costs at least {fact(fw.WALL_STEP)}"
-            )
+            text += f"; from {t.turn:,} tokens on, every doubling costs at least {fact(fwall.WALL_STEP)}"
         text += "."
     ranges = (
         f" (realistically {fact(at.naive_range)} against {fact(at.fused_range)})"
@@ -231,7 +229,7 @@ def finding(wall: Sourced, times: Sourced | None = None) -> str:
         else ""
     )
     return text + (
-        f" On an {g.sheet().label} (a data-sheet forecast, {fw.FORECAST_BASE}) naive attention "
+        f" On an {gpus.sheet().label} (a data-sheet forecast, {fwall.FORECAST_BASE}) naive attention "
         f"as written, {at.kernels} kernels, needs at least {fact(at.naive.forecast)} at seq_len "
         f"{at.seq_len:,} against a fused kernel's {fact(at.fused.forecast)}{ranges}, and the "
         f"naive forward stops fitting in memory past {fact(longest, emphasis=True)}."
@@ -241,15 +239,15 @@ def finding(wall: Sourced, times: Sourced | None = None) -> str:
 def forecast(entries: list[Sourced] | None = None) -> str:
     """The wall on the forecast GPU: naive and fused floors across seq_len, with a stored
     forward_times of that GPU beside them."""
-    gpu = g.sheet()
+    gpu = gpus.sheet()
     stored = next((e.measurement for e in entries or [] if e.measurement.device_id == f"cuda-{gpu.slug}"), None)  # fmt: skip
-    longest, pts = fw.forecasts(gpu, stored)
+    longest, pts = fwall.forecasts(gpu, stored)
     rows = [(f"seq_len {p.seq_len:,}: {what}", c) for p in pts for what, c in ((f"naive ({p.kernels} kernels), floor", p.naive), ("fused (SDPA flash), floor", p.fused)) if c]  # fmt: skip
-    at = next(p for p in pts if p.seq_len == g.FORECAST_SHAPE.seq_len)
+    at = next(p for p in pts if p.seq_len == gpus.FORECAST_SHAPE.seq_len)
     rows += [(f"seq_len {at.seq_len:,}: {what}, realistic range", check(r, None)) for what, r in (("naive", at.naive_range), ("fused (SDPA flash)", at.fused_range)) if r]  # fmt: skip
     out = [p.seq_len for p in pts if p.naive is None]
     lead = (
-        f"On an {gpu.label} at {fw.FORECAST_BASE}, naive attention fits in memory up to {fact(longest, emphasis=True)} "
+        f"On an {gpu.label} at {fwall.FORECAST_BASE}, naive attention fits in memory up to {fact(longest, emphasis=True)} "
         f"(seq_len {words.series(f'{n:,}' for n in out)} would not); a fused kernel keeps nothing "
         f"N×N, so its floor follows its FLOPs, the work of the causal tiles it computes."
     )
@@ -259,7 +257,7 @@ def forecast(entries: list[Sourced] | None = None) -> str:
         "fused kernel reads q, k, v once (re-reads served by L2) and computes the causal tiles "
         "at the tensor cores' peak. Launch costs and clocks below boost are not modelled. A "
         "realistic range divides each floor by the efficiencies on record, cited or stated ("
-        + words.series(g.flash_range(gpu).sources + g.naive_range(gpu).sources)
+        + words.series(gpus.flash_range(gpu).sources + gpus.naive_range(gpu).sources)
         + ")."
     )
     return forecast_box(gpu, rows, lead=lead, model=model)

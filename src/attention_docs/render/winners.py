@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from attention_docs.analytic import gpu as spec
+from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import forward as ffwd
-from attention_docs.findings import winners as fw
+from attention_docs.findings import winners as fwinners
 from attention_docs.findings.forecast import check
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
@@ -43,7 +43,7 @@ def _wrap(name: str) -> str:
     return name.replace(" (", "\n(").replace(" + ", "\n+ ")
 
 
-def cell_label(c: fw.Cell) -> str:
+def cell_label(c: fwinners.Cell) -> str:
     """What a cell of a map says: the winner and its lead, or the tie."""
     name = _wrap(c.winner)
     if c.margin is None:
@@ -54,7 +54,7 @@ def cell_label(c: fw.Cell) -> str:
     return f"{name}\n{words.versus(c.margin)}"
 
 
-def cell_sentence(c: fw.Cell) -> str:
+def cell_sentence(c: fwinners.Cell) -> str:
     """One cell in words (alt text)."""
     if c.margin is None:
         return f"{c.winner}, the only one that ran"
@@ -67,7 +67,7 @@ CELL_TEXT = {"ha": "center", "va": "center", "fontsize": 7, "color": INK,
              "bbox": {"boxstyle": "round,pad=0.25", "facecolor": "white", "alpha": 0.9, "lw": 0}}  # fmt: skip
 
 
-def _fill(c: fw.Cell) -> dict:
+def _fill(c: fwinners.Cell) -> dict:
     """The winner's colour; a tie hatched in the colour of the first one tied with it."""
     tie = {"hatch": "////", "edgecolor": COLORS.get(c.tied[0], GREY), "lw": 0} if c.tied else {}
     return {"facecolor": COLORS.get(c.winner, GREY), **tie}
@@ -101,7 +101,7 @@ def _panels_svg(panels: list[tuple[str, str, list, list, dict]], lead: str) -> s
         return to_svg(fig, lead + " " + "; ".join(alt) + ".")
 
 
-def _grid(found: list[fw.Cell], col) -> tuple[list, list, dict]:
+def _grid(found: list[fwinners.Cell], col) -> tuple[list, list, dict]:
     # layout: rows in seq_len order
     rows = sorted({c.shape.seq_len for c in found})
     # layout: columns in order, names after numbers
@@ -117,7 +117,7 @@ LEGEND = (
 
 def map_figure(times: Sourced) -> str:
     """The teaching slice's forward map: causal and not, seq_len × head_dim."""
-    found = fw.teaching_cells(times.measurement)
+    found = fwinners.teaching_cells(times.measurement)
     panels = [
         ("causal" if causal else "no mask", "head_dim", *_grid(part, lambda c: c.shape.head_dim))
         for causal in (True, False)
@@ -130,12 +130,15 @@ def map_figure(times: Sourced) -> str:
 
 def model_figure(times: Sourced, train: Sourced, steps: Sourced) -> str:
     """Closer to real models: 16 heads in both dtypes (forward, training) and one decode cell."""
-    found, trains = fw.map_cells(times.measurement), fw.cells(train.measurement, fw.TRAINING)
+    found, trains = (
+        fwinners.map_cells(times.measurement),
+        fwinners.cells(train.measurement, fwinners.TRAINING),
+    )
     dtype = lambda c: c.shape.dtype  # noqa: E731
     panels = [("forward", "dtype", *_grid(found, dtype))]
     panels.append(("training (forward + backward)", "dtype", *_grid(trains, dtype)))
     s, what = found[0].shape, ""
-    if dec := fw.decode_cell(steps.measurement):
+    if dec := fwinners.decode_cell(steps.measurement):
         d = dec.shape
         panels.append(("decode step (GQA)", "cache_len", [1], [d.keys], {(1, d.keys): dec}))
         what = f" Decode: one new token (row 1) per sequence, {shape_text(d)}, per layer."
@@ -150,7 +153,7 @@ def model_figure(times: Sourced, train: Sourced, steps: Sourced) -> str:
 # --- claims ----------------------------------------------------------------------------------
 
 
-def _count(found: list[fw.Cell], what: str) -> str:
+def _count(found: list[fwinners.Cell], what: str) -> str:
     """`**SDPA flash** in 14 and **FlexAttention** in 1 of the 16 WHAT (1 tie)`; with no
     clear winner anywhere, `no implementation in any of the 2 WHAT (all within noise)`."""
     clear = Counter(c.winner for c in found if not c.tied)
@@ -161,8 +164,8 @@ def _count(found: list[fw.Cell], what: str) -> str:
     return f"{wins} of the {len(found)} {what}" + (f" ({ties} within noise)" if ties else "")
 
 
-def _lead(m: Measurement, c: fw.Cell, slow: str | None = None) -> str:
-    f = fw.lead_fact(m, c, slow)
+def _lead(m: Measurement, c: fwinners.Cell, slow: str | None = None) -> str:
+    f = fwinners.lead_fact(m, c, slow)
     if f is None:
         return f"**{c.winner}**"
     k = c.ranking.against_fastest[slow or c.runner_up]
@@ -172,11 +175,11 @@ def _lead(m: Measurement, c: fw.Cell, slow: str | None = None) -> str:
 def finding(times: Sourced, train: Sourced, steps: Sourced) -> str:
     """The chapter's point: who wins where on this device, and what an H200 would change."""
     m, t, d = times.measurement, train.measurement, steps.measurement
-    teach, model = fw.teaching_cells(m), fw.map_cells(m)
-    trains, dec = fw.cells(t, fw.TRAINING), fw.decode_cell(d)
-    big = fw.largest_cell(model)
-    cells = fw.forecast_cells(spec.sheet())
-    closest, widest = fw.closest_lead(cells), fw.widest_lead(cells)
+    teach, model = fwinners.teaching_cells(m), fwinners.map_cells(m)
+    trains, dec = fwinners.cells(t, fwinners.TRAINING), fwinners.decode_cell(d)
+    big = fwinners.largest_cell(model)
+    cells = fwinners.forecast_cells(gpus.sheet())
+    closest, widest = fwinners.closest_lead(cells), fwinners.widest_lead(cells)
     verdict = (
         "a fused kernel wins every cell of the GPU map"
         if all(c.winner == c.fused for c in cells)
@@ -197,7 +200,7 @@ def finding(times: Sourced, train: Sourced, steps: Sourced) -> str:
 
 def trend_claim(times: Sourced) -> str:
     """How the answer changes with seq_len, per (mask, head_dim) series of the teaching map."""
-    found = fw.trends(fw.teaching_cells(times.measurement))
+    found = fwinners.trends(fwinners.teaching_cells(times.measurement))
     changes = [
         f"{'causal' if t.causal else 'no mask'}, head_dim {t.head_dim}: {t.first.winner} at "
         f"seq_len {t.first.shape.seq_len}, {t.last.winner} at {t.last.shape.seq_len}"
@@ -219,8 +222,8 @@ def trend_claim(times: Sourced) -> str:
 # --- every timing, and what did not run -------------------------------------------------------
 
 
-def _time_cell(m: Measurement, c: fw.Cell, name: str) -> str:
-    f = fw.time_fact(m, c, name)
+def _time_cell(m: Measurement, c: fwinners.Cell, name: str) -> str:
+    f = fwinners.time_fact(m, c, name)
     if f is None:
         return "—"
     # Four or five such cells a row: each range goes under its value, so that the table
@@ -229,10 +232,10 @@ def _time_cell(m: Measurement, c: fw.Cell, name: str) -> str:
     return f"**{text}**" if name == c.winner else f"≈ {text}" if name in c.tied else text
 
 
-def _tab(title: str, m: Measurement, found: list[fw.Cell]) -> str:
+def _tab(title: str, m: Measurement, found: list[fwinners.Cell]) -> str:
     # layout: columns in seq_len order
     found = sorted(found, key=lambda c: c.shape.seq_len)
-    names = [n for n in fw.implementations(m) if any(n in c.timings for c in found)]
+    names = [n for n in fwinners.implementations(m) if any(n in c.timings for c in found)]
     header = ["Implementation", *(f"seq_len {c.shape.seq_len}" for c in found)]
     rows = [[n, *(_time_cell(m, c, n) for c in found)] for n in names]
     table = markdown_table(header, rows, "l" + "r" * len(found))
@@ -243,13 +246,16 @@ def times_tabs(times: Sourced, train: Sourced) -> str:
     """Content tabs, one per series of each map: every time with its rounds' range; the
     winner in bold, those within noise of it marked ≈."""
     m, t = times.measurement, train.measurement
-    teach, tabs = fw.teaching_cells(m), []
+    teach, tabs = fwinners.teaching_cells(m), []
     for causal in (True, False):
         # layout: tabs in head_dim order
         for d in sorted({c.shape.head_dim for c in teach}):
             part = [c for c in teach if (c.shape.causal, c.shape.head_dim) == (causal, d)]
             tabs.append(_tab(f"{'causal' if causal else 'no mask'}, head_dim {d}", m, part))
-    views = ((m, "forward", fw.map_cells(m)), (t, "training", fw.cells(t, fw.TRAINING)))
+    views = (
+        (m, "forward", fwinners.map_cells(m)),
+        (t, "training", fwinners.cells(t, fwinners.TRAINING)),
+    )
     for source, view, found in views:
         # layout: tabs in dtype order
         for dtype in sorted({c.shape.dtype for c in found}):
@@ -284,7 +290,7 @@ def not_run(times: Sourced, train: Sourced) -> str:
             if r["status"] != fwd.OK and not r["implementation"].startswith(fwd.STEP_PREFIX)
         )
         for (name, status), k in where.items():
-            places = "every shape" if k == len(fw.shapes(m)) else f"{k} shapes"
+            places = "every shape" if k == len(fwinners.shapes(m)) else f"{k} shapes"
             why = why_not(name, status, m.device_kind).rstrip(".")
             lines.append(f"- **{name}** ({view}, {places}): {why}.")
         lines += [f"- {note}" for note in m.notes if f"- {note}" not in lines]
@@ -303,7 +309,7 @@ def devices_claim(entries: list[Sourced]) -> str:
         )
     return f"The store holds forward times from {len(entries)} devices:\n\n" + "\n".join(
         f"- **{s.measurement.provenance.device.label}**: fastest "
-        f"{_count(fw.teaching_cells(s.measurement), 'shapes of its teaching slice')}."
+        f"{_count(fwinners.teaching_cells(s.measurement), 'shapes of its teaching slice')}."
         for s in entries
     )
 
@@ -311,9 +317,9 @@ def devices_claim(entries: list[Sourced]) -> str:
 def gpu_forecast(entries: list[Sourced]) -> str:
     """The H200's expected winner per cell of the GPU map's model-like panel, from the data
     sheet, with the measurement beside it when the store holds that GPU's forward_times."""
-    gpu = spec.sheet()
-    measured = fw.gpu_entry((s.measurement for s in entries), gpu)
-    found = fw.forecast_cells(gpu, measured)
+    gpu = gpus.sheet()
+    measured = fwinners.gpu_entry((s.measurement for s in entries), gpu)
+    found = fwinners.forecast_cells(gpu, measured)
     rows = [
         (f"{what}, seq_len {c.shape.seq_len:,}, {c.shape.dtype}", k)
         for c in found
@@ -328,7 +334,7 @@ def gpu_forecast(entries: list[Sourced]) -> str:
     s = found[0].shape
     lead = (
         f"Expected winner: {winners}, at every sequence length. Naive attention writes and reads the "
-        f"N×N scores through HBM in {len(spec.naive_kernels(gpu))} kernels (the ops its code "
+        f"N×N scores through HBM in {len(gpus.naive_kernels(gpu))} kernels (the ops its code "
         "records: the mask is rebuilt and filled out of place); a fused kernel keeps them on chip and is "
         "bound by its matmuls. On a GPU SDPA's FlashAttention kernel takes only fp16/bf16, so "
         "float32 runs the memory-efficient one."
@@ -339,7 +345,7 @@ def gpu_forecast(entries: list[Sourced]) -> str:
         "Naive: the roofline floors of the kernels its recorded ops launch "
         "(analytic.gpu.naive_floor_us); fused: one kernel's (analytic.gpu.flash_forward). "
         "Realistic ranges divide each kernel's floor by the efficiencies on record (cited, or stated) of its ceiling "
-        f"({words.series(spec.flash_range(gpu).sources + spec.naive_range(gpu).sources)}); the "
+        f"({words.series(gpus.flash_range(gpu).sources + gpus.naive_range(gpu).sources)}); the "
         "lead is naive's range over the fused one's. Launches and clocks below boost not "
         "modelled."
     )
@@ -361,7 +367,9 @@ def summary_table(summary: Sourced, times: Sourced | Measurement) -> str:
             missing.append(f"- **{name}**: {why_not(name, r['status'], m.device_kind)}.")
             continue
         v = ffwd.versus(t, name, fwd.NAIVE, shape)
-        peak = words.fact(fw.peak_fact(m, r)) if r["peak_bytes"] else "not seen by the profiler"
+        peak = (
+            words.fact(fwinners.peak_fact(m, r)) if r["peak_bytes"] else "not seen by the profiler"
+        )
         ratio = words.fact_span(v.quantity.id, words.versus(v.comparison)) if v else "—"
         f = ffwd.forward_time(t, name, shape)
         time = words.fact(f) if f else "—"
