@@ -19,6 +19,7 @@ from attention_docs import cli
 from attention_docs.archive import RUN_LOG, write_archive
 from attention_docs.book import local_device_id
 from attention_docs.experiments.registry import get
+from attention_docs.measurements.manifest import read_requests
 from attention_docs.measurements.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,7 +204,7 @@ def test_every_experiment_declares_its_gpu_work():
     # ... and at the parameters the site requests: an estimate that fails on them (a renamed
     # parameter) would plan the GPU call with the default.
     script = load_script()
-    for request in script.load_manifest(ROOT / "docs" / "measurements" / "requests.json"):
+    for request in read_requests(ROOT / "docs" / "measurements" / "requests.json"):
         params, error = script.resolve(request, "cuda")
         assert error is None, error
         assert plan.work(request["experiment"], params)[1], request
