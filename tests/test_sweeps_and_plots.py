@@ -89,3 +89,8 @@ def test_line_figure_marks_missing_points_and_states_the_slope():
         s, table.column("seq_len"), found, x="seq_len", parts=["time_us"], what="Shares."
     )
     assert "64: time_us 100%" in shares and "256: time_us 0%" in shares
+    # Its bars are labelled as every axis's ticks are (words.tick): 1,024, not "1024".
+    wide = render.plots.stacked_share_figure(
+        s, [1024, 2048], found[:2], x="seq_len", parts=["time_us"], what="Shares."
+    )
+    assert ">1,024</text>" in wide and ">1024</text>" not in wide

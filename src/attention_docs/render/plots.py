@@ -203,7 +203,7 @@ def stacked_share_figure(
             values = [100 * s[part] for s in shares]
             color = STEP_COLORS.get(part, SERIES_COLORS[i % len(SERIES_COLORS)])
             ax.bar(
-                [str(v) for v in xs],
+                [tick(v) if isinstance(v, int | float) else str(v) for v in xs],
                 values,
                 bottom=bottoms,
                 color=color,
