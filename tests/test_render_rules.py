@@ -10,7 +10,10 @@
     a measured value. Two things are allowed without a comment: a comparison with `len(...)`
     on one side (a count of entries is structure, not a measurement), and render/words.py,
     the one number formatter, whose comparisons choose a unit and a spelling (1,000 µs reads
-    1 ms), never a verdict.
+    1 ms), never a verdict;
+(c) no module under render/ builds a Quantity or a Fact (`Quantity(...)`, `Fact(...)`,
+    `Fact.of_timing(...)`): a fact's id is derived in findings/, never assembled where it is
+    written.
 """
 
 from __future__ import annotations
@@ -42,12 +45,20 @@ JUDGEMENT = {
     },
 }
 ORDERING = (ast.Lt, ast.Gt, ast.LtE, ast.GtE)
+FACT_TYPES = ("Quantity", "Fact")
 MARK = "# layout:"
 FORMATTER = "words.py"  # the one number formatter: see the module docstring
 
 
 def _is_len(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"
+
+
+def _builds_fact(func: ast.AST) -> bool:
+    """`Quantity(...)`, `Fact(...)` or a constructor on them (`Fact.of_timing(...)`)."""
+    if isinstance(func, ast.Attribute):
+        func = func.value
+    return isinstance(func, ast.Name) and func.id in FACT_TYPES
 
 
 def violations(source: str, name: str) -> list[str]:
@@ -89,6 +100,8 @@ def violations(source: str, name: str) -> list[str]:
                 for a in node.names
                 if a.name in JUDGEMENT
             ]
+        if isinstance(node, ast.Call) and _builds_fact(node.func):
+            found.append(f"{name}:{node.lineno}: builds a {ast.unparse(node.func)} in render/")
         if name == FORMATTER:
             continue
         if (
@@ -143,6 +156,9 @@ def test_every_layout_mark_says_why():
         ("from attention_docs.findings import share\n", "findings.share"),
         ("import attention_docs.findings.rank\n", "attention_docs.findings.rank"),
         ("from attention_docs.findings.forecast import check, realistic\n", "imports realistic"),
+        ("q = Quantity('peak memory', 'naive', dev, 'counted')\n", "builds a Quantity"),
+        ("f = Fact(q, 1.0, 'B')\n", "builds a Fact"),
+        ("f = Fact.of_timing(q, t)\n", "builds a Fact.of_timing"),
     ],
 )
 def test_the_check_catches_a_planted_decision(planted, what):

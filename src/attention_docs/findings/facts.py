@@ -98,6 +98,23 @@ class Fact:
         return self.quantity.id
 
 
+def recorded(
+    metric: str,
+    subject: str,
+    value: float | None,
+    unit: str,
+    *,
+    device_id: str,
+    params: dict,
+    clock: str = COUNTED,
+) -> Fact | None:
+    """A value a measurement recorded (a count, a peak, a profiled time) as a fact of its
+    device and shape (`params`, its parameters); None when it recorded none."""
+    if value is None:
+        return None
+    return Fact(Quantity(metric, subject, device_id, clock, Shape.of(params)), value, unit)
+
+
 def llc_fact(facts: dict, device_id: str) -> Fact | None:
     """The last-level cache a measurement recorded (`llc_level`, `llc_bytes` among its
     facts: profiling/cache.py), or None where it recorded none."""

@@ -33,6 +33,13 @@ def shape(m: Measurement, **overrides) -> Shape:
     return Shape.of(m.params, **overrides)
 
 
+def step_bytes(m: Measurement, row: dict, column: str) -> Fact:
+    """A step's bytes the allocator counted (`allocated_bytes`, `freed_bytes`,
+    `live_after_bytes` of memory_timeline's steps table) as a fact of `m`'s device and shape."""
+    q = Quantity(column.replace("_", " "), row["step"], m.device_id, COUNTED, shape(m))
+    return Fact(q, row[column], "B")
+
+
 def peak_fact(m: Measurement, value: float | None, s: Shape, detail: str = ABOVE) -> Fact:
     """A peak the allocator counted on `m`'s device."""
     return Fact(Quantity(PEAK, NAIVE, m.device_id, COUNTED, s, detail), value, "B")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings.compare import Comparison
-from attention_docs.findings.facts import COUNTED, Fact, Quantity
+from attention_docs.findings.facts import COUNTED, recorded
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
@@ -84,8 +84,7 @@ def stated(
 ) -> str:
     """A value `m` recorded (a count, a peak, a profiled time) as a marked fact of its device
     and shape; "—" when it has none. `clock` says how it was read (counted, profiled...)."""
-    if value is None:
-        return "—"
-    return words.fact(
-        Fact(Quantity(metric, subject, m.device_id, clock, Shape.of(m.params)), value, unit)
+    found = recorded(
+        metric, subject, value, unit, device_id=m.device_id, params=m.params, clock=clock
     )
+    return "—" if found is None else words.fact(found)

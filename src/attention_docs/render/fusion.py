@@ -14,7 +14,7 @@ from attention_docs.analytic.gpu import (
 )
 from attention_docs.findings import compile as fcompile
 from attention_docs.findings import forward as ffwd
-from attention_docs.findings.facts import PROFILED, Fact, Quantity
+from attention_docs.findings.facts import PROFILED, Fact
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
@@ -144,9 +144,10 @@ def recompile_table(sourced: Sourced) -> str:
     rows = []
     for r in m.tables["calls"].records():
         shape = Shape.of(m.params, seq_len=r["seq_len"])
-        q = Quantity(fcompile.FIRST_CALL, "compiled_attention(dynamic=False)", m.device_id,
-                     "unprofiled", shape, r["call"])  # fmt: skip
-        rows.append([r["call"], str(r["seq_len"]), words.fact(Fact(q, r["seconds"] * 1e6, "µs")),
+        first = fcompile.first_call(
+            "compiled_attention(dynamic=False)", m.device_id, shape, r["seconds"], r["call"]
+        )
+        rows.append([r["call"], str(r["seq_len"]), words.fact(first),
                      str(r["new_graphs"]), f"{r['fx_cache_hits']} / {r['fx_cache_misses']}"])  # fmt: skip
     header = ["Call", "seq_len", "Wall time (unprofiled)", "New graphs", "FX cache hit / miss"]
     what = "Calls in order, in one fresh process."

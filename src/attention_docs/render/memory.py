@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import memory as fmemory
-from attention_docs.findings.facts import COUNTED, Fact, Quantity
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import words
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
@@ -59,8 +58,7 @@ def memory_step_table(sourced: Sourced) -> str:
     m = sourced.measurement
 
     def counted(r: dict, column: str) -> str:
-        q = Quantity(column.replace("_", " "), r["step"], m.device_id, COUNTED, fmemory.shape(m))
-        return fact(Fact(q, r[column], "B"))
+        return fact(fmemory.step_bytes(m, r, column))
 
     columns = ("allocated_bytes", "freed_bytes", "live_after_bytes")
     rows = [
