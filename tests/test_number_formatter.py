@@ -78,3 +78,16 @@ def test_a_generic_table_column_reads_in_one_spelling():
     m = replace(recorded("naive_steps"), tables={"t": table})
     text = tables.records_table(Sourced(m, "from the store", "x.json"), "t")
     assert "| 1024 | 7,590 |" in text and "| 4096 | 16,000 |" in text and " k " not in text
+
+
+def test_a_linear_axis_writes_its_ticks_as_words_does():
+    """matplotlib's own labels would read 20000 beside the site's "20 k" and "2,500"."""
+    with figures.new_figure(4.0, 2.0) as fig:
+        ax = fig.add_subplot()
+        ax.plot([0, 20_000], [0, 1])
+        svg = figures.to_svg(fig, "a line")
+    assert ">20 k</text>" in svg and ">20000</text>" not in svg
+
+
+def test_a_negative_whole_number_takes_a_minus_sign():
+    assert words.value(-2, "") == "−2" and words.number(-2.5) == "−2.5"

@@ -130,10 +130,12 @@ def _plain_log_formatter(original):
 
 
 def _readable(fig) -> float:
-    """Raise every text of `fig` to the desktop minimum; plain tick labels on log axes (math
-    text draws exponents at 70% size). Returns the smallest font size left, in points."""
+    """Raise every text of `fig` to the desktop minimum; tick labels in words.tick's numbers,
+    on log axes (math text draws exponents at 70% size) and linear ones (matplotlib writes
+    20000, where every other number on the site reads 20 k). Returns the smallest font size
+    left, in points."""
     from matplotlib.text import Text
-    from matplotlib.ticker import LogFormatterSciNotation
+    from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, ScalarFormatter
 
     floor = min_font_pt(fig.get_size_inches()[0])
     for ax in fig.axes:
@@ -144,6 +146,8 @@ def _readable(fig) -> float:
             ):
                 if isinstance(formatter, LogFormatterSciNotation):
                     use(_plain_log_formatter(formatter))
+                elif type(formatter) is ScalarFormatter:  # a linear axis: words' numbers too
+                    use(FuncFormatter(lambda x, _position: tick(x)))
             ticks = axis.get_major_ticks() + axis.get_minor_ticks()
             # layout: tick labels raised to the minimum font size
             if min((t.label1.get_fontsize() for t in ticks), default=floor) < floor:

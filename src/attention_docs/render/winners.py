@@ -31,6 +31,12 @@ SDPA_KERNELS = {fwd.SDPA_MATH: "math", fwd.SDPA_FLASH: "FlashAttention",
                 fwd.SDPA_EFFICIENT: "memory-efficient", fwd.SDPA_CUDNN: "cuDNN"}  # fmt: skip
 
 
+def _tick(label) -> str:
+    """A heatmap's row or column label: a number as every axis writes it (1,024), a dtype as
+    it is named."""
+    return words.tick(label) if isinstance(label, int | float) else str(label)
+
+
 def _where(s) -> str:
     mask = "causal" if s.causal else "no mask"
     return f"{s.num_heads} heads, seq_len {s.seq_len}, head_dim {s.head_dim}, {s.dtype}, {mask}"
@@ -92,8 +98,8 @@ def _panels_svg(panels: list[tuple[str, str, list, list, dict]], lead: str) -> s
                 ax.text(x, y, cell_label(c), **CELL_TEXT)
                 alt.append(f"{title}, {row}, {col}: {cell_sentence(c)}")
             ax.set(xlim=(-0.5, len(cols) - 0.5), ylim=(rows_most - 0.5, -0.5), xlabel=xlabel)
-            ax.set_xticks(range(len(cols)), [str(c) for c in cols])
-            ax.set_yticks(range(len(rows)), [str(r) for r in rows])
+            ax.set_xticks(range(len(cols)), [_tick(c) for c in cols])
+            ax.set_yticks(range(len(rows)), [_tick(r) for r in rows])
             ax.set_title(title, color=INK, fontsize=9)
             ax.tick_params(length=0)
             ax.spines[:].set_visible(False)

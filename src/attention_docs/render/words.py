@@ -264,7 +264,7 @@ def value(v: float | None, unit: str) -> str:
     if say is not None:
         return say(v)
     if float(v).is_integer() and abs(v) < 1e4:  # a count of things: exact
-        return f"{int(v):,} {unit}".rstrip()
+        return f"{int(v):,} {unit}".rstrip().replace("-", "−")  # a minus sign, as `number`'s
     if not unit:  # a bare count: in full below 10,000 ("1,280"), with a prefix above
         return number(v) if abs(v) < 1e4 else count(v)
     # An SI prefix joins a symbol (33.6 MFLOP/s) but stands apart from a word (10.2 k tokens).
