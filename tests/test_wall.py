@@ -140,7 +140,7 @@ def test_slopes_name_the_overhead_range_and_the_wall(base):
     assert "From **64** tokens on, every doubling multiplies time by at least 2.83×" in text
     assert "No doubling is steeper than N² outside the rounds' noise." in text
     m = synthetic(base, [100, 110, 120, 400, 1600, 6400])
-    t = fwall.time_trend(m, fwall.sweep(m, "seq_len"), "seq_len")
+    t = fwall.time_trend(m, fwall.sweep(m, "seq_len"))
     assert t.whole.value == pytest.approx(math.log(64) / math.log(32))
     assert t.whole.low < t.whole.value < t.whole.high
     flat = claim(synthetic(base, [1, 2, 4, 8, 16, 32]))
@@ -191,8 +191,10 @@ def test_the_largest_step_is_named_only_outside_the_noise(base):
 def test_a_change_of_time_is_a_ratio_with_its_range_or_a_tie(base):
     m = synthetic(base, [100, 300, 1, 1, 1, 1])
     a, b = fwall.sweep(m, "seq_len")[:2]
-    fact_id, c = fwall.change(m, a, b)
-    assert not c.tie and c.ratio == pytest.approx(3.0) and "→" in fact_id
+    fact_id, c, rises = fwall.change(m, a, b)
+    assert not c.tie and c.ratio == pytest.approx(3.0) and "→" in fact_id and rises
+    _, back, falls = fwall.change(m, b, a)
+    assert back.ratio == c.ratio and not falls
     assert "multiplies time by 3× (2.94–3.06×)" in plain(render.wall._change(m, a, b))
     wide = synthetic(base, [100, 110, 1, 1, 1, 1], spread=0.2)
     a, b = fwall.sweep(wide, "seq_len")[:2]

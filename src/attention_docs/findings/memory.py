@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.memory import (
     CUBLAS_WORKSPACE_HOPPER,
+    PeakModel,
     fused_peak,
     is_matrix_sized,
     naive_peak,
@@ -27,10 +28,30 @@ ABOVE = "above the inputs"
 TENSORS = "tensors only, above the inputs"
 ANALYTIC = "analytic"  # the device of a model's value: it holds on every device
 FUSED = "fused kernel (FlashAttention)"
+LONGEST = "longest seq_len that fits"
 
 
 def shape(m: Measurement, **overrides) -> Shape:
     return Shape.of(m.params, **overrides)
+
+
+def without_seq_len(s: Shape) -> str:
+    """`s`'s key without its seq_len, for the fact ids of a quantity over every length."""
+    return s.key().replace(f" n{s.seq_len} ", " ")
+
+
+# The forecast shape without its seq_len, for fact ids and sentences: `b4 h16 d128 bfloat16 causal`.
+FORECAST_BASE = without_seq_len(gpus.FORECAST_SHAPE)
+
+
+def _model(s: Shape) -> PeakModel:
+    return naive_peak(*s.dims, s.dtype, causal=s.causal, kv_seq_len=s.kv_len)
+
+
+def nxn_bytes(s: Shape) -> int:
+    """The model's N×N working set at `s`: the matrices live at once and the mask."""
+    p = _model(s)
+    return p.matrices * p.matrix_bytes + p.mask_bytes
 
 
 def step_bytes(m: Measurement, row: dict, column: str) -> Fact:
@@ -45,23 +66,24 @@ def peak_fact(m: Measurement, value: float | None, s: Shape, detail: str = ABOVE
     return Fact(Quantity(PEAK, NAIVE, m.device_id, COUNTED, s, detail), value, "B")
 
 
-def model_peak(s: Shape) -> Fact:
-    p = naive_peak(*s.dims, s.dtype, causal=s.causal, kv_seq_len=s.kv_len)
-    return Fact(Quantity(PEAK, NAIVE, ANALYTIC, MODEL, s, ABOVE), p.peak_bytes, "B")
+def model_peak(s: Shape, *, with_inputs: bool = False) -> Fact:
+    p = _model(s)
+    detail, value = ("with the inputs", p.total_bytes) if with_inputs else (ABOVE, p.peak_bytes)
+    return Fact(Quantity(PEAK, NAIVE, ANALYTIC, MODEL, s, detail), value, "B")
 
 
-def model_total(s: Shape) -> Fact:
-    p = naive_peak(*s.dims, s.dtype, causal=s.causal, kv_seq_len=s.kv_len)
-    return Fact(Quantity(PEAK, NAIVE, ANALYTIC, MODEL, s, "with the inputs"), p.total_bytes, "B")
+# One of the model's parts: its metric, subject and PeakModel field.
+PARTS = {
+    "matrix": ("one N×N matrix", "scores", "matrix_bytes"),
+    "mask": ("bool mask", NAIVE, "mask_bytes"),
+    "output": ("output", NAIVE, "output_bytes"),
+}
 
 
 def matrix(s: Shape, part: str = "matrix") -> Fact:
     """One of the model's parts in bytes: "matrix" (one N×N score matrix), "mask", "output"."""
-    p = naive_peak(*s.dims, s.dtype, causal=s.causal, kv_seq_len=s.kv_len)
-    metric, subject = {"matrix": ("one N×N matrix", "scores"), "mask": ("bool mask", NAIVE),
-                       "output": ("output", NAIVE)}[part]  # fmt: skip
-    value = {"matrix": p.matrix_bytes, "mask": p.mask_bytes, "output": p.output_bytes}[part]
-    return Fact(Quantity(metric, subject, ANALYTIC, MODEL, s), value, "B")
+    metric, subject, field = PARTS[part]
+    return Fact(Quantity(metric, subject, ANALYTIC, MODEL, s), getattr(_model(s), field), "B")
 
 
 SCRATCH_BLOCK_BYTES = 64  # below this, a scratch allocation is a scalar, not a block
@@ -110,27 +132,20 @@ def dtype_peaks(m: Measurement) -> tuple[DtypePeak, ...]:
     for r in m.tables["dtypes"].records():
         s = shape(m, dtype=r["dtype"])
         scratch = tuple(
-            Scratch(
-                x["step"],
-                x["op"],
-                Fact(
-                    Quantity("scratch per call", x["op"], m.device_id, COUNTED, s, x["step"]),
-                    x["largest_bytes"],
-                    "B",
-                ),
-            )
+            Scratch(x["step"], x["op"], Fact(q, x["largest_bytes"], "B"))
             for x in m.tables["scratch"].records()
             if x["dtype"] == r["dtype"]
+            for q in [Quantity("scratch per call", x["op"], m.device_id, COUNTED, s, x["step"])]
         )
-        extra = r["measured_peak_bytes"] - r["tensor_peak_bytes"]
+        measured, tensors = r["measured_peak_bytes"], r["tensor_peak_bytes"]
         out.append(
             DtypePeak(
                 r["dtype"],
-                peak_fact(m, r["measured_peak_bytes"], s),
-                peak_fact(m, r["tensor_peak_bytes"], s, TENSORS),
+                peak_fact(m, measured, s),
+                peak_fact(m, tensors, s, TENSORS),
                 model_peak(s),
-                peak_fact(m, extra, s, "scratch live at the peak"),
-                r["tensor_peak_bytes"] == r["model_peak_bytes"],
+                peak_fact(m, measured - tensors, s, "scratch live at the peak"),
+                tensors == r["model_peak_bytes"],
                 r["backend"],
                 r["kernel"],
                 r["isa"],
@@ -152,22 +167,20 @@ class Matrices:
 def matrices(m: Measurement) -> Matrices:
     """Counted by size, event by event: allocations of exactly a score matrix's size minus
     frees of that size (the mask and the output are other sizes, and are not counted)."""
-    size = m.facts["matrix_bytes"]
     live = most = 0
     for e in m.tables["events"].records():
-        if is_matrix_sized(e["bytes"], size):
+        if is_matrix_sized(e["bytes"], m.facts["matrix_bytes"]):
             live += 1 if e["bytes"] > 0 else -1
             most = max(most, live)
     steps = m.tables["steps"].records()
-    s = shape(m)
+
+    def counted(metric: str, value: int) -> Fact:
+        return Fact(Quantity(metric, NAIVE, m.device_id, COUNTED, shape(m)), value, "")
+
     return Matrices(
-        Fact(
-            Quantity("N×N tensors created", NAIVE, m.device_id, COUNTED, s),
-            sum(r["score_sized"] for r in steps),
-            "",
-        ),
+        counted("N×N tensors created", sum(r["score_sized"] for r in steps)),
         tuple(r["step"] for r in steps if r["score_sized"]),
-        Fact(Quantity("N×N tensors live at once", NAIVE, m.device_id, COUNTED, s), most, ""),
+        counted("N×N tensors live at once", most),
     )
 
 
@@ -191,21 +204,17 @@ def peak_rows(m: Measurement) -> tuple[PeakRow, ...]:
     """memory_peak's rows as facts (a row that did not run has no measured value)."""
     out = []
     for r in m.tables["peak"].records():
-        s = shape(m, seq_len=r["seq_len"])
-        measured = (
-            None if r["measured_peak_bytes"] is None else peak_fact(m, r["measured_peak_bytes"], s)
-        )
+        s, value = shape(m, seq_len=r["seq_len"]), r["measured_peak_bytes"]
+        measured = None if value is None else peak_fact(m, value, s)
         ratio = nxn = None
-        if measured is not None and measured.value:
+        if value:
             q = Quantity("measured ÷ model", PEAK, m.device_id, COUNTED, s, ABOVE)
             ratio = Fact(q, r["measured_over_predicted"], "×")
-            p = naive_peak(*s.dims, s.dtype, causal=s.causal)
             q = Quantity("N×N share", PEAK, m.device_id, COUNTED, s, ABOVE)
-            nxn = Fact(q, (p.matrices * p.matrix_bytes + p.mask_bytes) / measured.value, "%")
+            nxn = Fact(q, nxn_bytes(s) / value, "%")
+        total = model_peak(s, with_inputs=True)
         status = r["status"].split(" (")[0]
-        out.append(
-            PeakRow(r["seq_len"], model_peak(s), model_total(s), measured, ratio, nxn, status)
-        )
+        out.append(PeakRow(r["seq_len"], model_peak(s), total, measured, ratio, nxn, status))
     return tuple(out)
 
 
@@ -213,20 +222,22 @@ def longest(m: Measurement, *, free: bool) -> Fact:
     """The model's longest seq_len whose inputs and peak fit in the device's memory (all of
     it, or what was free when the sweep began)."""
     key = "predicted_max_seq_len_free" if free else "predicted_max_seq_len"
-    s = shape(m, seq_len=1)
-    what = "free memory" if free else "all memory"
-    detail = f"{s.key().replace(' n1 ', ' ')}; {what}"
-    q = Quantity("longest seq_len that fits", NAIVE, m.device_id, MODEL, None, detail)
+    detail = f"{without_seq_len(shape(m, seq_len=1))}; {'free' if free else 'all'} memory"
+    q = Quantity(LONGEST, NAIVE, m.device_id, MODEL, None, detail)
     return Fact(q, m.facts[key], "tokens")
 
 
 def memory_fact(m: Measurement, key: str) -> Fact:
     """The device's memory (`memory_bytes`) or what was free at the start (`free_bytes`)."""
-    return Fact(
-        Quantity(key.replace("_", " "), m.facts["memory_kind"], m.device_id, COUNTED),
-        m.facts[key],
-        "B",
-    )
+    q = Quantity(key.replace("_", " "), m.facts["memory_kind"], m.device_id, COUNTED)
+    return Fact(q, m.facts[key], "B")
+
+
+def longest_forecast(gpu: SpecSheet) -> Fact:
+    """The longest seq_len whose naive forward fits in all of `gpu`'s memory, at the forecast
+    shape's batch, heads, head_dim and dtype."""
+    n = gpus.longest_naive_seq_len(gpu, gpus.FORECAST_SHAPE)
+    return forecast(LONGEST, NAIVE, gpu, n, "tokens", detail=f"{FORECAST_BASE}; all memory")
 
 
 def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> dict[str, Check]:
@@ -234,57 +245,30 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> dict[str, Ch
     peak (checked against a stored memory_timeline of that GPU at that shape), the longest
     seq_len whose naive forward fits, and what a fused kernel keeps instead."""
     s = gpus.FORECAST_SHAPE
-    naive = naive_peak(*s.dims, s.dtype, causal=s.causal)
+    naive, memory = naive_peak(*s.dims, s.dtype, causal=s.causal), gpus.memory_bytes(gpu)
+    fused = fused_peak(*s.dims, s.dtype)
+    found = {
+        "naive peak": forecast(PEAK, NAIVE, gpu, naive.peak_bytes, "B", shape=s, detail=ABOVE),
+        "matrix": forecast("one N×N matrix", "scores", gpu, naive.matrix_bytes, "B", shape=s),
+        "longest": longest_forecast(gpu),
+        "fused peak": forecast(PEAK, FUSED, gpu, fused, "B", shape=s, detail=ABOVE),
+        "memory": forecast("memory", "HBM", gpu, memory, "B"),
+    }
+    if gpu.reported_mib is not None:
+        found["memory MiB"] = forecast(
+            "memory as the driver reports it", "HBM", gpu, gpu.reported_mib, "MiB"
+        )
+        found["memory GiB"] = forecast("memory in GiB", "HBM", gpu, memory / 2**30, "GiB")
+    found["data sheet memory"] = forecast(
+        "memory, data sheet", "HBM", gpu, gpu.memory_gb * 1e9, "B"
+    )
+    found["workspace"] = forecast(
+        "workspace per stream", "cuBLAS", gpu, CUBLAS_WORKSPACE_HOPPER, "B"
+    )
     measured = None
     if stored is not None and shape(stored) == s:
         measured = peak_fact(stored, stored.facts["measured_peak_bytes"], s)
-    longest_detail = f"{s.key().replace(f' n{s.seq_len} ', ' ')}; all memory"
-    return {
-        "naive peak": check(
-            forecast(PEAK, NAIVE, gpu, naive.peak_bytes, "B", shape=s, detail=ABOVE), measured
-        ),
-        "matrix": check(
-            forecast("one N×N matrix", "scores", gpu, naive.matrix_bytes, "B", shape=s), None
-        ),
-        "longest": check(
-            forecast(
-                "longest seq_len that fits",
-                NAIVE,
-                gpu,
-                gpus.longest_naive_seq_len(gpu, s),
-                "tokens",
-                detail=longest_detail,
-            ),
-            None,
-        ),
-        "fused peak": check(
-            forecast(PEAK, FUSED, gpu, fused_peak(*s.dims, s.dtype), "B", shape=s, detail=ABOVE),
-            None,
-        ),
-        "memory": check(forecast("memory", "HBM", gpu, gpus.memory_bytes(gpu), "B"), None),
-        **(
-            {
-                "memory MiB": check(
-                    forecast(
-                        "memory as the driver reports it", "HBM", gpu, gpu.reported_mib, "MiB"
-                    ),
-                    None,
-                ),
-                "memory GiB": check(
-                    forecast("memory in GiB", "HBM", gpu, gpus.memory_bytes(gpu) / 2**30, "GiB"),
-                    None,
-                ),
-            }
-            if gpu.reported_mib is not None
-            else {}
-        ),
-        "data sheet memory": check(
-            forecast("memory, data sheet", "HBM", gpu, gpu.memory_gb * 1e9, "B"), None
-        ),
-        "workspace": check(
-            forecast("workspace per stream", "cuBLAS", gpu, CUBLAS_WORKSPACE_HOPPER, "B"), None
-        ),
-    }
+    return {k: check(f, measured if k == "naive peak" else None) for k, f in found.items()}
 
 
 PEAK_LINES = ("predicted_peak_bytes", "measured_peak_bytes")

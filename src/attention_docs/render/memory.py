@@ -8,7 +8,7 @@ from attention_docs.findings import memory as fmemory
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import words
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
-from attention_docs.render.forecast import forecast_box
+from attention_docs.render.forecast import forecast_box, stored_on
 from attention_docs.render.plots import line_figure
 from attention_docs.render.tables import captioned_table
 
@@ -189,11 +189,10 @@ def finding(m: Measurement) -> str:
             text += f" In {p.dtype} the matmul runs in {_backend(p)}, whose scratch adds {fact(p.scratch_at_peak)} to the peak: the tensors alone still match the model."  # fmt: skip
         elif p.dtype != here.dtype:
             text += f" In {p.dtype} no backend adds scratch at the peak: the model is exact there too."  # fmt: skip
-    base = gpus.FORECAST_SHAPE.key().replace(f" n{gpus.FORECAST_SHAPE.seq_len} ", " ")
-    longest = fmemory.forecasts(gpus.sheet())["longest"].forecast
+    longest = fmemory.longest_forecast(gpus.sheet())
     return text + (
-        f" On an {gpus.sheet().label} ({base}; a forecast from its data sheet), naive attention runs "
-        f"out of memory past {fact(longest, emphasis=True)}."
+        f" On an {gpus.sheet().label} ({fmemory.FORECAST_BASE}; a forecast from its data sheet), "
+        f"naive attention runs out of memory past {fact(longest, emphasis=True)}."
     )
 
 
@@ -201,8 +200,7 @@ def forecast(entries: list[Sourced] | None = None) -> str:
     """How long a sequence naive attention can hold on the forecast GPU, its peak at the
     forecast shape (beside a stored timeline of that GPU), and what a fused kernel keeps."""
     gpu = gpus.sheet()
-    stored = next((e.measurement for e in entries or [] if e.measurement.device_id == f"cuda-{gpu.slug}"), None)  # fmt: skip
-    c = fmemory.forecasts(gpu, stored)
+    c = fmemory.forecasts(gpu, stored_on(entries or [], gpu))
     rows = [
         (f"{gpu.label} memory" + (", as the driver reports it" if "memory MiB" in c else ", from the data sheet"), c["memory"]),
         *((("… in MiB, as nvidia-smi prints it", c["memory MiB"]), ("… in GiB (2³⁰ bytes)", c["memory GiB"])) if "memory MiB" in c else ()),

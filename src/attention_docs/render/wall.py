@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import wall as fwall
+from attention_docs.findings.facts import llc_fact
 from attention_docs.findings.forecast import check
+from attention_docs.findings.memory import FORECAST_BASE
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import STEPS
 from attention_docs.render import words
 from attention_docs.render.figures import MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
-from attention_docs.render.forecast import forecast_box
+from attention_docs.render.forecast import forecast_box, stored_on
 from attention_docs.render.plots import stacked_share_figure
 from attention_docs.render.tables import captioned_table
 
@@ -28,9 +30,10 @@ def _pts(wall: Sourced, name: str, times: Sourced | None = None) -> list[fwall.P
     return fwall.sweep(wall.measurement, name, times.measurement if times else None)
 
 
-def _ends(wall: Sourced, name: str) -> tuple[fwall.Point, fwall.Point] | None:
+def _ends(wall: Sourced, name: str) -> tuple[fwall.Point, ...]:
+    """The first and the last timed point of a sweep (an empty tuple with fewer than two)."""
     pts = [p for p in _pts(wall, name) if p.timing]
-    return (pts[0], pts[-1]) if len(pts) >= 2 else None
+    return (pts[0], pts[-1]) if len(pts) >= 2 else ()
 
 
 def sweep_table(wall: Sourced, name: str, times: Sourced | None = None) -> str:
@@ -74,10 +77,8 @@ def sweep_figure(
 def step_share_figure(sourced: Sourced, table: str, *, x: str, what: str) -> str:
     """Stacked shares of the five steps per row: of a table of step times, or (`table` a
     sweep of the wall experiment) of its profiled shapes' medians."""
-    found = fwall.step_shares(sourced.measurement, table, x)
-    return stacked_share_figure(
-        sourced, found.xs, found.shares, x=x, x_unit=found.x_unit, parts=STEPS, what=what
-    )
+    xs, shares = fwall.step_shares(sourced.measurement, table, x)
+    return stacked_share_figure(sourced, xs, shares, x=x, parts=STEPS, what=what)
 
 
 def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
@@ -85,7 +86,7 @@ def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
     than N² with what the cache says about it."""
     m = wall.measurement
     pts = _pts(wall, "seq_len", times)
-    t = fwall.time_trend(m, pts, "seq_len")
+    t = fwall.time_trend(m, pts)
     if t is None:
         return "Too few lengths were measured to fit a slope."
     text = (
@@ -111,7 +112,7 @@ def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
         f" Between {s.x0:,} and {s.x1:,} tokens the local slope is {fact(t.steep)}: steeper than "
         f"N² even at the rounds' extremes, so something besides the N² work grew there."
     )
-    crossing = fwall.cache_crossing(m, s, pts, "seq_len")
+    crossing = fwall.cache_crossing(m, s, pts)
     if crossing is None:
         return text + " This measurement does not record the last-level cache."
     where = {"crossed": "grows past", "inside": "stays inside", "inside, shared": "stays inside", "beyond": "was already larger than"}[crossing]  # fmt: skip
@@ -125,7 +126,7 @@ def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
     }.get(crossing, "so the cache does not explain it; these measurements do not say what does")
     return text + (
         f" Across that doubling the N×N working set (two matrices and the mask) {where} the "
-        f"{fact(fwall.llc_fact(m))} last-level cache, {verdict}."
+        f"{fact(llc_fact(m.facts, m.device_id))} last-level cache, {verdict}."
     )
 
 
@@ -156,19 +157,18 @@ def step_shares_claim(wall: Sourced, name: str) -> str:
 
 
 def _change(m: Measurement, a: fwall.Point, b: fwall.Point) -> str:
-    fact_id, c = fwall.change(m, a, b)
+    fact_id, c, rises = fwall.change(m, a, b)
     if c.tie:
         return words.fact_span(fact_id, f"leaves time within noise ({words.times(c.ratio)} apart)")
-    verb = "multiplies" if fwall.rises(a, b) else "divides"
+    verb = "multiplies" if rises else "divides"
     return words.fact_span(fact_id, f"{verb} time by {words.versus(c)}")
 
 
 def tokens_claim(wall: Sourced) -> str:
     """The same tokens as more, shorter sequences: work and time follow seq_len, not N²."""
-    m, ends = wall.measurement, _ends(wall, "tokens")
-    if ends is None:
+    if not (ends := _ends(wall, "tokens")):
         return ""
-    a, b = ends
+    m, (a, b) = wall.measurement, ends
     flops = fwall.ratio(m, "FLOPs ratio", b, a, "flops")
     return (
         f"The same tokens as {a.shape.batch_size} sequence of {a.shape.seq_len:,} take "
@@ -180,10 +180,9 @@ def tokens_claim(wall: Sourced) -> str:
 
 def heads_claim(wall: Sourced) -> str:
     """The same width as more, narrower heads: FLOPs fixed, memory and time not."""
-    m, ends = wall.measurement, _ends(wall, "heads")
-    if ends is None:
+    if not (ends := _ends(wall, "heads")):
         return ""
-    a, b = ends
+    m, (a, b) = wall.measurement, ends
     peak = fwall.ratio(m, "peak memory ratio", a, b, "peak")
     return (
         f"Splitting the same width into {b.shape.num_heads} heads of {b.shape.head_dim} instead "
@@ -195,10 +194,9 @@ def heads_claim(wall: Sourced) -> str:
 
 def head_dim_claim(wall: Sourced) -> str:
     """How time follows head_dim at a fixed seq_len, and how the matmuls' share moves."""
-    m, ends = wall.measurement, _ends(wall, "head_dim")
-    if ends is None:
+    if not (ends := _ends(wall, "head_dim")):
         return ""
-    a, b = ends
+    m, (a, b) = wall.measurement, ends
     flops = fwall.ratio(m, "FLOPs ratio", a, b, "flops")
     return (
         f"From head_dim {a.shape.head_dim} to {b.shape.head_dim} the FLOPs grow {fact(flops)}, "
@@ -211,7 +209,7 @@ def head_dim_claim(wall: Sourced) -> str:
 def finding(wall: Sourced, times: Sourced | None = None) -> str:
     """The chapter's finding: the slope and the wall on this device, and the wall on a GPU."""
     m = wall.measurement
-    t = fwall.time_trend(m, _pts(wall, "seq_len", times), "seq_len")
+    t = fwall.time_trend(m, _pts(wall, "seq_len", times))
     longest, pts = fwall.forecasts(gpus.sheet())
     at = next(p for p in pts if p.seq_len == gpus.FORECAST_SHAPE.seq_len)
     text = "Too few lengths were measured here to fit a slope."
@@ -229,7 +227,7 @@ def finding(wall: Sourced, times: Sourced | None = None) -> str:
         else ""
     )
     return text + (
-        f" On an {gpus.sheet().label} (a data-sheet forecast, {fwall.FORECAST_BASE}) naive attention "
+        f" On an {gpus.sheet().label} (a data-sheet forecast, {FORECAST_BASE}) naive attention "
         f"as written, {at.kernels} kernels, needs at least {fact(at.naive.forecast)} at seq_len "
         f"{at.seq_len:,} against a fused kernel's {fact(at.fused.forecast)}{ranges}, and the "
         f"naive forward stops fitting in memory past {fact(longest, emphasis=True)}."
@@ -240,14 +238,13 @@ def forecast(entries: list[Sourced] | None = None) -> str:
     """The wall on the forecast GPU: naive and fused floors across seq_len, with a stored
     forward_times of that GPU beside them."""
     gpu = gpus.sheet()
-    stored = next((e.measurement for e in entries or [] if e.measurement.device_id == f"cuda-{gpu.slug}"), None)  # fmt: skip
-    longest, pts = fwall.forecasts(gpu, stored)
+    longest, pts = fwall.forecasts(gpu, stored_on(entries or [], gpu))
     rows = [(f"seq_len {p.seq_len:,}: {what}", c) for p in pts for what, c in ((f"naive ({p.kernels} kernels), floor", p.naive), ("fused (SDPA flash), floor", p.fused)) if c]  # fmt: skip
     at = next(p for p in pts if p.seq_len == gpus.FORECAST_SHAPE.seq_len)
     rows += [(f"seq_len {at.seq_len:,}: {what}, realistic range", check(r, None)) for what, r in (("naive", at.naive_range), ("fused (SDPA flash)", at.fused_range)) if r]  # fmt: skip
     out = [p.seq_len for p in pts if p.naive is None]
     lead = (
-        f"On an {gpu.label} at {fwall.FORECAST_BASE}, naive attention fits in memory up to {fact(longest, emphasis=True)} "
+        f"On an {gpu.label} at {FORECAST_BASE}, naive attention fits in memory up to {fact(longest, emphasis=True)} "
         f"(seq_len {words.series(f'{n:,}' for n in out)} would not); a fused kernel keeps nothing "
         f"N×N, so its floor follows its FLOPs, the work of the causal tiles it computes."
     )
