@@ -173,3 +173,17 @@ def test_dtype_renderers():
         claim,
     )
     assert "best vector instruction set" in claim
+
+
+def test_both_chapters_state_the_longest_naive_seq_len_on_a_gpu_with_one_fact():
+    """The memory and the wall chapters forecast where naive attention stops fitting: one
+    quantity, so one fact id and one value, at the forecast shape without its seq_len."""
+    from attention_docs.findings import wall as fwall
+
+    h200 = gpus.sheet("h200")
+    memory, (wall, _) = fmemory.forecasts(h200)["longest"].forecast, fwall.forecasts(h200)
+    assert memory == wall and memory.value == gpus.longest_naive_seq_len(h200)
+    assert memory.quantity.detail == "b4 h16 d128 bfloat16 causal; all memory"
+    s = gpus.FORECAST_SHAPE
+    model = naive_peak(*s.dims, s.dtype, causal=True)
+    assert fmemory.nxn_bytes(s) == 2 * model.matrix_bytes + model.mask_bytes

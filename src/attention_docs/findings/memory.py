@@ -8,13 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from attention_docs.analytic import gpu as gpus
-from attention_docs.analytic.memory import (
-    CUBLAS_WORKSPACE_HOPPER,
-    PeakModel,
-    fused_peak,
-    is_matrix_sized,
-    naive_peak,
-)
+from attention_docs.analytic import memory as amem
 from attention_docs.findings.facts import COUNTED, MODEL, Fact, Quantity
 from attention_docs.findings.forecast import Check, check, forecast
 from attention_docs.findings.trend import table_slopes
@@ -44,8 +38,8 @@ def without_seq_len(s: Shape) -> str:
 FORECAST_BASE = without_seq_len(gpus.FORECAST_SHAPE)
 
 
-def _model(s: Shape) -> PeakModel:
-    return naive_peak(*s.dims, s.dtype, causal=s.causal, kv_seq_len=s.kv_len)
+def _model(s: Shape) -> amem.PeakModel:
+    return amem.naive_peak(*s.dims, s.dtype, causal=s.causal, kv_seq_len=s.kv_len)
 
 
 def nxn_bytes(s: Shape) -> int:
@@ -169,7 +163,7 @@ def matrices(m: Measurement) -> Matrices:
     frees of that size (the mask and the output are other sizes, and are not counted)."""
     live = most = 0
     for e in m.tables["events"].records():
-        if is_matrix_sized(e["bytes"], m.facts["matrix_bytes"]):
+        if amem.is_matrix_sized(e["bytes"], m.facts["matrix_bytes"]):
             live += 1 if e["bytes"] > 0 else -1
             most = max(most, live)
     steps = m.tables["steps"].records()
@@ -245,26 +239,22 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> dict[str, Ch
     peak (checked against a stored memory_timeline of that GPU at that shape), the longest
     seq_len whose naive forward fits, and what a fused kernel keeps instead."""
     s = gpus.FORECAST_SHAPE
-    naive, memory = naive_peak(*s.dims, s.dtype, causal=s.causal), gpus.memory_bytes(gpu)
-    fused = fused_peak(*s.dims, s.dtype)
+    naive, memory = _model(s), gpus.memory_bytes(gpu)
+    fused, workspace = amem.fused_peak(*s.dims, s.dtype), amem.CUBLAS_WORKSPACE_HOPPER
     found = {
         "naive peak": forecast(PEAK, NAIVE, gpu, naive.peak_bytes, "B", shape=s, detail=ABOVE),
         "matrix": forecast("one N×N matrix", "scores", gpu, naive.matrix_bytes, "B", shape=s),
         "longest": longest_forecast(gpu),
         "fused peak": forecast(PEAK, FUSED, gpu, fused, "B", shape=s, detail=ABOVE),
         "memory": forecast("memory", "HBM", gpu, memory, "B"),
+        "data sheet memory": forecast("memory, data sheet", "HBM", gpu, gpu.memory_gb * 1e9, "B"),
+        "workspace": forecast("workspace per stream", "cuBLAS", gpu, workspace, "B"),
     }
     if gpu.reported_mib is not None:
         found["memory MiB"] = forecast(
             "memory as the driver reports it", "HBM", gpu, gpu.reported_mib, "MiB"
         )
         found["memory GiB"] = forecast("memory in GiB", "HBM", gpu, memory / 2**30, "GiB")
-    found["data sheet memory"] = forecast(
-        "memory, data sheet", "HBM", gpu, gpu.memory_gb * 1e9, "B"
-    )
-    found["workspace"] = forecast(
-        "workspace per stream", "cuBLAS", gpu, CUBLAS_WORKSPACE_HOPPER, "B"
-    )
     measured = None
     if stored is not None and shape(stored) == s:
         measured = peak_fact(stored, stored.facts["measured_peak_bytes"], s)

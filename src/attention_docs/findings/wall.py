@@ -11,25 +11,12 @@ from dataclasses import dataclass, replace
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.cost import attention_flops
+from attention_docs.findings import forecast as fc
 from attention_docs.findings import forward as ffwd
+from attention_docs.findings import memory as fmemory
 from attention_docs.findings import share, trend
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import COUNTED, MODEL, PROFILED, UNPROFILED, Fact, Quantity
-from attention_docs.findings.forecast import (
-    RANGE_OF_FLASH,
-    RANGE_OF_NAIVE,
-    Check,
-    check,
-    forecast,
-    realistic,
-)
-from attention_docs.findings.memory import (
-    ANALYTIC,
-    longest_forecast,
-    nxn_bytes,
-    peak_fact,
-    without_seq_len,
-)
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -60,7 +47,9 @@ class Point:
 
 def flops(s: Shape) -> Fact:
     return Fact(
-        Quantity("matmul FLOPs", NAIVE, ANALYTIC, MODEL, s), attention_flops(*s.dims), "FLOP"
+        Quantity("matmul FLOPs", NAIVE, fmemory.ANALYTIC, MODEL, s),
+        attention_flops(*s.dims),
+        "FLOP",
     )
 
 
@@ -83,7 +72,7 @@ def points(m: Measurement, times: Measurement | None = None) -> dict[Shape, Poin
             timing = fwd.timing(times, NAIVE, s)
         elif timing is not None:
             time = Fact.of_timing(ffwd.forward_quantity(m, NAIVE, s), timing)
-        peak = None if r["peak_bytes"] is None else peak_fact(m, r["peak_bytes"], s)
+        peak = None if r["peak_bytes"] is None else fmemory.peak_fact(m, r["peak_bytes"], s)
         steps = {label: r[label] for label in STEPS} if r.get(STEPS[0]) is not None else None
         out[s] = Point(s, timing, time, peak, flops(s), steps, r["status"].split(" (")[0])
     return out
@@ -120,7 +109,7 @@ def time_trend(m: Measurement, pts: Sequence[Point]) -> Trend | None:
     if len(ok) < 3:
         return None
     xs, ts = tuple(p.shape.seq_len for p in ok), [p.timing for p in ok]
-    fixed = f"{without_seq_len(ok[0].shape)}; seq_len"
+    fixed = f"{fmemory.without_seq_len(ok[0].shape)}; seq_len"
 
     def slope_fact(s: trend.Slope) -> Fact:
         detail = f"{fixed} {s.x0:g}–{s.x1:g}"
@@ -156,7 +145,7 @@ def cache_crossing(m: Measurement, s: trend.Slope, pts: Sequence[Point]) -> str 
     llc = m.facts.get("llc_bytes")
     if not llc:
         return None
-    sizes = [nxn_bytes(p.shape) for p in pts if p.shape.seq_len in (s.x0, s.x1)]
+    sizes = [fmemory.nxn_bytes(p.shape) for p in pts if p.shape.seq_len in (s.x0, s.x1)]
     if sizes[-1] <= llc:
         return "inside, shared" if m.device_id.startswith("cpu-") else "inside"
     return "crossed" if sizes[0] <= llc else "beyond"
@@ -185,12 +174,9 @@ def leaders(m: Measurement, pts: Sequence[Point], x: str) -> list[Leader]:
         top = share.largest(found)
         step, tied = (top.part, ()) if top.clear else (None, (top.part, *top.rivals))
         fact = share_fact(m, p, top.part, found[top.part])
-        if out and out[-1].step == step and (step or out[-1].tied == tied):
-            last = out.pop()
-            fact, xs = (*last.shares, fact), (*last.xs, getattr(p.shape, x))
-            out.append(Leader(xs, step, tied, fact))
-        else:
-            out.append(Leader((getattr(p.shape, x),), step, tied, (fact,)))
+        same = out and out[-1].step == step and (step or out[-1].tied == tied)
+        last = out.pop() if same else Leader((), step, tied, ())
+        out.append(Leader((*last.xs, getattr(p.shape, x)), step, tied, (*last.shares, fact)))
     return out
 
 
@@ -214,7 +200,7 @@ def change(m: Measurement, a: Point, b: Point) -> tuple[str, Comparison, bool]:
 
 def ratio(m: Measurement, metric: str, a: Point, b: Point, field: str) -> Fact:
     """b's `field` ("peak" counted, "flops" the model's) over a's, as a fact."""
-    clock, device = (MODEL, ANALYTIC) if field == "flops" else (COUNTED, m.device_id)
+    clock, device = (MODEL, fmemory.ANALYTIC) if field == "flops" else (COUNTED, m.device_id)
     q = Quantity(metric, NAIVE, device, clock, None, f"{a.shape.key()} → {b.shape.key()}")
     return Fact(q, getattr(b, field).value / getattr(a, field).value, "×")
 
@@ -235,8 +221,8 @@ FORECAST_SEQ_LENS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 @dataclass(frozen=True)
 class GpuPoint:
     seq_len: int
-    naive: Check | None  # None: the naive forward does not fit in the GPU's memory
-    fused: Check
+    naive: fc.Check | None  # None: the naive forward does not fit in the GPU's memory
+    fused: fc.Check
     naive_range: Fact | None  # the floor over cited efficiencies (analytic.gpu)
     fused_range: Fact | None
     kernels: int  # kernels the naive code launches (its recorded ops)
@@ -244,9 +230,9 @@ class GpuPoint:
 
 def _time(gpu: SpecSheet, stored, s: Shape, impl: str, *, floor: float, r, detail: str):
     """`impl`'s forward-time floor at `s` checked against `stored`, and its realistic range."""
-    f = forecast("forward time", impl, gpu, floor, "µs", shape=s)
-    in_range = realistic("forward time", impl, gpu, r, "µs", shape=s, detail=detail)
-    return check(f, _measured(stored, s, impl)), in_range
+    f = fc.forecast("forward time", impl, gpu, floor, "µs", shape=s)
+    in_range = fc.realistic("forward time", impl, gpu, r, "µs", shape=s, detail=detail)
+    return fc.check(f, _measured(stored, s, impl)), in_range
 
 
 def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> tuple[Fact, list[GpuPoint]]:
@@ -255,18 +241,18 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> tuple[Fact, 
     head_dim and dtype across seq_len; checked against a stored forward_times of that GPU
     (naive and SDPA flash) where its grid holds the shape. Also the longest seq_len whose
     naive forward fits in the GPU's memory."""
-    longest, out = longest_forecast(gpu), []
+    longest, out = fmemory.longest_forecast(gpu), []
     for n in FORECAST_SEQ_LENS:
         s = replace(gpus.FORECAST_SHAPE, seq_len=n)
         naive = naive_range = None
         if n <= longest.value:
             floor, r = gpus.naive_floor_us(gpu, s), gpus.naive_range(gpu, s)
             naive, naive_range = _time(
-                gpu, stored, s, NAIVE, floor=floor, r=r, detail=RANGE_OF_NAIVE
+                gpu, stored, s, NAIVE, floor=floor, r=r, detail=fc.RANGE_OF_NAIVE
             )
         floor, r = gpus.flash_forward(gpu, s).floor_us, gpus.flash_range(gpu, s)
         fused, fused_range = _time(
-            gpu, stored, s, fwd.SDPA_FLASH, floor=floor, r=r, detail=RANGE_OF_FLASH
+            gpu, stored, s, fwd.SDPA_FLASH, floor=floor, r=r, detail=fc.RANGE_OF_FLASH
         )
         kernels = len(gpus.naive_kernels(gpu, s))
         out.append(GpuPoint(n, naive, fused, naive_range, fused_range, kernels))
