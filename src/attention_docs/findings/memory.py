@@ -120,17 +120,18 @@ class DtypePeak:
         return tuple(x for x in self.scratch if x.per_call.value >= SCRATCH_BLOCK_BYTES)
 
 
+def _scratch(m: Measurement, s: Shape, x: dict) -> Scratch:
+    q = Quantity("scratch per call", x["op"], m.device_id, COUNTED, s, x["step"])
+    return Scratch(x["step"], x["op"], Fact(q, x["largest_bytes"], "B"))
+
+
 def dtype_peaks(m: Measurement) -> tuple[DtypePeak, ...]:
     """Per dtype the timeline profiled (memory_timeline's `dtypes` and `scratch` tables)."""
     out = []
     for r in m.tables["dtypes"].records():
         s = shape(m, dtype=r["dtype"])
-        scratch = tuple(
-            Scratch(x["step"], x["op"], Fact(q, x["largest_bytes"], "B"))
-            for x in m.tables["scratch"].records()
-            if x["dtype"] == r["dtype"]
-            for q in [Quantity("scratch per call", x["op"], m.device_id, COUNTED, s, x["step"])]
-        )
+        found = m.tables["scratch"].records()
+        scratch = tuple(_scratch(m, s, x) for x in found if x["dtype"] == r["dtype"])
         measured, tensors = r["measured_peak_bytes"], r["tensor_peak_bytes"]
         out.append(
             DtypePeak(

@@ -74,10 +74,9 @@ def sweep_figure(
     return figure_html(svg, wall, what)
 
 
-def step_share_figure(sourced: Sourced, table: str, *, x: str, what: str) -> str:
-    """Stacked shares of the five steps per row: of a table of step times, or (`table` a
-    sweep of the wall experiment) of its profiled shapes' medians."""
-    xs, shares = fwall.step_shares(sourced.measurement, table, x)
+def step_share_figure(sourced: Sourced, name: str, *, x: str, what: str) -> str:
+    """Stacked shares of the five steps at each profiled shape of a sweep, from their medians."""
+    xs, shares = fwall.step_shares(sourced.measurement, name, x)
     return stacked_share_figure(sourced, xs, shares, x=x, parts=STEPS, what=what)
 
 
