@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import html
 
-from attention_docs.analytic.gpu import (
-    FORECAST_GPU,
-    FORECAST_SHAPE,
-    sheet,
-)
+from attention_docs.analytic.gpu import FORECAST_GPU, FORECAST_SHAPE, sheet
 from attention_docs.findings import compile as fcompile
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings.facts import PROFILED, Fact
@@ -195,19 +191,18 @@ def fusion_forecast(each_device: list[Sourced]) -> str:
     (beside the GPU's stored forward times, when there are any)."""
     gpu, shape = sheet(FORECAST_GPU), FORECAST_SHAPE
     f = fcompile.fusion_forecast(gpu, shape, stored_on(each_device, gpu))
-    rows = [
-        (f"HBM bytes of scale, mask, softmax: eager ({f.elementwise_kernels} kernels)", f.eager_bytes),
-        ("… fused into one kernel (compiled)", f.fused_bytes),
-        ("Their floor time saved, at the HBM bandwidth", f.time_saved),
-        (f"Forward floor, eager ({f.naive_kernels} kernels, as the code records them)", f.naive_floor),
-        ("Forward floor, compiled (2 matmuls + 1 fused kernel)", f.compiled_floor),
-    ]  # fmt: skip
-    ranges = (
-        ("Their time saved, realistic range", f.time_saved_range),
-        ("Forward, eager: realistic range", f.naive_range),
-        ("Forward, compiled: realistic range", f.compiled_range),
+    labels = (
+        f"HBM bytes of scale, mask, softmax: eager ({f.elementwise_kernels} kernels)",
+        "… fused into one kernel (compiled)",
+        "Their floor time saved, at the HBM bandwidth",
+        f"Forward floor, eager ({f.naive_kernels} kernels, as the code records them)",
+        "Forward floor, compiled (2 matmuls + 1 fused kernel)",
+        "Their time saved, realistic range",
+        "Forward, eager: realistic range",
+        "Forward, compiled: realistic range",
     )
-    rows += [(what, r) for what, r in ranges if r is not None]
+    checks = (*f.floors, *f.ranges)
+    rows = [(what, c) for what, c in zip(labels, checks, strict=True) if c is not None]
     sources = words.series(f.sources)
     return forecast_box(
         gpu,
