@@ -46,7 +46,6 @@ class Passes:
     forward: Fact
     backward: Fact
     ratio: Fact  # measured backward ÷ forward, with its range over the rounds
-    comparison: Comparison
     flop_ratio: Fact  # counted by torch's FLOP counter, or by the analytic model
     verdict: str  # AS_COUNTED, SLOWER_PER_FLOP or FASTER_PER_FLOP
     matmuls: tuple[Fact, Fact]  # matmul ops per call in the profile, forward and backward
@@ -99,7 +98,6 @@ def passes(m: Measurement) -> list[Passes]:
                 Fact.of_timing(_q(m, FORWARD, name, UNPROFILED), r["forward"]),
                 Fact.of_timing(_q(m, BACKWARD, name, UNPROFILED), r["backward"]),
                 Fact(_q(m, RATIO, name, UNPROFILED), c.ratio, "×", c.low, c.high),
-                c,
                 flop_ratio,
                 against_count(c, flop_ratio.value),
                 tuple(_counted(m, r, MATMULS, f"{p}_matmuls", "", detail=p) for p in PASSES),
@@ -218,6 +216,6 @@ def limits(gpu: SpecSheet) -> tuple[str, str]:
 
 def saved_slopes(m: Measurement) -> dict[str, float | None]:
     """The fitted log-log slope of each implementation's kept bytes against seq_len (every
-    row of the table, as the figure draws it)."""
+    row of the table, as the figure draws it), in growth's order."""
     names = [g.implementation for g in growth(m)]
     return table_slopes(m.tables["saved"], "seq_len", names)

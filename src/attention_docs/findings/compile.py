@@ -33,7 +33,6 @@ def first_call(subject: str, device: str, shape: Shape, seconds: float, detail: 
 class BreakEven:
     """Forwards that repay a compile, or `never` (TIE or SLOWER) with `forwards` None."""
 
-    compile: Fact
     forwards: Fact | None
     never: str | None
 
@@ -47,12 +46,12 @@ def break_even(compile: Fact, times: Measurement, fast: str, slow: str, shape: S
     )
     v = versus(times, fast, slow, shape)
     if v is None or v.comparison.tie or v.comparison.ratio < 1:
-        return BreakEven(compile, None, TIE if v is None or v.comparison.tie else SLOWER)
+        return BreakEven(None, TIE if v is None or v.comparison.tie else SLOWER)
     a, b = fwd.timing(times, fast, shape), fwd.timing(times, slow, shape)
     saved = (b.time_us - a.time_us, b.high_us - a.low_us, b.low_us - a.high_us)
     n, low, high = (compile.value / s for s in saved)
     q = Quantity(BREAK_EVEN, fast, times.device_id, UNPROFILED, shape, compile.quantity.detail)
-    return BreakEven(compile, Fact(q, n, "forwards", low, high), None)
+    return BreakEven(Fact(q, n, "forwards", low, high), None)
 
 
 ELEMENTWISE_SUBJECT = "scale + mask + softmax"
@@ -69,8 +68,7 @@ class FusionForecast:
 
     elementwise_kernels: int  # of the naive forward's kernels, the element-wise ones
     naive_kernels: int
-    floors: tuple[Check, ...]
-    ranges: tuple[Check | None, ...]
+    checks: tuple[Check | None, ...]  # the five floors, then the three ranges
     sources: tuple[str, ...]  # the efficiencies on record the ranges divide by
 
 
@@ -102,8 +100,10 @@ def fusion_forecast(gpu: SpecSheet, shape: Shape, there: Measurement | None) -> 
     return FusionForecast(
         elementwise_kernels=sum(1 for k in kernels if k.label in ELEMENTWISE),
         naive_kernels=len(kernels),
-        floors=tuple(check(f, measured.get(f.quantity.subject)) for f in floors),
-        ranges=tuple(None if r is None else check(r, None) for r in ranges),
+        checks=(
+            *(check(f, measured.get(f.quantity.subject)) for f in floors),
+            *(None if r is None else check(r, None) for r in ranges),
+        ),
         sources=tuple(dict.fromkeys(compiled.sources + naive.sources)),
     )
 

@@ -88,10 +88,15 @@ def time_table(sourced: Sourced) -> str:
     for p in _by_name(sourced).values():
         facts = [words.fact(f) for f in (p.forward, p.backward, p.ratio, p.peak, p.saved)]
         rows.append([f"`{p.implementation}`", *facts[:3], VERDICT[p.verdict], *facts[3:]])
-    header = (
-        "Implementation | Forward, recording autograd (unprofiled) | Backward (unprofiled) | "
-        "Backward ÷ forward | Against the count | Peak memory | Kept for the backward"
-    ).split(" | ")
+    header = [
+        "Implementation",
+        "Forward, recording autograd (unprofiled)",
+        "Backward (unprofiled)",
+        "Backward ÷ forward",
+        "Against the count",
+        "Peak memory",
+        "Kept for the backward",
+    ]
     notes = "".join(f"\n\n{n}." for n in sourced.measurement.notes)
     what = "Median and range over interleaved rounds, without the profiler."
     return markdown_table(header, rows, "lrrrlrr") + notes + "\n\n" + caption_html(sourced, what)
@@ -127,11 +132,11 @@ def saved_detail_table(sourced: Sourced) -> str:
 
 def saved_figure(sourced: Sourced) -> str:
     """Bytes autograd keeps beyond q, k, v, against seq_len, log-log with fitted slopes."""
-    names = [g.implementation for g in fb.growth(sourced.measurement)]
+    slopes = fb.saved_slopes(sourced.measurement)
     what = "Bytes kept for the backward beyond q, k and v, against seq_len."
     return line_figure(
-        sourced, "saved", x="seq_len", ys=names, what=what, ylabel="kept bytes",
-        logx=True, logy=True, slopes=fb.saved_slopes(sourced.measurement),
+        sourced, "saved", x="seq_len", ys=list(slopes), what=what, ylabel="kept bytes",
+        logx=True, logy=True, slopes=slopes,
     )  # fmt: skip
 
 

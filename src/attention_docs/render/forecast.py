@@ -83,19 +83,9 @@ def _box(
         if measured
         else f"The store holds no measurement from an {gpu.label} yet: these are predictions only."
     )
-    body = [
-        lead.strip(),
-        "",
-        *lines,
-        "",
-        # A caption, like every table's: where the numbers come from (a data sheet, here).
-        '<p class="ad-caption">'
-        + html.escape(
-            f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()} {status}",
-            quote=False,
-        ).strip()
-        + "</p>",
-    ]
-    text = "\n".join(body).strip()
+    said = f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()} {status}"
+    # A caption, like every table's: where the numbers come from (a data sheet, here).
+    caption = f'<p class="ad-caption">{html.escape(said, quote=False).strip()}</p>'
+    text = "\n".join([lead.strip(), "", *lines, "", caption]).strip()
     title = f"On a GPU: forecast for the {gpu.label} (data sheet, not a measurement)"
     return f'!!! example "{title}"\n\n' + textwrap.indent(text, "    ") + "\n"

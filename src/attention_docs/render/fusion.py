@@ -201,9 +201,7 @@ def fusion_forecast(each_device: list[Sourced]) -> str:
         "Forward, eager: realistic range",
         "Forward, compiled: realistic range",
     )
-    checks = (*f.floors, *f.ranges)
-    rows = [(what, c) for what, c in zip(labels, checks, strict=True) if c is not None]
-    sources = words.series(f.sources)
+    rows = [(what, c) for what, c in zip(labels, f.checks, strict=True) if c is not None]
     return forecast_box(
         gpu,
         rows,
@@ -213,5 +211,5 @@ def fusion_forecast(each_device: list[Sourced]) -> str:
         model="Each kernel's floor is max(FLOPs ÷ peak, bytes ÷ HBM bandwidth); the fused kernel "
         "reads the scores once and writes the probabilities once. Launches and caches are not "
         f"modelled: a forecast is a floor. A realistic range divides each floor by the "
-        f"efficiencies on record, cited or stated ({sources}).",
+        f"efficiencies on record, cited or stated ({words.series(f.sources)}).",
     )
