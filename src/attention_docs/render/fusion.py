@@ -39,13 +39,15 @@ def _repaid(m: Measurement, times: Measurement, label: str) -> str:
     return NEVER[b.never] if b.forwards is None else words.fact(b.forwards)
 
 
-def _sdpa_peak(m: Measurement, backends: Measurement) -> tuple[str, float]:
-    """SDPA's row: the backend it chose, and that backend's peak, pinned (sdpa_backends)."""
+def _peaks(m: Measurement, backends: Measurement) -> tuple[dict[str, float], str]:
+    """Peak memory of one forward: eager and compiled (fusion_kernels), then SDPA's for the
+    backend it chose, pinned (sdpa_backends); and SDPA's row name."""
     if Shape.of(backends.params) != Shape.of(m.params):
         raise ValueError("sdpa_backends ran at another shape than fusion_kernels: pass the same")
     chosen = backends.facts["chosen"]
     row = next(r for r in backends.tables["backends"].records() if r["backend"] == chosen)
-    return f"SDPA {chosen}", row["peak_bytes"]
+    peaks = {r["variant"]: r["peak_bytes"] for r in m.tables["peaks"].records()}
+    return peaks | {f"SDPA {chosen}": row["peak_bytes"]}, f"SDPA {chosen}"
 
 
 @on_one_device
@@ -54,8 +56,7 @@ def finding(fk: Measurement, times: Sourced, backends: Measurement) -> str:
     memory, and what it saves on the forecast GPU."""
     shape, t = Shape.of(fk.params), times.measurement
     where = "this GPU" if fk.device_kind == "cuda" else "this CPU"
-    peaks = {r["variant"]: r for r in fk.tables["peaks"].records()}
-    sdpa, sdpa_peak = _sdpa_peak(fk, backends)
+    peaks, sdpa = _peaks(fk, backends)
     b = fcompile.break_even(_compile(fk, "cold"), t, fwd.COMPILED, fwd.NAIVE, shape)
     repaid = (
         f"repaid after {words.fact(b.forwards)}"
@@ -66,8 +67,8 @@ def finding(fk: Measurement, times: Sourced, backends: Measurement) -> str:
     return (
         f"On {where}, at {shape.text()}, {cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape)}; the "
         f"cold compile took {words.fact(_compile(fk, 'cold'), emphasis=True)}, {repaid}. Fusion keeps the N×N matrix: the compiled forward peaks at "
-        f"{stated(fk, 'peak memory', fwd.COMPILED, peaks[fwd.COMPILED]['peak_bytes'], 'B')}, "
-        f"{sdpa} at {stated(fk, 'peak memory', sdpa, sdpa_peak, 'B')}. On an "
+        f"{stated(fk, 'peak memory', fwd.COMPILED, peaks[fwd.COMPILED], 'B')}, "
+        f"{sdpa} at {stated(fk, 'peak memory', sdpa, peaks[sdpa], 'B')}. On an "
         f"{sheet(FORECAST_GPU).label} the saving is bandwidth: fusing scale, mask and softmax "
         f"spares {words.fact(saved)} of HBM traffic per forward at {FORECAST_SHAPE.text()} "
         "(a forecast from the data sheet)."
@@ -168,10 +169,9 @@ def speed_memory_table(sourced: Sourced, times: Sourced, backends: Sourced) -> s
     memory (this experiment; SDPA's from sdpa_backends) and that peak in N×N matrices."""
     m, t = sourced.measurement, times.measurement
     shape = Shape.of(m.params)
-    sdpa, sdpa_peak = _sdpa_peak(m, backends.measurement)
+    peaks, _ = _peaks(m, backends.measurement)
     matrix = m.tables["peaks"].records()[0]
     per_matrix = matrix["peak_bytes"] / matrix["peak_in_matrices"]
-    peaks = {r["variant"]: r["peak_bytes"] for r in m.tables["peaks"].records()} | {sdpa: sdpa_peak}
     rows = []
     for name, peak in peaks.items():
         v = ffwd.versus(t, name, fwd.NAIVE, shape) if name != fwd.NAIVE else None
