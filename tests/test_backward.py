@@ -207,10 +207,6 @@ def test_the_training_forecast_is_the_roofline_of_each_kernel():
 # --- findings and words, on a recorded entry and on made-up rounds -----------------------
 
 
-def timing(*rounds: float) -> Timing:
-    return spanning(rounds)
-
-
 @pytest.mark.parametrize(
     ("backward", "verdict"),
     [
@@ -222,7 +218,7 @@ def timing(*rounds: float) -> Timing:
 def test_the_measured_ratio_is_judged_against_the_count_with_its_noise(backward, verdict):
     from attention_docs.findings.compare import compare
 
-    c = compare(timing(95.0, 100.0, 105.0), timing(*backward))
+    c = compare(spanning((95.0, 100.0, 105.0)), spanning(backward))
     assert fb.against_count(c, 2.0) == verdict
 
 

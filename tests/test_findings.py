@@ -183,6 +183,8 @@ def test_a_check_sets_a_measurement_beside_its_forecast():
     )
     c = check(f, m)
     assert (c.ratio, c.low, c.high) == pytest.approx((1.5, 1.4, 1.6))
+    alone = check(f, Fact(m.quantity, 450.0, "µs"))  # no range: both ends are the value
+    assert (alone.ratio, alone.low, alone.high) == pytest.approx((1.5, 1.5, 1.5))
     other = Fact(
         Quantity("forward time", "naive (eager)", "cuda-h200", UNPROFILED, shape), 1.0, "µs"
     )

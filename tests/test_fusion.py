@@ -29,12 +29,12 @@ from attention_docs.records.shape import Shape
 from attention_docs.records.trace import Span, Trace
 from attention_docs.render import fusion, words
 
-
-def reference(q, k, v, causal):
-    return attention_reference(q, k, v, causal=causal)
-
-
 TINY = {"batch_size": 1, "num_heads": 2, "seq_len": 64, "head_dim": 16}
+
+
+def timed(m, naive, compiled, **more):
+    """forward_times at `m`'s shape: (median, low, high) µs for naive, compiled and `more`."""
+    return at(m, Shape.of(m.params), {fwd.NAIVE: naive, fwd.COMPILED: compiled, **more})
 
 
 @pytest.mark.parametrize(("shape", "causal"), [((2, 3, 17, 16), True), ((1, 2, 33, 8), False)])
@@ -43,7 +43,7 @@ def test_compiled_matches_float64_reference(shape, causal):
     seed = int(torch.randint(0, 2**31 - 1, ()).item())
     q, k, v = make_qkv(*shape, seed=seed)
     out = compiled_attention()(q, k, v, causal=causal)
-    expected = reference(q, k, v, causal)
+    expected = attention_reference(q, k, v, causal=causal)
     assert ((out.double() - expected).norm() / expected.norm()).item() < 1e-5, f"seed={seed}"
 
 
@@ -173,28 +173,16 @@ def test_the_work_tables_and_the_ranges_note_read_the_traces():
 def test_break_even_divides_the_compile_by_the_time_saved():
     m = recorded("fusion_kernels")
     shape = Shape.of(m.params)
-    times = at(
-        m,
-        shape,
-        {fwd.NAIVE: (10_000.0, 9_000.0, 11_000.0), fwd.COMPILED: (4_000.0, 3_000.0, 5_000.0)},
-    )
+    times = timed(m, (10_000.0, 9_000.0, 11_000.0), (4_000.0, 3_000.0, 5_000.0))
     compile = fcompile.first_call("f", m.device_id, shape, 6.0, "cold caches")
     b = fcompile.break_even(compile, times, fwd.COMPILED, fwd.NAIVE, shape)
     assert b.never is None and b.forwards.value == pytest.approx(1_000)  # 6 s / 6 ms saved
     assert b.forwards.low == pytest.approx(6e6 / 8_000)  # eager's slowest round, compiled's fastest
     assert b.forwards.high == pytest.approx(6e6 / 4_000)
     assert b.forwards.quantity.detail == "cold caches"
-    tied = at(
-        m,
-        shape,
-        {fwd.NAIVE: (10_000.0, 9_000.0, 11_000.0), fwd.COMPILED: (9_500.0, 8_000.0, 10_500.0)},
-    )
+    tied = timed(m, (10_000.0, 9_000.0, 11_000.0), (9_500.0, 8_000.0, 10_500.0))
     assert fcompile.break_even(compile, tied, fwd.COMPILED, fwd.NAIVE, shape).never == fcompile.TIE
-    slower = at(
-        m,
-        shape,
-        {fwd.NAIVE: (5_000.0, 4_900.0, 5_100.0), fwd.COMPILED: (9_000.0, 8_900.0, 9_100.0)},
-    )
+    slower = timed(m, (5_000.0, 4_900.0, 5_100.0), (9_000.0, 8_900.0, 9_100.0))
     assert (
         fcompile.break_even(compile, slower, fwd.COMPILED, fwd.NAIVE, shape).never
         == fcompile.SLOWER
@@ -206,12 +194,7 @@ def test_break_even_divides_the_compile_by_the_time_saved():
 
 def test_the_compile_table_and_the_finding_read_forward_times():
     m, backends = recorded("fusion_kernels"), recorded("sdpa_backends")
-    shape = Shape.of(m.params)
-    faster = at(
-        m,
-        shape,
-        {fwd.NAIVE: (10_000.0, 9_900.0, 10_100.0), fwd.COMPILED: (5_000.0, 4_900.0, 5_100.0)},
-    )
+    faster = timed(m, (10_000.0, 9_900.0, 10_100.0), (5_000.0, 4_900.0, 5_100.0))
     here = Sourced(faster, "from the store", "t.json")
     cold = m.tables["compiles"].records()[0]["seconds"]
     table = fusion.compile_table(sourced("fusion_kernels"), here)
@@ -221,11 +204,7 @@ def test_the_compile_table_and_the_finding_read_forward_times():
     finding = fusion.finding(m, here, backends)
     assert "naive + torch.compile is 2× (1.94–2.06×) faster" in finding
     assert finding.count(". ") <= 3 and "HBM bytes saved by fusion" in finding
-    tied = at(
-        m,
-        shape,
-        {fwd.NAIVE: (10_000.0, 9_000.0, 11_000.0), fwd.COMPILED: (9_500.0, 8_000.0, 10_500.0)},
-    )
+    tied = timed(m, (10_000.0, 9_000.0, 11_000.0), (9_500.0, 8_000.0, 10_500.0))
     table = fusion.compile_table(sourced("fusion_kernels"), Sourced(tied, "x", "t.json"))
     assert table.count("never: within noise") == 2
 
@@ -244,16 +223,8 @@ def test_fusion_recompile_compiles_once_per_shape_and_records_the_guard():
 
 def test_the_speed_and_memory_table_reads_each_fact_from_its_home():
     m, backends = recorded("fusion_kernels"), sourced("sdpa_backends")
-    shape = Shape.of(m.params)
-    times = at(
-        m,
-        shape,
-        {
-            fwd.NAIVE: (9_000.0, 8_800.0, 9_200.0),
-            fwd.COMPILED: (4_500.0, 4_400.0, 4_600.0),
-            fwd.SDPA_FLASH: (4_400.0, 4_300.0, 4_700.0),
-        },
-    )
+    flash = {fwd.SDPA_FLASH: (4_400.0, 4_300.0, 4_700.0)}
+    times = timed(m, (9_000.0, 8_800.0, 9_200.0), (4_500.0, 4_400.0, 4_600.0), **flash)
     table = fusion.speed_memory_table(
         sourced("fusion_kernels"), Sourced(times, "x", "t.json"), backends
     )

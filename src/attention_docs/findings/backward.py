@@ -30,6 +30,7 @@ SLOPE = "log-log slope of kept bytes against seq_len"
 ANALYTIC = "analytic model"  # the device of a count that depends on the shape alone
 # Implementations whose backward recomputes the probabilities from the log-sum-exp.
 FUSED = ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn")
+PASSES = ("forward", "backward")
 
 # How the measured time ratio sits against the counted FLOP ratio.
 AS_COUNTED = "as counted"  # the counted ratio is inside the measured ratio's range
@@ -45,7 +46,6 @@ class Passes:
     forward: Fact
     backward: Fact
     ratio: Fact  # measured backward ÷ forward, with its range over the rounds
-    comparison: Comparison
     flop_ratio: Fact  # counted by torch's FLOP counter, or by the analytic model
     verdict: str  # AS_COUNTED, SLOWER_PER_FLOP or FASTER_PER_FLOP
     matmuls: tuple[Fact, Fact]  # matmul ops per call in the profile, forward and backward
@@ -81,40 +81,30 @@ def _flop_ratio(m: Measurement, r: dict) -> Fact:
     return Fact(Quantity(FLOP_RATIO, name, device, clock, shape(m)), value, "×")
 
 
+def _counted(m: Measurement, r: dict, metric: str, column: str, unit: str, *, detail: str = ""):
+    q = _q(m, metric, r["implementation"], COUNTED, detail)
+    return None if r[column] is None else Fact(q, r[column], unit)
+
+
 def passes(m: Measurement) -> list[Passes]:
     """Every implementation that ran, in the table's order."""
     found = []
-    for r in m.tables["compare"].records():
-        if r["status"] != "ok":
-            continue
-        name, f, b = r["implementation"], r["forward"], r["backward"]
-        c = compare(f, b)
+    for r in (r for r in m.tables["compare"].records() if r["status"] == "ok"):
+        name, c = r["implementation"], compare(r["forward"], r["backward"])
         flop_ratio = _flop_ratio(m, r)
-        flops = tuple(
-            None
-            if r[f"{p}_flops"] is None
-            else Fact(_q(m, FLOPS, name, COUNTED, p), r[f"{p}_flops"], "FLOP")
-            for p in ("forward", "backward")
-        )
         found.append(
             Passes(
                 name,
-                Fact.of_timing(_q(m, FORWARD, name, UNPROFILED), f),
-                Fact.of_timing(_q(m, BACKWARD, name, UNPROFILED), b),
+                Fact.of_timing(_q(m, FORWARD, name, UNPROFILED), r["forward"]),
+                Fact.of_timing(_q(m, BACKWARD, name, UNPROFILED), r["backward"]),
                 Fact(_q(m, RATIO, name, UNPROFILED), c.ratio, "×", c.low, c.high),
-                c,
                 flop_ratio,
                 against_count(c, flop_ratio.value),
-                tuple(
-                    Fact(_q(m, MATMULS, name, COUNTED, p), r[f"{p}_matmuls"], "")
-                    for p in ("forward", "backward")
-                ),
-                flops,
-                Fact(_q(m, PEAK, name, COUNTED), r["step_peak_bytes"], "B"),
-                Fact(
-                    _q(m, SAVED, name, COUNTED, "beyond q, k, v and the output"),
-                    r["saved_internal_bytes"],
-                    "B",
+                tuple(_counted(m, r, MATMULS, f"{p}_matmuls", "", detail=p) for p in PASSES),
+                tuple(_counted(m, r, FLOPS, f"{p}_flops", "FLOP", detail=p) for p in PASSES),
+                _counted(m, r, PEAK, "step_peak_bytes", "B"),
+                _counted(
+                    m, r, SAVED, "saved_internal_bytes", "B", detail="beyond q, k, v and the output"
                 ),
             )
         )
@@ -161,26 +151,12 @@ def growth(m: Measurement) -> list[Growth]:
 def saved_detail(m: Measurement) -> list[tuple[str, str, str, str, Fact]]:
     """(implementation, tensor shape, dtype, role, bytes) per storage kept, smallest seq_len."""
     at = Shape.of(m.params, seq_len=m.facts["detail_seq_len"])
-    return [
-        (
-            r["implementation"],
-            r["shape"],
-            r["dtype"],
-            r["role"],
-            Fact(
-                Quantity(
-                    "bytes of a kept tensor",
-                    f"{r['implementation']}: {r['shape']} {r['dtype']} {r['role']}",
-                    m.device_id,
-                    COUNTED,
-                    at,
-                ),
-                r["bytes"],
-                "B",
-            ),
-        )
-        for r in m.tables["detail"].records()
-    ]
+    found = []
+    for r in m.tables["detail"].records():
+        name, what = r["implementation"], f"{r['shape']} {r['dtype']} {r['role']}"
+        q = Quantity("bytes of a kept tensor", f"{name}: {what}", m.device_id, COUNTED, at)
+        found.append((name, r["shape"], r["dtype"], r["role"], Fact(q, r["bytes"], "B")))
+    return found
 
 
 # The rows of the training-step forecast: (metric, subject, TrainingForecast field, unit).
@@ -200,17 +176,12 @@ def training_checks(gpu: SpecSheet, entries: list[Measurement]) -> list[Check]:
     """The training step's floors on `gpu` at the forecast shape, each beside the stored
     measurement of that GPU at that shape when there is one (FORECAST_ROWS' order)."""
     t = backward_model.training(gpu, FORECAST_SHAPE)
-    on_gpu = next(
-        (m for m in entries if m.device_id == f"cuda-{gpu.slug}" and shape(m) == FORECAST_SHAPE),
-        None,
-    )
-    measured = (
-        {(p.forward.quantity.metric, p.implementation): p.forward for p in passes(on_gpu)}
-        if on_gpu
-        else {}
-    )
-    for p in passes(on_gpu) if on_gpu else ():
-        measured |= {(BACKWARD, p.implementation): p.backward, (RATIO, p.implementation): p.ratio}
+    here = [m for m in entries if m.device_id == f"cuda-{gpu.slug}" and shape(m) == FORECAST_SHAPE]
+    measured = {
+        (metric, p.implementation): fact
+        for p in (passes(here[0]) if here else ())
+        for metric, fact in ((FORWARD, p.forward), (BACKWARD, p.backward), (RATIO, p.ratio))
+    }
     return [
         check(
             forecast(metric, subject, gpu, getattr(t, field), unit, shape=FORECAST_SHAPE),
@@ -223,18 +194,11 @@ def training_checks(gpu: SpecSheet, entries: list[Measurement]) -> list[Check]:
 def trade(gpu: SpecSheet) -> tuple[Fact, Fact]:
     """FlashAttention's trade on `gpu` at the forecast shape: the FLOPs it recomputes and the
     HBM bytes naive attention moves to keep the probabilities instead."""
-    t = backward_model.training(gpu, FORECAST_SHAPE)
+    t, s = backward_model.training(gpu, FORECAST_SHAPE), FORECAST_SHAPE
     return (
+        forecast("recomputed FLOPs", "sdpa-flash", gpu, t.recompute_flops, "FLOP", shape=s),
         forecast(
-            "recomputed FLOPs", "sdpa-flash", gpu, t.recompute_flops, "FLOP", shape=FORECAST_SHAPE
-        ),
-        forecast(
-            "probability bytes written and read back",
-            "naive",
-            gpu,
-            t.probs_bytes,
-            "B",
-            shape=FORECAST_SHAPE,
+            "probability bytes written and read back", "naive", gpu, t.probs_bytes, "B", shape=s
         ),
     )
 
@@ -252,6 +216,6 @@ def limits(gpu: SpecSheet) -> tuple[str, str]:
 
 def saved_slopes(m: Measurement) -> dict[str, float | None]:
     """The fitted log-log slope of each implementation's kept bytes against seq_len (every
-    row of the table, as the figure draws it)."""
+    row of the table, as the figure draws it), in growth's order."""
     names = [g.implementation for g in growth(m)]
     return table_slopes(m.tables["saved"], "seq_len", names)

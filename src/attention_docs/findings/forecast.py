@@ -45,8 +45,8 @@ def realistic(
     efficiencies) as a fact with no single value; None where no efficiency is on record."""
     if r.low_us is None or r.high_us is None:
         return None
-    q = forecast(metric, subject, gpu, 0.0, unit, shape=shape, detail=detail or "realistic range")
-    return Fact(q.quantity, None, unit, r.low_us, r.high_us)
+    q = Quantity(metric, subject, f"spec:{gpu.slug}", SPEC, shape, detail or "realistic range")
+    return Fact(q, None, unit, r.low_us, r.high_us)
 
 
 @dataclass(frozen=True)
@@ -71,12 +71,6 @@ def check(forecast: Fact, measured: Fact | None) -> Check:
             raise ValueError(f"{measured.id} does not measure what {forecast.id} forecasts")
     if measured is None or not forecast.value or measured.value is None:
         return Check(forecast, measured, None, None, None)
-    low = measured.low if measured.low is not None else measured.value
-    high = measured.high if measured.high is not None else measured.value
-    return Check(
-        forecast,
-        measured,
-        measured.value / forecast.value,
-        low / forecast.value,
-        high / forecast.value,
-    )
+    value = measured.value
+    low, high = (value if end is None else end for end in (measured.low, measured.high))
+    return Check(forecast, measured, *(x / forecast.value for x in (value, low, high)))

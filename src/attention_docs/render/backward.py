@@ -23,6 +23,17 @@ VERDICT = {
 }
 BOUND = {"memory": "the bytes moved", "compute": "the FLOPs"}
 NAMES = {"naive": "naive attention's", "sdpa-flash": "FlashAttention's (`sdpa-flash`)"}
+# The forecast box's rows, in findings/backward.FORECAST_ROWS' order.
+TRAINING_ROWS = (
+    "Naive attention's forward: {kernels} kernels through HBM, as the code records them",
+    "Naive attention's backward: seven kernels through HBM (modelled, not recorded)",
+    "FlashAttention's forward: one fused kernel",
+    "FlashAttention's backward: one fused kernel, five matmuls",
+    "Naive attention: backward ÷ forward (a ratio of floors: equal efficiencies assumed)",
+    "FlashAttention: backward ÷ forward (a ratio of floors: equal efficiencies assumed)",
+    "Recomputing q·kᵀ in the backward, at the matmul peak",
+    "Writing and reading back the probabilities, at HBM bandwidth",
+)
 
 
 def _by_name(sourced: Sourced) -> dict[str, fb.Passes]:
@@ -60,13 +71,10 @@ def count_table(sourced: Sourced) -> str:
         flops = [words.fact(f) if f else "no formula" for f in p.flops]
         matmuls = " → ".join(words.fact(f) for f in p.matmuls)
         rows.append([f"`{p.implementation}`", matmuls, *flops, words.fact(p.flop_ratio)])
-    header = [
-        "Implementation",
-        "Matmul ops, forward → backward (profile)",
-        "Forward FLOPs (counter)",
-        "Backward FLOPs (counter)",
-        "Backward ÷ forward FLOPs",
-    ]
+    header = (
+        "Implementation | Matmul ops, forward → backward (profile) | Forward FLOPs (counter) | "
+        "Backward FLOPs (counter) | Backward ÷ forward FLOPs"
+    )
     what = (
         "Matmuls per call in each profiled pass; FLOPs as torch.utils.flop_counter counts the "
         "ops each pass dispatched (the analytic model's ratio where it has no formula)."
@@ -76,18 +84,10 @@ def count_table(sourced: Sourced) -> str:
 
 def time_table(sourced: Sourced) -> str:
     """Per implementation: both passes unprofiled, their ratio against the count, memory."""
-    rows = [
-        [
-            f"`{p.implementation}`",
-            words.fact(p.forward),
-            words.fact(p.backward),
-            words.fact(p.ratio),
-            VERDICT[p.verdict],
-            words.fact(p.peak),
-            words.fact(p.saved),
-        ]
-        for p in _by_name(sourced).values()
-    ]
+    rows = []
+    for p in _by_name(sourced).values():
+        facts = [words.fact(f) for f in (p.forward, p.backward, p.ratio, p.peak, p.saved)]
+        rows.append([f"`{p.implementation}`", *facts[:3], VERDICT[p.verdict], *facts[3:]])
     header = [
         "Implementation",
         "Forward, recording autograd (unprofiled)",
@@ -114,8 +114,7 @@ def nodes_table(sourced: Sourced) -> str:
 
 def step_timeline(sourced: Sourced) -> str:
     """The timeline of one forward + backward, the two halves in colour."""
-    settings = ranges_settings(PHASES, "Timeline of one forward + backward.")
-    return timeline_figure(sourced, settings)
+    return timeline_figure(sourced, ranges_settings(PHASES, "Timeline of one forward + backward."))
 
 
 def saved_detail_table(sourced: Sourced) -> str:
@@ -133,11 +132,11 @@ def saved_detail_table(sourced: Sourced) -> str:
 
 def saved_figure(sourced: Sourced) -> str:
     """Bytes autograd keeps beyond q, k, v, against seq_len, log-log with fitted slopes."""
-    names = [g.implementation for g in fb.growth(sourced.measurement)]
+    slopes = fb.saved_slopes(sourced.measurement)
     what = "Bytes kept for the backward beyond q, k and v, against seq_len."
     return line_figure(
-        sourced, "saved", x="seq_len", ys=names, what=what, ylabel="kept bytes",
-        logx=True, logy=True, slopes=fb.saved_slopes(sourced.measurement),
+        sourced, "saved", x="seq_len", ys=list(slopes), what=what, ylabel="kept bytes",
+        logx=True, logy=True, slopes=slopes,
     )  # fmt: skip
 
 
@@ -147,21 +146,6 @@ def saved_claim(sourced: Sourced) -> str:
     slopes = words.series(f"`{g.implementation}` {words.fact(g.slope)}" for g in found)
     kept = words.series(f"`{g.implementation}` {words.fact(g.longest)}" for g in found)
     return f"Fitted log-log slopes of kept bytes against seq_len: {slopes}. At the longest: {kept}."
-
-
-def training_rows(gpu: SpecSheet) -> tuple[str, ...]:
-    """The box's row labels: the naive forward's kernels as its code records them."""
-    kernels = len(naive_kernels(gpu, FORECAST_SHAPE))
-    return (
-        f"Naive attention's forward: {kernels} kernels through HBM, as the code records them",
-        "Naive attention's backward: seven kernels through HBM (modelled, not recorded)",
-        "FlashAttention's forward: one fused kernel",
-        "FlashAttention's backward: one fused kernel, five matmuls",
-        "Naive attention: backward ÷ forward (a ratio of floors: equal efficiencies assumed)",
-        "FlashAttention: backward ÷ forward (a ratio of floors: equal efficiencies assumed)",
-        "Recomputing q·kᵀ in the backward, at the matmul peak",
-        "Writing and reading back the probabilities, at HBM bandwidth",
-    )
 
 
 def training_forecast(entries: list[Sourced], gpu: SpecSheet | None = None) -> str:
@@ -184,5 +168,6 @@ def training_forecast(entries: list[Sourced], gpu: SpecSheet | None = None) -> s
         "bandwidth (analytic/backward.py); fused kernels read and write each tensor once and "
         "skip the tiles a causal mask leaves empty."
     )
-    rows = list(zip(training_rows(gpu), checks, strict=True))
+    kernels = len(naive_kernels(gpu, FORECAST_SHAPE))
+    rows = [(r.format(kernels=kernels), c) for r, c in zip(TRAINING_ROWS, checks, strict=True)]
     return forecast_box(gpu, rows, shape=FORECAST_SHAPE, lead=lead, model=model)

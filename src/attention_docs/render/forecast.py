@@ -34,29 +34,22 @@ def forecast_box(
     `rows`: (what the row forecasts, in words; its check). `lead`: the box's first sentence
     (the chapter's question answered for this GPU). `model`: what the model assumes."""
     measured_any = any(c.measured is not None for _, c in rows)
-    header = "| Quantity | Forecast from the data sheet |"
-    rule = "| --- | --: |"
+    header = ["Quantity", "Forecast from the data sheet"]
     if measured_any:
-        header += f" Measured on the {gpu.label} | Measured ÷ forecast |"
-        rule += " --: | --: |"
-    lines = [header, rule]
+        header += [f"Measured on the {gpu.label}", "Measured ÷ forecast"]
+    cells = []
     for what, c in rows:
-        cells = [what, words.fact(c.forecast)]
-        if measured_any:
-            if c.measured is None:
-                cells += ["not in the store", "—"]
-            else:
-                ratio = (
-                    f"{words.times(c.ratio)} ({words.span(c.low, c.high, words.times)})"
-                    if c.low != c.high
-                    else words.times(c.ratio)
-                )
-                # The ratio is a number with a unit too: marked, so the site tests see it.
-                cells += [
-                    words.fact(c.measured),
-                    words.fact_span(f"{c.forecast.id};measured ÷ forecast", ratio),
-                ]
-        lines.append("| " + " | ".join(cells) + " |")
+        cells.append([what, words.fact(c.forecast)])
+        if measured_any and c.measured is None:
+            cells[-1] += ["not in the store", "—"]
+        elif measured_any:
+            ratio = words.times(c.ratio)
+            if c.low != c.high:
+                ratio += f" ({words.span(c.low, c.high, words.times)})"
+            # The ratio is a number with a unit too: marked, so the site tests see it.
+            ratio = words.fact_span(f"{c.forecast.id};measured ÷ forecast", ratio)
+            cells[-1] += [words.fact(c.measured), ratio]
+    lines = _lines(header, cells, ["---"] + ["--:"] * (len(header) - 1))
     return _box(gpu, lines, measured_any, shape=shape, lead=lead, model=model)
 
 
@@ -73,9 +66,12 @@ def choice_box(
     """The forecast admonition for forecasts that are choices, not numbers (which backend a
     dispatcher picks): a table of `rows` under `header`, cells as given. `measured`: whether
     a column holds what the GPU did (else the box says these are predictions only)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    lines = _lines(header, rows, ["---"] * len(header))
     return _box(gpu, lines, measured, shape=shape, lead=lead, model=model)
+
+
+def _lines(header: Sequence[str], rows: Sequence[Sequence[str]], rule: list[str]) -> list[str]:
+    return ["| " + " | ".join(cells) + " |" for cells in (header, rule, *rows)]
 
 
 def _box(
@@ -87,19 +83,9 @@ def _box(
         if measured
         else f"The store holds no measurement from an {gpu.label} yet: these are predictions only."
     )
-    body = [
-        lead.strip(),
-        "",
-        *lines,
-        "",
-        # A caption, like every table's: where the numbers come from (a data sheet, here).
-        '<p class="ad-caption">'
-        + html.escape(
-            f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()} {status}",
-            quote=False,
-        ).strip()
-        + "</p>",
-    ]
-    text = "\n".join(body).strip()
+    said = f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()} {status}"
+    # A caption, like every table's: where the numbers come from (a data sheet, here).
+    caption = f'<p class="ad-caption">{html.escape(said, quote=False).strip()}</p>'
+    text = "\n".join([lead.strip(), "", *lines, "", caption]).strip()
     title = f"On a GPU: forecast for the {gpu.label} (data sheet, not a measurement)"
     return f'!!! example "{title}"\n\n' + textwrap.indent(text, "    ") + "\n"

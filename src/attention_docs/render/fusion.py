@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import html
 
-from attention_docs.analytic.gpu import (
-    FORECAST_GPU,
-    FORECAST_SHAPE,
-    sheet,
-)
+from attention_docs.analytic.gpu import FORECAST_GPU, FORECAST_SHAPE, sheet
 from attention_docs.findings import compile as fcompile
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings.facts import PROFILED, Fact
@@ -43,13 +39,15 @@ def _repaid(m: Measurement, times: Measurement, label: str) -> str:
     return NEVER[b.never] if b.forwards is None else words.fact(b.forwards)
 
 
-def _sdpa_peak(m: Measurement, backends: Measurement) -> tuple[str, float]:
-    """SDPA's row: the backend it chose, and that backend's peak, pinned (sdpa_backends)."""
+def _peaks(m: Measurement, backends: Measurement) -> tuple[dict[str, float], str]:
+    """Peak memory of one forward: eager and compiled (fusion_kernels), then SDPA's for the
+    backend it chose, pinned (sdpa_backends); and SDPA's row name."""
     if Shape.of(backends.params) != Shape.of(m.params):
         raise ValueError("sdpa_backends ran at another shape than fusion_kernels: pass the same")
     chosen = backends.facts["chosen"]
     row = next(r for r in backends.tables["backends"].records() if r["backend"] == chosen)
-    return f"SDPA {chosen}", row["peak_bytes"]
+    peaks = {r["variant"]: r["peak_bytes"] for r in m.tables["peaks"].records()}
+    return peaks | {f"SDPA {chosen}": row["peak_bytes"]}, f"SDPA {chosen}"
 
 
 @on_one_device
@@ -58,8 +56,7 @@ def finding(fk: Measurement, times: Sourced, backends: Measurement) -> str:
     memory, and what it saves on the forecast GPU."""
     shape, t = Shape.of(fk.params), times.measurement
     where = "this GPU" if fk.device_kind == "cuda" else "this CPU"
-    peaks = {r["variant"]: r for r in fk.tables["peaks"].records()}
-    sdpa, sdpa_peak = _sdpa_peak(fk, backends)
+    peaks, sdpa = _peaks(fk, backends)
     b = fcompile.break_even(_compile(fk, "cold"), t, fwd.COMPILED, fwd.NAIVE, shape)
     repaid = (
         f"repaid after {words.fact(b.forwards)}"
@@ -70,8 +67,8 @@ def finding(fk: Measurement, times: Sourced, backends: Measurement) -> str:
     return (
         f"On {where}, at {shape.text()}, {cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape)}; the "
         f"cold compile took {words.fact(_compile(fk, 'cold'), emphasis=True)}, {repaid}. Fusion keeps the N×N matrix: the compiled forward peaks at "
-        f"{stated(fk, 'peak memory', fwd.COMPILED, peaks[fwd.COMPILED]['peak_bytes'], 'B')}, "
-        f"{sdpa} at {stated(fk, 'peak memory', sdpa, sdpa_peak, 'B')}. On an "
+        f"{stated(fk, 'peak memory', fwd.COMPILED, peaks[fwd.COMPILED], 'B')}, "
+        f"{sdpa} at {stated(fk, 'peak memory', sdpa, peaks[sdpa], 'B')}. On an "
         f"{sheet(FORECAST_GPU).label} the saving is bandwidth: fusing scale, mask and softmax "
         f"spares {words.fact(saved)} of HBM traffic per forward at {FORECAST_SHAPE.text()} "
         "(a forecast from the data sheet)."
@@ -172,10 +169,9 @@ def speed_memory_table(sourced: Sourced, times: Sourced, backends: Sourced) -> s
     memory (this experiment; SDPA's from sdpa_backends) and that peak in N×N matrices."""
     m, t = sourced.measurement, times.measurement
     shape = Shape.of(m.params)
-    sdpa, sdpa_peak = _sdpa_peak(m, backends.measurement)
+    peaks, _ = _peaks(m, backends.measurement)
     matrix = m.tables["peaks"].records()[0]
     per_matrix = matrix["peak_bytes"] / matrix["peak_in_matrices"]
-    peaks = {r["variant"]: r["peak_bytes"] for r in m.tables["peaks"].records()} | {sdpa: sdpa_peak}
     rows = []
     for name, peak in peaks.items():
         v = ffwd.versus(t, name, fwd.NAIVE, shape) if name != fwd.NAIVE else None
@@ -195,20 +191,17 @@ def fusion_forecast(each_device: list[Sourced]) -> str:
     (beside the GPU's stored forward times, when there are any)."""
     gpu, shape = sheet(FORECAST_GPU), FORECAST_SHAPE
     f = fcompile.fusion_forecast(gpu, shape, stored_on(each_device, gpu))
-    rows = [
-        (f"HBM bytes of scale, mask, softmax: eager ({f.elementwise_kernels} kernels)", f.eager_bytes),
-        ("… fused into one kernel (compiled)", f.fused_bytes),
-        ("Their floor time saved, at the HBM bandwidth", f.time_saved),
-        (f"Forward floor, eager ({f.naive_kernels} kernels, as the code records them)", f.naive_floor),
-        ("Forward floor, compiled (2 matmuls + 1 fused kernel)", f.compiled_floor),
-    ]  # fmt: skip
-    ranges = (
-        ("Their time saved, realistic range", f.time_saved_range),
-        ("Forward, eager: realistic range", f.naive_range),
-        ("Forward, compiled: realistic range", f.compiled_range),
+    labels = (
+        f"HBM bytes of scale, mask, softmax: eager ({f.elementwise_kernels} kernels)",
+        "… fused into one kernel (compiled)",
+        "Their floor time saved, at the HBM bandwidth",
+        f"Forward floor, eager ({f.naive_kernels} kernels, as the code records them)",
+        "Forward floor, compiled (2 matmuls + 1 fused kernel)",
+        "Their time saved, realistic range",
+        "Forward, eager: realistic range",
+        "Forward, compiled: realistic range",
     )
-    rows += [(what, r) for what, r in ranges if r is not None]
-    sources = words.series(f.sources)
+    rows = [(what, c) for what, c in zip(labels, f.checks, strict=True) if c is not None]
     return forecast_box(
         gpu,
         rows,
@@ -218,5 +211,5 @@ def fusion_forecast(each_device: list[Sourced]) -> str:
         model="Each kernel's floor is max(FLOPs ÷ peak, bytes ÷ HBM bandwidth); the fused kernel "
         "reads the scores once and writes the probabilities once. Launches and caches are not "
         f"modelled: a forecast is a floor. A realistic range divides each floor by the "
-        f"efficiencies on record, cited or stated ({sources}).",
+        f"efficiencies on record, cited or stated ({words.series(f.sources)}).",
     )
