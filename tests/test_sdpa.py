@@ -71,13 +71,9 @@ def test_bool_mask_true_means_take_part(backend):
     expected = reference(q, k, v, causal=True)
     keep = keep_mask(19)
     assert keep.dtype == torch.bool and keep[0, 0] and not keep[0, 1]
-    assert (
-        rel_err(sdpa_attention(q, k, v, attn_mask=keep, backend=backend), expected) < TOL["float32"]
-    )
-    add = additive_mask(19)
-    assert (
-        rel_err(sdpa_attention(q, k, v, attn_mask=add, backend=backend), expected) < TOL["float32"]
-    )
+    for mask in (keep, additive_mask(19)):
+        out = sdpa_attention(q, k, v, attn_mask=mask, backend=backend)
+        assert rel_err(out, expected) < TOL["float32"]
     # masked_fill's convention (True = hide) silently computes something else.
     wrong = sdpa_attention(q, k, v, attn_mask=causal_mask(19), backend=backend)
     assert rel_err(wrong.nan_to_num(), expected) > 0.1
@@ -126,14 +122,16 @@ def test_backend_of_op_reads_every_backend_op_name():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{}, {"causal": True}, {"attn_mask": "bool"}, {"attn_mask": "float"}, {"dropout_p": 0.3}],
+    [
+        {},
+        {"causal": True},
+        {"attn_mask": keep_mask(16)},
+        {"attn_mask": additive_mask(16)},
+        {"dropout_p": 0.3},
+    ],
 )
 def test_why_backend_gives_a_verdict_for_every_backend(kwargs):
     q, k, v = make_qkv(1, 2, 16, 8, seed=fresh_seed())
-    if kwargs.get("attn_mask") == "bool":
-        kwargs = {"attn_mask": keep_mask(16)}
-    elif kwargs.get("attn_mask") == "float":
-        kwargs = {"attn_mask": additive_mask(16)}
     verdicts = why_backend(q, k, v, **kwargs)
     assert [x.backend for x in verdicts] == list(BACKENDS)
     assert all(x.status in STATUSES for x in verdicts)

@@ -210,11 +210,8 @@ def mask_table(sourced: Sourced) -> str:
     rows = []
     for r in m.tables["masks"].records():
         who = f"SDPA with the causal mask as {r['mask']}"
-        if r["mask"] in ratios:
-            q, c = ratios[r["mask"]]
-            ratio = words.fact_span(q.id, words.versus(c))
-        else:
-            ratio = "1 (baseline)"
+        q, c = ratios.get(r["mask"], (None, None))
+        ratio = words.fact_span(q.id, words.versus(c)) if q else "1 (baseline)"
         err, size = r["max_abs_error"], r["mask_bytes"]
         rows.append([
             r["mask"],
