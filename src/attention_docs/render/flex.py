@@ -86,13 +86,8 @@ def mask_table(fm: Sourced, times: Sourced) -> str:
     header = ["Mask", "Compiled", "Unfused fallback", "SDPA + dense mask", "Fallback ÷ compiled", "SDPA + dense ÷ compiled"]  # fmt: skip
     note = "\n\nCompiled: the causal mask's time is the FlexAttention row of the site's forward-time table; the sliding window's is the sparsity sweep's point at that width."
     what = "One forward per mask, unprofiled. The fallback and SDPA were timed in interleaved rounds, with the compiled kernel of every mask but the two whose compiled times come from other runs (above). Times are medians over their rounds; a ratio's range pairs the ends of the two times' ranges."
-    return (
-        markdown_table(header, rows, "lrrrrr")
-        + note
-        + whole_window_note(fm, times)
-        + "\n\n"
-        + caption_html(fm, what)
-    )
+    table = markdown_table(header, rows, "lrrrrr") + note + whole_window_note(fm, times)
+    return f"{table}\n\n{caption_html(fm, what)}"
 
 
 def whole_window_note(fm: Sourced, times: Sourced) -> str:
@@ -162,9 +157,6 @@ def cost_table(fc: Sourced) -> str:
     header = ["seq_len", "Build (unprofiled, warm)", "Peak memory while building", "BlockMask size"]
     what = "create_block_mask, called repeatedly: its time and confidence interval over the rounds."
     table = captioned_table(header, found.points, "rrrr", fc, what)
-    if found.slope is None:
-        return table
-    return (
-        table
-        + f"\n\nOver {found.slope.quantity.detail} the build time grows with log-log slope {words.fact(found.slope)} (2 is quadratic: the mask_mod is evaluated on every query/key pair)."
-    )
+    if found.slope is not None:
+        table += f"\n\nOver {found.slope.quantity.detail} the build time grows with log-log slope {words.fact(found.slope)} (2 is quadratic: the mask_mod is evaluated on every query/key pair)."
+    return table
