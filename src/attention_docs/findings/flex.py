@@ -17,18 +17,14 @@ from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape
 from attention_docs.records.timing import Timing
 
-FORWARD = "forward time"
 BUILD = "BlockMask build time"
 FIRST_BUILD = "first call with this mask_mod in the worker process, one sample"
 WARM_BUILD = "repeated calls, median over rounds"
-COMPILE = "first-call compile time"
-SKIPPED = "share of tiles skipped"
-ERROR = "relative error against float64"
-SPEED = "speed ratio"
 # SDPA's default order for `is_causal=True` without a mask (cuDNN's place varies between
 # torch versions and GPUs, so it is not assumed): the first backend that ran is the path a
 # reader's unpinned call takes.
 SDPA_ORDER = (fwd.SDPA_FLASH, fwd.SDPA_EFFICIENT, fwd.SDPA_MATH)
+Ratio = tuple[Fact, Comparison]  # a speed ratio's fact (b ÷ a: above 1, a is faster), and why
 
 
 def shape(m: Measurement) -> Shape:
@@ -42,23 +38,19 @@ def subject(mask: str, m: Measurement, what: str = fwd.FLEX) -> str:
     return f"{what}, {mask}" + (f" {m.params['window']}" if mask == "sliding_window" else "")
 
 
+def _q(m: Measurement, metric: str, subj: str, clock: str = UNPROFILED, detail="") -> Quantity:
+    return Quantity(metric, subj, m.device_id, clock, shape(m), detail)
+
+
 def _time(m: Measurement, subj: str, t: Timing | None) -> Fact | None:
-    return (
-        None
-        if t is None
-        else Fact.of_timing(Quantity(FORWARD, subj, m.device_id, UNPROFILED, shape(m)), t)
-    )
+    return None if t is None else Fact.of_timing(_q(m, "forward time", subj), t)
 
 
-def _versus(
-    m: Measurement, a: str, b: str, ta: Timing | None, tb: Timing | None
-) -> tuple[Fact, Comparison] | None:
-    """`a` against `b` (ratio b ÷ a: above 1, a is faster), as a fact with its comparison."""
+def _versus(m: Measurement, a: str, b: str, ta: Timing | None, tb: Timing | None) -> Ratio | None:
     if ta is None or tb is None:
         return None
     c = compare(ta, tb)
-    q = Quantity(SPEED, f"{a} vs {b}", m.device_id, UNPROFILED, shape(m))
-    return Fact(q, c.ratio, "×", c.low, c.high), c
+    return Fact(_q(m, "speed ratio", f"{a} vs {b}"), c.ratio, "×", c.low, c.high), c
 
 
 @dataclass(frozen=True)
@@ -70,8 +62,8 @@ class Mask:
     compiled: Fact | None
     fallback: Fact | None
     dense: Fact | None
-    versus_fallback: tuple[Fact, Comparison] | None
-    versus_dense: tuple[Fact, Comparison] | None
+    versus_fallback: Ratio | None
+    versus_dense: Ratio | None
     skipped: Fact
     partial: int  # tiles computed with the mask_mod applied
     full: int  # tiles computed with no mask work
@@ -86,38 +78,35 @@ def masks(m: Measurement, times: Measurement | None = None) -> list[Mask]:
     found = []
     for r in m.tables["masks"].records():
         name, ok = r["mask"], r["status"] == "ok"
-        compiled_t = r["compiled"]
+        compiled = r["compiled"]
         if name == "causal":
-            compiled_t = fwd.timing(times, fwd.FLEX, shape(m)) if times else None
-        compiled_t = compiled_t if ok else None
-        flex, fallback, dense = (
-            subject(name, m),
-            subject(name, m, "flex_attention unfused fallback"),
-            subject(name, m, "SDPA + dense mask"),
-        )
+            compiled = fwd.timing(times, fwd.FLEX, shape(m)) if times else None
+        compiled = compiled if ok else None
+        whats = (fwd.FLEX, "flex_attention unfused fallback", "SDPA + dense mask")
+        flex, fallback, dense = (subject(name, m, what) for what in whats)
 
-        def q(metric: str, clock: str, detail: str = "", name: str = name) -> Quantity:
-            return Quantity(metric, subject(name, m), m.device_id, clock, shape(m), detail)
+        def fact(metric: str, value, unit: str, clock=UNPROFILED, *, detail="", name=name):
+            q = _q(m, metric, subject(name, m), clock, detail)
+            return None if value is None else Fact(q, value, unit)
 
+        # A mask that did not compile keeps its tiles and build, but has no compile or error.
+        compile_us, error = (r["compile_s"] * 1e6, r["rel_err_vs_float64"]) if ok else (None, None)
+        cache = f"FX cache {r['fx_cache']}"
         found.append(
             Mask(
                 name,
                 r["status"],
-                _time(m, flex, compiled_t),
+                _time(m, flex, compiled),
                 _time(m, fallback, r["eager"]),
                 _time(m, dense, r["sdpa_dense"]),
-                _versus(m, flex, fallback, compiled_t, r["eager"]),
-                _versus(m, flex, dense, compiled_t, r["sdpa_dense"]),
-                Fact(q(SKIPPED, COUNTED), r["skipped_fraction"], "%"),
+                _versus(m, flex, fallback, compiled, r["eager"]),
+                _versus(m, flex, dense, compiled, r["sdpa_dense"]),
+                fact("share of tiles skipped", r["skipped_fraction"], "%", COUNTED),
                 r["partial_blocks"],
                 r["full_blocks"],
-                Fact(q(BUILD, UNPROFILED, FIRST_BUILD), r["first_build_us"], "µs"),
-                Fact(
-                    q(COMPILE, UNPROFILED, f"FX cache {r['fx_cache']}"), r["compile_s"] * 1e6, "µs"
-                )
-                if ok
-                else None,
-                Fact(q(ERROR, NUMERIC), r["rel_err_vs_float64"], "relative error") if ok else None,
+                fact(BUILD, r["first_build_us"], "µs", detail=FIRST_BUILD),
+                fact("first-call compile time", compile_us, "µs", detail=cache),
+                fact("relative error against float64", error, "relative error", NUMERIC),
             )
         )
     return found
@@ -126,67 +115,43 @@ def masks(m: Measurement, times: Measurement | None = None) -> list[Mask]:
 @dataclass(frozen=True)
 class Sparsity:
     """The window sweep: per width, the share of tiles computed and the time; the narrowest
-    window against the widest (ratio of times, and of tiles computed)."""
+    window's time against the widest's."""
 
     points: tuple[tuple[int, Fact, Fact], ...]  # (window, computed share, time)
-    narrow_vs_wide: tuple[Fact, Comparison]
-    tiles: float  # widest window's tiles computed ÷ narrowest's
+    narrow_vs_wide: Ratio
 
 
 def sparsity(m: Measurement) -> Sparsity:
     rows = [r for r in m.tables["sweep"].records() if r["time"] is not None]
+    flex = [f"{fwd.FLEX}, sliding_window {r['window']}" for r in rows]
     points = tuple(
         (
             r["window"],
             Fact(
-                Quantity(
-                    "share of tiles computed",
-                    f"sliding_window {r['window']}",
-                    m.device_id,
-                    COUNTED,
-                    shape(m),
-                ),
+                _q(m, "share of tiles computed", f"sliding_window {r['window']}", COUNTED),
                 r["computed_fraction"],
                 "%",
             ),
-            _time(m, f"{fwd.FLEX}, sliding_window {r['window']}", r["time"]),
+            _time(m, subj, r["time"]),
         )
-        for r in rows
+        for r, subj in zip(rows, flex, strict=True)
     )
-    narrow, wide = rows[0], rows[-1]
-    a, b = (f"{fwd.FLEX}, sliding_window {r['window']}" for r in (narrow, wide))
-    return Sparsity(
-        points,
-        _versus(m, a, b, narrow["time"], wide["time"]),
-        wide["computed_fraction"] / narrow["computed_fraction"],
-    )
+    return Sparsity(points, _versus(m, flex[0], flex[-1], rows[0]["time"], rows[-1]["time"]))
 
 
-@dataclass(frozen=True)
-class WholeWindow:
-    """The sweep's whole-sequence window computes the causal mask's tiles: its time beside
-    the causal row's (forward_times'). Three things differ, and nothing here separates
-    them: forward_times compiles one shape-generic kernel for its grid (`dynamic=True`),
-    the sweep one for this shape alone; the sweep's mask_mod also checks the window; the
-    two were timed in different processes."""
-
-    window: int
-    specialised: Fact  # the sweep's point: the same Fact as its row of the sparsity table
-    generic: Fact  # forward_times' causal FlexAttention: the mask table's causal row
-    # No ratio: the two were not timed in the same rounds.
-
-
-def whole_window(m: Measurement, times: Measurement | None) -> WholeWindow | None:
-    """None without forward_times, without a sweep or its timed whole-sequence point, or
-    when the causal row did not compile."""
+def whole_window(m: Measurement, times: Measurement | None) -> tuple[int, Fact, Fact] | None:
+    """The sweep's whole-sequence window computes the causal mask's tiles: (that window, its
+    time as the sparsity table states it, forward_times' causal row). No ratio: the two were
+    not timed in the same rounds (nor by the same kernel, nor with the same mask_mod:
+    render/flex.py says how). None without forward_times, without a sweep or its timed
+    whole-sequence point, or when the causal row did not compile."""
     if times is None or "sweep" not in m.tables:
         return None
-    seq_len = m.params["seq_len"]
-    point = next((p for p in sparsity(m).points if p[0] >= seq_len), None)
+    point = next((p for p in sparsity(m).points if p[0] >= m.params["seq_len"]), None)
     causal = next((x for x in masks(m, times) if x.mask == "causal"), None)
     if point is None or causal is None or causal.compiled is None:
         return None
-    return WholeWindow(point[0], point[2], causal.compiled)
+    return point[0], point[2], causal.compiled
 
 
 @dataclass(frozen=True)
@@ -201,68 +166,54 @@ def build_cost(m: Measurement) -> BuildCost:
     rows = [r for r in m.tables["cost"].records() if r["build"] is not None]
     mask = m.params["mask"]
 
-    def q(metric: str, n: int, clock: str, detail: str = "") -> Quantity:
-        return Quantity(metric, f"{mask}, seq_len {n}", m.device_id, clock, None, detail)
-
-    points = tuple(
-        (
+    def point(r: dict) -> tuple[int, Fact, Fact, Fact]:
+        subj = f"{mask}, seq_len {r['seq_len']}"
+        build = Quantity(BUILD, subj, m.device_id, UNPROFILED, None, WARM_BUILD)
+        peak = Quantity("peak memory while building a BlockMask", subj, m.device_id, COUNTED)
+        size = Quantity("BlockMask bytes", subj, m.device_id, COUNTED)
+        t = Fact.of_timing(build, r["build"])
+        return (
             r["seq_len"],
-            Fact.of_timing(q(BUILD, r["seq_len"], UNPROFILED, WARM_BUILD), r["build"]),
-            Fact(
-                q("peak memory while building a BlockMask", r["seq_len"], COUNTED),
-                r["peak_bytes"],
-                "B",
-            ),
-            Fact(q("BlockMask bytes", r["seq_len"], COUNTED), r["block_mask_bytes"], "B"),
+            t,
+            Fact(peak, r["peak_bytes"], "B"),
+            Fact(size, r["block_mask_bytes"], "B"),
         )
-        for r in rows
-    )
+
+    points = tuple(point(r) for r in rows)
     fitted = rows[-3:]
     slope = fitted_slope([r["seq_len"] for r in fitted], [r["build"].time_us for r in fitted])
     span = f"seq_len {fitted[0]['seq_len']}–{fitted[-1]['seq_len']}"
-    q_slope = Quantity(
-        "log-log slope of BlockMask build time", mask, m.device_id, UNPROFILED, None, span
-    )
+    metric = "log-log slope of BlockMask build time"
+    q_slope = Quantity(metric, mask, m.device_id, UNPROFILED, None, span)
     return BuildCost(points, None if slope is None else Fact(q_slope, slope, ""))
 
 
 @dataclass(frozen=True)
 class VersusSdpa:
+    """Causal FlexAttention against `sdpa`, the backend an unpinned SDPA call takes (the
+    first of SDPA_ORDER that ran); `versus`: FlexAttention's time ÷ SDPA's (above 1: SDPA
+    is faster)."""
+
     shape: Shape
-    sdpa: str  # the SDPA backend an unpinned call would take: the first of SDPA_ORDER that ran
+    sdpa: str
     flex_time: Fact
     sdpa_time: Fact
-    versus: Fact  # FlexAttention's time ÷ SDPA's (above 1: SDPA is faster)
-    comparison: Comparison
-
-
-def _ran(times: Measurement, implementation: str, s: Shape) -> bool:
-    try:
-        return fwd.timing(times, implementation, s) is not None
-    except fwd.NotMeasuredError:
-        return False
+    versus: Ratio
 
 
 def versus_sdpa(times: Measurement) -> list[VersusSdpa]:
     """Causal FlexAttention against SDPA at every causal shape of the forward grid where
     both ran on this device."""
+    ran = [(r["implementation"], Shape.of(r)) for r in fwd.rows(times) if r["status"] == fwd.OK]
     found = []
-    shapes = dict.fromkeys(Shape.of(r) for r in fwd.rows(times) if r["implementation"] == fwd.FLEX)
-    for s in (s for s in shapes if s.causal):
-        ran = [b for b in SDPA_ORDER if _ran(times, b, s)]
-        v = versus(times, ran[0], fwd.FLEX, s) if ran else None
-        if v is not None:
+    for s in dict.fromkeys(s for name, s in ran if name == fwd.FLEX and s.causal):
+        sdpa = next((b for b in SDPA_ORDER if (b, s) in ran), None)
+        if sdpa is not None:
+            v = versus(times, sdpa, fwd.FLEX, s)
             c = v.comparison
-            found.append(
-                VersusSdpa(
-                    s,
-                    ran[0],
-                    forward_time(times, fwd.FLEX, s),
-                    forward_time(times, ran[0], s),
-                    Fact(v.quantity, c.ratio, "×", c.low, c.high),
-                    c,
-                )
-            )
+            ratio = Fact(v.quantity, c.ratio, "×", c.low, c.high)
+            flex_time, sdpa_time = (forward_time(times, x, s) for x in (fwd.FLEX, sdpa))
+            found.append(VersusSdpa(s, sdpa, flex_time, sdpa_time, (ratio, c)))
     return found
 
 

@@ -4,8 +4,6 @@
 # findings/flex.py, numbers from render/words.py. Pure: no torch, no I/O.
 from __future__ import annotations
 
-import functools
-
 from attention_docs.findings import flex as fflex
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
@@ -18,12 +16,8 @@ from attention_docs.render.tables import captioned_table, markdown_table
 from attention_docs.render.timeline import ranges_settings, timeline_figure
 
 
-def _f(fact, *, with_spread: bool = True) -> str:
-    return words.fact(fact, with_spread=with_spread) if fact is not None else "—"
-
-
-def _ratio(pair) -> str:
-    return "—" if pair is None else words.fact_span(pair[0].id, words.versus(pair[1]))
+def _ratio(pair: fflex.Ratio | None) -> str:
+    return "—" if pair is None else words.versus_fact(*pair)
 
 
 def finding(fm: Sourced, times: Sourced) -> str:
@@ -33,10 +27,11 @@ def finding(fm: Sourced, times: Sourced) -> str:
     (narrow, narrow_share, _), (wide, wide_share, _) = s.points[0], s.points[-1]
     here = next((v for v in fflex.versus_sdpa(t) if v.shape == fflex.shape(m)), None)
     versus = speedup(t, here.sdpa, fwd.FLEX, here.shape) if here else "SDPA did not run here"
+    fallback = words.fact(causal.fallback) if causal.fallback else "—"
     return (
-        f"On {m.provenance.device.label}, at {fflex.shape(m).text()}, with the "
-        f"mask given as SDPA's `is_causal=True`: {versus}. Called without `torch.compile`, `flex_attention` "
-        f"falls back to an unfused path that takes {_f(causal.fallback)}, "
+        f"On {m.provenance.device.label}, at {fflex.shape(m).text()}, with the mask given as "
+        f"SDPA's `is_causal=True`: {versus}. Called without `torch.compile`, `flex_attention` "
+        f"falls back to an unfused path that takes {fallback}, "
         f"{_ratio(causal.versus_fallback)} the compiled time. A sliding window of {narrow} "
         f"tokens computes {words.fact(narrow_share)} of the tiles, one of the whole sequence "
         f"({wide} tokens) {words.fact(wide_share)}; the whole sequence's time ÷ the narrow "
@@ -50,12 +45,9 @@ def ran(fm: Sourced) -> str:
     work, machinery = fflex.ran_split(m)
     names = words.series(f"`{n}`" for n in work) or "nothing the profiler named"
     what = "a generated, fused kernel" if fflex.fused(m) else "the unfused fallback's ATen ops"
-    around = (
-        f", inside torch.compile's own ranges ({words.series(f'`{n}`' for n in machinery)})"
-        if machinery
-        else ""
-    )
-    return f"Under the profiler, on {m.provenance.device.label}, the compiled call ran {what}: {names}{around}."
+    if inside := words.series(f"`{n}`" for n in machinery):
+        names += f", inside torch.compile's own ranges ({inside})"
+    return f"Under the profiler, on {m.provenance.device.label}, the compiled call ran {what}: {names}."
 
 
 def timeline(fm: Sourced) -> str:
@@ -67,9 +59,14 @@ def timeline(fm: Sourced) -> str:
 def versus_sdpa_table(times: Sourced) -> str:
     """Causal FlexAttention and SDPA at every causal grid shape where both ran."""
     rows = [
-        ["×".join(map(str, v.shape.dims)) + f", {v.shape.dtype}", words.fact(v.flex_time), f"{words.fact(v.sdpa_time)} ({v.sdpa})", _ratio((v.versus, v.comparison))]
+        [
+            "×".join(map(str, v.shape.dims)) + f", {v.shape.dtype}",
+            v.flex_time,
+            f"{words.fact(v.sdpa_time)} ({v.sdpa})",
+            _ratio(v.versus),
+        ]
         for v in fflex.versus_sdpa(times.measurement)
-    ]  # fmt: skip
+    ]
     header = ["Shape (B×H×N×D, causal)", fwd.FLEX, "SDPA, `is_causal=True` (backend)", "FlexAttention's time ÷ SDPA's"]  # fmt: skip
     what = "Unprofiled forward times from the site's forward-time table, each with its confidence interval."
     return captioned_table(header, rows, "lrrr", times, what)
@@ -77,8 +74,11 @@ def versus_sdpa_table(times: Sourced) -> str:
 
 def mask_table(fm: Sourced, times: Sourced) -> str:
     """Per mask: compiled FlexAttention, its unfused fallback, SDPA with the dense mask."""
+
     # Medians alone: the table is too wide for every range; the ratios beside them carry it.
-    median = functools.partial(_f, with_spread=False)
+    def median(fact) -> str:
+        return "—" if fact is None else words.fact(fact, with_spread=False)
+
     rows = [
         [f"`{x.mask}`", median(x.compiled) if x.status == "ok" else x.status, median(x.fallback), median(x.dense), _ratio(x.versus_fallback), _ratio(x.versus_dense)]
         for x in fflex.masks(fm.measurement, times.measurement)
@@ -86,25 +86,19 @@ def mask_table(fm: Sourced, times: Sourced) -> str:
     header = ["Mask", "Compiled", "Unfused fallback", "SDPA + dense mask", "Fallback ÷ compiled", "SDPA + dense ÷ compiled"]  # fmt: skip
     note = "\n\nCompiled: the causal mask's time is the FlexAttention row of the site's forward-time table; the sliding window's is the sparsity sweep's point at that width."
     what = "One forward per mask, unprofiled. The fallback and SDPA were timed in interleaved rounds, with the compiled kernel of every mask but the two whose compiled times come from other runs (above). Times are medians over their rounds; a ratio's range pairs the ends of the two times' ranges."
-    return (
-        markdown_table(header, rows, "lrrrrr")
-        + note
-        + whole_window_note(fm, times)
-        + "\n\n"
-        + caption_html(fm, what)
-    )
+    table = markdown_table(header, rows, "lrrrrr") + note + whole_window_note(fm, times)
+    return f"{table}\n\n{caption_html(fm, what)}"
 
 
 def whole_window_note(fm: Sourced, times: Sourced) -> str:
-    """The causal mask's tiles timed twice on this page, by two kernels: both times (no
-    ratio: not the same rounds), with what differs between them (nothing measured here
-    separates the causes)."""
-    w = fflex.whole_window(fm.measurement, times.measurement)
-    if w is None:
+    """The causal mask's tiles timed twice on this page, by two kernels: both times, and
+    what differs between them (nothing measured here separates the causes)."""
+    if (found := fflex.whole_window(fm.measurement, times.measurement)) is None:
         return ""
+    window, specialised, generic = found
     return (
-        f" The sweep's {w.window}-token window, the whole sequence, computes the causal mask's "
-        f"tiles: {words.fact(w.specialised)} against the causal row's {words.fact(w.generic)}. "
+        f" The sweep's {window}-token window, the whole sequence, computes the causal mask's "
+        f"tiles: {words.fact(specialised)} against the causal row's {words.fact(generic)}. "
         "Three things differ, and this page does not separate them: the "
         "forward-time table compiles one shape-generic kernel for its whole grid "
         "(`dynamic=True`), the sweep one for this shape alone; the sweep's `mask_mod` also "
@@ -116,9 +110,9 @@ def block_table(fm: Sourced) -> str:
     """Per mask: the BlockMask's tiles, its first build, the first call's compile, the error."""
     m = fm.measurement
     rows = [
-        [f"`{x.mask}`", words.fact(x.skipped), str(x.partial), str(x.full), words.fact(x.first_build), _f(x.compile), _f(x.error)]
+        [f"`{x.mask}`", x.skipped, x.partial, x.full, x.first_build, x.compile, x.error]
         for x in fflex.masks(m)
-    ]  # fmt: skip
+    ]
     tiles = "×".join(map(str, m.facts["block_size"]))
     header = ["Mask", f"Tiles ({tiles}) skipped", "Partial", "Full", "First build (one call)", "First call, compiling", "Error vs float64"]  # fmt: skip
     return captioned_table(header, rows, "lrrrrrr", fm, "BlockMask tiles.")
@@ -144,12 +138,9 @@ def sparsity_figure(fm: Sourced) -> str:
 
 
 def sparsity_table(fm: Sourced) -> str:
-    rows = [
-        [str(w), words.fact(share), words.fact(t)]
-        for w, share, t in fflex.sparsity(fm.measurement).points
-    ]
     header = ["Window (tokens)", "Tiles computed", "Compiled FlexAttention (unprofiled)"]
-    return captioned_table(header, rows, "rrr", fm, "Time against sparsity.")
+    points = fflex.sparsity(fm.measurement).points
+    return captioned_table(header, points, "rrr", fm, "Time against sparsity.")
 
 
 def cost_figure(fc: Sourced) -> str:
@@ -163,16 +154,9 @@ def cost_figure(fc: Sourced) -> str:
 def cost_table(fc: Sourced) -> str:
     """Per seq_len: build time, peak memory while building, the BlockMask's size; the growth."""
     found = fflex.build_cost(fc.measurement)
-    rows = [
-        [str(n), words.fact(t), words.fact(peak), words.fact(size)]
-        for n, t, peak, size in found.points
-    ]
     header = ["seq_len", "Build (unprofiled, warm)", "Peak memory while building", "BlockMask size"]
     what = "create_block_mask, called repeatedly: its time and confidence interval over the rounds."
-    table = captioned_table(header, rows, "rrrr", fc, what)
-    if found.slope is None:
-        return table
-    return (
-        table
-        + f"\n\nOver {found.slope.quantity.detail} the build time grows with log-log slope {words.fact(found.slope)} (2 is quadratic: the mask_mod is evaluated on every query/key pair)."
-    )
+    table = captioned_table(header, found.points, "rrrr", fc, what)
+    if found.slope is not None:
+        table += f"\n\nOver {found.slope.quantity.detail} the build time grows with log-log slope {words.fact(found.slope)} (2 is quadratic: the mask_mod is evaluated on every query/key pair)."
+    return table

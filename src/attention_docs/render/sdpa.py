@@ -68,14 +68,10 @@ def backend_table(sourced: Sourced) -> str:
             row.append(stated(m, "CPU-side time per call", who, r["cpu_us"], "µs", clock=PROFILED))
         row.append(stated(m, "peak memory", who, r["peak_bytes"], "B"))
         rows.append(row)
-    return captioned_table(
-        header,
-        rows,
-        # The costliest ops are names, left-aligned so that a list wraps between them.
-        "llrl" + "r" * (len(header) - 4),
-        sourced,
-        "Each SDPA backend pinned with sdpa_kernel.",
-    )
+    # The costliest ops are names, left-aligned so that a list wraps between them.
+    align = "llrl" + "r" * (len(header) - 4)
+    what = "Each SDPA backend pinned with sdpa_kernel."
+    return captioned_table(header, rows, align, sourced, what)
 
 
 def backend_times(times: Sourced, backends: Sourced) -> str:
@@ -84,11 +80,8 @@ def backend_times(times: Sourced, backends: Sourced) -> str:
     m = backends.measurement
     shape = Shape.of(m.params)
     names = [f"SDPA {r['backend']}" for r in m.tables["backends"].records()]
-    return (
-        forward_table(times, names, shape, baseline="SDPA math")
-        + "\n\n"
-        + caption_html(times, f"Forward time per backend at {shape.text()}.")
-    )
+    table = forward_table(times, names, shape, baseline="SDPA math")
+    return f"{table}\n\n{caption_html(times, f'Forward time per backend at {shape.text()}.')}"
 
 
 def priority_claim(m: Measurement) -> str:
@@ -129,13 +122,8 @@ def why_matrix(sourced: Sourced) -> str:
         for v, c in cells.items()
     ]
     header = ["Variant", "SDPA picks", *(f"`{b}`" for b in backends)]
-    return captioned_table(
-        header,
-        rows,
-        "ll" + "l" * len(backends),
-        sourced,
-        "Why this backend? Each backend pinned, per input variant.",
-    )
+    what = "Why this backend? Each backend pinned, per input variant."
+    return captioned_table(header, rows, "l" * len(header), sourced, what)
 
 
 def why_reasons(sourced: Sourced) -> str:
@@ -210,11 +198,8 @@ def mask_table(sourced: Sourced) -> str:
     rows = []
     for r in m.tables["masks"].records():
         who = f"SDPA with the causal mask as {r['mask']}"
-        if r["mask"] in ratios:
-            q, c = ratios[r["mask"]]
-            ratio = words.fact_span(q.id, words.versus(c))
-        else:
-            ratio = "1 (baseline)"
+        q, c = ratios.get(r["mask"], (None, None))
+        ratio = words.fact_span(q.id, words.versus(c)) if q else "1 (baseline)"
         err, size = r["max_abs_error"], r["mask_bytes"]
         rows.append([
             r["mask"],
