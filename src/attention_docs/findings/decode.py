@@ -51,6 +51,11 @@ class Point:
         )
 
     @property
+    def key(self) -> tuple[str, str, int, int]:
+        """(variant, impl, batch_size, cache_len), as the experiment's table names the point."""
+        return self.variant, self.impl, self.shape.batch_size, self.shape.keys
+
+    @property
     def label(self) -> str:
         return f"{self.variant} · {self.impl}"
 
@@ -81,38 +86,31 @@ def points(m: Measurement) -> list[Point]:
     ]
 
 
-def point(
-    m: Measurement, variant: str, impl: str = "sdpa", batch_size=None, cache_len=None
-) -> Point | None:
-    """The point of `variant` on `impl`; batch and cache default to the base point's."""
-    b = m.params["batch_size"] if batch_size is None else batch_size
-    c = m.params["cache_len"] if cache_len is None else cache_len
-    key = (variant, impl, b, c)
-    return next((p for p in points(m) if (p.variant, p.impl, *_at(p)) == key), None)
+def select(m: Measurement, variant=None, impl="sdpa", batch_size=None, cache_len=None):
+    """The points of a decode_steps entry that match every field given (None: any)."""
+    want = (variant, impl, batch_size, cache_len)
+    return [p for p in points(m) if all(w in (None, h) for w, h in zip(want, p.key, strict=True))]
 
 
-def _at(p: Point) -> tuple[int, int]:
-    return p.shape.batch_size, p.shape.keys
+def point(m: Measurement, variant: str, impl: str = "sdpa") -> Point | None:
+    """The point of `variant` on `impl` at the base batch and cache."""
+    found = select(m, variant, impl, m.params["batch_size"], m.params["cache_len"])
+    return found[0] if found else None
 
 
 def base_points(m: Measurement) -> list[Point]:
     """Every path at the base point (the chapter's table and roofline)."""
-    base = (m.params["batch_size"], m.params["cache_len"])
-    return [p for p in points(m) if _at(p) == base]
+    return select(m, None, None, m.params["batch_size"], m.params["cache_len"])
 
 
 def cache_series(m: Measurement, variant: str) -> list[Point]:
     """`variant` on SDPA at batch 1 as the cache grows."""
-    found = [
-        p for p in points(m) if (p.variant, p.impl, p.shape.batch_size) == (variant, "sdpa", 1)
-    ]
-    return sorted(found, key=lambda p: p.shape.keys)
+    return sorted(select(m, variant, batch_size=1), key=lambda p: p.shape.keys)
 
 
 def batch_series(m: Measurement) -> list[Point]:
     """Grouped-query on SDPA at the base cache as the batch grows."""
-    c = m.params["cache_len"]
-    found = [p for p in points(m) if (p.variant, p.impl, p.shape.keys) == ("GQA", "sdpa", c)]
+    found = select(m, "GQA", cache_len=m.params["cache_len"])
     return sorted(found, key=lambda p: p.shape.batch_size)
 
 
@@ -122,7 +120,6 @@ def _quantity(m: Measurement, p: Point, metric: str, detail: str = "") -> Quanti
 
 
 def _divided(q: Quantity, t: Timing, n: float) -> Fact:
-    """`t` divided by `n` (per token), every end of its range."""
     return Fact(q, t.time_us / n, "µs", t.low_us / n, t.high_us / n)
 
 
@@ -137,13 +134,17 @@ def _rate(q: Quantity, amount: float, t: Timing, unit: str) -> Fact:
     )
 
 
+def _model(metric: str, subject: str, shape: Shape, value, unit: str, *, detail="") -> Fact:
+    """A value the cost model computes from the shape alone: one fact on every device."""
+    return Fact(Quantity(metric, subject, "model", MODEL, shape, detail), value, unit)
+
+
 def step_time(m: Measurement, p: Point) -> Fact | None:
     """The unprofiled time of one step of one layer, with its rounds' range."""
     return Fact.of_timing(_quantity(m, p, STEP_TIME), p.time) if p.time else None
 
 
 def per_token(m: Measurement, p: Point) -> Fact | None:
-    """The step's time divided by the sequences it decodes."""
     return _divided(_quantity(m, p, PER_TOKEN), p.time, p.shape.batch_size) if p.time else None
 
 
@@ -163,7 +164,6 @@ def roof(m: Measurement, ceilings: Measurement | None) -> tuple[float | None, fl
 
 
 def matmul_key(m: Measurement) -> str:
-    """machine_ceilings' key for the matmul rate in `m`'s dtype."""
     return f"peak_flops_{m.params['dtype']}"
 
 
@@ -179,15 +179,8 @@ def copy_share(m: Measurement, p: Point, ceilings: Measurement | None) -> Fact |
 def working_set(p: Point) -> Fact:
     """What one timed call of the point cycles through: its layers' K and V caches (cost
     model), each read once per call."""
-    q = Quantity(
-        "working set of a timed call",
-        "K and V, every layer",
-        "model",
-        MODEL,
-        p.shape,
-        f"{p.layers} layers",
-    )
-    return Fact(q, p.cost.cache_bytes * p.layers, "B")
+    value, what = p.cost.cache_bytes * p.layers, "working set of a timed call"
+    return _model(what, "K and V, every layer", p.shape, value, "B", detail=f"{p.layers} layers")
 
 
 def cache_resident(points: list[Point], ceilings: Measurement | None) -> Fact | None:
@@ -202,15 +195,12 @@ def cache_resident(points: list[Point], ceilings: Measurement | None) -> Fact | 
 
 def cache_size(p: Point) -> Fact:
     """The K and V cache of one layer (cost model)."""
-    return Fact(
-        Quantity("K/V cache size", "K and V", "model", MODEL, p.shape), p.cost.cache_bytes, "B"
-    )
+    return _model("K/V cache size", "K and V", p.shape, p.cost.cache_bytes, "B")
 
 
 def intensity(p: Point) -> Fact:
     """FLOPs per byte the step must move (cost model)."""
-    q = Quantity(INTENSITY, "decode step", "model", MODEL, p.shape)
-    return Fact(q, p.cost.intensity, "FLOP/B")
+    return _model(INTENSITY, "decode step", p.shape, p.cost.intensity, "FLOP/B")
 
 
 @dataclass(frozen=True)
@@ -254,11 +244,11 @@ def bytes_test(m: Measurement, more: Point, fewer: Point) -> BytesTest | None:
     if more.time is None or fewer.time is None or not fewer.cost.bytes:
         return None
     ratio = more.cost.bytes / fewer.cost.bytes
-    subject = f"{more.label} ÷ {fewer.label}"
-    q = Quantity("bytes moved, ratio", subject, "model", MODEL, more.shape, fewer.shape.key())
+    subject, at = f"{more.label} ÷ {fewer.label}", fewer.shape.key()
+    fact = _model("bytes moved, ratio", subject, more.shape, ratio, "×", detail=at)
     c = compare(fewer.time, more.time)
     side = "short" if c.high < ratio else "beyond" if c.low > ratio else "within"
-    return BytesTest(more, fewer, Fact(q, ratio, "×"), c, side)
+    return BytesTest(more, fewer, fact, c, side)
 
 
 def ridge(m: Measurement, ceilings: Measurement | None) -> float | None:
@@ -345,11 +335,9 @@ def moved_bytes(m: Measurement, mode: str) -> float:
     return kv_token * (n if mode == PREFILL else n * (n + 1) / 2) + q_and_out
 
 
-def _mode_quantity(m: Measurement, metric: str, mode: str, clock: str = UNPROFILED) -> Quantity:
-    subject = mode if clock == MODEL else f"{mode}, {m.params['impl']}"
-    return Quantity(
-        metric, subject, "model" if clock == MODEL else m.device_id, clock, prompt_shape(m)
-    )
+def _mode_quantity(m: Measurement, metric: str, mode: str) -> Quantity:
+    subject = f"{mode}, {m.params['impl']}"
+    return Quantity(metric, subject, m.device_id, UNPROFILED, prompt_shape(m))
 
 
 def mode_time(m: Measurement, mode: str) -> Fact:
@@ -370,18 +358,14 @@ def mode_per_token(m: Measurement, mode: str) -> Fact:
     return _divided(q, _times(m)[mode], m.params["prompt_len"])
 
 
-def mode_rate(m: Measurement, mode: str) -> Fact:
-    q = _mode_quantity(m, "useful FLOP rate", mode)
-    return _rate(q, useful_flops(m), _times(m)[mode], "FLOP/s")
-
-
-def mode_bytes(m: Measurement, mode: str) -> Fact:
-    return Fact(_mode_quantity(m, "bytes moved", mode, MODEL), moved_bytes(m, mode), "B")
-
-
-def mode_intensity(m: Measurement, mode: str) -> Fact:
-    value = useful_flops(m) / moved_bytes(m, mode)
-    return Fact(_mode_quantity(m, INTENSITY, mode, MODEL), value, "FLOP/B")
+def mode_costs(m: Measurement, mode: str) -> tuple[Fact, Fact, Fact]:
+    """One mode's useful FLOP rate (unprofiled), and its bytes and intensity (cost model)."""
+    flops, moved = useful_flops(m), moved_bytes(m, mode)
+    return (
+        _rate(_mode_quantity(m, "useful FLOP rate", mode), flops, _times(m)[mode], "FLOP/s"),
+        _model("bytes moved", mode, prompt_shape(m), moved, "B"),
+        _model(INTENSITY, mode, prompt_shape(m), flops / moved, "FLOP/B"),
+    )
 
 
 def prefill_speed(m: Measurement) -> tuple[Quantity, Comparison]:
@@ -393,7 +377,7 @@ def prefill_speed(m: Measurement) -> tuple[Quantity, Comparison]:
 def bytes_ratio(m: Measurement) -> Fact:
     """How many times prefill's bytes decode must move (cost model)."""
     value = moved_bytes(m, DECODE) / moved_bytes(m, PREFILL)
-    return Fact(_mode_quantity(m, "bytes ratio", "decode vs prefill", MODEL), value, "×")
+    return _model("bytes ratio", "decode vs prefill", prompt_shape(m), value, "×")
 
 
 @dataclass(frozen=True)
@@ -428,26 +412,18 @@ def split(m: Measurement, ceilings: Measurement | None) -> Split | None:
     )
 
 
-def _step_shares(m: Measurement):
-    table = m.tables["per_forward"]
-    return shares({c: table.column(c) for c in table.columns if c != "forward"})
-
-
-def step_shares(m: Measurement) -> dict[str, Fact]:
+def step_shares(m: Measurement) -> tuple[dict[str, Fact], Largest]:
     """Each labelled range's share of the profiled decode step, with its range over the
-    profiled steps (structure from a profile: the times themselves are inflated)."""
-    s = prompt_shape(m)
+    profiled steps (structure from a profile: the times themselves are inflated), and the
+    range with the largest share, with whether it clears every other beyond the noise."""
+    table, s = m.tables["per_forward"], prompt_shape(m)
+    found = shares({c: table.column(c) for c in table.columns if c != "forward"})
     q = Quantity("share of the profiled step", "", m.device_id, PROFILED, step_shape(s, s.seq_len))
-    return {
+    facts = {
         label: Fact(replace(q, subject=label), sh.fraction, "%", sh.low, sh.high)
-        for label, sh in _step_shares(m).items()
+        for label, sh in found.items()
     }
-
-
-def largest_step_share(m: Measurement) -> Largest:
-    """The range with the largest share of the profiled decode step, and whether it clears
-    every other beyond the noise (`share.largest`)."""
-    return largest(_step_shares(m))
+    return facts, largest(found)
 
 
 # --- the H200 forecast -----------------------------------------------------------------------

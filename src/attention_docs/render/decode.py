@@ -124,27 +124,27 @@ def bandwidth_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     )
 
 
+# What a speed-up short of its byte ratio, or beyond it, says.
+SIDES = {
+    "short": "gained less than that in every round: the fewer bytes a step reads, the more of "
+    "its time is something the bytes do not explain; what it is, is not measured here (a fixed "
+    "cost per step would do it)",
+    "beyond": "gained more than that in every round: a smaller cache can sit in a faster level "
+    "of memory (which one is not measured here)",
+}
+
+
 def _bytes_tests(m, base, others) -> str:
     """Whether the steps' times followed their bytes, against `base`: said per pair."""
     tests = [t for t in (fdecode.bytes_test(m, base, p) for p in others) if t is not None]
     if not tests:
         return ""
     said = words.series(f"{t.fewer.label} reads {_say(t.bytes_ratio, False)} fewer" for t in tests)
-    short, beyond = (
-        [t.fewer.label for t in tests if t.side == side] for side in ("short", "beyond")
-    )
-    parts = []
-    if short:
-        parts.append(
-            f"{words.series(short)} gained less than that in every round: the fewer bytes a "
-            "step reads, the more of its time is something the bytes do not explain; what it "
-            "is, is not measured here (a fixed cost per step would do it)"
-        )
-    if beyond:
-        parts.append(
-            f"{words.series(beyond)} gained more than that in every round: a smaller cache "
-            "can sit in a faster level of memory (which one is not measured here)"
-        )
+    parts = [
+        f"{words.series(names)} {text}"
+        for side, text in SIDES.items()
+        if (names := [t.fewer.label for t in tests if t.side == side])
+    ]
     verdict = "; ".join(parts) or "each speed-up holds its byte ratio within the rounds' range"
     return (
         f" If bytes alone set the pace, each speed-up over {base.label} would be its byte "
@@ -327,17 +327,13 @@ def batch_claim(steps: Sourced) -> str:
 def prefill_table(pvd: Sourced) -> str:
     """The same tokens all at once and one at a time: time, per token, FLOP rate, bytes."""
     m = pvd.measurement
-    rows = [
-        [
-            mode,
-            fdecode.mode_time(m, mode),
-            _say(fdecode.mode_per_token(m, mode), False),
-            _say(fdecode.mode_rate(m, mode), False),
-            fdecode.mode_bytes(m, mode),
-            fdecode.mode_intensity(m, mode),
-        ]
-        for mode in (fdecode.PREFILL, fdecode.DECODE)
-    ]
+    rows = []
+    for mode in (fdecode.PREFILL, fdecode.DECODE):
+        rate, moved, per_byte = fdecode.mode_costs(m, mode)
+        per_token = _say(fdecode.mode_per_token(m, mode), False)
+        rows.append(
+            [mode, fdecode.mode_time(m, mode), per_token, _say(rate, False), moved, per_byte]
+        )
     header = (
         "Mode | Total (unprofiled) | Per token | Useful FLOP/s | Bytes (model) | FLOP/B (model)"
     )
@@ -373,7 +369,7 @@ def prefill_claim(pvd: Sourced, ceilings: Sourced | None = None) -> str:
 def step_share_table(pvd: Sourced) -> str:
     """The profiled decode step: each range's share (structure only), then its unprofiled time."""
     m = pvd.measurement
-    shares, top = fdecode.step_shares(m), fdecode.largest_step_share(m)
+    shares, top = fdecode.step_shares(m)
     rows = [[f"`{s.label}`", str(s.calls), shares[s.label]] for s in m.steps]
     header = "Range | Calls | Share of the profiled step (range over profiled steps)"
     said = (
