@@ -1,12 +1,34 @@
 import math
+import re
+from dataclasses import replace
 
+import markdown
 import pytest
+import site_facts
 import torch
+from recorded import sourced as stored
+from synthetic_decode import (
+    H200,
+    LABELS,
+    ceilings,
+    decode_steps,
+    measurement,
+    prefill_vs_decode,
+    timing,
+)
 from timings import measured_in_rounds, stated
+from torch.profiler import profile
 
 from attention_docs import render
 from attention_docs.analytic.cost import itemsize
-from attention_docs.analytic.decode import decode_cost
+from attention_docs.analytic.decode import (
+    batch_filling_gpu,
+    decode_blocks,
+    decode_cost,
+    num_splits,
+    queries_to_ridge,
+)
+from attention_docs.analytic.gpu import sheet
 from attention_docs.attention.decode import (
     IMPLS,
     KVCache,
@@ -16,7 +38,20 @@ from attention_docs.attention.decode import (
     prefill,
     repeat_kv,
 )
+from attention_docs.experiments.decode import (
+    DECODE,
+    FLOOR,
+    PREFILL,
+    PROFILED,
+    per_layer,
+    step_points,
+)
+from attention_docs.experiments.registry import ExperimentError, get
+from attention_docs.experiments.runner import run_experiment
+from attention_docs.findings import decode as fdecode
 from attention_docs.inputs import make_qkv, resolve_dtype
+from attention_docs.measurements import Sourced
+from attention_docs.records.timing import Timing
 
 
 def reference(q, k, v):
@@ -152,8 +187,6 @@ def test_errors_speak_to_the_reader():
 
 
 def test_grouped_attention_labels_the_five_steps():
-    from torch.profiler import profile
-
     q, k, v = make_qkv(1, 4, 1, 8, kv_seq_len=9, num_kv_heads=2)
     with profile() as prof:
         grouped_attention(q, k, v)
@@ -185,8 +218,6 @@ def test_decode_cost_counts_the_cache_once_and_flops_per_query_head():
 
 
 def test_split_kv_follows_flashattention_2s_published_example():
-    from attention_docs.analytic.decode import num_splits
-
     # flash_api.cpp: "batch * n_heads = 48 and we have 108 SMs, having 2 splits (efficiency =
     # 0.89) is better than having 3 splits (efficiency = 0.67)" — 108 block slots = 54 SMs × 2.
     assert num_splits(48, 54, cache_len=16384, head_dim=128) == 2
@@ -196,8 +227,6 @@ def test_split_kv_follows_flashattention_2s_published_example():
 
 @pytest.mark.parametrize(("kv_heads", "batch"), [(32, 7), (8, 27), (1, 212)])
 def test_the_batch_that_fills_an_h200_without_split_kv(kv_heads, batch):
-    from attention_docs.analytic.decode import batch_filling_gpu, decode_blocks
-
     assert batch_filling_gpu(32, kv_heads, 132) == batch
     slots = 2 * 132
     assert (
@@ -206,8 +235,6 @@ def test_the_batch_that_fills_an_h200_without_split_kv(kv_heads, batch):
 
 
 def test_queries_to_ridge_is_the_first_token_count_past_the_ridge():
-    from attention_docs.analytic.decode import queries_to_ridge
-
     t = queries_to_ridge(32, 8, 128, "bfloat16", ridge=200.0, cache_len=16384)
     at = decode_cost(1, 32, 16384, 128, "bfloat16", num_kv_heads=8, q_len=t).intensity
     before = decode_cost(1, 32, 16384, 128, "bfloat16", num_kv_heads=8, q_len=t - 1).intensity
@@ -224,23 +251,16 @@ TINY = {"num_heads": 4, "head_dim": 8, "gqa_kv_heads": 2, "working_set_mb": 1, "
 
 @pytest.fixture(scope="module")
 def steps():
-    from attention_docs.experiments.runner import run_experiment
-
     return run_experiment("decode_steps", TINY, device="cpu")
 
 
 @pytest.fixture(scope="module")
-def prefill_vs_decode():
-    from attention_docs.experiments.runner import run_experiment
-
+def measured_pvd():
     params = {"num_heads": 4, "head_dim": 8, "num_kv_heads": 2, "prompt_len": 24}
     return run_experiment("decode_prefill_vs_decode", params, device="cpu")
 
 
 def test_decode_steps_times_every_point_once(steps):
-    from attention_docs.experiments.decode import step_points
-    from attention_docs.records.timing import Timing
-
     rows = steps.tables["steps"].records()
     keys = [(r["variant"], r["impl"], r["batch_size"], r["cache_len"]) for r in rows]
     assert keys == step_points(steps.params)
@@ -261,9 +281,6 @@ def test_decode_steps_times_every_point_once(steps):
 
 
 def test_the_table_the_cache_sweep_and_the_batch_sweep_share_their_points():
-    from attention_docs.experiments.decode import step_points
-    from attention_docs.experiments.registry import get
-
     for kind in ("cpu", "cuda"):
         p = get("decode_steps").resolve({}, kind)
         points = step_points(p)
@@ -276,46 +293,35 @@ def test_the_table_the_cache_sweep_and_the_batch_sweep_share_their_points():
 
 
 def test_decode_steps_refuses_a_group_that_does_not_divide():
-    from attention_docs.experiments.registry import ExperimentError
-    from attention_docs.experiments.runner import run_experiment
-
     with pytest.raises(ExperimentError, match="gqa_kv_heads=3 must divide num_heads=4"):
         run_experiment("decode_steps", {**TINY, "gqa_kv_heads": 3}, device="cpu")
 
 
 def test_per_layer_divides_every_round():
-    from attention_docs.experiments.decode import per_layer
-
     t = per_layer(stated(40.0, 36.0, 44.0), 4)
     assert (t.time_us, t.low_us, t.high_us) == (10.0, 9.0, 11.0)
 
 
-def test_prefill_vs_decode_times_every_mode_in_the_same_rounds(prefill_vs_decode):
-    from attention_docs.experiments.decode import DECODE, FLOOR, PREFILL, PROFILED
-
-    rows = {r["mode"]: r for r in prefill_vs_decode.tables["times"].records()}
+def test_prefill_vs_decode_times_every_mode_in_the_same_rounds(measured_pvd):
+    rows = {r["mode"]: r for r in measured_pvd.tables["times"].records()}
     assert set(rows) == {PREFILL, DECODE, FLOOR, PROFILED}
     assert rows[FLOOR]["cache_len"] == 1 and rows[PROFILED]["cache_len"] == 24
     assert all(measured_in_rounds(r["time"]) for r in rows.values())
-    labels = [s.label for s in prefill_vs_decode.steps]
+    labels = [s.label for s in measured_pvd.steps]
     assert labels[0] == "decode.append" and "attention.softmax" in labels
-    assert prefill_vs_decode.tables["per_forward"].columns[1:] == tuple(labels)
-    assert prefill_vs_decode.timeline is not None
+    assert measured_pvd.tables["per_forward"].columns[1:] == tuple(labels)
+    assert measured_pvd.timeline is not None
 
 
 # --- facts and verdicts, on measurements made up with known answers -----------------------
 
 
 def sourced(m):
-    from attention_docs.measurements import Sourced
-
     return Sourced(m, "from the store", "x.json")
 
 
 def fact_values(html: str) -> dict[str, set[str]]:
     """Each data-fact id in `html` with the values (first number and unit) it is stated with."""
-    import re
-
     found: dict[str, set[str]] = {}
     for fact_id, text in re.findall(r'data-fact="([^"]+)">(.*?)</span>', html):
         value = re.search(r"\d[\d.,]*\s?[^\s(]*", re.sub(r"<[^>]+>", "", text)).group(0)
@@ -325,8 +331,6 @@ def fact_values(html: str) -> dict[str, set[str]]:
 
 def test_one_step_is_one_fact_in_the_table_the_sweeps_and_the_finding():
     """The bug this experiment fixes: the GQA step at batch 1 stated with two values."""
-    from synthetic_decode import ceilings, decode_steps, prefill_vs_decode
-
     m, c = decode_steps(), None
     c = ceilings(m)
     page = "".join(
@@ -344,10 +348,6 @@ def test_one_step_is_one_fact_in_the_table_the_sweeps_and_the_finding():
 
 
 def test_rates_and_shares_come_from_unprofiled_times_and_the_cost_model():
-    from synthetic_decode import ceilings, decode_steps, timing
-
-    from attention_docs.findings import decode as fdecode
-
     m = decode_steps(lambda v, impl, b, c: timing(100.0, 90.0, 110.0) if v == "MHA" else 50.0)
     c = ceilings(m, bandwidth=20e9)
     p = fdecode.point(m, "MHA")
@@ -362,7 +362,6 @@ def test_rates_and_shares_come_from_unprofiled_times_and_the_cost_model():
     assert fdecode.intensity(p).value == pytest.approx(cost.intensity)
     assert fdecode.ridge(m, c) == pytest.approx(100e9 / 20e9)
     # Ceilings from another device place nothing under a roof.
-    from synthetic_decode import H200, measurement
 
     elsewhere = measurement("machine_ceilings", {}, device=H200, facts={"bandwidth_bs": 1e12})
     assert fdecode.copy_share(m, p, elsewhere) is None
@@ -371,8 +370,6 @@ def test_rates_and_shares_come_from_unprofiled_times_and_the_cost_model():
 
 
 def test_claims_say_ties_as_ties_and_which_roof_binds():
-    from synthetic_decode import ceilings, decode_steps, timing
-
     tie = decode_steps(lambda v, impl, b, c: timing(100.0, 95.0, 105.0))
     text = render.decode.bandwidth_claim(sourced(tie), sourced(ceilings(tie)))
     assert "GQA · sdpa and MHA · sdpa are within noise" in text or "MHA · sdpa and GQA" in text
@@ -385,12 +382,6 @@ def test_claims_say_ties_as_ties_and_which_roof_binds():
 
 
 def test_a_working_set_inside_the_last_level_cache_is_said_not_hidden():
-    from dataclasses import replace as with_facts
-
-    from synthetic_decode import ceilings, decode_steps
-
-    from attention_docs.findings import decode as fdecode
-
     m = decode_steps(lambda v, impl, b, c: 100.0)
     mha = fdecode.point(m, "MHA")
     held = fdecode.working_set(mha).value
@@ -401,7 +392,7 @@ def test_a_working_set_inside_the_last_level_cache_is_said_not_hidden():
     assert "last-level" not in text
 
     def with_llc(size: float):
-        return with_facts(roof, facts={**roof.facts, "llc_level": 3, "llc_bytes": size})
+        return replace(roof, facts={**roof.facts, "llc_level": 3, "llc_bytes": size})
 
     assert fdecode.cache_resident([mha], with_llc(held - 1)) is None  # outgrows it: memory
     assert fdecode.cache_resident([mha], with_llc(held)).value == held
@@ -411,10 +402,6 @@ def test_a_working_set_inside_the_last_level_cache_is_said_not_hidden():
 
 
 def test_batching_stops_paying_where_the_time_per_token_stops_falling():
-    from synthetic_decode import decode_steps
-
-    from attention_docs.findings import decode as fdecode
-
     # Per step: 100 µs at batch 1, then 2 µs per sequence more: per token flat from batch 2.
     flat = decode_steps(lambda v, impl, b, c: 100.0 if b == 1 else 110.0 * b / 2)
     assert fdecode.saturation(flat).shape.batch_size == 2
@@ -425,10 +412,6 @@ def test_batching_stops_paying_where_the_time_per_token_stops_falling():
 
 
 def test_a_step_proportional_to_its_bytes_has_slope_one():
-    from synthetic_decode import decode_steps
-
-    from attention_docs.findings import decode as fdecode
-
     m = decode_steps(lambda v, impl, b, c: 0.01 * c * (4 if v == "MHA" else 1))
     for v in ("MHA", "GQA", "MQA"):
         s = fdecode.tail_slope(m, v)
@@ -437,10 +420,6 @@ def test_a_step_proportional_to_its_bytes_has_slope_one():
 
 
 def test_prefill_against_decode_splits_decode_into_bytes_and_steps_when_it_can():
-    from synthetic_decode import ceilings, prefill_vs_decode
-
-    from attention_docs.findings import decode as fdecode
-
     m = prefill_vs_decode()  # decode 2,400 µs; 24 steps on a one-token cache of 20 µs
     c = ceilings(m, bandwidth=20e9)
     s = fdecode.split(m, c)
@@ -459,17 +438,12 @@ def test_prefill_against_decode_splits_decode_into_bytes_and_steps_when_it_can()
 
 
 def test_profiled_step_shows_shares_with_their_range_not_rates():
-    from synthetic_decode import prefill_vs_decode
-
     table = render.decode.step_share_table(sourced(prefill_vs_decode()))
     assert "FLOP/s" not in table and "B/s" not in table
     assert "`attention.softmax` has the largest share" in table
     # softmax: 21–23 µs of 45–47 µs per profiled step.
     assert "47.8% (46.7–48.9%)" in table
     # Two ranges whose shares overlap: no largest is named (issue 27: no max() in render/).
-    from dataclasses import replace
-
-    from synthetic_decode import LABELS
 
     m = prefill_vs_decode()
     rows = tuple((i, 1.0, 21.0 + 2 * (i - 2), 2.0, 1.0, 20.0 + i, 10.0) for i in (1, 2, 3))
@@ -482,11 +456,6 @@ def test_profiled_step_shows_shares_with_their_range_not_rates():
 
 
 def test_the_h200_forecast_is_bytes_over_bandwidth_and_checks_a_gpu_entry():
-    from synthetic_decode import H200, decode_steps, prefill_vs_decode, timing
-
-    from attention_docs.analytic.gpu import sheet
-    from attention_docs.findings import decode as fdecode
-
     gpu = sheet("h200")
     f = fdecode.floor(gpu, "GQA", 1, 4096)
     moved = 2 * 8 * 4096 * 128 * 2 + 2 * 32 * 128 * 2  # the cache, then q and the output
@@ -512,10 +481,6 @@ def test_the_h200_forecast_is_bytes_over_bandwidth_and_checks_a_gpu_entry():
 def test_the_whole_chapter_from_recorded_entries_states_every_number_as_one_fact():
     """Chapter 11's renderers on the stored entries: every number with a unit is marked, and
     every fact id has one value across the page."""
-    import site_facts
-    from recorded import sourced as stored
-    from synthetic_decode import ceilings
-
     steps, pvd = stored("decode_steps"), stored("decode_prefill_vs_decode")
     c = sourced(ceilings(steps.measurement, bandwidth=10e9, peak=50e9))
     r = render.decode
@@ -533,7 +498,6 @@ def test_the_whole_chapter_from_recorded_entries_states_every_number_as_one_fact
         r.step_share_table(pvd),
         r.gpu_forecast([steps], pvd),
     ]
-    import markdown
 
     page = markdown.markdown("\n\n".join(parts), extensions=["tables", "admonition"])
     found = site_facts.read_page(f"<article>{page}</article>")
@@ -543,10 +507,6 @@ def test_the_whole_chapter_from_recorded_entries_states_every_number_as_one_fact
 
 def test_bytes_are_said_to_set_the_pace_only_where_the_times_follow_them():
     """Issue 28: "bytes set its pace" while GQA, with four times fewer bytes, was no faster."""
-    from synthetic_decode import ceilings, decode_steps
-
-    from attention_docs.findings import decode as fdecode
-
     base = decode_steps(lambda v, impl, b, c: 100.0)
     mha, gqa, mqa = (fdecode.point(base, v) for v in fdecode.VARIANTS)
     to_gqa, to_mqa = mha.cost.bytes / gqa.cost.bytes, mha.cost.bytes / mqa.cost.bytes
@@ -568,6 +528,4 @@ def test_bytes_are_said_to_set_the_pace_only_where_the_times_follow_them():
 
 
 def _plain(html: str) -> str:
-    import re
-
     return re.sub(r"<[^>]+>", "", html)

@@ -6,7 +6,7 @@
 # sets beside them. Rates are computed from unprofiled times only. No words here.
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from attention_docs.analytic import cost
 from attention_docs.analytic import decode as decode_model
@@ -14,8 +14,8 @@ from attention_docs.analytic import gpu as gpus
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import MODEL, PROFILED, UNPROFILED, Fact, Quantity, llc_fact
 from attention_docs.findings.forecast import Check, check, forecast
-from attention_docs.findings.share import Largest, Share, largest, shares
-from attention_docs.findings.trend import Slope, end_to_end
+from attention_docs.findings.share import Largest, largest, shares
+from attention_docs.findings.trend import end_to_end
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
@@ -23,13 +23,8 @@ from attention_docs.records.timing import Timing
 
 STEP_TIME = "decode step time"
 PER_TOKEN = "decode time per token"
-READ_RATE = "cache read rate"
-COPY_SHARE = "share of copy bandwidth"
-CACHE_SIZE = "K/V cache size"
-WORKING_SET = "working set of a timed call"
 INTENSITY = "arithmetic intensity"
 SPEED = "decode speed ratio"
-SLOPE = "log-log slope of step time over cache length"
 VARIANTS = ("MHA", "GQA", "MQA")
 # The chapter's forecast: the GPU and shape every chapter uses (analytic/gpu.py), with 32 heads
 # as in the models whose decode is studied, and the extremes of a realistic decode.
@@ -56,28 +51,32 @@ class Point:
         )
 
     @property
+    def key(self) -> tuple[str, str, int, int]:
+        """(variant, impl, batch_size, cache_len), as the experiment's table names the point."""
+        return self.variant, self.impl, self.shape.batch_size, self.shape.keys
+
+    @property
     def label(self) -> str:
         return f"{self.variant} · {self.impl}"
 
 
-def decode_shape(batch_size, num_heads, num_kv_heads, cache_len, *, head_dim, dtype) -> Shape:
-    return Shape(batch_size, num_heads, 1, head_dim, dtype, False, num_kv_heads, cache_len)
+def step_shape(s: Shape, cache_len: int) -> Shape:
+    """One new token of `s`'s batch and heads against `cache_len` cached ones."""
+    return replace(s, seq_len=1, causal=False, kv_len=cache_len)
 
 
 def points(m: Measurement) -> list[Point]:
     """Every point of a decode_steps entry, in its order."""
-    p = m.params
     return [
         Point(
             r["variant"],
             r["impl"],
-            decode_shape(
-                r["batch_size"],
-                p["num_heads"],
-                r["num_kv_heads"],
-                r["cache_len"],
-                head_dim=p["head_dim"],
-                dtype=p["dtype"],
+            Shape.of(
+                m.params,
+                batch_size=r["batch_size"],
+                seq_len=1,
+                num_kv_heads=r["num_kv_heads"],
+                kv_len=r["cache_len"],
             ),
             r["layers"],
             r["time"],
@@ -87,104 +86,101 @@ def points(m: Measurement) -> list[Point]:
     ]
 
 
-def point(
-    m: Measurement, variant: str, impl: str = "sdpa", batch_size=None, cache_len=None
-) -> Point | None:
-    """The point of `variant` on `impl`; batch and cache default to the base point's."""
-    b = m.params["batch_size"] if batch_size is None else batch_size
-    c = m.params["cache_len"] if cache_len is None else cache_len
-    for found in points(m):
-        key = (found.variant, found.impl, found.shape.batch_size, found.shape.keys)
-        if key == (variant, impl, b, c):
-            return found
-    return None
+def select(m: Measurement, variant=None, impl="sdpa", batch_size=None, cache_len=None):
+    """The points of a decode_steps entry that match every field given (None: any)."""
+    want = (variant, impl, batch_size, cache_len)
+    return [p for p in points(m) if all(w in (None, h) for w, h in zip(want, p.key, strict=True))]
+
+
+def point(m: Measurement, variant: str, impl: str = "sdpa") -> Point | None:
+    """The point of `variant` on `impl` at the base batch and cache."""
+    found = select(m, variant, impl, m.params["batch_size"], m.params["cache_len"])
+    return found[0] if found else None
 
 
 def base_points(m: Measurement) -> list[Point]:
     """Every path at the base point (the chapter's table and roofline)."""
-    base = (m.params["batch_size"], m.params["cache_len"])
-    return [p for p in points(m) if (p.shape.batch_size, p.shape.keys) == base]
+    return select(m, None, None, m.params["batch_size"], m.params["cache_len"])
 
 
 def cache_series(m: Measurement, variant: str) -> list[Point]:
     """`variant` on SDPA at batch 1 as the cache grows."""
-    found = [p for p in points(m) if p.variant == variant and p.impl == "sdpa"]
-    return sorted((p for p in found if p.shape.batch_size == 1), key=lambda p: p.shape.keys)
+    return sorted(select(m, variant, batch_size=1), key=lambda p: p.shape.keys)
 
 
 def batch_series(m: Measurement) -> list[Point]:
     """Grouped-query on SDPA at the base cache as the batch grows."""
-    c = m.params["cache_len"]
-    found = [p for p in points(m) if (p.variant, p.impl, p.shape.keys) == ("GQA", "sdpa", c)]
+    found = select(m, "GQA", cache_len=m.params["cache_len"])
     return sorted(found, key=lambda p: p.shape.batch_size)
 
 
-def _detail(m: Measurement) -> str:
-    return f"per layer, {m.params['working_set_mb']} MB read per timed step"
+def _quantity(m: Measurement, p: Point, metric: str, detail: str = "") -> Quantity:
+    detail = f"{detail}per layer, {m.params['working_set_mb']} MB read per timed step"
+    return Quantity(metric, p.impl, m.device_id, UNPROFILED, p.shape, detail)
+
+
+def _divided(q: Quantity, t: Timing, n: float) -> Fact:
+    return Fact(q, t.time_us / n, "µs", t.low_us / n, t.high_us / n)
+
+
+def _rate(q: Quantity, amount: float, t: Timing, unit: str) -> Fact:
+    """amount per second at the median, the slowest and the fastest round."""
+    return Fact(
+        q,
+        amount / (t.time_us * 1e-6),
+        unit,
+        amount / (t.high_us * 1e-6),
+        amount / (t.low_us * 1e-6),
+    )
+
+
+def _model(metric: str, subject: str, shape: Shape, value, unit: str, *, detail="") -> Fact:
+    """A value the cost model computes from the shape alone: one fact on every device."""
+    return Fact(Quantity(metric, subject, "model", MODEL, shape, detail), value, unit)
 
 
 def step_time(m: Measurement, p: Point) -> Fact | None:
     """The unprofiled time of one step of one layer, with its rounds' range."""
-    if p.time is None:
-        return None
-    q = Quantity(STEP_TIME, p.impl, m.device_id, UNPROFILED, p.shape, _detail(m))
-    return Fact.of_timing(q, p.time)
+    return Fact.of_timing(_quantity(m, p, STEP_TIME), p.time) if p.time else None
 
 
 def per_token(m: Measurement, p: Point) -> Fact | None:
-    """The step's time divided by the sequences it decodes."""
-    if p.time is None:
-        return None
-    b = p.shape.batch_size
-    q = Quantity(PER_TOKEN, p.impl, m.device_id, UNPROFILED, p.shape, _detail(m))
-    return Fact(q, p.time.time_us / b, "µs", p.time.low_us / b, p.time.high_us / b)
-
-
-def _rate(amount: float, t: Timing) -> tuple[float, float, float]:
-    """amount per second at the median, the slowest and the fastest round."""
-    return amount / (t.time_us * 1e-6), amount / (t.high_us * 1e-6), amount / (t.low_us * 1e-6)
+    return _divided(_quantity(m, p, PER_TOKEN), p.time, p.shape.batch_size) if p.time else None
 
 
 def read_rate(m: Measurement, p: Point) -> Fact | None:
     """Bytes the step must move (cost model) over its unprofiled time."""
     if p.time is None:
         return None
-    q = Quantity(READ_RATE, p.impl, m.device_id, UNPROFILED, p.shape, _detail(m))
-    return Fact(q, *_rate(p.cost.bytes, p.time)[:1], "B/s", *_rate(p.cost.bytes, p.time)[1:])
+    return _rate(_quantity(m, p, "cache read rate"), p.cost.bytes, p.time, "B/s")
 
 
-def copy_bandwidth(m: Measurement, ceilings: Measurement | None) -> float | None:
-    """machine_ceilings' copy bandwidth, when it was measured on `m`'s device."""
+def roof(m: Measurement, ceilings: Measurement | None) -> tuple[float | None, float | None]:
+    """machine_ceilings' copy bandwidth and matmul rate in `m`'s dtype, where measured on
+    `m`'s device (else None)."""
     if ceilings is None or ceilings.device_id != m.device_id:
-        return None
-    return ceilings.facts.get("bandwidth_bs")
+        return None, None
+    return ceilings.facts.get("bandwidth_bs"), ceilings.facts.get(matmul_key(m))
 
 
 def matmul_key(m: Measurement) -> str:
-    """machine_ceilings' key for the matmul rate in `m`'s dtype."""
     return f"peak_flops_{m.params['dtype']}"
-
-
-def matmul_rate(m: Measurement, ceilings: Measurement | None) -> float | None:
-    if ceilings is None or ceilings.device_id != m.device_id:
-        return None
-    return ceilings.facts.get(matmul_key(m))
 
 
 def copy_share(m: Measurement, p: Point, ceilings: Measurement | None) -> Fact | None:
     """The read rate as a fraction of the copy bandwidth measured on the same device."""
-    bw, rate = copy_bandwidth(m, ceilings), read_rate(m, p)
+    bw, rate = roof(m, ceilings)[0], read_rate(m, p)
     if bw is None or rate is None:
         return None
-    q = Quantity(COPY_SHARE, p.impl, m.device_id, UNPROFILED, p.shape, _detail(m))
+    q = _quantity(m, p, "share of copy bandwidth")
     return Fact(q, rate.value / bw, "%", rate.low / bw, rate.high / bw)
 
 
 def working_set(p: Point) -> Fact:
     """What one timed call of the point cycles through: its layers' K and V caches (cost
     model), each read once per call."""
-    q = Quantity(WORKING_SET, "K and V, every layer", "model", MODEL, p.shape, f"{p.layers} layers")
-    return Fact(q, p.cost.cache_bytes * p.layers, "B")
+    value, what = p.cost.cache_bytes * p.layers, "working set of a timed call"
+    return _model(what, "K and V, every layer", p.shape, value, "B", detail=f"{p.layers} layers")
 
 
 def cache_resident(points: list[Point], ceilings: Measurement | None) -> Fact | None:
@@ -199,14 +195,12 @@ def cache_resident(points: list[Point], ceilings: Measurement | None) -> Fact | 
 
 def cache_size(p: Point) -> Fact:
     """The K and V cache of one layer (cost model)."""
-    return Fact(Quantity(CACHE_SIZE, "K and V", "model", MODEL, p.shape), p.cost.cache_bytes, "B")
+    return _model("K/V cache size", "K and V", p.shape, p.cost.cache_bytes, "B")
 
 
 def intensity(p: Point) -> Fact:
     """FLOPs per byte the step must move (cost model)."""
-    return Fact(
-        Quantity(INTENSITY, "decode step", "model", MODEL, p.shape), p.cost.intensity, "FLOP/B"
-    )
+    return _model(INTENSITY, "decode step", p.shape, p.cost.intensity, "FLOP/B")
 
 
 @dataclass(frozen=True)
@@ -250,15 +244,16 @@ def bytes_test(m: Measurement, more: Point, fewer: Point) -> BytesTest | None:
     if more.time is None or fewer.time is None or not fewer.cost.bytes:
         return None
     ratio = more.cost.bytes / fewer.cost.bytes
-    q = Quantity("bytes moved, ratio", f"{more.label} ÷ {fewer.label}", "model", MODEL, more.shape, fewer.shape.key())  # fmt: skip
+    subject, at = f"{more.label} ÷ {fewer.label}", fewer.shape.key()
+    fact = _model("bytes moved, ratio", subject, more.shape, ratio, "×", detail=at)
     c = compare(fewer.time, more.time)
     side = "short" if c.high < ratio else "beyond" if c.low > ratio else "within"
-    return BytesTest(more, fewer, Fact(q, ratio, "×"), c, side)
+    return BytesTest(more, fewer, fact, c, side)
 
 
 def ridge(m: Measurement, ceilings: Measurement | None) -> float | None:
     """FLOP per byte where the measured matmul rate meets the measured copy bandwidth."""
-    bw, peak = copy_bandwidth(m, ceilings), matmul_rate(m, ceilings)
+    bw, peak = roof(m, ceilings)
     return peak / bw if bw and peak else None
 
 
@@ -278,29 +273,24 @@ def tail_slope(m: Measurement, variant: str) -> Fact | None:
     tail = series[len(series) // 2 :]
     if len(tail) < 2:
         return None
-    s: Slope = end_to_end([p.shape.keys for p in tail], [p.time for p in tail])
-    shape = tail[-1].shape
-    detail = f"cache_len {tail[0].shape.keys}–{shape.keys}, {_detail(m)}"
-    q = Quantity(SLOPE, variant, m.device_id, UNPROFILED, shape, detail)
-    return Fact(q, s.slope, "", s.low, s.high)
+    s = end_to_end([p.shape.keys for p in tail], [p.time for p in tail])
+    detail = f"cache_len {tail[0].shape.keys}–{tail[-1].shape.keys}, "
+    q = _quantity(m, tail[-1], "log-log slope of step time over cache length", detail)
+    return Fact(replace(q, subject=variant), s.slope, "", s.low, s.high)
 
 
-def _token_timing(p: Point) -> Timing:
-    return p.time.scaled(1 / p.shape.batch_size)
+def _per_token(series: list[Point]) -> list[Timing]:
+    return [p.time.scaled(1 / p.shape.batch_size) for p in series]
 
 
 def saturation(m: Measurement) -> Point | None:
     """The first batch from which no larger batch decodes a token faster beyond the noise;
     None when the time per token still falls at the largest batch measured."""
     series = [p for p in batch_series(m) if p.time is not None]
-    for i, p in enumerate(series[:-1]):
-        later = series[i + 1 :]
-        if all(
-            compare(_token_timing(x), _token_timing(p)).tie
-            or _token_timing(x).time_us >= _token_timing(p).time_us
-            for x in later
-        ):
-            return p
+    tokens = _per_token(series)
+    for i, t in enumerate(tokens[:-1]):
+        if all(compare(x, t).tie or x.time_us >= t.time_us for x in tokens[i + 1 :]):
+            return series[i]
     return None
 
 
@@ -311,29 +301,18 @@ def token_gain(m: Measurement) -> tuple[Quantity, Comparison] | None:
         return None
     first, last = series[0], series[-1]
     subject = f"batch {last.shape.batch_size} vs batch {first.shape.batch_size}, per token"
-    q = Quantity(SPEED, subject, m.device_id, UNPROFILED, last.shape, _detail(m))
-    return q, compare(_token_timing(last), _token_timing(first))
+    q = replace(_quantity(m, last, SPEED), subject=subject)
+    return q, compare(*_per_token([last, first]))
 
 
 # --- prefill against decode ------------------------------------------------------------------
 
 PREFILL, DECODE = "prefill (all at once)", "decode (one at a time)"
 FLOOR, PROFILED_STEP = "decode step, one cached token", "decode step at the full cache (naive)"
-TOTAL, RATE, MOVED = "time for the tokens", "useful FLOP rate", "bytes moved"
-SHARE = "share of the profiled step"
 
 
 def prompt_shape(m: Measurement) -> Shape:
-    p = m.params
-    return Shape(
-        p["batch_size"],
-        p["num_heads"],
-        p["prompt_len"],
-        p["head_dim"],
-        p["dtype"],
-        True,
-        p["num_kv_heads"],
-    )
+    return Shape.of(m.params, seq_len=m.params["prompt_len"], causal=True)
 
 
 def _times(m: Measurement) -> dict[str, Timing]:
@@ -343,71 +322,62 @@ def _times(m: Measurement) -> dict[str, Timing]:
 def useful_flops(m: Measurement) -> float:
     """Causal attention does the same work either way: query t meets keys 0..t, the visible
     pairs of the prompt's square causal mask (analytic.cost.useful_flops)."""
-    s = prompt_shape(m)
-    return cost.useful_flops(*s.dims, causal=True)
+    return cost.useful_flops(*prompt_shape(m).dims, causal=True)
 
 
 def moved_bytes(m: Measurement, mode: str) -> float:
     """The least bytes each way must move: prefill reads the cache once, decode re-reads it at
     every step; both read the queries and write the outputs once."""
     s = prompt_shape(m)
-    e = decode_model.decode_cost(1, 1, 1, 1, s.dtype).cache_bytes / 2  # bytes per element
+    e, n = cost.itemsize(s.dtype), s.seq_len
     kv_token = 2.0 * s.batch_size * s.kv_heads * s.head_dim * e
-    q_and_out = 2.0 * s.batch_size * s.num_heads * s.seq_len * s.head_dim * e
-    n = s.seq_len
-    reads = n if mode == PREFILL else n * (n + 1) / 2
-    return kv_token * reads + q_and_out
+    q_and_out = 2.0 * s.batch_size * s.num_heads * n * s.head_dim * e
+    return kv_token * (n if mode == PREFILL else n * (n + 1) / 2) + q_and_out
+
+
+def _mode_quantity(m: Measurement, metric: str, mode: str) -> Quantity:
+    subject = f"{mode}, {m.params['impl']}"
+    return Quantity(metric, subject, m.device_id, UNPROFILED, prompt_shape(m))
 
 
 def mode_time(m: Measurement, mode: str) -> Fact:
     """The unprofiled time of one mode: all the tokens (prefill, decode), or one step."""
-    s, t = prompt_shape(m), _times(m)[mode]
+    s = prompt_shape(m)
     if mode in (FLOOR, PROFILED_STEP):
         impl = "naive" if mode == PROFILED_STEP else m.params["impl"]
-        cache = 1 if mode == FLOOR else s.seq_len
-        shape = decode_shape(
-            s.batch_size, s.num_heads, s.kv_heads, cache, head_dim=s.head_dim, dtype=s.dtype
-        )
+        shape = step_shape(s, 1 if mode == FLOOR else s.seq_len)
         q = Quantity(STEP_TIME, impl, m.device_id, UNPROFILED, shape, "one layer, cache warm")
     else:
-        q = Quantity(TOTAL, f"{mode}, {m.params['impl']}", m.device_id, UNPROFILED, s)
-    return Fact.of_timing(q, t)
+        q = _mode_quantity(m, "time for the tokens", mode)
+    return Fact.of_timing(q, _times(m)[mode])
 
 
 def mode_per_token(m: Measurement, mode: str) -> Fact:
-    total, n = mode_time(m, mode), m.params["prompt_len"]
-    q = Quantity(PER_TOKEN, total.quantity.subject, m.device_id, UNPROFILED, prompt_shape(m))
-    return Fact(q, total.value / n, "µs", total.low / n, total.high / n)
+    subject = mode_time(m, mode).quantity.subject
+    q = Quantity(PER_TOKEN, subject, m.device_id, UNPROFILED, prompt_shape(m))
+    return _divided(q, _times(m)[mode], m.params["prompt_len"])
 
 
-def mode_rate(m: Measurement, mode: str) -> Fact:
-    value, slow, fast = _rate(useful_flops(m), _times(m)[mode])
-    q = Quantity(RATE, f"{mode}, {m.params['impl']}", m.device_id, UNPROFILED, prompt_shape(m))
-    return Fact(q, value, "FLOP/s", slow, fast)
-
-
-def mode_bytes(m: Measurement, mode: str) -> Fact:
-    return Fact(Quantity(MOVED, mode, "model", MODEL, prompt_shape(m)), moved_bytes(m, mode), "B")
-
-
-def mode_intensity(m: Measurement, mode: str) -> Fact:
-    value = useful_flops(m) / moved_bytes(m, mode)
-    return Fact(Quantity(INTENSITY, mode, "model", MODEL, prompt_shape(m)), value, "FLOP/B")
+def mode_costs(m: Measurement, mode: str) -> tuple[Fact, Fact, Fact]:
+    """One mode's useful FLOP rate (unprofiled), and its bytes and intensity (cost model)."""
+    flops, moved = useful_flops(m), moved_bytes(m, mode)
+    return (
+        _rate(_mode_quantity(m, "useful FLOP rate", mode), flops, _times(m)[mode], "FLOP/s"),
+        _model("bytes moved", mode, prompt_shape(m), moved, "B"),
+        _model(INTENSITY, mode, prompt_shape(m), flops / moved, "FLOP/B"),
+    )
 
 
 def prefill_speed(m: Measurement) -> tuple[Quantity, Comparison]:
     """Prefill against decode of the same tokens (ratio > 1: prefill is faster)."""
     t = _times(m)
-    subject = f"prefill vs decode, {m.params['impl']}"
-    q = Quantity(SPEED, subject, m.device_id, UNPROFILED, prompt_shape(m))
-    return q, compare(t[PREFILL], t[DECODE])
+    return _mode_quantity(m, SPEED, "prefill vs decode"), compare(t[PREFILL], t[DECODE])
 
 
 def bytes_ratio(m: Measurement) -> Fact:
     """How many times prefill's bytes decode must move (cost model)."""
     value = moved_bytes(m, DECODE) / moved_bytes(m, PREFILL)
-    q = Quantity("bytes ratio", "decode vs prefill", "model", MODEL, prompt_shape(m))
-    return Fact(q, value, "×")
+    return _model("bytes ratio", "decode vs prefill", prompt_shape(m), value, "×")
 
 
 @dataclass(frozen=True)
@@ -424,54 +394,36 @@ class Split:
 
 
 def split(m: Measurement, ceilings: Measurement | None) -> Split | None:
-    bw = (
-        None
-        if ceilings is None or ceilings.device_id != m.device_id
-        else ceilings.facts.get("bandwidth_bs")
-    )
+    bw = roof(m, ceilings)[0]
     if not bw:
         return None
     t, n, s = _times(m), m.params["prompt_len"], prompt_shape(m)
-    bytes_us = moved_bytes(m, DECODE) / bw * 1e6
-    floor, total = t[FLOOR], t[DECODE]
-    holds = bytes_us + n * floor.time_us <= total.high_us
+    bytes_us, steps_us = moved_bytes(m, DECODE) / bw * 1e6, n * t[FLOOR].time_us
 
     def share(subject: str, part_us: float) -> Fact:
         q = Quantity("share of decode time", subject, m.device_id, UNPROFILED, s)
-        return Fact(q, part_us / total.time_us, "%")
+        return Fact(q, part_us / t[DECODE].time_us, "%")
 
     return Split(
         share("bytes at the copy bandwidth", bytes_us),
-        share(f"{n} steps on a one-token cache", n * floor.time_us),
-        holds,
-        n * floor.time_us > bytes_us,
+        share(f"{n} steps on a one-token cache", steps_us),
+        bytes_us + steps_us <= t[DECODE].high_us,
+        steps_us > bytes_us,
     )
 
 
-def step_shares(m: Measurement) -> dict[str, Fact]:
+def step_shares(m: Measurement) -> tuple[dict[str, Fact], Largest]:
     """Each labelled range's share of the profiled decode step, with its range over the
-    profiled steps (structure from a profile: the times themselves are inflated)."""
-    table = m.tables["per_forward"]
-    labels = [c for c in table.columns if c != "forward"]
-    found: dict[str, Share] = shares({label: table.column(label) for label in labels})
-    s = prompt_shape(m)
-    shape = decode_shape(
-        s.batch_size, s.num_heads, s.kv_heads, s.seq_len, head_dim=s.head_dim, dtype=s.dtype
-    )
-    return {
-        label: Fact(
-            Quantity(SHARE, label, m.device_id, PROFILED, shape), sh.fraction, "%", sh.low, sh.high
-        )
+    profiled steps (structure from a profile: the times themselves are inflated), and the
+    range with the largest share, with whether it clears every other beyond the noise."""
+    table, s = m.tables["per_forward"], prompt_shape(m)
+    found = shares({c: table.column(c) for c in table.columns if c != "forward"})
+    q = Quantity("share of the profiled step", "", m.device_id, PROFILED, step_shape(s, s.seq_len))
+    facts = {
+        label: Fact(replace(q, subject=label), sh.fraction, "%", sh.low, sh.high)
         for label, sh in found.items()
     }
-
-
-def largest_step_share(m: Measurement) -> Largest:
-    """The range with the largest share of the profiled decode step, and whether it clears
-    every other beyond the noise (`share.largest`)."""
-    table = m.tables["per_forward"]
-    labels = [c for c in table.columns if c != "forward"]
-    return largest(shares({label: table.column(label) for label in labels}))
+    return facts, largest(found)
 
 
 # --- the H200 forecast -----------------------------------------------------------------------
@@ -484,8 +436,8 @@ def gpu_entry(entries, gpu: SpecSheet) -> Measurement | None:
 
 def gpu_shape(variant: str, batch_size: int, cache_len: int) -> Shape:
     g = gpus.FORECAST_SHAPE
-    return decode_shape(
-        batch_size, GPU_HEADS, GPU_KV_HEADS[variant], cache_len, head_dim=g.head_dim, dtype=g.dtype
+    return Shape(
+        batch_size, GPU_HEADS, 1, g.head_dim, g.dtype, False, GPU_KV_HEADS[variant], cache_len
     )
 
 
@@ -501,22 +453,13 @@ def floor_checks(
 ) -> list[tuple[str, int, int, Check]]:
     """A decode step's floor (bytes ÷ bandwidth) on `gpu` at each forecast point, beside the
     SDPA step `measured` on that GPU when its decode_steps entry holds the same shape."""
+    sdpa = {p.shape: p for p in points(measured) if p.impl == "sdpa"} if measured else {}
     rows = []
     for variant in VARIANTS:
         for b, c in GPU_POINTS:
             f = floor(gpu, variant, b, c)
-            found = None
-            if measured is not None:
-                p = next(
-                    (
-                        x
-                        for x in points(measured)
-                        if x.impl == "sdpa" and x.shape == f.quantity.shape
-                    ),
-                    None,
-                )
-                found = step_time(measured, p) if p else None
-            rows.append((variant, b, c, check(f, found)))
+            p = sdpa.get(f.quantity.shape)
+            rows.append((variant, b, c, check(f, step_time(measured, p) if p else None)))
     return rows
 
 
@@ -531,9 +474,9 @@ def memory_bound_everywhere(gpu: SpecSheet) -> bool:
 
 def fill_batch(gpu: SpecSheet, variant: str) -> Fact:
     """The smallest batch whose unsplit FlashAttention 2 decode step fills the GPU."""
-    g = gpus.FORECAST_SHAPE
-    value = decode_model.batch_filling_gpu(GPU_HEADS, GPU_KV_HEADS[variant], gpu.sm_count)
-    subject = f"{variant}, {GPU_HEADS} heads, {GPU_KV_HEADS[variant]} k/v heads, {g.dtype}"
+    kv = GPU_KV_HEADS[variant]
+    value = decode_model.batch_filling_gpu(GPU_HEADS, kv, gpu.sm_count)
+    subject = f"{variant}, {GPU_HEADS} heads, {kv} k/v heads, {gpus.FORECAST_SHAPE.dtype}"
     return forecast("batch filling the GPU without split-KV", subject, gpu, value, "sequences")
 
 
@@ -547,27 +490,22 @@ def splits(gpu: SpecSheet, variant: str, batch_size: int, cache_len: int) -> Fac
 
 def ridge_tokens(gpu: SpecSheet, variant: str, cache_len: int = GPU_POINTS[-1][1]) -> Fact:
     """New tokens per step (speculative decoding) from which a step reaches the ridge."""
-    shape = gpu_shape(variant, 1, cache_len)
+    s = gpu_shape(variant, 1, cache_len)
     value = decode_model.queries_to_ridge(
         GPU_HEADS,
-        GPU_KV_HEADS[variant],
-        shape.head_dim,
-        shape.dtype,
-        ridge=gpus.ridge(gpu, shape.dtype),
+        s.kv_heads,
+        s.head_dim,
+        s.dtype,
+        ridge=gpus.ridge(gpu, s.dtype),
         cache_len=cache_len,
     )
-    return forecast("new tokens per step at the ridge", variant, gpu, value, "tokens", shape=shape)
+    return forecast("new tokens per step at the ridge", variant, gpu, value, "tokens", shape=s)
 
 
 def gpu_ridge(gpu: SpecSheet) -> Fact:
     dtype = gpus.FORECAST_SHAPE.dtype
-    return forecast(
-        "ridge point",
-        f"{dtype} tensor-core peak over HBM bandwidth",
-        gpu,
-        gpus.ridge(gpu, dtype),
-        "FLOP/B",
-    )
+    subject = f"{dtype} tensor-core peak over HBM bandwidth"
+    return forecast("ridge point", subject, gpu, gpus.ridge(gpu, dtype), "FLOP/B")
 
 
 def host_bound(floors: list[Fact], host_step: Fact) -> int:

@@ -57,9 +57,7 @@ def finding(steps: Sourced, pvd: Sourced, ceilings: Sourced | None = None) -> st
     gqa, mha = fdecode.point(m, "GQA"), fdecode.point(m, "MHA")
     share = fdecode.copy_share(m, gqa, c)
     floor, host = fdecode.floor(gpus.sheet(), "GQA", 1, 4096), fdecode.mode_time(p, fdecode.FLOOR)
-    launch = (
-        "less than" if fdecode.host_bound([floor], host) else "more than"
-    ) + f" the {_say(host, False)} one eager step costs the host here"
+    launch = "less than" if fdecode.host_bound([floor], host) else "more than"
     return (
         f"On {m.provenance.device.label}, one grouped-query decode step ({shape_text(gqa.shape)})"
         f" takes {_say(fdecode.step_time(m, gqa), False)} per layer, reading its "
@@ -69,7 +67,7 @@ def finding(steps: Sourced, pvd: Sourced, ceilings: Sourced | None = None) -> st
         f"takes {_say(fdecode.mode_per_token(p, fdecode.DECODE), False)} a token against "
         f"{_say(fdecode.mode_per_token(p, fdecode.PREFILL), False)} in prefill. On an NVIDIA H200 the "
         f"bytes of such a step ({shape_text(floor.quantity.shape)}) would take "
-        f"{_say(floor)}, {launch}."
+        f"{_say(floor)}, {launch} the {_say(host, False)} one eager step costs the host here."
     )
 
 
@@ -79,21 +77,23 @@ def finding(steps: Sourced, pvd: Sourced, ceilings: Sourced | None = None) -> st
 def steps_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """Every path at the base point: cache, intensity, time, read rate, share of copy."""
     m, c = steps.measurement, measurement_of(ceilings)
+    found = fdecode.base_points(m)
     rows = [
         [
             f"{p.label} ({p.shape.kv_heads} k/v)",
-            _say(fdecode.cache_size(p)),
-            _say(fdecode.intensity(p)),
+            fdecode.cache_size(p),
+            fdecode.intensity(p),
+            fdecode.step_time(m, p) if p.time else p.status,
+            fdecode.read_rate(m, p),
+            fdecode.copy_share(m, p, c),
         ]
-        + ([_say(fdecode.step_time(m, p))] if p.time else [p.status])
-        + [_say(fdecode.read_rate(m, p)), _say(fdecode.copy_share(m, p, c))]
-        for p in fdecode.base_points(m)
+        for p in found
     ]
     header = (
         "Variant · path | K/V cache | FLOP/B (model) | Time / step / layer (unprofiled) | "
         "Cache read rate (unprofiled) | Share of copy bandwidth"
     )
-    s = fdecode.base_points(m)[0].shape
+    s = found[0].shape
     what = f"One decode step per layer: batch {s.batch_size}, {s.num_heads} heads, cache {s.keys:,}, head_dim {s.head_dim}, {s.dtype}."
     return captioned_table(header, rows, "", steps, what)
 
@@ -116,15 +116,22 @@ def bandwidth_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
         f"{_say(ceiling(c, 'bandwidth_bs'), False)})"
     )
     return (
-        text
-        + (
-            f" A multi-head step does {_say(fdecode.intensity(mha))}, "
-            + (f"below {roofs}: bytes set its floor" if below else f"above {roofs}")
-            + f", and it reads at {_say(fdecode.copy_share(m, mha, c), False)} of a plain copy's rate."
-        )
+        f"{text} A multi-head step does {_say(fdecode.intensity(mha))}, "
+        + (f"below {roofs}: bytes set its floor" if below else f"above {roofs}")
+        + f", and it reads at {_say(fdecode.copy_share(m, mha, c), False)} of a plain copy's rate."
         + _bytes_tests(m, mha, (gqa, mqa))
         + _resident([mha], c)
     )
+
+
+# What a speed-up short of its byte ratio, or beyond it, says.
+SIDES = {
+    "short": "gained less than that in every round: the fewer bytes a step reads, the more of "
+    "its time is something the bytes do not explain; what it is, is not measured here (a fixed "
+    "cost per step would do it)",
+    "beyond": "gained more than that in every round: a smaller cache can sit in a faster level "
+    "of memory (which one is not measured here)",
+}
 
 
 def _bytes_tests(m, base, others) -> str:
@@ -132,30 +139,16 @@ def _bytes_tests(m, base, others) -> str:
     tests = [t for t in (fdecode.bytes_test(m, base, p) for p in others) if t is not None]
     if not tests:
         return ""
-
-    def other(t) -> str:
-        return t.fewer.label
-
-    said = words.series(f"{other(t)} reads {_say(t.bytes_ratio, False)} fewer" for t in tests)
-    short = [other(t) for t in tests if t.side == "short"]
-    beyond = [other(t) for t in tests if t.side == "beyond"]
-    parts = []
-    if short:
-        parts.append(
-            f"{words.series(short)} gained less than that in every round: the fewer bytes a "
-            "step reads, the more of its time is something the bytes do not explain; what it "
-            "is, is not measured here (a fixed cost per step would do it)"
-        )
-    if beyond:
-        parts.append(
-            f"{words.series(beyond)} gained more than that in every round: a smaller cache "
-            "can sit in a faster level of memory (which one is not measured here)"
-        )
-    if not parts:
-        parts.append("each speed-up holds its byte ratio within the rounds' range")
+    said = words.series(f"{t.fewer.label} reads {_say(t.bytes_ratio, False)} fewer" for t in tests)
+    parts = [
+        f"{words.series(names)} {text}"
+        for side, text in SIDES.items()
+        if (names := [t.fewer.label for t in tests if t.side == side])
+    ]
+    verdict = "; ".join(parts) or "each speed-up holds its byte ratio within the rounds' range"
     return (
         f" If bytes alone set the pace, each speed-up over {base.label} would be its byte "
-        f"ratio ({said} bytes); {'; '.join(parts)}."
+        f"ratio ({said} bytes); {verdict}."
     )
 
 
@@ -206,8 +199,8 @@ def repeat_kv_claim(steps: Sourced) -> str:
 
 def roofline_figure(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """Each path at the base point at (intensity, FLOP/s reached unprofiled) under the roof."""
-    m, c = steps.measurement, measurement_of(ceilings)
-    bw, peak = fdecode.copy_bandwidth(m, c), fdecode.matmul_rate(m, c)
+    m = steps.measurement
+    bw, peak = fdecode.roof(m, measurement_of(ceilings))
     if not (bw and peak):
         return f'<p class="ad-caption">{_no_roof(m)}</p>'
     ran = [p for p in fdecode.base_points(m) if p.time]
@@ -245,24 +238,25 @@ def roofline_figure(steps: Sourced, ceilings: Sourced | None = None) -> str:
 
 def cache_figure(steps: Sourced) -> str:
     """Time per step against cache length at batch 1, log-log, one line per variant."""
-    m = steps.measurement
-    series = {
-        v: {p.shape.keys: p.time for p in fdecode.cache_series(m, v)} for v in fdecode.VARIANTS
-    }
+    m, vs = steps.measurement, fdecode.VARIANTS
+    series = {v: {p.shape.keys: p.time for p in fdecode.cache_series(m, v)} for v in vs}
     # layout: x values in increasing order
     lengths = sorted(series["MHA"])
-    rows = [
-        (n, *(t.time_us if (t := series[v].get(n)) else None for v in fdecode.VARIANTS))
-        for n in lengths
-    ]
-    units = {"cache_len": "tokens", **dict.fromkeys(fdecode.VARIANTS, "µs")}
-    table = Table(("cache_len", *fdecode.VARIANTS), tuple(rows), units)  # the medians, to draw
-    drawn = replace(steps, measurement=replace(m, tables={**m.tables, "drawn": table}))
-    labels = [f"{v}, {m.facts['kv_heads'][v]} k/v heads" for v in fdecode.VARIANTS]
-    what = f"One decode step per layer at batch 1, cache {lengths[0]}–{lengths[-1]}, unprofiled."
-    axes = {"ylabel": "time per step per layer (µs)", "logx": True, "logy": True}
+    rows = [(n, *(t.time_us if (t := series[v].get(n)) else None for v in vs)) for n in lengths]
+    table = Table(
+        ("cache_len", *vs), tuple(rows), {"cache_len": "tokens", **dict.fromkeys(vs, "µs")}
+    )
+    drawn = replace(steps, measurement=replace(m, tables={**m.tables, "drawn": table}))  # to draw
     return line_figure(
-        drawn, "drawn", x="cache_len", ys=fdecode.VARIANTS, labels=labels, what=what, **axes
+        drawn,
+        "drawn",
+        x="cache_len",
+        ys=vs,
+        labels=[f"{v}, {m.facts['kv_heads'][v]} k/v heads" for v in vs],
+        what=f"One decode step per layer at batch 1, cache {lengths[0]}–{lengths[-1]}, unprofiled.",
+        ylabel="time per step per layer (µs)",
+        logx=True,
+        logy=True,
     )
 
 
@@ -274,25 +268,31 @@ def cache_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
         return "Too few cache lengths ran on this device to fit a slope."
     last = [fdecode.cache_series(m, v)[-1] for v in fdecode.VARIANTS]
     reads = [f"{p.variant} {_say(s, False)}" for p in last if (s := fdecode.copy_share(m, p, c))]
-    at = f" At {last[0].shape.keys:,} tokens they read at {', '.join(reads)} of the copy bandwidth."
-    if reads:
-        at += _resident(last, c, "The")
-    return (
+    text = (
         f"Over the longer half of the caches the log-log slopes (its range from the times' intervals) are "
         f"{words.series(slopes)}; a slope of 1 is a time proportional to the bytes read."
-    ) + (at if reads else "")
+    )
+    if not reads:
+        return text
+    return (
+        f"{text} At {last[0].shape.keys:,} tokens they read at {', '.join(reads)} of the copy "
+        f"bandwidth.{_resident(last, c, 'The')}"
+    )
 
 
 def batch_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """Grouped-query steps as the batch grows: per step, per token, read rate, share of copy."""
     m, c = steps.measurement, measurement_of(ceilings)
     series = fdecode.batch_series(m)
-    facts = [
-        (fdecode.step_time(m, p), fdecode.per_token(m, p), fdecode.read_rate(m, p)) for p in series
-    ]
     rows = [
-        [str(p.shape.batch_size), *map(_say, f), _say(fdecode.copy_share(m, p, c))]
-        for p, f in zip(series, facts, strict=True)
+        [
+            str(p.shape.batch_size),
+            fdecode.step_time(m, p),
+            fdecode.per_token(m, p),
+            fdecode.read_rate(m, p),
+            fdecode.copy_share(m, p, c),
+        ]
+        for p in series
     ]
     header = "Batch | Time / step / layer (unprofiled) | Time / token / layer | Cache read rate | Share of copy bandwidth"
     what = f"Grouped-query steps by batch, unprofiled ({shape_text(series[0].shape)})."
@@ -306,12 +306,11 @@ def batch_claim(steps: Sourced) -> str:
     if found is None:
         return "Too few batch sizes ran on this device to compare."
     (q, gain), first, last = found, series[0], series[-1]
-    said = words.versus(gain)  # `within noise (1.01×)` when a tie
-    tail = "." if gain.tie else " the throughput per layer."
     text = (
         f"From batch {first.shape.batch_size} to {last.shape.batch_size} the time per token "
         f"goes from {_say(fdecode.per_token(m, first), False)} to {_say(fdecode.per_token(m, last), False)}"
-        f": {words.fact_span(q.id, said)}{tail}"
+        f": {words.fact_span(q.id, words.versus(gain))}"  # `within noise (1.01×)` when a tie
+        + ("." if gain.tie else " the throughput per layer.")
     )
     if flat is None:
         return f"{text} The time per token still falls beyond the noise at the largest batch."
@@ -328,18 +327,13 @@ def batch_claim(steps: Sourced) -> str:
 def prefill_table(pvd: Sourced) -> str:
     """The same tokens all at once and one at a time: time, per token, FLOP rate, bytes."""
     m = pvd.measurement
-    facts = (
-        fdecode.mode_time,
-        fdecode.mode_per_token,
-        fdecode.mode_rate,
-        fdecode.mode_bytes,
-        fdecode.mode_intensity,
-    )
-    spread = (True, False, False, True, True)
-    rows = [
-        [mode, *(_say(f(m, mode), w) for f, w in zip(facts, spread, strict=True))]
-        for mode in (fdecode.PREFILL, fdecode.DECODE)
-    ]
+    rows = []
+    for mode in (fdecode.PREFILL, fdecode.DECODE):
+        rate, moved, per_byte = fdecode.mode_costs(m, mode)
+        per_token = _say(fdecode.mode_per_token(m, mode), False)
+        rows.append(
+            [mode, fdecode.mode_time(m, mode), per_token, _say(rate, False), moved, per_byte]
+        )
     header = (
         "Mode | Total (unprofiled) | Per token | Useful FLOP/s | Bytes (model) | FLOP/B (model)"
     )
@@ -375,19 +369,17 @@ def prefill_claim(pvd: Sourced, ceilings: Sourced | None = None) -> str:
 def step_share_table(pvd: Sourced) -> str:
     """The profiled decode step: each range's share (structure only), then its unprofiled time."""
     m = pvd.measurement
-    shares = fdecode.step_shares(m)
-    rows = [[f"`{s.label}`", str(s.calls), _say(shares[s.label])] for s in m.steps]
+    shares, top = fdecode.step_shares(m)
+    rows = [[f"`{s.label}`", str(s.calls), shares[s.label]] for s in m.steps]
     header = "Range | Calls | Share of the profiled step (range over profiled steps)"
-    top = fdecode.largest_step_share(m)
     said = (
         f"`{top.part}` has the largest share"
         if top.clear
         else f"no range's share clears every other's beyond the noise (`{top.part}` and "
         f"{words.series(f'`{r}`' for r in top.rivals)} overlap)"
     )
-    return captioned_table(
-        header, rows, "", pvd, "One decode step on the naive path, profiled: shares only."
-    ) + (
+    what = "One decode step on the naive path, profiled: shares only."
+    return captioned_table(header, rows, "", pvd, what) + (
         f"\n\nUnprofiled, this step takes {_say(fdecode.mode_time(m, fdecode.PROFILED_STEP))}; under the "
         f"profiler {said}."
     )
@@ -406,17 +398,11 @@ def gpu_forecast(entries: list[Sourced], pvd: Sourced) -> str:
         (f"Step floor, {v} ({fdecode.GPU_KV_HEADS[v]} k/v), batch {b}, cache {c:,}", k)
         for v, b, c, k in floors
     ]
-    rows += [
-        (f"Batch that fills it without split-KV, {v}", check(fdecode.fill_batch(gpu, v), None))
-        for v in fdecode.VARIANTS
-    ]
-    rows += [
-        (
-            f"New tokens per step that reach the ridge, {v}",
-            check(fdecode.ridge_tokens(gpu, v), None),
-        )
-        for v in fdecode.VARIANTS
-    ]
+    for what, fact in (
+        ("Batch that fills it without split-KV", fdecode.fill_batch),
+        ("New tokens per step that reach the ridge", fdecode.ridge_tokens),
+    ):
+        rows += [(f"{what}, {v}", check(fact(gpu, v), None)) for v in fdecode.VARIANTS]
     host = fdecode.mode_time(pvd.measurement, fdecode.FLOOR)
     lead = (
         "Every step below is bound by HBM bandwidth"
