@@ -25,11 +25,6 @@ TILE_COLORS = {"computed": "#0072B2", DIAGONAL: "#E69F00", SKIPPED: "none"}
 fact = words.fact
 
 
-def versus(v) -> str:
-    """A findings `Versus` as a marked ratio with its range, or a tie."""
-    return "—" if v is None else words.fact_span(v.quantity.id, words.versus(v.comparison))
-
-
 def cite(paper: Source) -> str:
     return f"[{paper.authors}, {paper.year}]({paper.url})"
 
@@ -67,8 +62,9 @@ def finding(flash: Sourced, times: Sourced, times_by_device: Sequence[Sourced]) 
     where = "GPU" if m.device_kind == "cuda" else "CPU"
     return (
         f"Computing attention one tile at a time cut the forward's peak memory from "
-        f"{fact(f[fwd.NAIVE].peak)} to {fact(tiled.peak)} ({fact(tiled.less_memory, emphasis=True)} "
-        f"less) at {shape.text()} on this {where}. {speeds}{forecast}"
+        f"{fact(f[fwd.NAIVE].peak)} to {fact(tiled.peak)} "
+        f"({fact(tiled.less_memory, emphasis=True)} less) at {shape.text()} on this {where}. "
+        f"{speeds}{forecast}"
     )
 
 
@@ -197,7 +193,7 @@ def tile_summary(m: Measurement) -> str:
 def implementations_table(sourced: Sourced, times: Sourced) -> str:
     """Forward time (forward_times), achieved FLOP/s, peak memory and error of each way."""
     rows = [
-        [r.name, r.forward or "— (not in forward_times' grid)", versus(r.versus_naive),
+        [r.name, r.forward or "— (not in forward_times' grid)", cmp.versus_cell(r.versus_naive),
          r.achieved, r.peak, r.less_memory, r.error]
         if r.status == fwd.OK
         else [r.name, r.status, "—", "—", "—", "—", "—"]
@@ -323,7 +319,7 @@ def block_claim(m: Measurement) -> str:
             "(tied for fastest)"
         )
     return text + (
-        f"; {tile(r.order[-1])} tiles take {versus(found.slowest_vs_fastest)} its time. "
+        f"; {tile(r.order[-1])} tiles take {cmp.versus_cell(found.slowest_vs_fastest)} its time. "
         "Fewer tiles mean fewer eager ops to dispatch, larger ones more work per op."
     )  # fmt: skip
 
@@ -482,7 +478,7 @@ def kernel_table(sourced: Sourced, ceilings: Sourced | None) -> str:
             " (suspect: above the measured matmul ceiling)" if tri.suspect
             else f" ({fact(tri.share)} of the matmul ceiling)" if tri.share else ""
         )  # fmt: skip
-        rows.append([str(n), *times, rate, versus(fflash.triton_vs_sdpa(m, n))])
+        rows.append([str(n), *times, rate, cmp.versus_cell(fflash.triton_vs_sdpa(m, n))])
     header = ["seq_len", *(f"{x} (kernel time)" for x in names), "Triton achieved FLOP/s",
               "Triton's time ÷ SDPA flash's"]  # fmt: skip
     # layout: names listed alphabetically
