@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from attention_docs.analytic import cost, gpu
-from attention_docs.analytic.cost import attention_flops
 from attention_docs.analytic.tiling import (
     REGISTERS_PER_BLOCK,
     TileFit,
@@ -506,7 +505,7 @@ def generations(
     counts = tile_counts(tile_grid(shape.seq_len, block_q, block_k, **mask))
     flash = gpu.flash_forward(g, shape, block_q=block_q, block_k=block_k)
     rescale_us = [f / gpu.vector_peak(g) * 1e6 for f in (rescale.fa1, rescale.fa2)]
-    skipped = attention_flops(*shape.dims, kv_seq_len=shape.kv_len) - flash.flops
+    skipped = cost.attention_flops(*shape.dims, kv_seq_len=shape.kv_len) - flash.flops
     return Generations(
         g,
         shape,
@@ -545,6 +544,9 @@ class Tiles:
     rows: list[TileRow]
 
 
+PER_QUERY_TILE = "k, v once per query tile"
+
+
 def _fused(shape: Shape, block_q: int, block_k: int) -> float:
     """The bytes a fused forward moves at `shape` (k and v once per query tile)."""
     return fused_traffic(
@@ -571,9 +573,7 @@ def tiles(gpu_sheet: SpecSheet | None = None, shape: Shape = gpu.FORECAST_SHAPE)
                 fit,
                 _model("shared-memory bytes per program", tile, shape, fit.shared, "B"),
                 _model("register bytes per program", tile, shape, fit.registers, "B"),
-                _model(
-                    "modelled bytes", subject, shape, moved, "B", detail="k, v once per query tile"
-                ),
+                _model("modelled bytes", subject, shape, moved, "B", detail=PER_QUERY_TILE),
                 _model("modelled bytes ratio", f"naive vs {subject}", shape, naive / moved, "×"),
             )
         )
