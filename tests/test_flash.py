@@ -4,6 +4,7 @@
 # experiments at tiny shapes, and the renderers.
 from __future__ import annotations
 
+import html
 import importlib.util
 import json
 import os
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 
 import markdown
 import pytest
+import synthetic_forward
 import torch
 from conftest import python_prints
 from interpreted import run_interpreted
@@ -538,22 +540,10 @@ def test_tiles_and_bytes_for_the_forecast_gpu():
 
 
 def forward_entry(device_id_of, rows, *, base):
-    """A forward_times measurement with `rows` ((implementation, shape, median), ...)."""
-
-    def timing(median):
-        return stated(median, median * 0.98, median * 1.02)
-
-    table = Table(
-        fwd.COLUMNS,
-        tuple(
-            (name, *(getattr(s, c) for c in fwd.SHAPE_COLUMNS), timing(t), "ok")
-            for name, s, t in rows
-        ),
-    )
-    return device_id_of(
-        replace(base, experiment="forward_times", tables={"times": table},
-                facts={"method": "test", "rounds": 3})
-    )  # fmt: skip
+    """A forward_times measurement with `rows` ((implementation, shape, median), ...), each
+    median's rounds 2% either side of it."""
+    rows = [synthetic_forward.row(n, s, t, t * 0.98, t * 1.02) for n, s, t in rows]
+    return device_id_of(synthetic_forward.forward_times(base, rows))
 
 
 def as_device(m, kind, name, capability=None):
@@ -798,17 +788,8 @@ def test_triton_against_sdpa_flash_is_a_ratio_with_its_noise():
 
 
 def facts_in(page: str) -> list[str]:
-    """The `data-fact` ids of a rendered HTML page, as a browser reads them."""
-    from html.parser import HTMLParser
-
-    found = []
-
-    class Facts(HTMLParser):
-        def handle_starttag(self, tag, attrs):
-            found.extend(value for name, value in attrs if name == "data-fact")
-
-    Facts().feed(page)
-    return found
+    """The `data-fact` ids of a rendered HTML page, as a browser reads them (unescaped)."""
+    return [html.unescape(i) for i in re.findall(r'data-fact="([^"]*)"', page)]
 
 
 def test_every_table_number_of_the_page_is_a_fact():
@@ -835,8 +816,8 @@ def test_every_table_number_of_the_page_is_a_fact():
         render.flash.memory_claim(flash),
         render.flash.tile_summary(flash),
     ]
-    html = markdown.markdown("\n\n".join(parts), extensions=["tables", "admonition"])
-    found = site_facts.read_page(f"<article>{html}</article>")
+    page = markdown.markdown("\n\n".join(parts), extensions=["tables", "admonition"])
+    found = site_facts.read_page(f"<article>{page}</article>")
     assert found.unmarked == [] and len(found.marked) > 40
 
 

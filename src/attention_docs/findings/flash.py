@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from attention_docs.analytic import cost, gpu
-from attention_docs.analytic.cost import attention_flops
 from attention_docs.analytic.tiling import (
     REGISTERS_PER_BLOCK,
     TileFit,
@@ -39,7 +38,7 @@ from attention_docs.findings.facts import (
 from attention_docs.findings.forecast import RANGE_OF_FLASH, Check, check, forecast
 from attention_docs.findings.forecast import realistic as forecast_range
 from attention_docs.findings.rank import Ranking, rank
-from attention_docs.findings.trend import fitted_slope, table_slopes
+from attention_docs.findings.trend import table_slopes
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -49,6 +48,34 @@ from attention_docs.records.shape import Shape
 ANALYTIC = "analytic"  # the device of a count that depends on the shape alone
 ERROR = "relative error"  # the unit of a relative error (render/words says it)
 USEFUL = "4·b·h·d FLOPs per visible (query, key) pair ÷ time"
+TRAFFIC_RATE = "modelled bytes ÷ time"
+
+
+@dataclass(frozen=True)
+class _On:
+    """Facts of one device at one shape: `on(metric, subject, clock, value, unit)`."""
+
+    device: str
+    shape: Shape | None
+
+    def __call__(self, metric, subject, clock, value, unit, *, detail: str = "") -> Fact:
+        return Fact(Quantity(metric, subject, self.device, clock, self.shape, detail), value, unit)
+
+
+def _model(metric: str, subject: str, shape: Shape, value, unit: str, *, detail="") -> Fact:
+    """A count of the analytic model at `shape`: the same on every device."""
+    return _On(ANALYTIC, shape)(metric, subject, MODEL, value, unit, detail=detail)
+
+
+def _timed(times: Measurement | None, name: str, shape: Shape, device: str = "") -> Fact | None:
+    """`name`'s unprofiled forward time at `shape` from a forward_times entry; None when it
+    did not run, is not in the grid, or (with `device`) the entry is another device's."""
+    if times is None or (device and times.device_id != device):
+        return None
+    try:
+        return ffwd.forward_time(times, name, shape)
+    except fwd.NotMeasuredError:
+        return None
 
 
 # --- papers --------------------------------------------------------------------------------
@@ -96,66 +123,48 @@ class Implementation:
 
     name: str
     status: str
-    forward: Fact | None  # unprofiled, from forward_times (None: not run, or not in the grid)
-    versus_naive: ffwd.Versus | None
-    peak: Fact | None
-    less_memory: Fact | None  # naive's peak ÷ this one's
-    error: Fact | None
-    achieved: Fact | None  # useful FLOP/s over the unprofiled forward time
+    forward: Fact | None = None  # unprofiled, from forward_times (None: not run, not in grid)
+    versus_naive: ffwd.Versus | None = None
+    peak: Fact | None = None
+    less_memory: Fact | None = None  # naive's peak ÷ this one's
+    error: Fact | None = None
+    achieved: Fact | None = None  # useful FLOP/s over the unprofiled forward time
 
 
 def implementations(m: Measurement, times: Measurement) -> list[Implementation]:
     """Peak memory and error (this experiment's) beside each forward time (forward_times')."""
-    shape, dev = _shape(m), m.device_id
+    shape, on = _shape(m), _On(m.device_id, _shape(m))
     rows = {r["implementation"]: r for r in m.tables["implementations"].records()}
     naive = rows.get(fwd.NAIVE)
+    naive_peak = naive["peak_bytes"] if naive and naive["status"] == fwd.OK else None
     out = []
     for name, r in rows.items():
         if r["status"] != fwd.OK:
-            out.append(Implementation(name, r["status"], None, None, None, None, None, None))
+            out.append(Implementation(name, r["status"]))
             continue
-        forward = versus = achieved = None
-        if times.device_id == dev:
-            try:
-                forward = ffwd.forward_time(times, name, shape)
-            except fwd.NotMeasuredError:
-                forward = None
-            if forward is not None:
-                if name != fwd.NAIVE:
-                    versus = ffwd.versus(times, name, fwd.NAIVE, shape)
-                achieved = Fact(
-                    Quantity("achieved FLOP/s", name, dev, UNPROFILED, shape, USEFUL),
-                    useful_flops(shape) / (forward.value * 1e-6),
-                    "FLOP/s",
-                )
-        peak = Fact(Quantity("peak memory", name, dev, COUNTED, shape), r["peak_bytes"], "B")
-        less = None
-        if naive and naive["status"] == fwd.OK and name != fwd.NAIVE and r["peak_bytes"]:
-            q = Quantity("peak memory ratio", f"{fwd.NAIVE} vs {name}", dev, COUNTED, shape)
-            less = Fact(q, naive["peak_bytes"] / r["peak_bytes"], "×")
-        err = Fact(
-            Quantity(ERROR, f"{name} vs float64", dev, NUMERIC, shape), r["rel_error"], ERROR
-        )
+        forward = _timed(times, name, shape, m.device_id)
+        versus = achieved = less = None
+        if forward is not None:
+            if name != fwd.NAIVE:
+                versus = ffwd.versus(times, name, fwd.NAIVE, shape)
+            flops = useful_flops(shape) / (forward.value * 1e-6)
+            achieved = on("achieved FLOP/s", name, UNPROFILED, flops, "FLOP/s", detail=USEFUL)
+        if naive_peak is not None and name != fwd.NAIVE and r["peak_bytes"]:
+            ratio = naive_peak / r["peak_bytes"]
+            less = on("peak memory ratio", f"{fwd.NAIVE} vs {name}", COUNTED, ratio, "×")
+        peak = on("peak memory", name, COUNTED, r["peak_bytes"], "B")
+        err = on(ERROR, f"{name} vs float64", NUMERIC, r["rel_error"], ERROR)
         out.append(Implementation(name, r["status"], forward, versus, peak, less, err, achieved))
     return out
 
 
-@dataclass(frozen=True)
-class Finding:
-    """The chapter's finding: what tiling saved in memory, and how fast each way ran."""
-
-    naive: Implementation
-    tiled: Implementation
-    sdpa: Implementation | None
-
-
-def finding(m: Measurement, times: Measurement) -> Finding | None:
-    """None when naive or the tiled loop did not run here."""
+def finding(m: Measurement, times: Measurement) -> dict[str, Implementation] | None:
+    """The chapter's finding, each implementation by name; None when naive or the tiled loop
+    did not run here."""
     rows = {r.name: r for r in implementations(m, times)}
-    naive, tiled = rows.get(fwd.NAIVE), rows.get(fwd.TILED)
-    if naive is None or tiled is None or tiled.less_memory is None:
+    if fwd.NAIVE not in rows or fwd.TILED not in rows or rows[fwd.TILED].less_memory is None:
         return None
-    return Finding(naive, tiled, rows.get(fwd.SDPA_FLASH))
+    return rows
 
 
 @dataclass(frozen=True)
@@ -169,26 +178,23 @@ class Traffic:
 def traffic(m: Measurement, times: Measurement) -> list[Traffic]:
     """The three traffic models; the naive and loop models over their implementations'
     unprofiled forward times (no timed implementation moves the fused model's bytes here)."""
-    shape, dev = _shape(m), m.device_id
+    shape, on = _shape(m), _On(m.device_id, _shape(m))
     records = m.tables["traffic"].records()
-    naive = records[0]["bytes"]
-    timed = (fwd.NAIVE, fwd.TILED, None)
     out = []
-    for r, impl in zip(records, timed, strict=True):
-        q = Quantity("modelled bytes", r["model"], ANALYTIC, MODEL, shape)
-        rel = Quantity("modelled bytes ratio", f"{r['model']} vs naive", ANALYTIC, MODEL, shape)
+    for r, impl in zip(records, (fwd.NAIVE, fwd.TILED, None), strict=True):
+        model, moved = r["model"], r["bytes"]
+        t = _timed(times, impl, shape, m.device_id) if impl else None
         achieved = None
-        if impl and times.device_id == dev:
-            try:
-                t = ffwd.forward_time(times, impl, shape)
-            except fwd.NotMeasuredError:
-                t = None
-            if t is not None:
-                aq = Quantity("achieved B/s", impl, dev, UNPROFILED, shape, "modelled bytes ÷ time")
-                achieved = Fact(aq, r["bytes"] / (t.value * 1e-6), "B/s")
+        if t is not None:
+            rate = moved / (t.value * 1e-6)
+            achieved = on("achieved B/s", impl, UNPROFILED, rate, "B/s", detail=TRAFFIC_RATE)
+        ratio = moved / records[0]["bytes"]
         out.append(
             Traffic(
-                r["model"], Fact(q, r["bytes"], "B"), Fact(rel, r["bytes"] / naive, "×"), achieved
+                model,
+                _model("modelled bytes", model, shape, moved, "B"),
+                _model("modelled bytes ratio", f"{model} vs naive", shape, ratio, "×"),
+                achieved,
             )
         )
     return out
@@ -207,22 +213,22 @@ class OnlineTile:
 
 def online_softmax(m: Measurement) -> list[OnlineTile]:
     """One query's running max and sum, tile by tile (computed in float64 from the inputs)."""
-    shape, q = _shape(m), m.facts["online_query"]
+    on, q = _On(m.device_id, _shape(m)), m.facts["online_query"]
     out = []
     for r in m.tables["online_softmax_row"].records():
         keys = f"query {q} of head 0, keys {r['first_key']}–{r['end_key'] - 1}"
-
-        def value(metric: str, v: float, keys: str = keys) -> Fact:
-            return Fact(Quantity(metric, keys, m.device_id, NUMERIC, shape), v, "")
-
         first = r["tile"] == 0
         out.append(
             OnlineTile(
-                r["first_key"], r["end_key"] - 1, value("tile max score", r["tile_max"]),
-                value("running max", r["m"]), None if first else value("rescale factor", r["alpha"]),
-                value("running sum", r["l"]), first or r["alpha"] < 1.0,
+                r["first_key"],
+                r["end_key"] - 1,
+                on("tile max score", keys, NUMERIC, r["tile_max"], ""),
+                on("running max", keys, NUMERIC, r["m"], ""),
+                None if first else on("rescale factor", keys, NUMERIC, r["alpha"], ""),
+                on("running sum", keys, NUMERIC, r["l"], ""),
+                first or r["alpha"] < 1.0,
             )
-        )  # fmt: skip
+        )
     return out
 
 
@@ -234,16 +240,21 @@ class OnlineSummary:
     grew: int
     after_first: int
     lse_gap: float  # |(m + log l) − the whole row's log-sum-exp|
-
-    @property
-    def exact(self) -> bool:
-        return self.lse_gap == 0
+    exact: bool  # no gap at all
 
 
 def online_summary(m: Measurement) -> OnlineSummary:
     tiles = online_softmax(m)
     gap = abs(m.facts["online_lse"] - m.facts["whole_row_lse"])
-    return OnlineSummary(sum(t.grew for t in tiles[1:]), len(tiles) - 1, gap)
+    return OnlineSummary(sum(t.grew for t in tiles[1:]), len(tiles) - 1, gap, gap == 0)
+
+
+MEMORY_LINES = ("naive_peak", "tiled_peak", "sdpa_flash_peak")
+
+
+def memory_slopes(m: Measurement) -> dict[str, float | None]:
+    """The fitted log-log slope of each implementation's peak memory against seq_len."""
+    return table_slopes(m.tables["memory_by_seq_len"], "seq_len", MEMORY_LINES)
 
 
 @dataclass(frozen=True)
@@ -257,15 +268,12 @@ class MemoryGrowth:
 def memory_growth(m: Measurement) -> MemoryGrowth | None:
     """Log-log slopes of the peaks against seq_len; None when a peak is missing."""
     rows = m.tables["memory_by_seq_len"].records()
-    if not rows or any(not (r["naive_peak"] and r["tiled_peak"]) for r in rows):
-        return None
-    xs = [r["seq_len"] for r in rows]
-    naive = fitted_slope(xs, [r["naive_peak"] for r in rows])
-    tiled = fitted_slope(xs, [r["tiled_peak"] for r in rows])
-    if naive is None or tiled is None:
+    slopes = memory_slopes(m)
+    naive, tiled = slopes["naive_peak"], slopes["tiled_peak"]
+    if naive is None or tiled is None or not all(r["naive_peak"] and r["tiled_peak"] for r in rows):
         return None
     above = [r["seq_len"] for r in rows if r["tiled_peak"] > r["naive_peak"]]
-    return MemoryGrowth(xs, naive, tiled, above)
+    return MemoryGrowth([r["seq_len"] for r in rows], naive, tiled, above)
 
 
 @dataclass(frozen=True)
@@ -279,18 +287,21 @@ class Phase:
 
 def phases(m: Measurement) -> list[Phase]:
     """The loop's phases under the profiler, with their modelled work at these tiles."""
-    shape, p = _shape(m), m.params
+    shape, on, p = _shape(m), _On(m.device_id, _shape(m)), m.params
     tiles = f"{p['block_q']}×{p['block_k']} tiles"
     found = fshare.shares({s.label: [s.time_us] for s in m.steps}) if m.steps else {}
     out = []
     for s in m.steps:
-        sq = Quantity("share of profiled time", s.label, m.device_id, PROFILED, shape, tiles)
-        fq = Quantity("modelled FLOPs", s.label, ANALYTIC, MODEL, shape, tiles)
-        bq = Quantity("modelled bytes", s.label, ANALYTIC, MODEL, shape, tiles)
+        share = found[s.label].fraction
         out.append(
-            Phase(s.label, s.calls, Fact(sq, found[s.label].fraction, "%"),
-                  Fact(fq, s.flops, "FLOP"), Fact(bq, s.bytes, "B"))
-        )  # fmt: skip
+            Phase(
+                s.label,
+                s.calls,
+                on("share of profiled time", s.label, PROFILED, share, "%", detail=tiles),
+                _model("modelled FLOPs", s.label, shape, s.flops, "FLOP", detail=tiles),
+                _model("modelled bytes", s.label, shape, s.bytes, "B", detail=tiles),
+            )
+        )
     return out
 
 
@@ -311,7 +322,7 @@ class Block:
 @dataclass(frozen=True)
 class BlockSweep:
     rows: list[Block]
-    ranking: Ranking | None  # fastest first, with every block within noise of it
+    ranking: Ranking | None  # fastest first (blocks as str), with every block within its noise
     slowest_vs_fastest: ffwd.Versus | None
 
 
@@ -320,30 +331,30 @@ def block_sweep(m: Measurement) -> BlockSweep:
     rows, timings = [], {}
     for r in m.tables["blocks"].records():
         b = r["block"]
-        tile = f"tiled (Python loop), {b}×{b} tiles"
+        tiles = f"{b}×{b} tiles"
+        loop = f"tiled (Python loop), {tiles}"
         ok = r["status"] == fwd.OK and r["time"] is not None
         if ok:
-            timings[b] = r["time"]
+            timings[str(b)] = r["time"]
+        time = Quantity("forward time", loop, dev, UNPROFILED, shape)
         rows.append(
             Block(
                 b,
-                Fact(Quantity("score tiles computed", tile, ANALYTIC, MODEL, shape), r["tiles_computed"], ""),
-                Fact(Quantity("computed share of scores", tile, ANALYTIC, MODEL, shape), r["scores_computed"], "%"),
-                Fact.of_timing(Quantity("forward time", tile, dev, UNPROFILED, shape), r["time"]) if ok else None,
-                Fact(Quantity("peak memory", tile, dev, COUNTED, shape), r["peak_bytes"], "B") if ok else None,
-                Fact(Quantity("modelled bytes", f"fused kernel, {b}×{b} tiles", ANALYTIC, MODEL, shape), r["fused_bytes"], "B"),
-                Fact(Quantity("on-chip bytes per program", f"{b}×{b} tiles", ANALYTIC, MODEL, shape), r["tile_working_set"], "B"),
+                _model("score tiles computed", loop, shape, r["tiles_computed"], ""),
+                _model("computed share of scores", loop, shape, r["scores_computed"], "%"),
+                Fact.of_timing(time, r["time"]) if ok else None,
+                _On(dev, shape)("peak memory", loop, COUNTED, r["peak_bytes"], "B") if ok else None,
+                _model("modelled bytes", f"fused kernel, {tiles}", shape, r["fused_bytes"], "B"),
+                _model("on-chip bytes per program", tiles, shape, r["tile_working_set"], "B"),
             )
-        )  # fmt: skip
-    if not timings:
-        return BlockSweep(rows, None, None)
-    ranking = rank({str(b): t for b, t in timings.items()})
-    if len(timings) < 2:
+        )
+    ranking = rank(timings) if timings else None
+    if ranking is None or len(ranking.order) < 2:
         return BlockSweep(rows, ranking, None)
     fast, slow = (f"{b}×{b} tiles" for b in (ranking.fastest, ranking.order[-1]))
     q = Quantity(ffwd.SPEED, f"tiled (Python loop), {fast} vs {slow}", dev, UNPROFILED, shape)
-    c = compare(timings[int(ranking.fastest)], timings[int(ranking.order[-1])])
-    return BlockSweep(rows, ranking, ffwd.Versus(q, fast, slow, c))
+    against = ranking.against_fastest[ranking.order[-1]]
+    return BlockSweep(rows, ranking, ffwd.Versus(q, fast, slow, against))
 
 
 # --- the Triton kernel ---------------------------------------------------------------------
@@ -352,29 +363,19 @@ def block_sweep(m: Measurement) -> BlockSweep:
 def interpreter_errors(m: Measurement) -> list[tuple[str, list[Fact | None]]]:
     """Per dtype: the kernel (under the interpreter) against float64, SDPA flash against
     float64, and the kernel against SDPA flash, as relative errors."""
-    if "interpreter" not in m.tables:
-        return []
-    p = m.params
-    subjects = (
-        f"{fwd.TRITON}, interpreted, vs float64",
-        f"{fwd.SDPA_FLASH} vs float64",
-        f"{fwd.TRITON}, interpreted, vs {fwd.SDPA_FLASH}",
-    )
+    subjects = {
+        "triton_vs_float64": f"{fwd.TRITON}, interpreted, vs float64",
+        "sdpa_flash_vs_float64": f"{fwd.SDPA_FLASH} vs float64",
+        "triton_vs_sdpa_flash": f"{fwd.TRITON}, interpreted, vs {fwd.SDPA_FLASH}",
+    }
     out = []
-    for r in m.tables["interpreter"].records():
-        shape = fwd.Shape.of({**p, "dtype": r["dtype"]})
-        values = (r["triton_vs_float64"], r["sdpa_flash_vs_float64"], r["triton_vs_sdpa_flash"])
-        out.append(
-            (
-                r["dtype"],
-                [
-                    None
-                    if v is None
-                    else Fact(Quantity(ERROR, s, m.device_id, NUMERIC, shape), v, ERROR)
-                    for s, v in zip(subjects, values, strict=True)
-                ],
-            )
-        )
+    for r in m.tables["interpreter"].records() if "interpreter" in m.tables else []:
+        shape = fwd.Shape.of({**m.params, "dtype": r["dtype"]})
+        errors = [
+            None if r[c] is None else _On(m.device_id, shape)(ERROR, s, NUMERIC, r[c], ERROR)
+            for c, s in subjects.items()
+        ]
+        out.append((r["dtype"], errors))
     return out
 
 
@@ -386,53 +387,45 @@ class Kernel:
     seq_len: int
     name: str
     status: str
-    time: Fact | None
-    rate: Fact | None
-    share: Fact | None
-    suspect: bool
+    time: Fact | None = None
+    rate: Fact | None = None
+    share: Fact | None = None
+    suspect: bool = False
+
+
+def _kernel_rows(m: Measurement) -> list[dict]:
+    return m.tables["kernels"].records() if "kernels" in m.tables else []
+
+
+def _at(m: Measurement, seq_len: int) -> Shape:
+    return fwd.Shape.of({**m.params, "seq_len": seq_len})
 
 
 def kernels(m: Measurement, ceilings: Measurement | None) -> list[Kernel]:
     """Kernel rows of a GPU `flash_triton_vs_sdpa` entry, judged against the matmul ceiling
     of its dtype measured on the same device (none from another device)."""
-    key = f"peak_flops_{m.params['dtype']}"
+    key, dev = f"peak_flops_{m.params['dtype']}", m.device_id
     ceiling = None
-    if ceilings is not None and ceilings.device_id == m.device_id and key in ceilings.facts:
+    if ceilings is not None and ceilings.device_id == dev and key in ceilings.facts:
         ceiling = ffwd.ceiling(ceilings, key)
     out = []
-    for r in m.tables.get("kernels", None).records() if "kernels" in m.tables else []:
-        shape = fwd.Shape.of({**m.params, "seq_len": r["seq_len"]})
-        t = r["time"]
+    for r in _kernel_rows(m):
+        n, name, t = r["seq_len"], r["implementation"], r["time"]
         if r["status"] != fwd.OK or t is None:
-            out.append(
-                Kernel(r["seq_len"], r["implementation"], r["status"], None, None, None, False)
-            )
+            out.append(Kernel(n, name, r["status"]))
             continue
-        time = Fact.of_timing(
-            Quantity("kernel time", r["implementation"], m.device_id, KERNEL, shape, "L2 flushed"),
-            t,
+        shape, value = _at(m, n), r["flops"] / (t.time_us * 1e-6)
+        on = _On(dev, shape)
+        suspect = ceiling is not None and value > (
+            ceiling.value if ceiling.high is None else ceiling.high
         )
-        value = r["flops"] / (t.time_us * 1e-6)
-        rate = Fact(
-            Quantity("achieved FLOP/s", r["implementation"], m.device_id, KERNEL, shape, USEFUL),
-            value,
-            "FLOP/s",
-        )
-        fastest = (
-            ceiling.high
-            if ceiling and ceiling.high is not None
-            else (ceiling.value if ceiling else None)
-        )
-        suspect = fastest is not None and value > fastest
         share = None
         if ceiling and not suspect:
-            sq = Quantity(
-                "share of the matmul ceiling", r["implementation"], m.device_id, KERNEL, shape
-            )
-            share = Fact(sq, value / ceiling.value, "%")
-        out.append(
-            Kernel(r["seq_len"], r["implementation"], r["status"], time, rate, share, suspect)
-        )
+            ratio = value / ceiling.value
+            share = on("share of the matmul ceiling", name, KERNEL, ratio, "%")
+        time = Fact.of_timing(Quantity("kernel time", name, dev, KERNEL, shape, "L2 flushed"), t)
+        rate = on("achieved FLOP/s", name, KERNEL, value, "FLOP/s", detail=USEFUL)
+        out.append(Kernel(n, name, r["status"], time, rate, share, suspect))
     return out
 
 
@@ -441,29 +434,23 @@ def kernel_error(m: Measurement) -> Fact | None:
     err = m.facts.get("triton_rel_error")
     if err is None or "kernels" not in m.tables:
         return None
-    first = min(r["seq_len"] for r in m.tables["kernels"].records())
-    shape = fwd.Shape.of({**m.params, "seq_len": first})
-    return Fact(
-        Quantity(ERROR, f"{fwd.TRITON} vs float64", m.device_id, NUMERIC, shape), err, ERROR
-    )
+    shape = _at(m, min(r["seq_len"] for r in _kernel_rows(m)))
+    return _On(m.device_id, shape)(ERROR, f"{fwd.TRITON} vs float64", NUMERIC, err, ERROR)
 
 
 def triton_vs_sdpa(m: Measurement, seq_len: int) -> ffwd.Versus | None:
     """The Triton kernel against SDPA flash at one length (ratio: Triton's time ÷ SDPA's)."""
     found = {
         r["implementation"]: r["time"]
-        for r in (m.tables["kernels"].records() if "kernels" in m.tables else [])
+        for r in _kernel_rows(m)
         if r["seq_len"] == seq_len and r["status"] == fwd.OK and r["time"] is not None
     }
     if fwd.TRITON not in found or fwd.SDPA_FLASH not in found:
         return None
-    shape = fwd.Shape.of({**m.params, "seq_len": seq_len})
-    q = Quantity(
-        "kernel time ratio", f"{fwd.SDPA_FLASH} vs {fwd.TRITON}", m.device_id, KERNEL, shape
-    )
-    return ffwd.Versus(
-        q, fwd.SDPA_FLASH, fwd.TRITON, compare(found[fwd.SDPA_FLASH], found[fwd.TRITON])
-    )
+    subject = f"{fwd.SDPA_FLASH} vs {fwd.TRITON}"
+    q = Quantity("kernel time ratio", subject, m.device_id, KERNEL, _at(m, seq_len))
+    c = compare(found[fwd.SDPA_FLASH], found[fwd.TRITON])
+    return ffwd.Versus(q, fwd.SDPA_FLASH, fwd.TRITON, c)
 
 
 # --- forecasts for a named GPU, counted on the tile grid -----------------------------------
@@ -502,19 +489,23 @@ def generations(
         raise ValueError(f"the data sheet of the {g.label} records no SM count")
     tiles = f"{block_q}×{block_k} tiles"
     versions = (f"FlashAttention, {tiles}", f"FlashAttention-2, {tiles}")
+    mask = {"causal": shape.causal, "kv_seq_len": shape.kv_len}
 
-    def counted(metric: str, subject: str, value: float, unit: str) -> Fact:
-        return Fact(Quantity(metric, subject, ANALYTIC, MODEL, shape), value, unit)
+    def spec(metric: str, subject: str, value: float, unit: str) -> Fact:
+        return forecast(metric, subject, g, value, unit, shape=shape)
+
+    def pair(of, metric: str, values, unit: str, vs: str = "") -> tuple[Fact, Fact]:
+        return tuple(of(metric, v + vs, x, unit) for v, x in zip(versions, values, strict=True))
+
+    def model(metric: str, subject: str, value: float, unit: str) -> Fact:
+        return _model(metric, subject, shape, value, unit)
 
     progs = (programs(*shape.dims[:3]), programs(*shape.dims[:3], block_q))
-    rescale = output_rescale_flops(
-        *shape.dims, causal=shape.causal, block_q=block_q, block_k=block_k, kv_seq_len=shape.kv_len
-    )
-    grid = tile_grid(shape.seq_len, block_q, block_k, causal=shape.causal, kv_seq_len=shape.kv_len)
-    counts = tile_counts(grid)
+    rescale = output_rescale_flops(*shape.dims, block_q=block_q, block_k=block_k, **mask)
+    counts = tile_counts(tile_grid(shape.seq_len, block_q, block_k, **mask))
     flash = gpu.flash_forward(g, shape, block_q=block_q, block_k=block_k)
-    full = attention_flops(*shape.dims, kv_seq_len=shape.kv_len)
     rescale_us = [f / gpu.vector_peak(g) * 1e6 for f in (rescale.fa1, rescale.fa2)]
+    skipped = cost.attention_flops(*shape.dims, kv_seq_len=shape.kv_len) - flash.flops
     return Generations(
         g,
         shape,
@@ -522,35 +513,17 @@ def generations(
         block_k,
         forecast("streaming multiprocessors", g.label, g, g.sm_count, "SMs"),
         forecast("FP32 peak", g.label, g, gpu.vector_peak(g), "FLOP/s"),
-        tuple(counted("programs", v, p, "programs") for v, p in zip(versions, progs, strict=True)),
-        tuple(
-            forecast("programs per SM", v, g, p / g.sm_count, "", shape=shape)
-            for v, p in zip(versions, progs, strict=True)
-        ),
-        (
-            counted("output rescaling FLOPs", versions[0], rescale.fa1, "FLOP"),
-            counted("output rescaling FLOPs", versions[1], rescale.fa2, "FLOP"),
-        ),
-        tuple(
-            forecast("output rescaling time", v, g, us, "µs", shape=shape)
-            for v, us in zip(versions, rescale_us, strict=True)
-        ),
-        forecast("matmul time", f"FlashAttention, {tiles}", g, flash.compute_us, "µs", shape=shape),
-        tuple(
-            forecast(
-                "output rescaling time ratio",
-                f"{v} vs matmuls",
-                g,
-                us / flash.compute_us,
-                "%",
-                shape=shape,
-            )
-            for v, us in zip(versions, rescale_us, strict=True)
-        ),
-        counted("score tiles", tiles, counts["tiles"], "tiles"),
-        counted("score tiles skipped", tiles, counts["skipped"], "tiles"),
-        counted("matmul FLOPs skipped", tiles, full - flash.flops, "FLOP"),
-    )
+        pair(model, "programs", progs, "programs"),
+        pair(spec, "programs per SM", [p / g.sm_count for p in progs], ""),
+        pair(model, "output rescaling FLOPs", (rescale.fa1, rescale.fa2), "FLOP"),
+        pair(spec, "output rescaling time", rescale_us, "µs"),
+        spec("matmul time", versions[0], flash.compute_us, "µs"),
+        pair(spec, "output rescaling time ratio", [us / flash.compute_us for us in rescale_us],
+             "%", " vs matmuls"),
+        model("score tiles", tiles, counts["tiles"], "tiles"),
+        model("score tiles skipped", tiles, counts["skipped"], "tiles"),
+        model("matmul FLOPs skipped", tiles, skipped, "FLOP"),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -571,6 +544,17 @@ class Tiles:
     rows: list[TileRow]
 
 
+PER_QUERY_TILE = "k, v once per query tile"
+
+
+def _fused(shape: Shape, block_q: int, block_k: int) -> float:
+    """The bytes a fused forward moves at `shape` (k and v once per query tile)."""
+    return fused_traffic(
+        *shape.dims, shape.dtype, causal=shape.causal, block_q=block_q, block_k=block_k,
+        kv_seq_len=shape.kv_len,
+    )  # fmt: skip
+
+
 def tiles(gpu_sheet: SpecSheet | None = None, shape: Shape = gpu.FORECAST_SHAPE) -> Tiles:
     """Which tile sizes fit one block on `gpu` — q, k, v tiles in its shared memory, the
     score tile and accumulator in its registers, as FlashAttention 2 and 3 keep them — and
@@ -582,20 +566,17 @@ def tiles(gpu_sheet: SpecSheet | None = None, shape: Shape = gpu.FORECAST_SHAPE)
     naive = naive_bytes(g, shape).value
     rows = []
     for fit in tile_fits(capacity, shape.head_dim, shape.dtype):
-        subject = f"fused forward, {fit.block_q}×{fit.block_k} tiles"
-        moved = fused_traffic(
-            *shape.dims, shape.dtype, causal=shape.causal, block_q=fit.block_q,
-            block_k=fit.block_k, kv_seq_len=shape.kv_len,
-        )  # fmt: skip
+        tile = f"{fit.block_q}×{fit.block_k} tiles"
+        subject, moved = f"fused forward, {tile}", _fused(shape, fit.block_q, fit.block_k)
         rows.append(
             TileRow(
                 fit,
-                Fact(Quantity("shared-memory bytes per program", f"{fit.block_q}×{fit.block_k} tiles", ANALYTIC, MODEL, shape), fit.shared, "B"),
-                Fact(Quantity("register bytes per program", f"{fit.block_q}×{fit.block_k} tiles", ANALYTIC, MODEL, shape), fit.registers, "B"),
-                Fact(Quantity("modelled bytes", subject, ANALYTIC, MODEL, shape, "k, v once per query tile"), moved, "B"),
-                Fact(Quantity("modelled bytes ratio", f"naive vs {subject}", ANALYTIC, MODEL, shape), naive / moved, "×"),
+                _model("shared-memory bytes per program", tile, shape, fit.shared, "B"),
+                _model("register bytes per program", tile, shape, fit.registers, "B"),
+                _model("modelled bytes", subject, shape, moved, "B", detail=PER_QUERY_TILE),
+                _model("modelled bytes ratio", f"naive vs {subject}", shape, naive / moved, "×"),
             )
-        )  # fmt: skip
+        )
     cap = forecast("shared memory per block", g.label, g, capacity, "B")
     regs = forecast("register bytes per block", g.label, g, 4 * REGISTERS_PER_BLOCK, "B")
     return Tiles(g, shape, cap, regs, rows)
@@ -626,10 +607,6 @@ class GpuForecast:
     triton_floor: Check
 
 
-def _measured_on(entries: Sequence[Measurement], g: SpecSheet) -> Measurement | None:
-    return next((e for e in entries if e.device_id == f"cuda-{g.slug}"), None)
-
-
 def gpu_forecast(
     times_by_device: Sequence[Measurement],
     gpu_sheet: SpecSheet | None = None,
@@ -640,30 +617,21 @@ def gpu_forecast(
     g = gpu_sheet or gpu.sheet()
     flash = gpu.flash_forward(g, shape)
     naive = naive_bytes(g, shape)
-    fused = forecast("HBM bytes", "FlashAttention forward", g, flash.bytes, "B", shape=shape)
     l2 = gpu.l2_serves_rereads(g, shape)
-    assumed = "every K/V re-read served by L2" if l2 else ""
-    fewer = forecast("HBM bytes ratio", f"{fwd.NAIVE} vs FlashAttention", g, naive.value / flash.bytes, "×", shape=shape, detail=assumed)  # fmt: skip
-    tiled = fused_traffic(*shape.dims, shape.dtype, causal=shape.causal, block_q=gpu.FLASH_BLOCK_Q,
-                          block_k=gpu.FLASH_BLOCK_K, kv_seq_len=shape.kv_len)  # fmt: skip
-    from_hbm = forecast("HBM bytes ratio", f"{fwd.NAIVE} vs FlashAttention", g, naive.value / tiled, "×", shape=shape, detail="every K/V re-read from HBM")  # fmt: skip
-    realistic = forecast_range(ffwd.FORWARD_TIME, fwd.SDPA_FLASH, g, gpu.flash_range(g, shape), "µs", shape=shape, detail=RANGE_OF_FLASH)  # fmt: skip
-    measured = _measured_on(times_by_device, g)
+    measured = next((e for e in times_by_device if e.device_id == f"cuda-{g.slug}"), None)
 
-    def timed(name: str) -> Fact | None:
-        if measured is None:
-            return None
-        try:
-            return ffwd.forward_time(measured, name, shape)
-        except fwd.NotMeasuredError:
-            return None
+    def spec(metric: str, name: str, value: float, unit: str, detail: str = "") -> Fact:
+        return forecast(metric, name, g, value, unit, shape=shape, detail=detail)
 
-    def floor(name: str, share: float = 1.0, detail: str = "") -> Check:
-        f = forecast(
-            ffwd.FORWARD_TIME, name, g, flash.floor_us / share, "µs", shape=shape, detail=detail
-        )
-        return check(f, timed(name))
+    def fewer(moved: float, detail: str) -> Check:
+        subject = f"{fwd.NAIVE} vs FlashAttention"
+        return check(spec("HBM bytes ratio", subject, naive.value / moved, "×", detail), None)
 
+    def floor(name: str) -> Check:
+        time = spec(ffwd.FORWARD_TIME, name, flash.floor_us, "µs")
+        return check(time, _timed(measured, name, shape))
+
+    tiled = _fused(shape, gpu.FLASH_BLOCK_Q, gpu.FLASH_BLOCK_K)
     return GpuForecast(
         g,
         shape,
@@ -671,18 +639,11 @@ def gpu_forecast(
         gpu.FLASH_BLOCK_K,
         l2,
         check(naive, None),
-        check(fused, None),
-        check(fewer, None),
-        check(from_hbm, None),
+        check(spec("HBM bytes", "FlashAttention forward", flash.bytes, "B"), None),
+        fewer(flash.bytes, "every K/V re-read served by L2" if l2 else ""),
+        fewer(tiled, "every K/V re-read from HBM"),
         floor(fwd.SDPA_FLASH),
-        realistic,
+        forecast_range(ffwd.FORWARD_TIME, fwd.SDPA_FLASH, g, gpu.flash_range(g, shape), "µs",
+                       shape=shape, detail=RANGE_OF_FLASH),
         floor(fwd.TRITON),
-    )
-
-
-MEMORY_LINES = ("naive_peak", "tiled_peak", "sdpa_flash_peak")
-
-
-def memory_slopes(m: Measurement) -> dict[str, float | None]:
-    """The fitted log-log slope of each implementation's peak memory against seq_len."""
-    return table_slopes(m.tables["memory_by_seq_len"], "seq_len", MEMORY_LINES)
+    )  # fmt: skip

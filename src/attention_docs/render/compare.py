@@ -88,3 +88,8 @@ def stated(
         metric, subject, value, unit, device_id=m.device_id, params=m.params, clock=clock
     )
     return "—" if found is None else words.fact(found)
+
+
+def versus_cell(v: ffwd.Versus | None) -> str:
+    """A findings `Versus` as its marked ratio with the ratio's range, or a tie; — for None."""
+    return "—" if v is None else fact(v.quantity.id, words.versus(v.comparison))

@@ -25,15 +25,6 @@ TILE_COLORS = {"computed": "#0072B2", DIAGONAL: "#E69F00", SKIPPED: "none"}
 fact = words.fact
 
 
-def _cell(f) -> str:
-    return "—" if f is None else fact(f)
-
-
-def versus(v) -> str:
-    """A findings `Versus` as a marked ratio with its range, or a tie."""
-    return "—" if v is None else words.fact_span(v.quantity.id, words.versus(v.comparison))
-
-
 def cite(paper: Source) -> str:
     return f"[{paper.authors}, {paper.year}]({paper.url})"
 
@@ -46,23 +37,23 @@ def finding(flash: Sourced, times: Sourced, times_by_device: Sequence[Sourced]) 
     m, t = flash.measurement, times.measurement
     f = fflash.finding(m, t)
     box = fflash.gpu_forecast([s.measurement for s in times_by_device])
+    l2 = (
+        f", and {fact(box.fewer_bytes.forecast)} if every re-read hits the L2 cache, an "
+        "assumption: L2 hits are not measured here"
+        if box.l2_serves_rereads
+        else ""
+    )
     forecast = (
         f"On an {box.gpu.label} the fused kernel would move "
         f"{fact(box.fewer_bytes_from_hbm.forecast)} fewer bytes through HBM than naive "
-        f"attention at {box.shape.text()} with every K and V re-read from HBM"
-        + (
-            f", and {fact(box.fewer_bytes.forecast)} if every re-read hits the L2 cache, an "
-            "assumption: L2 hits are not measured here"
-            if box.l2_serves_rereads
-            else ""
-        )
-        + "; both are forecasts from the data sheet, checked below when the store holds that GPU."
+        f"attention at {box.shape.text()} with every K and V re-read from HBM{l2}; both are "
+        "forecasts from the data sheet, checked below when the store holds that GPU."
     )
     if f is None:
         return "Naive attention or the tiled loop did not run on this device. " + forecast
-    shape = fwd.Shape.of(m.params)
+    shape, tiled, sdpa = fwd.Shape.of(m.params), f[fwd.TILED], f.get(fwd.SDPA_FLASH)
     speeds = ""
-    if f.tiled.forward and f.sdpa and f.sdpa.forward:
+    if tiled.forward and sdpa and sdpa.forward:
         speeds = (
             "Run as one eager PyTorch op per line, "
             f"{cmp.speedup(t, fwd.TILED, fwd.NAIVE, shape)}; fused into one kernel "
@@ -71,8 +62,8 @@ def finding(flash: Sourced, times: Sourced, times_by_device: Sequence[Sourced]) 
     where = "GPU" if m.device_kind == "cuda" else "CPU"
     return (
         f"Computing attention one tile at a time cut the forward's peak memory from "
-        f"{fact(f.naive.peak)} to {fact(f.tiled.peak)} "
-        f"({fact(f.tiled.less_memory, emphasis=True)} less) at {shape.text()} on this {where}. "
+        f"{fact(f[fwd.NAIVE].peak)} to {fact(tiled.peak)} "
+        f"({fact(tiled.less_memory, emphasis=True)} less) at {shape.text()} on this {where}. "
         f"{speeds}{forecast}"
     )
 
@@ -84,11 +75,11 @@ def online_softmax_table(sourced: Sourced) -> str:
     """One query's running max and sum, tile by tile, as the online softmax updates them."""
     m = sourced.measurement
     rows = [
-        [f"{t.first_key}–{t.last_key}", fact(t.tile_max), fact(t.m, emphasis=t.grew),
-         "— (first tile)" if t.alpha is None else fact(t.alpha), fact(t.total)]
+        [f"{t.first_key}–{t.last_key}", t.tile_max, fact(t.m, emphasis=t.grew),
+         "— (first tile)" if t.alpha is None else t.alpha, t.total]
         for t in fflash.online_softmax(m)
     ]  # fmt: skip
-    header = ["Keys", "Max in tile", "Running max m", "Rescale α = exp(m_old − m)", "Running sum l"]
+    header = "Keys | Max in tile | Running max m | Rescale α = exp(m_old − m) | Running sum l"
     what = f"The online softmax for query {m.facts['online_query']} of the first head (no mask)."
     return captioned_table(header, rows, "lrrrr", sourced, what)
 
@@ -201,16 +192,17 @@ def tile_summary(m: Measurement) -> str:
 
 def implementations_table(sourced: Sourced, times: Sourced) -> str:
     """Forward time (forward_times), achieved FLOP/s, peak memory and error of each way."""
-    rows = []
-    for r in fflash.implementations(sourced.measurement, measurement_of(times)):
-        if r.status != fwd.OK:
-            rows.append([r.name, r.status, "—", "—", "—", "—", "—"])
-            continue
-        forward = _cell(r.forward) if r.forward else "— (not in forward_times' grid)"
-        rows.append([r.name, forward, versus(r.versus_naive), _cell(r.achieved), _cell(r.peak),
-                     _cell(r.less_memory), _cell(r.error)])  # fmt: skip
-    header = ["Implementation", "Forward time (unprofiled)", "Naive's ÷ this", "Achieved FLOP/s",
-              "Peak memory", "Naive's ÷ this", "Error vs float64"]  # fmt: skip
+    rows = [
+        [r.name, r.forward or "— (not in forward_times' grid)", cmp.versus_cell(r.versus_naive),
+         r.achieved, r.peak, r.less_memory, r.error]
+        if r.status == fwd.OK
+        else [r.name, r.status, "—", "—", "—", "—", "—"]
+        for r in fflash.implementations(sourced.measurement, measurement_of(times))
+    ]  # fmt: skip
+    header = (
+        "Implementation | Forward time (unprofiled) | Naive's ÷ this | Achieved FLOP/s | "
+        "Peak memory | Naive's ÷ this | Error vs float64"
+    )
     what = (
         "Three ways to compute the same attention: forward times from forward_times "
         "(unprofiled, range over rounds); achieved FLOP/s = 4·b·h·d per (query, key) pair the "
@@ -260,16 +252,10 @@ def memory_claim(m: Measurement) -> str:
 def phase_table(sourced: Sourced) -> str:
     """The loop's four phases under the profiler: calls and shares (structure, not speed)."""
     rows = [
-        [f"`{p.label}`", str(p.calls), fact(p.share), _cell(p.flops), _cell(p.bytes)]
+        [f"`{p.label}`", str(p.calls), p.share, p.flops, p.bytes]
         for p in fflash.phases(sourced.measurement)
     ]
-    header = [
-        "Phase",
-        "Calls / forward",
-        "Share of profiled time",
-        "FLOPs (model)",
-        "Bytes (model)",
-    ]
+    header = "Phase | Calls / forward | Share of profiled time | FLOPs (model) | Bytes (model)"
     what = "The tiled loop's phases, profiled: shares of the four, with each phase's modelled work."
     return captioned_table(header, rows, "lrrrr", sourced, what)
 
@@ -277,10 +263,10 @@ def phase_table(sourced: Sourced) -> str:
 def traffic_table(sourced: Sourced, times: Sourced) -> str:
     """The three traffic models' bytes, relative to naive, over unprofiled forward times."""
     rows = [
-        [r.model, fact(r.bytes), fact(r.relative), _cell(r.achieved)]
+        [r.model, r.bytes, r.relative, r.achieved]
         for r in fflash.traffic(sourced.measurement, measurement_of(times))
     ]
-    header = ["Model", "Bytes (model)", "Relative to naive", "Achieved B/s (÷ unprofiled time)"]
+    header = "Model | Bytes (model) | Relative to naive | Achieved B/s (÷ unprofiled time)"
     what = "Bytes moved to and from memory, by the cost model (not measured)."
     return captioned_table(header, rows, "lrrr", sourced, what)
 
@@ -295,19 +281,15 @@ def block_table(sourced: Sourced) -> str:
     r = found.ranking
     leaders = set(r.leaders) if r else set()
     mark = " (fastest)" if r and r.clear else " (tied for fastest: within noise)"
-    rows = []
-    for b in found.rows:
-        tile = f"{b.block}×{b.block}" + (mark if str(b.block) in leaders else "")
-        rows.append([tile, f"{fact(b.tiles)} ({fact(b.scores_share)})", _cell(b.time), _cell(b.peak),
-                     fact(b.fused_bytes), fact(b.working_set)])  # fmt: skip
-    header = [
-        "Tile",
-        "Tiles computed (share of scores)",
-        "Time / forward (unprofiled; range over rounds)",
-        "Peak memory",
-        "Fused kernel's bytes (model)",
-        "On-chip bytes per program (model)",
-    ]
+    rows = [
+        [f"{b.block}×{b.block}" + (mark if str(b.block) in leaders else ""),
+         f"{fact(b.tiles)} ({fact(b.scores_share)})", b.time, b.peak, b.fused_bytes, b.working_set]
+        for b in found.rows
+    ]  # fmt: skip
+    header = (
+        "Tile | Tiles computed (share of scores) | Time / forward (unprofiled; range over rounds) "
+        "| Peak memory | Fused kernel's bytes (model) | On-chip bytes per program (model)"
+    )
     blocks = m.tables["blocks"].column("block")
     what = (
         f"The tiled loop at block_q = block_k = {blocks[0]}–{blocks[-1]}, seq_len="
@@ -337,7 +319,7 @@ def block_claim(m: Measurement) -> str:
             "(tied for fastest)"
         )
     return text + (
-        f"; {tile(r.order[-1])} tiles take {versus(found.slowest_vs_fastest)} its time. "
+        f"; {tile(r.order[-1])} tiles take {cmp.versus_cell(found.slowest_vs_fastest)} its time. "
         "Fewer tiles mean fewer eager ops to dispatch, larger ones more work per op."
     )  # fmt: skip
 
@@ -345,23 +327,31 @@ def block_claim(m: Measurement) -> str:
 # --- FlashAttention 2 and 3, forecast ------------------------------------------------------
 
 
+def _counted_table(header: str, rows: Sequence[Sequence], align: str, caption: str) -> str:
+    """A table of counts and forecasts, no measurement behind it: the caption says whence."""
+    cells = [[c if isinstance(c, str) else fact(c) for c in r] for r in rows]
+    table = markdown_table(header.split(" | "), cells, align)
+    return f'{table}\n\n<p class="ad-caption"><strong>{caption}</strong></p>'
+
+
 def generations_table() -> str:
     """FlashAttention 1 against 2 at the forecast shape on the forecast GPU, counted."""
     g = fflash.generations()
     rows = [
-        ["Programs (thread blocks) per launch", *map(fact, g.programs)],
-        [f"Programs per SM ({fact(g.sms)})", *map(fact, g.per_sm)],
-        ["Output rescaling outside the matmuls", *map(fact, g.rescale_flops)],
-        [f"… its floor on the FP32 units ({fact(g.fp32_peak)})", *map(fact, g.rescale_us)],
+        ["Programs (thread blocks) per launch", *g.programs],
+        [f"Programs per SM ({fact(g.sms)})", *g.per_sm],
+        ["Output rescaling outside the matmuls", *g.rescale_flops],
+        [f"… its floor on the FP32 units ({fact(g.fp32_peak)})", *g.rescale_us],
     ]
-    header = ["At the forecast shape", "FlashAttention (one program per head)",
-              "FlashAttention-2 (one per query tile)"]  # fmt: skip
-    caption = (
-        f'<p class="ad-caption"><strong>Counted on the {g.block_q}×{g.block_k} tile grid at '
-        f"{g.shape.text()}; times are floors from the {g.gpu.label} data sheet "
-        f"({g.gpu.source}), not measurements.</strong></p>"
+    header = (
+        "At the forecast shape | FlashAttention (one program per head) | "
+        "FlashAttention-2 (one per query tile)"
     )
-    return markdown_table(header, rows, "lrr") + "\n\n" + caption
+    caption = (
+        f"Counted on the {g.block_q}×{g.block_k} tile grid at {g.shape.text()}; times are "
+        f"floors from the {g.gpu.label} data sheet ({g.gpu.source}), not measurements."
+    )
+    return _counted_table(header, rows, "lrr", caption)
 
 
 def causal_claim() -> str:
@@ -401,23 +391,23 @@ def tiles_table() -> str:
     the bytes each moves."""
     t = fflash.tiles()
     rows = [
-        [f"{r.fit.block_q}×{r.fit.block_k}", fact(r.shared), fact(r.registers),
-         "yes" if r.fit.fits else "no", fact(r.traffic), fact(r.fewer)]
+        [f"{r.fit.block_q}×{r.fit.block_k}", r.shared, r.registers, "yes" if r.fit.fits else "no",
+         r.traffic, r.fewer]
         for r in t.rows
     ]  # fmt: skip
-    header = ["Tile", "Shared memory: q, k, v tiles (model)",
-              "Registers: scores, accumulator, float32 (model)",
-              f"Fits {fact(t.capacity)} and {fact(t.register_capacity)}?",
-              "Bytes moved (k, v once per query tile)", "Naive's bytes ÷ these"]  # fmt: skip
+    header = (
+        "Tile | Shared memory: q, k, v tiles (model) | Registers: scores, accumulator, float32 "
+        f"(model) | Fits {fact(t.capacity)} and {fact(t.register_capacity)}? | Bytes moved (k, "
+        "v once per query tile) | Naive's bytes ÷ these"
+    )
     cc = t.gpu.capability or "??"
     caption = (
-        f'<p class="ad-caption"><strong>Forecast for the {t.gpu.label} at '
-        f"{t.shape.text()}: shared memory per block, {t.gpu.shared_memory_per_block_kb} KiB, "
-        f"and 64 K 32-bit registers per block, from the CUDA C++ Programming Guide (compute "
-        f"capability {cc[0]}.{cc[1:]}); one K/V stage (a pipelined kernel holds two or more); "
-        "bytes by the traffic model, before any L2 reuse.</strong></p>"
+        f"Forecast for the {t.gpu.label} at {t.shape.text()}: shared memory per block, "
+        f"{t.gpu.shared_memory_per_block_kb} KiB, and 64 K 32-bit registers per block, from the "
+        f"CUDA C++ Programming Guide (compute capability {cc[0]}.{cc[1:]}); one K/V stage (a "
+        "pipelined kernel holds two or more); bytes by the traffic model, before any L2 reuse."
     )
-    return markdown_table(header, rows, "lrrlrr") + "\n\n" + caption
+    return _counted_table(header, rows, "lrrlrr", caption)
 
 
 def gpu_forecast_box(times_by_device: Sequence[Sourced]) -> str:
@@ -462,34 +452,33 @@ def interpreter_table(sourced: Sourced) -> str:
     if not found:
         status = m.facts.get("interpreter_check", "not run")
         return device_note(m, cpu=f"The interpreter check was {status}.", cuda="")
-    rows = [[dtype, *map(_cell, errs)] for dtype, errs in found]
-    header = ["Inputs", "Triton (interpreted) vs float64", "SDPA flash vs float64",
-              "Triton vs SDPA flash"]  # fmt: skip
+    header = (
+        "Inputs | Triton (interpreted) vs float64 | SDPA flash vs float64 | Triton vs SDPA flash"
+    )
     what = (
         "Relative error ‖out − ref‖ / ‖ref‖ of the Triton kernel run by Triton's interpreter "
         "(TRITON_INTERPRET=1) on this CPU, float32 products exact (input precision ieee)."
     )
-    return captioned_table(header, rows, "lrrr", sourced, what)
+    return captioned_table(header, [[d, *errs] for d, errs in found], "lrrr", sourced, what)
 
 
 def kernel_table(sourced: Sourced, ceilings: Sourced | None) -> str:
     """A GPU entry's kernel times per seq_len, the Triton kernel's achieved FLOP/s and share
     of the measured matmul ceiling, and its time against SDPA flash."""
     m = sourced.measurement
-    found = fflash.kernels(m, measurement_of(ceilings) if ceilings else None)
+    found = fflash.kernels(m, measurement_of(ceilings))
     names = list(dict.fromkeys(k.name for k in found))
     rows = []
     # layout: rows in seq_len order
     for n in sorted({k.seq_len for k in found}):
         at = {k.name: k for k in found if k.seq_len == n}
-        cells = [str(n), *(_cell(at[x].time) if x in at and at[x].time else
-                           (at[x].status if x in at else "—") for x in names)]  # fmt: skip
+        times = [(at[x].time or at[x].status) if x in at else "—" for x in names]
         tri = at.get(fwd.TRITON)
         rate = "—" if tri is None or tri.rate is None else fact(tri.rate) + (
             " (suspect: above the measured matmul ceiling)" if tri.suspect
-            else f" ({_cell(tri.share)} of the matmul ceiling)" if tri.share else ""
+            else f" ({fact(tri.share)} of the matmul ceiling)" if tri.share else ""
         )  # fmt: skip
-        rows.append([*cells, rate, versus(fflash.triton_vs_sdpa(m, n))])
+        rows.append([str(n), *times, rate, cmp.versus_cell(fflash.triton_vs_sdpa(m, n))])
     header = ["seq_len", *(f"{x} (kernel time)" for x in names), "Triton achieved FLOP/s",
               "Triton's time ÷ SDPA flash's"]  # fmt: skip
     # layout: names listed alphabetically
