@@ -206,22 +206,22 @@ class Accuracy:
 
     points: tuple[Beside, ...]
 
-    def where(self, verdict: str) -> tuple[Beside, ...]:
-        return tuple(b for b in self.points if b.where == verdict)
+    def where(self, *verdicts: str) -> tuple[Beside, ...]:
+        return tuple(b for b in self.points if b.where in verdicts)
 
     @property
     def tested(self) -> tuple[Beside, ...]:
         """The points that test the model: not its own inputs, and with a range to fall in."""
-        return tuple(b for b in self.points if b.where in (WITHIN, ABOVE, BELOW))
+        return self.where(WITHIN, ABOVE, BELOW)
 
     @property
     def counts(self) -> tuple[Beside, ...]:
-        return tuple(b for b in self.points if b.where in (SAME_COUNT, MORE, FEWER))
+        return self.where(SAME_COUNT, MORE, FEWER)
 
     @property
     def relative(self) -> tuple[Beside, ...]:
         """The throughputs relative to a baseline the model prices alike."""
-        return tuple(b for b in self.points if b.where in (AS_FAST, SLOWER, FASTER))
+        return self.where(AS_FAST, SLOWER, FASTER)
 
     @property
     def relative_forecast(self) -> Fact:
@@ -264,6 +264,7 @@ def on(gpu_slug: str, subject: str, unit: str) -> Beside:
 MASK_CODE = (("rebuild", gpus.NAIVE_CODE), ("masked_fill", "masked_fill"),
              ("masked_fill_", gpus.IN_PLACE))  # fmt: skip
 HF_SUBJECT = {"masked_fill": "naive, masked_fill", "masked_fill_": "naive, masked_fill_"}
+RECORDED_OPS = "kernels of the recorded ops"
 
 
 @dataclass(frozen=True)
@@ -295,30 +296,28 @@ class InPlace:
 def in_place(gpu: SpecSheet | None = None, shape=None) -> InPlace:
     gpu = gpu or gpus.sheet()
     shape = shape or gpus.FORECAST_SHAPE
+
+    def spec(metric: str, subject: str, value, unit: str, *rest, detail=RECORDED_OPS) -> Fact:
+        return Fact(
+            Quantity(metric, subject, f"spec:{gpu.slug}", SPEC, shape, detail), value, unit, *rest
+        )
+
     rows, kernels_of = [], {}
     for variant, subject in MASK_CODE:
-        ks = gpus.priced(recording(subject), gpu, shape)
-        kernels_of[variant] = ks
-        where = f"spec:{gpu.slug}"
-        detail = "kernels of the recorded ops"
-        count = Fact(Quantity("GPU kernels per forward", variant, where, SPEC, shape, detail),
-                     float(len(ks)), "kernels")  # fmt: skip
-        moved = Fact(Quantity("HBM bytes", f"naive forward, {variant}", where, SPEC, shape,
-                              detail), sum(k.bytes for k in ks), "B")  # fmt: skip
+        ks = kernels_of[variant] = gpus.priced(recording(subject), gpu, shape)
+        count = spec("GPU kernels per forward", variant, float(len(ks)), "kernels")
+        moved = spec("HBM bytes", f"naive forward, {variant}", sum(k.bytes for k in ks), "B")
         hf = on("a100-sxm4-80gb", HF_SUBJECT[variant], "kernels") if variant in HF_SUBJECT else None
         rows.append(MaskKernels(variant, tuple(k.op for k in ks), count, moved, hf))
     saved = _without(kernels_of["rebuild"], kernels_of["masked_fill_"])
     extra = _without(kernels_of["rebuild"], kernels_of["masked_fill"])
     r = gpus.realistic(gpu, saved)
-    where = f"spec:{gpu.slug}"
-    saved_bytes = Fact(Quantity("HBM bytes saved", "masked_fill_ against rebuild", where, SPEC,
-                                shape, "kernels of the recorded ops"),
-                       sum(k.bytes for k in saved), "B")  # fmt: skip
-    saved_time = Fact(Quantity("time saved", "masked_fill_ against rebuild", where, SPEC, shape,
-                               "realistic range of the kernels it does not launch"),
-                      None, "µs", r.low_us, r.high_us)  # fmt: skip
-    return InPlace(tuple(rows), tuple(k.op for k in saved), saved_bytes, saved_time,
-                   tuple(k.op for k in extra))  # fmt: skip
+    against = "masked_fill_ against rebuild"
+    saved_bytes = spec("HBM bytes saved", against, sum(k.bytes for k in saved), "B")
+    what = "realistic range of the kernels it does not launch"
+    saved_time = spec("time saved", against, None, "µs", r.low_us, r.high_us, detail=what)
+    ops = tuple(k.op for k in saved)
+    return InPlace(tuple(rows), ops, saved_bytes, saved_time, tuple(k.op for k in extra))
 
 
 def _without(these, those) -> tuple:

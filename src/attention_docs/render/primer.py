@@ -277,10 +277,5 @@ def size_sweep_table(sourced: Sourced) -> str:
     size = fprimer.size_sweep(sourced.measurement)
     rows = [(f"{p.elements:,}", p.moved, p.time, p.rate) for p in size.points]
     header = "Elements | Bytes moved | Time per call (unprofiled) | Bytes/s (unprofiled)"
-    return captioned_table(
-        header,
-        rows,
-        "rrrr",
-        sourced,
-        "Size sweep; each time with its confidence interval over the rounds.",
-    )
+    what = "Size sweep; each time with its confidence interval over the rounds."
+    return captioned_table(header, rows, "rrrr", sourced, what)

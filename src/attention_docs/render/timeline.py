@@ -105,12 +105,9 @@ def layout(
         bars.append(bar)
         if s.flow is not None and s.kind in ("runtime", "kernel"):
             by_flow.setdefault(s.flow, []).append(bar)
-    flows = []
-    for pair in by_flow.values():
-        launches = [b for b in pair if b.span.kind == "runtime"]
-        kernels = [b for b in pair if b.span.kind == "kernel"]
-        if launches and kernels:
-            flows.append((launches[0], kernels[0]))
+    # Each flow's first launch and first kernel (a dict keeps the last: read it backwards).
+    ends = [{b.span.kind: b for b in reversed(pair)} for pair in by_flow.values()]
+    flows = [(e["runtime"], e["kernel"]) for e in ends if len(e) == 2]
     return rows, bars, flows
 
 
@@ -118,8 +115,7 @@ def describe(trace: Trace, labels: Sequence[str] = tuple(STEP_COLORS)) -> str:
     """Alt text: what the figure shows, in words (`labels`: the ranges it colours)."""
     ranges = [s for s in trace.spans if s.kind == "range" and s.name in labels]
     parts = ", ".join(f"{s.name} {fmt.time_us(s.dur_us)}" for s in ranges)
-    kernels = len([s for s in trace.spans if s.kind == "kernel"])
-    ops = len([s for s in trace.spans if s.kind == "op"])
+    kernels, ops = (sum(s.kind == kind for s in trace.spans) for kind in ("kernel", "op"))
     gpu = f", {kernels} GPU kernels" if kernels else ""
     return (
         f"Timeline of one profiled forward ({fmt.time_us(trace.duration_us)}): {ops} CPU ops{gpu}. "
@@ -190,13 +186,3 @@ def timeline_figure(sourced: Sourced, settings: TimelineSettings = DEFAULT_SETTI
             f'title="Opens ui.perfetto.dev in a new tab and sends it this trace">Open in Perfetto</button>'
         )
     return figure_html(timeline_svg(m.timeline, settings), sourced, settings.title, extra)
-
-
-__all__ = [
-    "DEFAULT_SETTINGS",
-    "TimelineSettings",
-    "layout",
-    "ranges_settings",
-    "timeline_figure",
-    "timeline_svg",
-]

@@ -76,7 +76,7 @@ def dtypes(sourced: Sourced) -> str:
             words.versus_fact(found.found[(step, d)].ratio, found.found[(step, d)].versus)
             for d in others
         ]
-        runs = [_short(fv.top_op(m, d, step)) if step != "forward" else "" for d in found.dtypes]
+        runs = [_short(found.top(d, step)) if step != "forward" else "" for d in found.dtypes]
         rows.append(["forward" if step == "forward" else f"`{step}`", *ratios, *runs])
     header = ["Step", *(f"{d} ÷ {found.dtypes[0]} (unprofiled)" for d in others)]
     header += [f"Most time in {d} (profiled)" for d in found.dtypes]
