@@ -10,14 +10,15 @@ from dataclasses import dataclass
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import UNPROFILED, Fact, Quantity
 from attention_docs.findings.primer import ratio_fact
+from attention_docs.findings.reproducibility import STEPS_SUM_TOLERANCE
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape
 from attention_docs.records.timing import Timing, interval_ranks, quantile
 
 RUN = "timing_method's run"
-# The steps' sum "adds up" to the forward within this share of it (the reproducibility
-# benchmark's physics target, benchmarks/bench_repro.py).
-ADDS_UP = 0.20
+# The steps' sum "adds up" to the forward within this share of it: the reproducibility
+# benchmark's physics target.
+ADDS_UP = STEPS_SUM_TOLERANCE
 
 
 def _shape(m: Measurement) -> Shape:

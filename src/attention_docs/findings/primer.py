@@ -137,7 +137,6 @@ class FirstCallOp:
     kind: str
     first: Fact  # self time in the first call
     extra: Fact  # over the mean of the settled calls
-    only_first: bool  # no settled call runs it
 
 
 def first_call_ops(m: Measurement) -> tuple[FirstCallOp, ...]:
@@ -150,7 +149,7 @@ def first_call_ops(m: Measurement) -> tuple[FirstCallOp, ...]:
 
         first = f("profiled self time", r["self_first_us"], "first call, cold session")
         extra = f("first call's extra self time", r["extra_us"], "over the settled calls")
-        out.append(FirstCallOp(r["name"], r["kind"], first, extra, not r["calls_warm"]))
+        out.append(FirstCallOp(r["name"], r["kind"], first, extra))
     return tuple(out)
 
 
@@ -367,10 +366,8 @@ class SizeSweep:
     flat: bool  # the smallest sizes are within noise of one another
     bandwidth: Fact  # the largest size's rate (a point of `points`)
     crossover: Fact  # bytes where bytes ÷ bandwidth equals the floor
-    crossover_elements: Fact
     fastest: SizePoint  # the point that moved bytes fastest (median)
-    fastest_vs_largest: Comparison  # time per byte: ratio = largest ÷ fastest
-    fastest_ratio: Fact  # that ratio as a fact
+    fastest_ratio: Fact  # time per byte: largest ÷ fastest
     fastest_beyond_noise: bool  # False when the fastest is the largest, or a tie
 
     def model_us(self, nbytes: float) -> float:
@@ -421,13 +418,7 @@ def size_sweep(m: Measurement) -> SizeSweep:
         flat=flat,
         bandwidth=largest.rate,
         crossover=Fact(q("crossover", "floor × bandwidth", MODEL), crossover_bytes, "B"),
-        crossover_elements=Fact(
-            q("crossover", "floor × bandwidth, elements", MODEL),
-            crossover_bytes / (largest.bytes / largest.elements),
-            "elements",
-        ),
         fastest=fastest,
-        fastest_vs_largest=versus,
         fastest_ratio=ratio_fact(ratio_q, versus),
         fastest_beyond_noise=fastest is not largest and not versus.tie,
     )

@@ -102,8 +102,6 @@ def _where(value: float, low: float, high: float) -> str:
 class _Forecast:
     fact: Fact
     floor: Fact | None
-    low: float
-    high: float
     where: str
     model: str
     kernels: int | None = None
@@ -119,7 +117,7 @@ def _count(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
         raise UnforecastPointError(f"no kernel count forecast for {point.subject!r}")
     where = SAME_COUNT if value == count else (MORE if value > count else FEWER)
     fact = _spec_fact(point, gpu, model, float(count), "kernels")
-    return _Forecast(fact, None, float(count), float(count), where, model)
+    return _Forecast(fact, None, where, model)
 
 
 def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
@@ -135,11 +133,11 @@ def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     r = gpus.realistic(gpu, priced)
     floor = _spec_fact(point, gpu, f"floor: {model}", r.floor_us, "µs")
     if r.low_us is None:
-        return _Forecast(floor, floor, r.floor_us, r.floor_us, NO_RANGE, model, kernels)
+        return _Forecast(floor, floor, NO_RANGE, model, kernels)
     what = f"realistic range: {model} over cited efficiencies"
     fact = _spec_fact(point, gpu, what, None, "µs", low=r.low_us, high=r.high_us)
     where = _where(value, r.low_us, r.high_us)
-    return _Forecast(fact, floor, r.low_us, r.high_us, where, model, kernels)
+    return _Forecast(fact, floor, where, model, kernels)
 
 
 def _rate(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
@@ -151,11 +149,11 @@ def _rate(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     floor = _spec_fact(point, gpu, "the data sheet's peak", peak, unit)
     model = "the cited share of the data sheet's peak"
     if e is None:
-        return _Forecast(floor, floor, peak, peak, NO_RANGE, model)
+        return _Forecast(floor, floor, NO_RANGE, model)
     low, high = peak * e.low, peak * e.high
     fact = _spec_fact(point, gpu, model, None, unit, low=low, high=high)
     own = e.source is not None and e.source.key == point.source.key
-    return _Forecast(fact, floor, low, high, OWN_SOURCE if own else _where(value, low, high), model)
+    return _Forecast(fact, floor, OWN_SOURCE if own else _where(value, low, high), model)
 
 
 def _relative(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
@@ -170,7 +168,7 @@ def _relative(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     fact = _spec_fact(point, gpu, model, 1.0, "%")
     off = value - 1.0
     where = AS_FAST if abs(off) <= AS_FAST_WITHIN else SLOWER if off < 0 else FASTER
-    return _Forecast(fact, None, 1.0, 1.0, where, model)
+    return _Forecast(fact, None, where, model)
 
 
 def beside(point: Point) -> Beside:
@@ -188,10 +186,12 @@ def beside(point: Point) -> Beside:
         f = _rate(point, gpu, value)
     ratio_q = Quantity(RATIO, point.subject, f"spec:{gpu.slug}", SPEC, point.shape,
                        f"{point.source.key}; {point.statistic}")  # fmt: skip
-    if f.low == f.high:
-        ratio = Fact(ratio_q, value / f.low, "×")
+    # A forecast of one value (value set) or a range (low..high, value None).
+    low, high = (f.fact.low, f.fact.high) if f.fact.value is None else (f.fact.value,) * 2
+    if low == high:
+        ratio = Fact(ratio_q, value / low, "×")
     else:
-        ratio = Fact(ratio_q, None, "×", value / f.high, value / f.low)
+        ratio = Fact(ratio_q, None, "×", value / high, value / low)
     return Beside(point, gpu, published, f.fact, f.floor, ratio, f.where, f.model, f.kernels)
 
 

@@ -63,6 +63,10 @@ class Bar:
     label: str
     span: Span
 
+    @property
+    def tip(self) -> str:
+        return f"{self.span.name} · {fmt.time_us(self.dur_us)}"
+
 
 def layout(
     trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS
@@ -138,7 +142,7 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
             drawn = ax.broken_barh(
                 extent, (b.row - 0.4, 0.8), facecolors=b.color, **BAR, alpha=b.alpha
             )
-            tooltip(drawn, f"{b.span.name} · {fmt.time_us(b.dur_us)}")
+            tooltip(drawn, b.tip)
         for launch, kernel in flows if settings.show_flows else ():
             start, end_ = (launch.start_us, launch.row + 0.4), (kernel.start_us, kernel.row - 0.4)
             ax.annotate("", xy=end_, xytext=start, arrowprops=ARROW)
@@ -161,15 +165,8 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
         for b in bars:
             # A solid bar takes white or dark text, whichever contrasts more; a pale one, dark.
             color = text_color_for(b.color) if b.alpha == 1.0 else INK
-            label_in_box(
-                ax,
-                b.start_us,
-                b.start_us + b.dur_us,
-                b.row,
-                b.label,
-                full=f"{b.span.name} · {fmt.time_us(b.dur_us)}",
-                color=color,
-            )
+            end_us = b.start_us + b.dur_us
+            label_in_box(ax, b.start_us, end_us, b.row, b.label, full=b.tip, color=color)
         return to_svg(fig, describe(trace, [label for label, _ in settings.colors]))
 
 
