@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.distribution import Distribution, distribution
@@ -58,6 +58,11 @@ def per_second(q: Quantity, amount: float, t: Timing, unit: str) -> Fact:
 def _scaled(q: Quantity, f: Fact, by: float = 1.0, per: float = 1.0) -> Fact:
     """`f` × `by` ÷ `per`, its range with it, as a fact of `q`."""
     return Fact(q, f.value * by / per, f.unit, f.low * by / per, f.high * by / per)
+
+
+def _minus(q: Quantity, a: Timing, b: Timing) -> Fact:
+    """`a` − `b`: the difference of the medians, its range pairing the rounds' extremes."""
+    return Fact(q, a.time_us - b.time_us, "µs", a.low_us - b.high_us, a.high_us - b.low_us)
 
 
 # --- The first calls --------------------------------------------------------------------------
@@ -273,13 +278,9 @@ def faults(m: Measurement, times: Measurement) -> Faults | None:
     per_buffer = cost["faults_per_buffer"]
     page = None
     if per_buffer >= 1 and not compare(mapped, fresh).tie:
-        page = Fact(
-            Quantity("fresh page cost", "one minor page fault", m.device_id, UNPROFILED),
-            (fresh.time_us - mapped.time_us) / per_buffer,
-            "µs",
-            max(fresh.low_us - mapped.high_us, 0.0) / per_buffer,
-            (fresh.high_us - mapped.low_us) / per_buffer,
-        )
+        q = Quantity("fresh page cost", "one minor page fault", m.device_id, UNPROFILED)
+        diff = _minus(q, fresh, mapped)
+        page = _scaled(q, replace(diff, low=max(diff.low, 0.0)), per=per_buffer)
     groups = []
     for mode in dist.modes:
         typical = statistics.median(v for v in dist.values if mode.low <= v <= mode.high)
@@ -328,13 +329,7 @@ def overhead(m: Measurement) -> tuple[Overhead, ...]:
     for r in rows[1:]:
         t, what, n = r["time"], r["configuration"], r["events_per_forward"]
         c = compare(base, t)
-        added = Fact(
-            _q(m, "profiler time added per forward", UNPROFILED, what),
-            t.time_us - base.time_us,
-            "µs",
-            t.low_us - base.high_us,
-            t.high_us - base.low_us,
-        )
+        added = _minus(_q(m, "profiler time added per forward", UNPROFILED, what), t, base)
         events = Fact(_q(m, "profiler events per forward", COUNTED, what), n, "events")
         per_event = None
         if not c.tie and n:

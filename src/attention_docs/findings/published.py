@@ -24,11 +24,9 @@ OWN_SOURCE = "the range's own source"  # the efficiency the range divides by is 
 NO_RANGE = "no cited efficiency"  # only the floor (or the peak) to set it beside
 # A throughput relative to another kernel of the same algorithm (FlexAttention against
 # FlashAttention): the forecast prices both as one fused kernel, so it says 100%.
-AS_FAST, SLOWER, FASTER = (
-    "as fast as its baseline",
-    "slower than its baseline",
-    "faster than its baseline",
-)
+AS_FAST = "as fast as its baseline"
+SLOWER = "slower than its baseline"
+FASTER = "faster than its baseline"
 SAME_KERNEL = frozenset({"FlashAttention-2", "FlashAttention-3"})
 # What the dataset's subjects run, as the forecast prices them: a recording of the code
 # (records/recorded_ops.json) or one fused forward kernel (analytic/gpu.py flash_forward).
@@ -38,6 +36,7 @@ RECORDED = {
     "SDPA math": gpus.SDPA_MATH,
 }
 FUSED = frozenset({"SDPA flash", "SDPA efficient", "SDPA cuDNN"})
+RECORDED_OPS = "kernels of the recorded ops"  # the model of a RECORDED subject, as said
 # The units a point's value is read in, as this site's facts carry them: metric, unit, and
 # what the value is multiplied and divided by.
 _METRICS = {
@@ -112,7 +111,7 @@ def _count(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
         count, model = 1, "one fused kernel"
     elif point.subject in RECORDED:
         count = len(gpus.priced(recording(RECORDED[point.subject]), gpu, point.shape))
-        model = "kernels of the recorded ops"
+        model = RECORDED_OPS
     else:
         raise UnforecastPointError(f"no kernel count forecast for {point.subject!r}")
     where = SAME_COUNT if value == count else (MORE if value > count else FEWER)
@@ -127,7 +126,7 @@ def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
         model = "one fused forward kernel (flash_forward)"
     elif point.subject in RECORDED:
         priced = gpus.priced(recording(RECORDED[point.subject]), gpu, point.shape)
-        model, kernels = "kernels of the recorded ops", len(priced)
+        model, kernels = RECORDED_OPS, len(priced)
     else:
         raise UnforecastPointError(f"no time forecast for {point.subject!r}")
     r = gpus.realistic(gpu, priced)
@@ -264,7 +263,6 @@ def on(gpu_slug: str, subject: str, unit: str) -> Beside:
 MASK_CODE = (("rebuild", gpus.NAIVE_CODE), ("masked_fill", "masked_fill"),
              ("masked_fill_", gpus.IN_PLACE))  # fmt: skip
 HF_SUBJECT = {"masked_fill": "naive, masked_fill", "masked_fill_": "naive, masked_fill_"}
-RECORDED_OPS = "kernels of the recorded ops"
 
 
 @dataclass(frozen=True)
