@@ -262,11 +262,8 @@ def shares_by_shape(sweep: Measurement, point: Measurement) -> tuple[ShapeShares
 
 def on_gpu(entries: Iterable, gpu: SpecSheet) -> Measurement | None:
     """The entry measured on `gpu` among `measure_each_device`'s (Sourced or Measurement)."""
-    for e in entries:
-        m = getattr(e, "measurement", e)
-        if m.device_id == f"cuda-{gpu.slug}":
-            return m
-    return None
+    measured = (getattr(e, "measurement", e) for e in entries)
+    return next((m for m in measured if m.device_id == f"cuda-{gpu.slug}"), None)
 
 
 @dataclass(frozen=True)
