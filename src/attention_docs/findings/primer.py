@@ -107,31 +107,27 @@ def first_calls(m: Measurement, times: Measurement) -> FirstCalls:
     vs_settled = compare(settled, samples([cold[0]], "call"))
     noise = max(settled.high_us - settled.low_us, settled_again.high_us - settled_again.low_us)
     first_vs_warm = compare(fwd.timing(times, fwd.NAIVE, shape), samples([cold[0]], "call"))
-    startup = "first call over settled calls"
-    cold_start = "first call, cold minus warm session"
+    time, faults = ("profiled call time", PROFILED, "µs"), ("minor page faults", COUNTED, "")
+
+    def q(metric: str, detail: str = "") -> Quantity:
+        return _q(m, metric, PROFILED, detail)
+
+    startup = again[0] - settled_again.time_us
     return FirstCalls(
-        cold=per_call("cold_wall_us", "cold", "profiled call time", PROFILED, "µs"),
-        again=per_call("warm_session_wall_us", "second", "profiled call time", PROFILED, "µs"),
-        cold_faults=per_call("minor_page_faults", "cold", "minor page faults", COUNTED, ""),
-        again_faults=per_call(
-            "warm_session_page_faults", "second", "minor page faults", COUNTED, ""
-        ),
+        cold=per_call("cold_wall_us", "cold", *time),
+        again=per_call("warm_session_wall_us", "second", *time),
+        cold_faults=per_call("minor_page_faults", "cold", *faults),
+        again_faults=per_call("warm_session_page_faults", "second", *faults),
         warm=warm,
-        settled=Fact.of_timing(
-            _q(m, "profiled call time", PROFILED, "settled calls, cold session"), settled
-        ),
+        settled=Fact.of_timing(q("profiled call time", "settled calls, cold session"), settled),
         first_vs_settled=vs_settled,
-        first_over_settled=ratio_fact(
-            _q(m, "first profiled call ÷ settled calls", PROFILED), vs_settled
-        ),
-        first_vs_warm=ratio_fact(
-            _q(m, "first profiled call ÷ unprofiled forward", PROFILED), first_vs_warm
-        ),
-        startup=Fact(
-            _q(m, "profiler start-up", PROFILED, startup), again[0] - settled_again.time_us, "µs"
-        ),
+        first_over_settled=ratio_fact(q("first profiled call ÷ settled calls"), vs_settled),
+        first_vs_warm=ratio_fact(q("first profiled call ÷ unprofiled forward"), first_vs_warm),
+        startup=Fact(q("profiler start-up", "first call over settled calls"), startup, "µs"),
         startup_shows=again[0] > settled_again.high_us,
-        cold_start=Fact(_q(m, "cold start", PROFILED, cold_start), cold[0] - again[0], "µs"),
+        cold_start=Fact(
+            q("cold start", "first call, cold minus warm session"), cold[0] - again[0], "µs"
+        ),
         cold_start_shows=cold[0] - again[0] > noise,
     )
 
