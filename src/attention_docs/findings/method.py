@@ -9,14 +9,16 @@ from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import UNPROFILED, Fact, Quantity
+from attention_docs.findings.primer import ratio_fact
+from attention_docs.findings.reproducibility import STEPS_SUM_TOLERANCE
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape
 from attention_docs.records.timing import Timing, interval_ranks, quantile
 
 RUN = "timing_method's run"
-# The steps' sum "adds up" to the forward within this share of it (the reproducibility
-# benchmark's physics target, benchmarks/bench_repro.py).
-ADDS_UP = 0.20
+# The steps' sum "adds up" to the forward within this share of it: the reproducibility
+# benchmark's physics target.
+ADDS_UP = STEPS_SUM_TOLERANCE
 
 
 def _shape(m: Measurement) -> Shape:
@@ -73,7 +75,7 @@ def steps(m: Measurement) -> Steps:
     for r in rows:
         c = compare(r["alone"], r["in_sequence"])
         q = Quantity("in sequence ÷ alone", r["step"], m.device_id, UNPROFILED, _shape(m), RUN)
-        ratios.append(StepRatio(r["step"], Fact(q, c.ratio, "×", c.low, c.high), c))
+        ratios.append(StepRatio(r["step"], ratio_fact(q, c), c))
     return Steps(alone, seq, _verdict(alone), _verdict(seq), tuple(ratios))
 
 
@@ -116,29 +118,17 @@ def threads(m: Measurement) -> Threads | None:
         return None
     times = {(r["threads"], r["other_process"]): r["forward"] for r in table.records()}
     counts = sorted({t for t, _ in times})
-    shape = _shape(m)
 
-    def fact(metric: str, subject: str, c: Comparison) -> Fact:
-        return Fact(
-            Quantity(metric, subject, m.device_id, UNPROFILED, shape, RUN),
-            c.ratio,
-            "×",
-            c.low,
-            c.high,
-        )
+    def fact(subject: str, c: Comparison) -> Fact:
+        q = Quantity("time ratio", subject, m.device_id, UNPROFILED, _shape(m), RUN)
+        return ratio_fact(q, c)
 
     neighbours = []
     for t in counts:
         c = compare(times[t, False], times[t, True])
         neighbours.append(
-            Neighbour(
-                t,
-                fact("time ratio", f"forward, {t} threads, beside one busy process ÷ alone", c),
-                c,
-            )
+            Neighbour(t, fact(f"forward, {t} threads, beside one busy process ÷ alone", c), c)
         )
     idle = compare(times[counts[-1], False], times[counts[0], False])
     subject = f"forward alone, {counts[0]} threads ÷ {counts[-1]} threads"
-    return Threads(
-        counts[0], m.facts["cores"], tuple(neighbours), fact("time ratio", subject, idle), idle
-    )
+    return Threads(counts[0], m.facts["cores"], tuple(neighbours), fact(subject, idle), idle)

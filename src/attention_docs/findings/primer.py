@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.distribution import Distribution, distribution
@@ -39,13 +39,30 @@ def samples(values: Sequence[float], method: str) -> Timing:
     return Timing.from_rounds(values, method)
 
 
-def _q(m: Measurement, metric: str, subject: str, clock: str, detail: str = "") -> Quantity:
+def _q(m: Measurement, metric: str, clock: str, detail: str = "", subject=fwd.NAIVE) -> Quantity:
     return Quantity(metric, subject, m.device_id, clock, Shape.of(m.params), detail)
 
 
 def ratio_fact(q: Quantity, c: Comparison) -> Fact:
     """A comparison as a fact: the ratio of medians, with its range over the rounds."""
     return Fact(q, c.ratio, "×", c.low, c.high)
+
+
+def per_second(q: Quantity, amount: float, t: Timing, unit: str) -> Fact:
+    """`amount` over the time `t` as a rate; its range from the rounds' extremes."""
+    return Fact(
+        q, amount / t.time_us * 1e6, unit, amount / t.high_us * 1e6, amount / t.low_us * 1e6
+    )
+
+
+def _scaled(q: Quantity, f: Fact, by: float = 1.0, per: float = 1.0) -> Fact:
+    """`f` × `by` ÷ `per`, its range with it, as a fact of `q`."""
+    return Fact(q, f.value * by / per, f.unit, f.low * by / per, f.high * by / per)
+
+
+def _minus(q: Quantity, a: Timing, b: Timing) -> Fact:
+    """`a` − `b`: the difference of the medians, its range pairing the rounds' extremes."""
+    return Fact(q, a.time_us - b.time_us, "µs", a.low_us - b.high_us, a.high_us - b.low_us)
 
 
 # --- The first calls --------------------------------------------------------------------------
@@ -79,49 +96,37 @@ def first_calls(m: Measurement, times: Measurement) -> FirstCalls:
     half = len(cold) // 2
     settled, settled_again = samples(cold[half:], "calls"), samples(again[half:], "calls")
 
-    def call(i: int, v: float, session: str) -> Fact:
-        detail = f"call {i}, {session} session"
-        return Fact(_q(m, "profiled call time", fwd.NAIVE, PROFILED, detail), v, "µs")
-
-    def faults(column: str, session: str) -> tuple[Fact | None, ...]:
-        metric = "minor page faults"
+    def per_call(column: str, session: str, metric: str, clock: str, unit: str) -> tuple:
         return tuple(
             None
             if v is None
-            else Fact(_q(m, metric, fwd.NAIVE, COUNTED, f"call {i}, {session} session"), v, "")
+            else Fact(_q(m, metric, clock, f"call {i}, {session} session"), v, unit)
             for i, v in enumerate(table.column(column), 1)
         )
 
     vs_settled = compare(settled, samples([cold[0]], "call"))
     noise = max(settled.high_us - settled.low_us, settled_again.high_us - settled_again.low_us)
     first_vs_warm = compare(fwd.timing(times, fwd.NAIVE, shape), samples([cold[0]], "call"))
+    time, faults = ("profiled call time", PROFILED, "µs"), ("minor page faults", COUNTED, "")
+
+    def q(metric: str, detail: str = "") -> Quantity:
+        return _q(m, metric, PROFILED, detail)
+
+    startup = again[0] - settled_again.time_us
     return FirstCalls(
-        cold=tuple(call(i, v, "cold") for i, v in enumerate(cold, 1)),
-        again=tuple(call(i, v, "second") for i, v in enumerate(again, 1)),
-        cold_faults=faults("minor_page_faults", "cold"),
-        again_faults=faults("warm_session_page_faults", "second"),
+        cold=per_call("cold_wall_us", "cold", *time),
+        again=per_call("warm_session_wall_us", "second", *time),
+        cold_faults=per_call("minor_page_faults", "cold", *faults),
+        again_faults=per_call("warm_session_page_faults", "second", *faults),
         warm=warm,
-        settled=Fact.of_timing(
-            _q(m, "profiled call time", fwd.NAIVE, PROFILED, "settled calls, cold session"),
-            settled,
-        ),
+        settled=Fact.of_timing(q("profiled call time", "settled calls, cold session"), settled),
         first_vs_settled=vs_settled,
-        first_over_settled=ratio_fact(
-            _q(m, "first profiled call ÷ settled calls", fwd.NAIVE, PROFILED), vs_settled
-        ),
-        first_vs_warm=ratio_fact(
-            _q(m, "first profiled call ÷ unprofiled forward", fwd.NAIVE, PROFILED), first_vs_warm
-        ),
-        startup=Fact(
-            _q(m, "profiler start-up", fwd.NAIVE, PROFILED, "first call over settled calls"),
-            again[0] - settled_again.time_us,
-            "µs",
-        ),
+        first_over_settled=ratio_fact(q("first profiled call ÷ settled calls"), vs_settled),
+        first_vs_warm=ratio_fact(q("first profiled call ÷ unprofiled forward"), first_vs_warm),
+        startup=Fact(q("profiler start-up", "first call over settled calls"), startup, "µs"),
         startup_shows=again[0] > settled_again.high_us,
         cold_start=Fact(
-            _q(m, "cold start", fwd.NAIVE, PROFILED, "first call, cold minus warm session"),
-            cold[0] - again[0],
-            "µs",
+            q("cold start", "first call, cold minus warm session"), cold[0] - again[0], "µs"
         ),
         cold_start_shows=cold[0] - again[0] > noise,
     )
@@ -133,7 +138,6 @@ class FirstCallOp:
     kind: str
     first: Fact  # self time in the first call
     extra: Fact  # over the mean of the settled calls
-    only_first: bool  # no settled call runs it
 
 
 def first_call_ops(m: Measurement) -> tuple[FirstCallOp, ...]:
@@ -142,17 +146,11 @@ def first_call_ops(m: Measurement) -> tuple[FirstCallOp, ...]:
     for r in m.tables["first_call_ops"].records():
 
         def f(metric: str, v: float, detail: str, name: str = r["name"]) -> Fact:
-            return Fact(_q(m, metric, name, PROFILED, detail), v, "µs")
+            return Fact(_q(m, metric, PROFILED, detail, name), v, "µs")
 
-        out.append(
-            FirstCallOp(
-                r["name"],
-                r["kind"],
-                f("profiled self time", r["self_first_us"], "first call, cold session"),
-                f("first call's extra self time", r["extra_us"], "over the settled calls"),
-                not r["calls_warm"],
-            )
-        )
+        first = f("profiled self time", r["self_first_us"], "first call, cold session")
+        extra = f("first call's extra self time", r["extra_us"], "over the settled calls")
+        out.append(FirstCallOp(r["name"], r["kind"], first, extra))
     return tuple(out)
 
 
@@ -208,7 +206,7 @@ def dispatch(m: Measurement, label: str) -> Dispatch:
         subject = label if span is top else f"{label} › {span.name}"
         metric = f"{which} time in one profiled forward"
         value = span.dur_us if which == "total" else span.self_us
-        return Fact(_q(m, metric, subject, PROFILED), value, "µs")
+        return Fact(_q(m, metric, PROFILED, subject=subject), value, "µs")
 
     return Dispatch(
         label,
@@ -220,7 +218,7 @@ def dispatch(m: Measurement, label: str) -> Dispatch:
         worker.name,
         f(worker, "self"),
         Fact(
-            _q(m, "share of the range", f"{label} › {worker.name}", PROFILED, "self time"),
+            _q(m, "share of the range", PROFILED, "self time", f"{label} › {worker.name}"),
             worker.self_us / top.dur_us if top.dur_us else 0.0,
             "%",
         ),
@@ -276,47 +274,24 @@ def faults(m: Measurement, times: Measurement) -> Faults | None:
     per_buffer = cost["faults_per_buffer"]
     page = None
     if per_buffer >= 1 and not compare(mapped, fresh).tie:
-        page = Fact(
-            Quantity("fresh page cost", "one minor page fault", m.device_id, UNPROFILED),
-            (fresh.time_us - mapped.time_us) / per_buffer,
-            "µs",
-            max(fresh.low_us - mapped.high_us, 0.0) / per_buffer,
-            (fresh.high_us - mapped.low_us) / per_buffer,
-        )
+        q = Quantity("fresh page cost", "one minor page fault", m.device_id, UNPROFILED)
+        diff = _minus(q, fresh, mapped)
+        page = _scaled(q, replace(diff, low=max(diff.low, 0.0)), per=per_buffer)
     groups = []
     for mode in dist.modes:
-        members = [v for v in dist.values if mode.low <= v <= mode.high]
-        typical = statistics.median(members)
+        typical = statistics.median(v for v in dist.values if mode.low <= v <= mode.high)
         detail = f"calls with {mode.low:g}-{mode.high:g} faults"
         cost_fact = share = level = None
         if page is not None and warm is not None:
-            spent = (typical * page.value, typical * page.low, typical * page.high)
-            q = _q(m, "page fault time per call", fwd.NAIVE, MODEL, detail)
-            cost_fact = Fact(q, spent[0], "µs", spent[1], spent[2])
-            low, high = spent[1] / warm.high, spent[2] / warm.low
-            share = Fact(
-                _q(m, "page faults ÷ unprofiled forward", fwd.NAIVE, MODEL, detail),
-                spent[0] / warm.value,
-                "%",
-                low,
-                high,
-            )
+            cost_fact = _scaled(_q(m, "page fault time per call", MODEL, detail), page, typical)
+            low, high = cost_fact.low / warm.high, cost_fact.high / warm.low
+            q = _q(m, "page faults ÷ unprofiled forward", MODEL, detail)
+            share = Fact(q, cost_fact.value / warm.value, "%", low, high)
             level = _level(low, high)
-        groups.append(
-            FaultGroup(
-                Fact(
-                    _q(m, "minor page faults per call", fwd.NAIVE, COUNTED, detail),
-                    typical,
-                    "",
-                    mode.low,
-                    mode.high,
-                ),
-                Fact(_q(m, "profiled calls", fwd.NAIVE, COUNTED, detail), mode.count, ""),
-                cost_fact,
-                share,
-                level,
-            )
-        )
+        q = _q(m, "minor page faults per call", COUNTED, detail)
+        group = Fact(q, typical, "", mode.low, mode.high)
+        calls = Fact(_q(m, "profiled calls", COUNTED, detail), mode.count, "")
+        groups.append(FaultGroup(group, calls, cost_fact, share, level))
     buffer = Fact(
         Quantity("buffer priced", "fresh page cost", MODEL_DEVICE, MODEL, Shape.of(m.params)),
         cost["buffer_bytes"],
@@ -348,31 +323,14 @@ def overhead(m: Measurement) -> tuple[Overhead, ...]:
     base = rows[0]["time"]
     found = []
     for r in rows[1:]:
-        t, what = r["time"], r["configuration"]
+        t, what, n = r["time"], r["configuration"], r["events_per_forward"]
         c = compare(base, t)
-        added = Fact(
-            _q(m, "profiler time added per forward", fwd.NAIVE, UNPROFILED, what),
-            t.time_us - base.time_us,
-            "µs",
-            t.low_us - base.high_us,
-            t.high_us - base.low_us,
-        )
-        events = Fact(
-            _q(m, "profiler events per forward", fwd.NAIVE, COUNTED, what),
-            r["events_per_forward"],
-            "events",
-        )
+        added = _minus(_q(m, "profiler time added per forward", UNPROFILED, what), t, base)
+        events = Fact(_q(m, "profiler events per forward", COUNTED, what), n, "events")
         per_event = None
-        if not c.tie and r["events_per_forward"]:
-            n = r["events_per_forward"]
-            per_event = Fact(
-                _q(m, "profiler time per event", fwd.NAIVE, UNPROFILED, what),
-                added.value / n,
-                "µs",
-                added.low / n,
-                added.high / n,
-            )
-        ratio = ratio_fact(_q(m, "profiled ÷ unprofiled forward", fwd.NAIVE, UNPROFILED, what), c)
+        if not c.tie and n:
+            per_event = _scaled(_q(m, "profiler time per event", UNPROFILED, what), added, per=n)
+        ratio = ratio_fact(_q(m, "profiled ÷ unprofiled forward", UNPROFILED, what), c)
         found.append(Overhead(what, c, ratio, added, events, per_event))
     return tuple(found)
 
@@ -399,10 +357,8 @@ class SizeSweep:
     flat: bool  # the smallest sizes are within noise of one another
     bandwidth: Fact  # the largest size's rate (a point of `points`)
     crossover: Fact  # bytes where bytes ÷ bandwidth equals the floor
-    crossover_elements: Fact
     fastest: SizePoint  # the point that moved bytes fastest (median)
-    fastest_vs_largest: Comparison  # time per byte: ratio = largest ÷ fastest
-    fastest_ratio: Fact  # that ratio as a fact
+    fastest_ratio: Fact  # time per byte: largest ÷ fastest
     fastest_beyond_noise: bool  # False when the fastest is the largest, or a tie
 
     def model_us(self, nbytes: float) -> float:
@@ -410,80 +366,50 @@ class SizeSweep:
         return max(self.floor.value, nbytes / self.bandwidth.value * 1e6)
 
 
-def _per_byte(t: Timing, nbytes: float) -> Timing:
-    return t.scaled(1 / nbytes)
-
-
 def size_sweep(m: Measurement) -> SizeSweep:
     """The floor, the bandwidth of the largest size, the crossover, and whether a smaller
     size moved bytes faster than the largest beyond the noise of both."""
     op = f"{m.facts.get('op', 'op')} {m.params.get('dtype', 'float32')}"
-    device = m.device_id
 
-    def q(metric: str, clock: str = UNPROFILED, detail: str = "") -> Quantity:
+    def q(metric: str, detail: str, clock: str = UNPROFILED, device: str = m.device_id):
         return Quantity(metric, op, device, clock, None, detail)
 
     points = []
     for r in m.tables["sizes"].records():
-        t = r["time"]
-        if t is None:
-            continue
-        n, b = r["elements"], r["bytes"]
-        points.append(
-            SizePoint(
-                n,
-                b,
-                Fact(
-                    Quantity(
-                        "bytes moved per call", op, MODEL_DEVICE, MODEL, None, f"{n} elements"
-                    ),
-                    b,
-                    "B",
-                ),
-                t,
-                Fact.of_timing(q("time per call", detail=f"{n} elements"), t),
-                Fact(
-                    q("achieved bandwidth", detail=f"{n} elements"),
-                    b / t.time_us * 1e6,
-                    "B/s",
-                    b / t.high_us * 1e6,
-                    b / t.low_us * 1e6,
-                ),
-            )
-        )
+        n, b, t = r["elements"], r["bytes"], r["time"]
+        if t is not None:
+            moved = Fact(q("bytes moved per call", f"{n} elements", MODEL, MODEL_DEVICE), b, "B")
+            time = Fact.of_timing(q("time per call", f"{n} elements"), t)
+            rate = per_second(q("achieved bandwidth", f"{n} elements"), b, t, "B/s")
+            points.append(SizePoint(n, b, moved, t, time, rate))
     if len(points) < SMALLEST + 1:
         raise ValueError(
             f"a size sweep needs at least {SMALLEST + 1} measured sizes to find two regimes; "
             f"{m.experiment} has {len(points)}"
         )
     small = [p.time for p in points[:SMALLEST]]
+    flat = max(f.low for f in small) <= min(f.high for f in small)
+    small = [f.value for f in small]
     floor = Fact(
-        q("per-call floor", detail=f"median of the {SMALLEST} smallest sizes"),
-        statistics.median(f.value for f in small),
+        q("per-call floor", f"median of the {SMALLEST} smallest sizes"),
+        statistics.median(small),
         "µs",
-        min(f.value for f in small),
-        max(f.value for f in small),
+        min(small),
+        max(small),
     )
     largest = points[-1]
     crossover_bytes = floor.value * 1e-6 * largest.rate.value
-    per_byte = {p.elements: _per_byte(p.timing, p.bytes) for p in points}
     fastest = max(points, key=lambda p: p.rate.value)
-    versus = compare(per_byte[fastest.elements], per_byte[largest.elements])
+    per_byte = [p.timing.scaled(1 / p.bytes) for p in (fastest, largest)]
+    versus = compare(*per_byte)
+    ratio_q = q("bytes/s ÷ the largest size's", f"{fastest.elements} elements")
     return SizeSweep(
         points=tuple(points),
         floor=floor,
-        flat=max(f.low for f in small) <= min(f.high for f in small),
+        flat=flat,
         bandwidth=largest.rate,
-        crossover=Fact(q("crossover", MODEL, "floor × bandwidth"), crossover_bytes, "B"),
-        crossover_elements=Fact(
-            q("crossover", MODEL, "floor × bandwidth, elements"),
-            crossover_bytes / (largest.bytes / largest.elements),
-            "elements",
-        ),
+        crossover=Fact(q("crossover", "floor × bandwidth", MODEL), crossover_bytes, "B"),
         fastest=fastest,
-        fastest_vs_largest=versus,
-        fastest_ratio=ratio_fact(
-            q("bytes/s ÷ the largest size's", detail=f"{fastest.elements} elements"), versus
-        ),
+        fastest_ratio=ratio_fact(ratio_q, versus),
         fastest_beyond_noise=fastest is not largest and not versus.tie,
     )

@@ -24,11 +24,9 @@ OWN_SOURCE = "the range's own source"  # the efficiency the range divides by is 
 NO_RANGE = "no cited efficiency"  # only the floor (or the peak) to set it beside
 # A throughput relative to another kernel of the same algorithm (FlexAttention against
 # FlashAttention): the forecast prices both as one fused kernel, so it says 100%.
-AS_FAST, SLOWER, FASTER = (
-    "as fast as its baseline",
-    "slower than its baseline",
-    "faster than its baseline",
-)
+AS_FAST = "as fast as its baseline"
+SLOWER = "slower than its baseline"
+FASTER = "faster than its baseline"
 SAME_KERNEL = frozenset({"FlashAttention-2", "FlashAttention-3"})
 # What the dataset's subjects run, as the forecast prices them: a recording of the code
 # (records/recorded_ops.json) or one fused forward kernel (analytic/gpu.py flash_forward).
@@ -38,6 +36,7 @@ RECORDED = {
     "SDPA math": gpus.SDPA_MATH,
 }
 FUSED = frozenset({"SDPA flash", "SDPA efficient", "SDPA cuDNN"})
+RECORDED_OPS = "kernels of the recorded ops"  # the model of a RECORDED subject, as said
 # The units a point's value is read in, as this site's facts carry them: metric, unit, and
 # what the value is multiplied and divided by.
 _METRICS = {
@@ -102,8 +101,6 @@ def _where(value: float, low: float, high: float) -> str:
 class _Forecast:
     fact: Fact
     floor: Fact | None
-    low: float
-    high: float
     where: str
     model: str
     kernels: int | None = None
@@ -114,12 +111,12 @@ def _count(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
         count, model = 1, "one fused kernel"
     elif point.subject in RECORDED:
         count = len(gpus.priced(recording(RECORDED[point.subject]), gpu, point.shape))
-        model = "kernels of the recorded ops"
+        model = RECORDED_OPS
     else:
         raise UnforecastPointError(f"no kernel count forecast for {point.subject!r}")
     where = SAME_COUNT if value == count else (MORE if value > count else FEWER)
     fact = _spec_fact(point, gpu, model, float(count), "kernels")
-    return _Forecast(fact, None, float(count), float(count), where, model)
+    return _Forecast(fact, None, where, model)
 
 
 def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
@@ -129,17 +126,17 @@ def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
         model = "one fused forward kernel (flash_forward)"
     elif point.subject in RECORDED:
         priced = gpus.priced(recording(RECORDED[point.subject]), gpu, point.shape)
-        model, kernels = "kernels of the recorded ops", len(priced)
+        model, kernels = RECORDED_OPS, len(priced)
     else:
         raise UnforecastPointError(f"no time forecast for {point.subject!r}")
     r = gpus.realistic(gpu, priced)
     floor = _spec_fact(point, gpu, f"floor: {model}", r.floor_us, "µs")
     if r.low_us is None:
-        return _Forecast(floor, floor, r.floor_us, r.floor_us, NO_RANGE, model, kernels)
+        return _Forecast(floor, floor, NO_RANGE, model, kernels)
     what = f"realistic range: {model} over cited efficiencies"
     fact = _spec_fact(point, gpu, what, None, "µs", low=r.low_us, high=r.high_us)
     where = _where(value, r.low_us, r.high_us)
-    return _Forecast(fact, floor, r.low_us, r.high_us, where, model, kernels)
+    return _Forecast(fact, floor, where, model, kernels)
 
 
 def _rate(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
@@ -151,11 +148,11 @@ def _rate(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     floor = _spec_fact(point, gpu, "the data sheet's peak", peak, unit)
     model = "the cited share of the data sheet's peak"
     if e is None:
-        return _Forecast(floor, floor, peak, peak, NO_RANGE, model)
+        return _Forecast(floor, floor, NO_RANGE, model)
     low, high = peak * e.low, peak * e.high
     fact = _spec_fact(point, gpu, model, None, unit, low=low, high=high)
     own = e.source is not None and e.source.key == point.source.key
-    return _Forecast(fact, floor, low, high, OWN_SOURCE if own else _where(value, low, high), model)
+    return _Forecast(fact, floor, OWN_SOURCE if own else _where(value, low, high), model)
 
 
 def _relative(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
@@ -170,7 +167,7 @@ def _relative(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     fact = _spec_fact(point, gpu, model, 1.0, "%")
     off = value - 1.0
     where = AS_FAST if abs(off) <= AS_FAST_WITHIN else SLOWER if off < 0 else FASTER
-    return _Forecast(fact, None, 1.0, 1.0, where, model)
+    return _Forecast(fact, None, where, model)
 
 
 def beside(point: Point) -> Beside:
@@ -188,10 +185,12 @@ def beside(point: Point) -> Beside:
         f = _rate(point, gpu, value)
     ratio_q = Quantity(RATIO, point.subject, f"spec:{gpu.slug}", SPEC, point.shape,
                        f"{point.source.key}; {point.statistic}")  # fmt: skip
-    if f.low == f.high:
-        ratio = Fact(ratio_q, value / f.low, "×")
+    # A forecast of one value (value set) or a range (low..high, value None).
+    low, high = (f.fact.low, f.fact.high) if f.fact.value is None else (f.fact.value,) * 2
+    if low == high:
+        ratio = Fact(ratio_q, value / low, "×")
     else:
-        ratio = Fact(ratio_q, None, "×", value / f.high, value / f.low)
+        ratio = Fact(ratio_q, None, "×", value / high, value / low)
     return Beside(point, gpu, published, f.fact, f.floor, ratio, f.where, f.model, f.kernels)
 
 
@@ -206,22 +205,22 @@ class Accuracy:
 
     points: tuple[Beside, ...]
 
-    def where(self, verdict: str) -> tuple[Beside, ...]:
-        return tuple(b for b in self.points if b.where == verdict)
+    def where(self, *verdicts: str) -> tuple[Beside, ...]:
+        return tuple(b for b in self.points if b.where in verdicts)
 
     @property
     def tested(self) -> tuple[Beside, ...]:
         """The points that test the model: not its own inputs, and with a range to fall in."""
-        return tuple(b for b in self.points if b.where in (WITHIN, ABOVE, BELOW))
+        return self.where(WITHIN, ABOVE, BELOW)
 
     @property
     def counts(self) -> tuple[Beside, ...]:
-        return tuple(b for b in self.points if b.where in (SAME_COUNT, MORE, FEWER))
+        return self.where(SAME_COUNT, MORE, FEWER)
 
     @property
     def relative(self) -> tuple[Beside, ...]:
         """The throughputs relative to a baseline the model prices alike."""
-        return tuple(b for b in self.points if b.where in (AS_FAST, SLOWER, FASTER))
+        return self.where(AS_FAST, SLOWER, FASTER)
 
     @property
     def relative_forecast(self) -> Fact:
@@ -295,30 +294,28 @@ class InPlace:
 def in_place(gpu: SpecSheet | None = None, shape=None) -> InPlace:
     gpu = gpu or gpus.sheet()
     shape = shape or gpus.FORECAST_SHAPE
+
+    def spec(metric: str, subject: str, value, unit: str, *rest, detail=RECORDED_OPS) -> Fact:
+        return Fact(
+            Quantity(metric, subject, f"spec:{gpu.slug}", SPEC, shape, detail), value, unit, *rest
+        )
+
     rows, kernels_of = [], {}
     for variant, subject in MASK_CODE:
-        ks = gpus.priced(recording(subject), gpu, shape)
-        kernels_of[variant] = ks
-        where = f"spec:{gpu.slug}"
-        detail = "kernels of the recorded ops"
-        count = Fact(Quantity("GPU kernels per forward", variant, where, SPEC, shape, detail),
-                     float(len(ks)), "kernels")  # fmt: skip
-        moved = Fact(Quantity("HBM bytes", f"naive forward, {variant}", where, SPEC, shape,
-                              detail), sum(k.bytes for k in ks), "B")  # fmt: skip
+        ks = kernels_of[variant] = gpus.priced(recording(subject), gpu, shape)
+        count = spec("GPU kernels per forward", variant, float(len(ks)), "kernels")
+        moved = spec("HBM bytes", f"naive forward, {variant}", sum(k.bytes for k in ks), "B")
         hf = on("a100-sxm4-80gb", HF_SUBJECT[variant], "kernels") if variant in HF_SUBJECT else None
         rows.append(MaskKernels(variant, tuple(k.op for k in ks), count, moved, hf))
     saved = _without(kernels_of["rebuild"], kernels_of["masked_fill_"])
     extra = _without(kernels_of["rebuild"], kernels_of["masked_fill"])
     r = gpus.realistic(gpu, saved)
-    where = f"spec:{gpu.slug}"
-    saved_bytes = Fact(Quantity("HBM bytes saved", "masked_fill_ against rebuild", where, SPEC,
-                                shape, "kernels of the recorded ops"),
-                       sum(k.bytes for k in saved), "B")  # fmt: skip
-    saved_time = Fact(Quantity("time saved", "masked_fill_ against rebuild", where, SPEC, shape,
-                               "realistic range of the kernels it does not launch"),
-                      None, "µs", r.low_us, r.high_us)  # fmt: skip
-    return InPlace(tuple(rows), tuple(k.op for k in saved), saved_bytes, saved_time,
-                   tuple(k.op for k in extra))  # fmt: skip
+    against = "masked_fill_ against rebuild"
+    saved_bytes = spec("HBM bytes saved", against, sum(k.bytes for k in saved), "B")
+    what = "realistic range of the kernels it does not launch"
+    saved_time = spec("time saved", against, None, "µs", r.low_us, r.high_us, detail=what)
+    ops = tuple(k.op for k in saved)
+    return InPlace(tuple(rows), ops, saved_bytes, saved_time, tuple(k.op for k in extra))
 
 
 def _without(these, those) -> tuple:

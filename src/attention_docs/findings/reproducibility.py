@@ -9,6 +9,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from attention_docs.findings.compare import compare
 from attention_docs.records.timing import Timing
 
 # The targets (DESIGN principle 8): most timings of one run overlap the other run's, an
@@ -80,7 +81,7 @@ def steps_sum(point: str, forward: Timing, steps: Sequence[Timing]) -> Check:
 def equal_flops(point: str, a: Timing, b: Timing) -> Check:
     """Two matmuls of equal FLOPs: the slower's time over the faster's within
     EQUAL_FLOPS_RATIO (the intervals' readings are reported beside it)."""
-    fast, slow = sorted((a, b), key=lambda t: t.time_us)
-    ratio = slow.time_us / fast.time_us
-    low, high = slow.low_us / fast.high_us, slow.high_us / fast.low_us
-    return Check(f"equal-FLOP matmuls at {point}", ratio, low, high, ratio <= EQUAL_FLOPS_RATIO)
+    c = compare(*sorted((a, b), key=lambda t: t.time_us))
+    return Check(
+        f"equal-FLOP matmuls at {point}", c.ratio, c.low, c.high, c.ratio <= EQUAL_FLOPS_RATIO
+    )

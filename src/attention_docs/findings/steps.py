@@ -7,7 +7,8 @@
 # entry when the store holds one. Facts and flags only: the renderers say them.
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, replace
 
 from attention_docs.analytic import gpu as gpus
@@ -24,8 +25,8 @@ from attention_docs.findings.facts import (
 )
 from attention_docs.findings.forecast import Check, check, forecast
 from attention_docs.findings.forward import FORWARD_TIME, STEP_TIME, forward_time, step_time
-from attention_docs.findings.primer import samples
-from attention_docs.findings.share import Largest, largest, row_shares, shares
+from attention_docs.findings.primer import per_second, samples
+from attention_docs.findings.share import Largest, Share, largest, row_shares, shares
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -52,10 +53,7 @@ def rates(label: str, cost: StepCost, t: Timing, device: str, shape: Shape) -> t
     """FLOP/s and bytes/s over an unprofiled time; each range from the rounds' extremes."""
 
     def rate(metric: str, amount: float, unit: str) -> Fact:
-        q = Quantity(metric, label, device, UNPROFILED, shape)
-        return Fact(
-            q, amount / t.time_us * 1e6, unit, amount / t.high_us * 1e6, amount / t.low_us * 1e6
-        )
+        return per_second(Quantity(metric, label, device, UNPROFILED, shape), amount, t, unit)
 
     return rate(FLOP_RATE, cost.flops, "FLOP/s"), rate(BYTE_RATE, cost.bytes, "B/s")
 
@@ -103,41 +101,51 @@ def _samples(m: Measurement) -> dict[str, list[float]]:
     return {s.label: [s.time_us] for s in m.steps}
 
 
+def _joint(per: Mapping[str, Sequence[float]], group: Iterable[str]) -> Share:
+    """The share of the parts in `group` together, forward by forward."""
+    inside = [sum(v) for v in zip(*(per[x] for x in per if x in group), strict=True)]
+    rest = [sum(v) for v in zip(*(per[x] for x in per if x not in group), strict=True)]
+    return shares({"in": inside, "rest": rest})["in"]
+
+
+def _range_fact(q: Quantity, s: Share) -> Fact:
+    return Fact(q, s.fraction, "%", s.low, s.high)
+
+
 def steps(m: Measurement, times: Measurement | None = None) -> Steps:
     """The facts of every labelled step of `m`; unprofiled ones when `times` is given."""
     shape = shape_of(m)
-    detail = "" if shape else m.experiment
+    clock = "kernel time" if m.device_kind == "cuda" else ""
+    detail = ("" if shape else m.experiment) or clock
     per = _samples(m)
     found = shares(per)
     forwards = len(next(iter(per.values())))
-    clock = "kernel time" if m.device_kind == "cuda" else ""
+
+    def q(metric: str, label: str) -> Quantity:
+        return Quantity(metric, label, m.device_id, PROFILED, shape, detail)
+
     out = []
     for s in m.steps:
         cost = StepCost(s.label, s.flops, s.bytes)
-
-        def q(metric: str, label: str = s.label) -> Quantity:
-            return Quantity(metric, label, m.device_id, PROFILED, shape, detail or clock)
-
-        t = samples(per[s.label], "profiled forwards")
-        sh = found[s.label]
         alone = flop_rate = byte_rate = None
-        if times is not None and shape is not None and _timed(times, s.label, shape):
-            alone = step_time(times, s.label, shape)
+        if times is not None and shape is not None:
+            with suppress(fwd.NotMeasuredError):  # not in forward_times' grid
+                alone = step_time(times, s.label, shape)
             if alone is not None:
                 timing = fwd.step_timing(times, s.label, shape)
                 flop_rate, byte_rate = rates(s.label, cost, timing, times.device_id, shape)
+        t = samples(per[s.label], "profiled forwards")
+        intensity = model_fact("arithmetic intensity", s.label, shape, cost.intensity, "FLOP/B")
         out.append(
             Step(
                 s.label,
                 s.calls,
                 cost,
-                Fact.of_timing(q("profiled step time per forward"), t),
-                Fact(q("share of the profiled steps"), sh.fraction, "%", sh.low, sh.high),
+                Fact.of_timing(q("profiled step time per forward", s.label), t),
+                _range_fact(q("share of the profiled steps", s.label), found[s.label]),
                 model_fact("FLOPs", s.label, shape, s.flops, "FLOP"),
                 model_fact("minimum bytes", s.label, shape, s.bytes, "B"),
-                model_fact("arithmetic intensity", s.label, shape, cost.intensity, "FLOP/B")
-                if s.bytes
-                else None,
+                intensity if s.bytes else None,
                 alone,
                 flop_rate if s.flops else None,
                 byte_rate if s.bytes else None,
@@ -150,55 +158,13 @@ def steps(m: Measurement, times: Measurement | None = None) -> Steps:
     if mm and len(mm) < len(labels):
         all_flops = sum(s.flops for s in m.steps)
         if all_flops:
-            matmul_flops = model_fact(
-                "share of the FLOPs",
-                " + ".join(mm),
-                shape,
-                sum(m.step(label).flops for label in mm) / all_flops,
-                "%",
-            )
-        grouped = shares(
-            {
-                "mm": [sum(per[x][i] for x in mm) for i in range(forwards)],
-                "rest": [sum(per[x][i] for x in labels if x not in mm) for i in range(forwards)],
-            }
-        )["mm"]
-        matmul_time = Fact(
-            Quantity(
-                "share of the profiled steps",
-                " + ".join(mm),
-                m.device_id,
-                PROFILED,
-                shape,
-                detail or clock,
-            ),
-            grouped.fraction,
-            "%",
-            grouped.low,
-            grouped.high,
-        )
-    summed = Fact.of_timing(
-        Quantity(
-            "profiled steps' sum per forward",
-            " + ".join(labels),
-            m.device_id,
-            PROFILED,
-            shape,
-            detail or clock,
-        ),
-        total,
-    )
+            flops = sum(m.step(label).flops for label in mm) / all_flops
+            matmul_flops = model_fact("share of the FLOPs", " + ".join(mm), shape, flops, "%")
+        matmul_time = _range_fact(q("share of the profiled steps", " + ".join(mm)), _joint(per, mm))
+    summed = Fact.of_timing(q("profiled steps' sum per forward", " + ".join(labels)), total)
     return Steps(
         shape, tuple(out), forwards, total, summed, largest(found), matmul_flops, matmul_time
     )
-
-
-def _timed(times: Measurement, label: str, shape: Shape) -> bool:
-    try:
-        fwd.status(times, fwd.STEP_PREFIX + label, shape)
-    except fwd.NotMeasuredError:
-        return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -224,47 +190,21 @@ def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | Non
     if unprofiled is None:
         return None
     found = steps(m)
-    summed = found.total
-    c = compare(unprofiled, summed)
-    diff = summed.time_us - unprofiled.time_us
-    events = (
-        sum(1 for s in m.timeline.spans if s.kind in ("range", "op", "runtime"))
-        if m.timeline
-        else 0
-    )
+    c = compare(unprofiled, found.total)
+    diff = found.total.time_us - unprofiled.time_us
+    spans = m.timeline.spans if m.timeline else ()
+    events = sum(1 for s in spans if s.kind in ("range", "op", "runtime"))
+
+    def q(metric: str) -> Quantity:
+        detail = "profiled sum minus unprofiled forward"
+        return Quantity(metric, fwd.NAIVE, m.device_id, PROFILED, shape, detail)
+
     per_event = None
     if diff > 0 and not c.tie and events and m.device_kind != "cuda":
-        per_event = Fact(
-            Quantity(
-                "profiler time per event",
-                fwd.NAIVE,
-                m.device_id,
-                PROFILED,
-                shape,
-                "profiled sum minus unprofiled forward",
-            ),
-            diff / events,
-            "µs",
-        )
-    return Profiled(
-        found.summed,
-        forward_time(times, fwd.NAIVE, shape),
-        c,
-        Fact(
-            Quantity(
-                "profiler time added per forward",
-                fwd.NAIVE,
-                m.device_id,
-                PROFILED,
-                shape,
-                "profiled sum minus unprofiled forward",
-            ),
-            diff,
-            "µs",
-        ),
-        events,
-        per_event,
-    )
+        per_event = Fact(q("profiler time per event"), diff / events, "µs")
+    added = Fact(q("profiler time added per forward"), diff, "µs")
+    unprofiled_fact = forward_time(times, fwd.NAIVE, shape)
+    return Profiled(found.summed, unprofiled_fact, c, added, events, per_event)
 
 
 # --- Shares per shape -------------------------------------------------------------------------
@@ -291,12 +231,7 @@ def shares_by_shape(sweep: Measurement, point: Measurement) -> tuple[ShapeShares
         for label in labels:
             per[label].append(r[label])
     base = Shape.of(sweep.params, seq_len=1, head_dim=1)
-    if (here.batch_size, here.num_heads, here.dtype, here.causal) != (
-        base.batch_size,
-        base.num_heads,
-        base.dtype,
-        base.causal,
-    ):
+    if replace(here, seq_len=1, head_dim=1) != base:
         raise ValueError(f"naive_steps ran at {here.text()}, the sweep at {base.text()}")
     rows[(here.seq_len, here.head_dim)] = _samples(point)
     out = []
@@ -304,28 +239,19 @@ def shares_by_shape(sweep: Measurement, point: Measurement) -> tuple[ShapeShares
         shape = Shape.of(sweep.params, seq_len=n, head_dim=d)
         source = point if (n, d) == (here.seq_len, here.head_dim) else sweep
         found = shares(per)
-        mm = shares(
-            {
-                "mm": [sum(v) for v in zip(*(per[x] for x in MATMULS), strict=True)],
-                "rest": [
-                    sum(v) for v in zip(*(per[x] for x in per if x not in MATMULS), strict=True)
-                ],
-            }
-        )["mm"]
+        clock = "kernel time" if source.device_kind == "cuda" else ""
 
-        def q(subject: str, shape=shape, source=source) -> Quantity:
-            clock = "kernel time" if source.device_kind == "cuda" else ""
-            return Quantity(
-                "share of the profiled steps", subject, source.device_id, PROFILED, shape, clock
-            )
+        def q(subject: str, shape=shape, source=source, clock=clock) -> Quantity:
+            metric = "share of the profiled steps"
+            return Quantity(metric, subject, source.device_id, PROFILED, shape, clock)
 
         out.append(
             ShapeShares(
                 f"{n}×{d}",
                 shape,
-                {x: Fact(q(x), s.fraction, "%", s.low, s.high) for x, s in found.items()},
+                {x: _range_fact(q(x), s) for x, s in found.items()},
                 largest(found),
-                Fact(q(" + ".join(MATMULS)), mm.fraction, "%", mm.low, mm.high),
+                _range_fact(q(" + ".join(MATMULS)), _joint(per, MATMULS)),
             )
         )
     return tuple(out)
@@ -336,11 +262,8 @@ def shares_by_shape(sweep: Measurement, point: Measurement) -> tuple[ShapeShares
 
 def on_gpu(entries: Iterable, gpu: SpecSheet) -> Measurement | None:
     """The entry measured on `gpu` among `measure_each_device`'s (Sourced or Measurement)."""
-    for e in entries:
-        m = getattr(e, "measurement", e)
-        if m.device_id == f"cuda-{gpu.slug}":
-            return m
-    return None
+    measured = (getattr(e, "measurement", e) for e in entries)
+    return next((m for m in measured if m.device_id == f"cuda-{gpu.slug}"), None)
 
 
 @dataclass(frozen=True)
@@ -392,35 +315,22 @@ def gpu_steps(
     measured = on_gpu(entries, gpu)
     out = []
     for k in gpus.naive_steps(gpu, shape):
-        cost = StepCost(k.label, k.flops, k.bytes)
         alone = step_time(measured, k.label, shape) if measured else None
-        flop_rate = byte_rate = None
+        # A step with FLOPs is placed by them; the mask, which has none, by its bytes.
+        by = 0 if k.flops else 1
+        metric, amount, unit = ((FLOP_RATE, k.flops, "FLOP/s"), (BYTE_RATE, k.bytes, "B/s"))[by]
+        achieved = None
         if alone is not None:
             t = fwd.step_timing(measured, k.label, shape)
-            flop_rate, byte_rate = rates(k.label, cost, t, measured.device_id, shape)
-        # A step with FLOPs is placed by them; the mask, which has none, by its bytes.
-        metric, amount, unit, achieved = (
-            (FLOP_RATE, k.flops, "FLOP/s", flop_rate)
-            if k.flops
-            else (BYTE_RATE, k.bytes, "B/s", byte_rate)
-        )
+            cost = StepCost(k.label, k.flops, k.bytes)
+            achieved = rates(k.label, cost, t, measured.device_id, shape)[by]
         attainable = amount / k.floor_us * 1e6
-        rate = check(
-            forecast(metric, k.label, gpu, attainable, unit, shape=shape, detail="attainable"),
-            achieved,
-        )
+        rate = forecast(metric, k.label, gpu, attainable, unit, shape=shape, detail="attainable")
         floor = forecast(
             STEP_TIME, k.label, gpu, k.floor_us, "µs", shape=shape, detail="roofline floor"
         )
-        out.append(
-            StepForecast(
-                k.label,
-                k,
-                model_fact("arithmetic intensity", k.label, shape, k.intensity, "FLOP/B"),
-                check(floor, alone),
-                rate,
-            )
-        )
+        intensity = model_fact("arithmetic intensity", k.label, shape, k.intensity, "FLOP/B")
+        out.append(StepForecast(k.label, k, intensity, check(floor, alone), check(rate, achieved)))
     naive = forward_time(measured, fwd.NAIVE, shape) if measured else None
     floor = forecast(
         FORWARD_TIME,

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
@@ -17,6 +18,12 @@ from attention_docs.records.shape import Shape
 from attention_docs.records.steps import MATMULS
 
 BASELINE = "rebuild"
+# What the profiler counts of each variant: metric, what it counts in, column, unit.
+COUNTS = (
+    ("allocations per forward", "mask step", "mask_allocations", ""),
+    ("bytes allocated per forward", "mask step", "mask_allocated_bytes", "B"),
+    ("bytes kept between calls", "mask", "prepared_bytes", "B"),
+)
 
 
 @dataclass(frozen=True)
@@ -48,33 +55,15 @@ def mask_variants(m: Measurement) -> MaskVariants:
 
     out = []
     for name, r in rows.items():
-        ratios = {}
-        for part in ("mask", "forward"):
+        ratios = []
+        for part, what in (("mask", "mask step"), ("forward", "forward")):
             c = None if name == BASELINE else compare(base[part], r[part])
-            subject = f"{'mask step' if part == 'mask' else 'forward'}, {name} variant"
-            ratios[part] = (c, c and ratio_fact(q(f"time ÷ {BASELINE}'s", subject), c))
-        out.append(
-            Variant(
-                name,
-                *ratios["mask"],
-                *ratios["forward"],
-                Fact(
-                    q("allocations per forward", f"mask step, {name} variant", COUNTED),
-                    r["mask_allocations"],
-                    "",
-                ),
-                Fact(
-                    q("bytes allocated per forward", f"mask step, {name} variant", COUNTED),
-                    r["mask_allocated_bytes"],
-                    "B",
-                ),
-                Fact(
-                    q("bytes kept between calls", f"mask, {name} variant", COUNTED),
-                    r["prepared_bytes"],
-                    "B",
-                ),
-            )
-        )
+            ratios += [c, c and ratio_fact(q(f"time ÷ {BASELINE}'s", f"{what}, {name} variant"), c)]
+        counted = [
+            Fact(q(metric, f"{what}, {name} variant", COUNTED), r[column], unit)
+            for metric, what, column, unit in COUNTS
+        ]
+        out.append(Variant(name, *ratios, *counted))
     return MaskVariants(
         tuple(out),
         rank({name: r["mask"] for name, r in rows.items()}),
@@ -102,6 +91,12 @@ class Dtypes:
     found: dict[tuple[str, str], DtypeStep]  # (step, dtype), float32 excluded
     capability: str | None  # the CPU's best vector instruction set, as PyTorch reports it
     matrices: int  # batch_size × num_heads
+    # (dtype, step) -> {name: (calls, time)} of the work (CPU ops or GPU kernels) it runs
+    work: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]]
+
+    def top(self, dtype: str, step: str) -> str | None:
+        """The op (CPU, by self time) or kernel (GPU) that took the most time in `step`."""
+        return _top(self.work.get((dtype, step), {}))
 
     def matmuls_apart(self, dtype: str) -> bool:
         """The two matmuls' ratios to float32 differ beyond the noise."""
@@ -112,6 +107,10 @@ class Dtypes:
         """Both matmuls run the same extra work (or none) in this dtype."""
         a, b = ({n for n, _ in self.found[(x, dtype)].extra} for x in MATMULS)
         return a == b
+
+
+def _top(work: Mapping[str, tuple[float, float]]) -> str | None:
+    return max(work, key=lambda n: work[n][1]) if work else None
 
 
 def dtypes(m: Measurement) -> Dtypes:
@@ -133,7 +132,6 @@ def dtypes(m: Measurement) -> Dtypes:
             detail = "forward" if step == "forward" else "step in the forward"
             q = Quantity(f"time ÷ {names[0]}'s", subject, m.device_id, UNPROFILED, shape, detail)
             here, base = work.get((d, step), {}), work.get((names[0], step), {})
-            top = max(here, key=lambda n: here[n][1]) if here else None
 
             def calls_fact(name: str, calls: float, per: str, step=step, shape=shape) -> Fact:
                 counted = Quantity(f"calls per {per}", name, m.device_id, COUNTED, shape, step)
@@ -148,17 +146,6 @@ def dtypes(m: Measurement) -> Dtypes:
                 if f.value >= matrices and f.value % matrices == 0
             ]
             per_matrix = whole[0] if whole else None
+            top = _top(here)
             found[(step, d)] = DtypeStep(step, d, c, ratio_fact(q, c), top, extra, per_matrix)
-    return Dtypes(names, order, found, m.facts.get("cpu_capability"), matrices)
-
-
-def top_op(m: Measurement, dtype: str, step: str) -> str | None:
-    """The name that took the most time in `step` in `dtype` (float32 included)."""
-    where = "GPU" if m.device_kind == "cuda" else "CPU"
-    rows = [
-        r
-        for r in m.tables["step_ops"].records()
-        if (r["dtype"], r["step"], r["where"]) == (dtype, step, where)
-        and not is_bookkeeping(r["name"])
-    ]
-    return max(rows, key=lambda r: r["time_us"])["name"] if rows else None
+    return Dtypes(names, order, found, m.facts.get("cpu_capability"), matrices, work)

@@ -68,15 +68,11 @@ def threads(sourced: Sourced) -> str:
             f"On an idle machine {base} took "
             f"{words.versus_fact(found.idle_speedup, found.idle_comparison)} the time of {cores}"
         )
-    slowed = (
+    slowed, kept = (
         "within noise of its time alone"
-        if every.comparison.tie
-        else f"{words.versus_fact(every.ratio, every.comparison)} its time alone"
-    )
-    kept = (
-        "within noise of its time alone"
-        if worker.comparison.tie
-        else f"{words.versus_fact(worker.ratio, worker.comparison)} its time alone"
+        if n.comparison.tie
+        else f"{words.versus_fact(n.ratio, n.comparison)} its time alone"
+        for n in (every, worker)
     )
     text = f"{table}\n\n{idle}. Beside one busy process, the forward on {cores} took {slowed}, on {base} {kept}"
     if not found.every_core_hurt_more:

@@ -53,13 +53,12 @@ def first_calls(sourced: Sourced, times: Sourced) -> str:
     )
     what = "Each call's wall time under the profiler (profiled clock), and its minor page faults."
     table = captioned_table(header, rows, "rrrrr", sourced, what)
-    if f.first_vs_settled.tie:
-        lead = f"The first call took **{fact(f.cold[0])}**, within the range of the settled calls"
-    else:
-        lead = (
-            f"The first call took **{fact(f.cold[0])}**, "
-            f"{fact(f.first_over_settled, with_spread=False)} the settled calls"
-        )
+    than = (
+        "within the range of"
+        if f.first_vs_settled.tie
+        else fact(f.first_over_settled, with_spread=False)
+    )
+    lead = f"The first call took **{fact(f.cold[0])}**, {than} the settled calls"
     text = (
         f"{table}\n\n{lead} ({fact(f.settled)}, the session's second half) and "
         f"{fact(f.first_vs_warm)} the unprofiled warm forward ({fact(f.warm)}). In a second "
@@ -277,10 +276,5 @@ def size_sweep_table(sourced: Sourced) -> str:
     size = fprimer.size_sweep(sourced.measurement)
     rows = [(f"{p.elements:,}", p.moved, p.time, p.rate) for p in size.points]
     header = "Elements | Bytes moved | Time per call (unprofiled) | Bytes/s (unprofiled)"
-    return captioned_table(
-        header,
-        rows,
-        "rrrr",
-        sourced,
-        "Size sweep; each time with its confidence interval over the rounds.",
-    )
+    what = "Size sweep; each time with its confidence interval over the rounds."
+    return captioned_table(header, rows, "rrrr", sourced, what)

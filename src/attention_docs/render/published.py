@@ -28,6 +28,14 @@ _WHERE = {
     fpublished.FASTER: "faster than its baseline, which the forecast cannot tell apart",
 }
 
+# Why a point tests nothing, said after its names.
+_UNTESTED = {
+    fpublished.OWN_SOURCE: "these are the efficiencies the ranges divide by, so they agree "
+    "with the forecast by construction and test nothing",
+    fpublished.NO_RANGE: "no efficiency is cited for this GPU, so it stands beside the data "
+    "sheet's peak only, untested",
+}
+
 
 def value(b: fpublished.Beside) -> str:
     """The published value as its source states it, marked with its fact id."""
@@ -110,29 +118,24 @@ def _named(b: fpublished.Beside) -> str:
 def accuracy() -> str:
     """Where the published values fall against the forecasts, every point named."""
     a = fpublished.accuracy()
-    tested = a.tested
     within, above, below = (
-        a.where(fpublished.WITHIN),
-        a.where(fpublished.ABOVE),
-        a.where(fpublished.BELOW),
+        a.where(v) for v in (fpublished.WITHIN, fpublished.ABOVE, fpublished.BELOW)
     )
     out = [
         f"Of the {words.plural(len(a.points), 'published point')} on "
-        f"{words.series(f'`{g}`' for g in a.gpus)}, {len(tested)} test a forecast time against its realistic "
+        f"{words.series(f'`{g}`' for g in a.gpus)}, {len(a.tested)} test a forecast time against its realistic "
         f"range: {len(within)} within it, {len(above)} above it and {len(below)} below it."
     ]
     if within:
         out.append(f"Within: {words.series(_named(b) for b in within)}.")
-    if above:
-        out.append(
-            f"Above — the GPU took longer than the forecast allows: "
-            f"{words.series(f'{_named(b)} ({_ratio(b)} the range)' for b in above)}."
-        )
-    if below:
-        out.append(
-            "Below — faster than the forecast allows: "
-            f"{words.series(f'{_named(b)} ({_ratio(b)} the range)' for b in below)}."
-        )
+    for found, lead in (
+        (above, "Above — the GPU took longer than the forecast allows"),
+        (below, "Below — faster than the forecast allows"),
+    ):
+        if found:
+            out.append(
+                f"{lead}: {words.series(f'{_named(b)} ({_ratio(b)} the range)' for b in found)}."
+            )
     counts = a.counts
     same = [b for b in counts if b.where == fpublished.SAME_COUNT]
     other = [b for b in counts if b.where != fpublished.SAME_COUNT]
@@ -156,17 +159,9 @@ def accuracy() -> str:
             + f". The model cannot tell two kernels of one algorithm apart, and misses by up to "
             f"{words.fact(a.relative_miss)} here."
         )
-    own, none = a.where(fpublished.OWN_SOURCE), a.where(fpublished.NO_RANGE)
-    if own:
-        out.append(
-            f"{words.series(_named(b) for b in own)}: these are the efficiencies the ranges "
-            "divide by, so they agree with the forecast by construction and test nothing."
-        )
-    if none:
-        out.append(
-            f"{words.series(_named(b) for b in none)}: no efficiency is cited for this GPU, "
-            "so it stands beside the data sheet's peak only, untested."
-        )
+    for verdict, why in _UNTESTED.items():
+        if found := a.where(verdict):
+            out.append(f"{words.series(_named(b) for b in found)}: {why}.")
     return " ".join(out)
 
 

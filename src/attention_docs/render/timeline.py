@@ -63,6 +63,10 @@ class Bar:
     label: str
     span: Span
 
+    @property
+    def tip(self) -> str:
+        return f"{self.span.name} · {fmt.time_us(self.dur_us)}"
+
 
 def layout(
     trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS
@@ -105,12 +109,9 @@ def layout(
         bars.append(bar)
         if s.flow is not None and s.kind in ("runtime", "kernel"):
             by_flow.setdefault(s.flow, []).append(bar)
-    flows = []
-    for pair in by_flow.values():
-        launches = [b for b in pair if b.span.kind == "runtime"]
-        kernels = [b for b in pair if b.span.kind == "kernel"]
-        if launches and kernels:
-            flows.append((launches[0], kernels[0]))
+    # Each flow's first launch and first kernel (a dict keeps the last: read it backwards).
+    ends = [{b.span.kind: b for b in reversed(pair)} for pair in by_flow.values()]
+    flows = [(e["runtime"], e["kernel"]) for e in ends if len(e) == 2]
     return rows, bars, flows
 
 
@@ -118,8 +119,7 @@ def describe(trace: Trace, labels: Sequence[str] = tuple(STEP_COLORS)) -> str:
     """Alt text: what the figure shows, in words (`labels`: the ranges it colours)."""
     ranges = [s for s in trace.spans if s.kind == "range" and s.name in labels]
     parts = ", ".join(f"{s.name} {fmt.time_us(s.dur_us)}" for s in ranges)
-    kernels = len([s for s in trace.spans if s.kind == "kernel"])
-    ops = len([s for s in trace.spans if s.kind == "op"])
+    kernels, ops = (sum(s.kind == kind for s in trace.spans) for kind in ("kernel", "op"))
     gpu = f", {kernels} GPU kernels" if kernels else ""
     return (
         f"Timeline of one profiled forward ({fmt.time_us(trace.duration_us)}): {ops} CPU ops{gpu}. "
@@ -142,7 +142,7 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
             drawn = ax.broken_barh(
                 extent, (b.row - 0.4, 0.8), facecolors=b.color, **BAR, alpha=b.alpha
             )
-            tooltip(drawn, f"{b.span.name} · {fmt.time_us(b.dur_us)}")
+            tooltip(drawn, b.tip)
         for launch, kernel in flows if settings.show_flows else ():
             start, end_ = (launch.start_us, launch.row + 0.4), (kernel.start_us, kernel.row - 0.4)
             ax.annotate("", xy=end_, xytext=start, arrowprops=ARROW)
@@ -165,15 +165,8 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
         for b in bars:
             # A solid bar takes white or dark text, whichever contrasts more; a pale one, dark.
             color = text_color_for(b.color) if b.alpha == 1.0 else INK
-            label_in_box(
-                ax,
-                b.start_us,
-                b.start_us + b.dur_us,
-                b.row,
-                b.label,
-                full=f"{b.span.name} · {fmt.time_us(b.dur_us)}",
-                color=color,
-            )
+            end_us = b.start_us + b.dur_us
+            label_in_box(ax, b.start_us, end_us, b.row, b.label, full=b.tip, color=color)
         return to_svg(fig, describe(trace, [label for label, _ in settings.colors]))
 
 
@@ -190,13 +183,3 @@ def timeline_figure(sourced: Sourced, settings: TimelineSettings = DEFAULT_SETTI
             f'title="Opens ui.perfetto.dev in a new tab and sends it this trace">Open in Perfetto</button>'
         )
     return figure_html(timeline_svg(m.timeline, settings), sourced, settings.title, extra)
-
-
-__all__ = [
-    "DEFAULT_SETTINGS",
-    "TimelineSettings",
-    "layout",
-    "ranges_settings",
-    "timeline_figure",
-    "timeline_svg",
-]

@@ -73,10 +73,9 @@ def dtypes(sourced: Sourced) -> str:
     rows = []
     for step in found.steps:
         ratios = [
-            words.versus_fact(found.found[(step, d)].ratio, found.found[(step, d)].versus)
-            for d in others
+            _ratio(found.found[(step, d)].ratio, found.found[(step, d)].versus) for d in others
         ]
-        runs = [_short(fv.top_op(m, d, step)) if step != "forward" else "" for d in found.dtypes]
+        runs = [_short(found.top(d, step)) if step != "forward" else "" for d in found.dtypes]
         rows.append(["forward" if step == "forward" else f"`{step}`", *ratios, *runs])
     header = ["Step", *(f"{d} ÷ {found.dtypes[0]} (unprofiled)" for d in others)]
     header += [f"Most time in {d} (profiled)" for d in found.dtypes]
@@ -89,7 +88,7 @@ def dtypes(sourced: Sourced) -> str:
     parts = [captioned_table(header, rows, align, sourced, what) + "\n\n"]
     for d in others:
         s = found.found[("forward", d)]
-        ratio = words.versus_fact(s.ratio, s.versus)
+        ratio = _ratio(s.ratio, s.versus)
         if s.versus.tie:
             parts.append(f"In {d} the unprofiled forward is **{ratio}** of float32's.")
         else:
