@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from attention_docs.analytic import gpu as gpus
+from attention_docs.findings import decode as fdecode
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings import winners as fwinners
 from attention_docs.findings.forecast import check
@@ -324,7 +325,7 @@ def gpu_forecast(entries: list[Sourced]) -> str:
     """The H200's expected winner per cell of the GPU map's model-like panel, from the data
     sheet, with the measurement beside it when the store holds that GPU's forward_times."""
     gpu = gpus.sheet()
-    measured = fwinners.gpu_entry((s.measurement for s in entries), gpu)
+    measured = fdecode.gpu_entry((s.measurement for s in entries), gpu)
     found = fwinners.forecast_cells(gpu, measured)
     rows = [
         (f"{what}, seq_len {c.shape.seq_len:,}, {c.shape.dtype}", k)
