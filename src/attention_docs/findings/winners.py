@@ -82,13 +82,9 @@ def _cell(view: str, shape: Shape, timings: Mapping[str, Timing | None]) -> Cell
 
 def cells(m: Measurement, view: str = FORWARD, where: Iterable[Shape] | None = None) -> list[Cell]:
     """Every shape (of `where`, default all) at which something ran, ranked."""
-    names = implementations(m)
-    found = []
-    for shape in shapes(m) if where is None else where:
-        c = _cell(view, shape, {n: timing_at(m, n, shape) for n in names})
-        if c:
-            found.append(c)
-    return found
+    names, where = implementations(m), shapes(m) if where is None else where
+    found = (_cell(view, s, {n: timing_at(m, n, s) for n in names}) for s in where)
+    return [c for c in found if c]
 
 
 def teaching_cells(m: Measurement) -> list[Cell]:
