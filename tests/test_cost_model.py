@@ -252,50 +252,20 @@ def test_naive_steps_keeps_structure_and_the_profilers_flops_but_no_times(tiny_m
 
 
 def fake_ceilings(m, peak=1e11, bandwidth=1e10):
-    """A machine_ceilings entry with known ceilings (100 GFLOP/s, 10 GB/s: ridge 10 FLOP/B)."""
+    """A machine_ceilings entry with known ceilings (100 GFLOP/s, 10 GB/s: ridge 10 FLOP/B),
+    and a small copy at 50 GB/s beside the large one."""
+
+    def point(kind, size, rate, rounds):
+        flops, nbytes = (2 * size**3, 0.0) if kind == "matmul" else (0.0, 2 * size)
+        us = (flops or nbytes) / rate * 1e6
+        rates = (rate, None) if kind == "matmul" else (None, rate)
+        low, high = (us * f for f in rounds)
+        return (kind, "float32", size, flops, nbytes, us, low, high, *rates, None, "ok")
+
     rows = (
-        (
-            "matmul",
-            "float32",
-            2048,
-            2 * 2048**3,
-            0.0,
-            2 * 2048**3 / peak * 1e6,
-            2 * 2048**3 / peak * 1e6 * 0.99,
-            2 * 2048**3 / peak * 1e6 * 1.01,
-            peak,
-            None,
-            None,
-            "ok",
-        ),
-        (
-            "copy",
-            "float32",
-            2**20,
-            0.0,
-            2**21,
-            2**21 / 5e10 * 1e6,
-            2**21 / 5e10 * 1e6 * 0.9,
-            2**21 / 5e10 * 1e6 * 1.1,
-            None,
-            5e10,
-            None,
-            "ok",
-        ),
-        (
-            "copy",
-            "float32",
-            2**27,
-            0.0,
-            2**28,
-            2**28 / bandwidth * 1e6,
-            2**28 / bandwidth * 1e6 * 0.99,
-            2**28 / bandwidth * 1e6 * 1.01,
-            None,
-            bandwidth,
-            None,
-            "ok",
-        ),
+        point("matmul", 2048, peak, (0.99, 1.01)),
+        point("copy", 2**20, 5e10, (0.9, 1.1)),
+        point("copy", 2**27, bandwidth, (0.99, 1.01)),
     )
     columns = (*CEILING_COLUMNS, "status")
     facts = {

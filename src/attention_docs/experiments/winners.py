@@ -1,24 +1,19 @@
-# Chapter 12's own measurements. `train_times`: one training step of attention (forward, then
-# the backward to q, k and v) for every implementation that has a backward, at the shapes of
-# the forward grid's map slice, interleaved round by round — the map's training view (the
-# forward view is `forward_times`', the decode cell `decode_steps`'). Its shapes are never
-# `backward_compare`'s (chapter 09 owns that shape's training times). `winners_summary`
-# ("what each trick removed"): every implementation profiled once at one shape, for the work
-# it makes a forward do (ATen ops at every depth on a CPU, kernels on a GPU) and its peak
-# memory; its times are forward_times'.
+# Chapter 12's own measurements: `train_times`, the map's training view (its forward view is
+# `forward_times`', its decode cell `decode_steps`'), never at `backward_compare`'s shape
+# (chapter 09 owns that shape's training times); `winners_summary`, each implementation
+# profiled once for the work and the peak memory of a forward (its times are forward_times').
 #
-# train_times sizes. CPU: the map slice's 16 heads and head_dim 128 at seq_len 512 only, in
-# float32 and bfloat16 (seq_len 1024 would add ~20 s of backward on 2 cores; the compiles of
-# the two compiled backwards, ~15 s, dominate anyway): ~35 s on 2 idle cores. GPU: the map
-# slice (batch 4, 16 heads, head_dim 128, causal) at 1024 and 4096 tokens in both dtypes:
-# naive's backward at 4096 in float32 holds ~13 GB and takes ~30 ms; ~10 s with compiles.
+# train_times sizes. CPU: 16 heads, head_dim 128, seq_len 512 only, in float32 and bfloat16
+# (seq_len 1024 would add ~20 s of backward on 2 cores; the two compiled backwards' compiles,
+# ~15 s, dominate anyway): ~35 s on 2 idle cores. GPU: batch 4, 16 heads, head_dim 128,
+# causal, 1024 tokens in both dtypes: ~10 s with compiles.
 #
-# GPU size (batch 4, 16 heads, seq_len 4096, head_dim 64, bfloat16), estimated on an H200:
-# naive + torch.compile and FlexAttention find forward_times' graphs in Inductor's cache (~2-3
-# s each: Dynamo still traces), the Triton kernel compiles (~2 s); then per implementation
-# one readiness call, one profiled forward and one under the memory profiler, each ≤ ~20 ms
-# (naive's N×N scores are 2 GiB in bfloat16; the Python tile loop is skipped above the
-# grid's limit, as in forward_times). About 20 s, the process start included.
+# winners_summary on a GPU (batch 4, 16 heads, seq_len 4096, head_dim 64, bfloat16), estimated
+# on an H200: the compiled paths find forward_times' graphs in Inductor's cache (~2-3 s each:
+# Dynamo still traces), the Triton kernel compiles (~2 s); then per implementation a readiness
+# call, a profiled forward and one under the memory profiler, each ≤ ~20 ms (naive's N×N
+# scores are 2 GiB in bfloat16; the Python tile loop is skipped above the grid's limit). About
+# 20 s, the process start included.
 from __future__ import annotations
 
 import functools

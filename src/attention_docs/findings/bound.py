@@ -20,9 +20,6 @@ class Bound:
     OVERHEAD_FACTOR of the floor over its whole range, otherwise fixed per-call costs
     (overhead) or a kernel far from the hardware's best (inefficient)."""
 
-    label: str
-    intensity: float  # FLOP per byte, from the cost model
-    ridge: float  # FLOP per byte where the machine's ceilings meet
     roof: str
     floor_us: float  # max(flops / peak, bytes / bandwidth)
     measured: Timing | None
@@ -36,38 +33,21 @@ class Bound:
             return None
         return self.measured.time_us / self.floor_us
 
-    @property
-    def attained(self) -> float | None:
-        """Fraction of the attainable rate the median reaches (1 / ratio)."""
-        r = self.ratio
-        return 1 / r if r else None
-
 
 def bound(
     cost: StepCost, roof: Roof, measured: Timing | None, fixed_us: float | None = None
 ) -> Bound:
     """The roofline verdict for `cost` on `roof`, from an unprofiled `measured` time."""
     base = predict(cost, roof, 0.0)
-    floor_us = base.predicted_s * 1e6
     model_roof = COMPUTE if base.compute_s >= base.memory_s else MEMORY
     if measured is None:
-        return Bound(cost.label, cost.intensity, roof.ridge, model_roof, floor_us, None, None, True)
+        return Bound(model_roof, base.predicted_s * 1e6, None, None, True)
     fixed_s = fixed_us * 1e-6 if fixed_us is not None else None
-    verdicts = {
+    median, *ends = (
         predict(cost, roof, us * 1e-6, fixed_s).bound
-        for us in (measured.low_us, measured.time_us, measured.high_us)
-    }
-    median = predict(cost, roof, measured.time_us * 1e-6, fixed_s).bound
-    return Bound(
-        cost.label,
-        cost.intensity,
-        roof.ridge,
-        model_roof,
-        floor_us,
-        measured,
-        median,
-        len(verdicts) == 1,
+        for us in (measured.time_us, measured.low_us, measured.high_us)
     )
+    return Bound(model_roof, base.predicted_s * 1e6, measured, median, len({median, *ends}) == 1)
 
 
 __all__ = ["COMPUTE", "INEFFICIENT", "MEMORY", "OVERHEAD", "OVERHEAD_FACTOR", "Bound", "bound"]

@@ -8,13 +8,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import UNPROFILED, Fact, Quantity
-from attention_docs.findings.forward import forward_time
+from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, ratio_fact
+from attention_docs.findings.forward import forward_quantity
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape
+from attention_docs.records.timing import Timing
 
 DEVICE_RATIO = "time ratio between devices"
+
+
+def timing_at(m: Measurement, name: str, shape: Shape) -> Timing | None:
+    """`name`'s forward timing at `shape`; None where it did not run, or where the entry's
+    grid (another device's) has no such row."""
+    try:
+        return fwd.timing(m, name, shape)
+    except fwd.NotMeasuredError:
+        return None
+
+
+def time_at(m: Measurement, name: str, shape: Shape) -> Fact | None:
+    """That timing as the forward-time fact every page states."""
+    t = timing_at(m, name, shape)
+    return None if t is None else Fact.of_timing(forward_quantity(m, name, shape), t)
 
 
 @dataclass(frozen=True)
@@ -28,15 +44,11 @@ class Across:
     ratios: tuple[tuple[Fact, Comparison] | None, ...]
 
 
-def devices(entries: Sequence[Measurement]) -> tuple[str, ...]:
-    return tuple(m.device_id for m in entries)
-
-
 def common_shapes(entries: Sequence[Measurement]) -> list[Shape]:
     """The shapes every entry's forward-time table holds, in the first entry's order."""
-    held = [{Shape.of(r) for r in fwd.rows(m)} for m in entries]
-    first = list(dict.fromkeys(Shape.of(r) for r in fwd.rows(entries[0])))
-    return [s for s in first if all(s in h for h in held[1:])]
+    held = [{Shape.of(r) for r in fwd.rows(m)} for m in entries[1:]]
+    first = dict.fromkeys(Shape.of(r) for r in fwd.rows(entries[0]))
+    return [s for s in first if all(s in h for h in held)]
 
 
 def across(entries: Sequence[Measurement], shape: Shape) -> list[Across]:
@@ -44,38 +56,21 @@ def across(entries: Sequence[Measurement], shape: Shape) -> list[Across]:
     device's time against the first's. Steps are left out: their method may differ between
     entries measured with different code."""
     base = entries[0]
-    names = [
-        r["implementation"]
-        for r in fwd.rows(base)
-        if Shape.of(r) == shape and not r["implementation"].startswith(fwd.STEP_PREFIX)
-    ]
     found = []
-    for name in names:
-        times = tuple(_time(m, name, shape) for m in entries)
-        ratios = []
-        first = fwd.timing(base, name, shape)
+    for r in fwd.rows(base):
+        name = r["implementation"]
+        if Shape.of(r) != shape or name.startswith(fwd.STEP_PREFIX):
+            continue
+        first, ratios = fwd.timing(base, name, shape), []
         for m in entries[1:]:
-            other = _timing(m, name, shape)
+            other = timing_at(m, name, shape)
             if first is None or other is None:
                 ratios.append(None)
                 continue
             c = compare(first, other)
             subject = f"{name}, {m.device_id} ÷ {base.device_id}"
             q = Quantity(DEVICE_RATIO, subject, m.device_id, UNPROFILED, shape)
-            ratios.append((Fact(q, c.ratio, "×", c.low, c.high), c))
+            ratios.append((ratio_fact(q, c), c))
+        times = tuple(time_at(m, name, shape) for m in entries)
         found.append(Across(name, shape, times, tuple(ratios)))
     return found
-
-
-def _timing(m: Measurement, name: str, shape: Shape):
-    try:
-        return fwd.timing(m, name, shape)
-    except fwd.NotMeasuredError:
-        return None
-
-
-def _time(m: Measurement, name: str, shape: Shape) -> Fact | None:
-    try:
-        return forward_time(m, name, shape)
-    except fwd.NotMeasuredError:
-        return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from attention_docs.findings.compare import Comparison
 from attention_docs.records.shape import Shape
 from attention_docs.records.timing import Timing
 
@@ -122,3 +123,8 @@ def llc_fact(facts: dict, device_id: str) -> Fact | None:
         return None
     q = Quantity("last-level cache", f"L{facts.get('llc_level')}", device_id, COUNTED)
     return Fact(q, facts["llc_bytes"], "B")
+
+
+def ratio_fact(quantity: Quantity, c: Comparison) -> Fact:
+    """A comparison's ratio with its range over the rounds, as the fact `quantity` (×)."""
+    return Fact(quantity, c.ratio, "×", c.low, c.high)

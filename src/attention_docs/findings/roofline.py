@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from attention_docs.analytic.cost import StepCost, itemsize
+from attention_docs.analytic.cost import itemsize
 from attention_docs.analytic.roofline import FIXED_SHARE, OVERHEAD_FACTOR, Roof
 from attention_docs.findings.bound import Bound, bound
+from attention_docs.findings.compare import compare
 from attention_docs.findings.facts import (
     COUNTED,
     MODEL,
@@ -21,105 +22,29 @@ from attention_docs.findings.facts import (
     Fact,
     Quantity,
     one_device,
+    ratio_fact,
 )
 from attention_docs.findings.forward import ceiling
 from attention_docs.findings.primer import size_sweep
 from attention_docs.findings.steps import FLOP_RATE, Step, model_fact, steps
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
+from attention_docs.records.shape import Shape
 from attention_docs.records.steps import MATMULS
+from attention_docs.records.timing import Timing
 from attention_docs.records.trace import Trace
 
+
+def _threshold(what: str, value: float, unit: str) -> Fact:
+    return Fact(Quantity("threshold", what, MODEL_DEVICE, MODEL), value, unit)
+
+
 # The verdict's two thresholds (analytic/roofline.py), as the page states them.
-OVERHEAD = Fact(
-    Quantity(
-        "threshold", "time ÷ roofline floor for a ceiling to explain a step", MODEL_DEVICE, MODEL
-    ),
-    OVERHEAD_FACTOR,
-    "×",
-)
-FIXED = Fact(
-    Quantity("threshold", "fixed cost's share of an overhead-bound step", MODEL_DEVICE, MODEL),
-    FIXED_SHARE,
-    "%",
-)
-
-
-def overlap(a: Fact, b: Fact) -> bool:
-    """Two facts' ranges overlap: their difference is inside the noise."""
-
-    def ends(f: Fact) -> tuple[float, float]:
-        return (f.value if f.low is None else f.low, f.value if f.high is None else f.high)
-
-    (a_low, a_high), (b_low, b_high) = ends(a), ends(b)
-    return a_low <= b_high and b_low <= a_high
-
-
+OVERHEAD = _threshold("time ÷ roofline floor for a ceiling to explain a step", OVERHEAD_FACTOR, "×")
+FIXED = _threshold("fixed cost's share of an overhead-bound step", FIXED_SHARE, "%")
 # Two steps "move the same bytes" when their minimum bytes differ by less than this share.
 SAME_BYTES = 0.1
-
-
-def ops_inside(trace: Trace, label: str, depth: int = 2) -> tuple[str, ...]:
-    """The names of the ops inside the labelled range, `depth` levels down at most, in the
-    order they first ran (each name once)."""
-    top = next(s for s in trace.spans if s.kind == "range" and s.name == label)
-    found = [
-        s
-        for s in trace.spans
-        if s.kind == "op"
-        and s.lane == top.lane
-        and top.depth < s.depth <= top.depth + depth
-        and top.start_us <= s.start_us
-        and s.end_us <= top.end_us + 1e-3
-    ]
-    return tuple(dict.fromkeys(s.name for s in sorted(found, key=lambda s: s.start_us)))
-
-
-def same_bytes(
-    placed: tuple[Placed, ...], trace: Trace | None, device: str, shape
-) -> tuple[SameBytes, ...]:
-    """Memory-side steps slower in every round than the fastest one per byte among them
-    that moves about the same minimum bytes."""
-    timed = [
-        p for p in placed if p.bound.roof == "memory" and p.bound.measured and p.step.cost.bytes
-    ]
-    if len(timed) < 2:
-        return ()
-    like = min(timed, key=lambda p: p.bound.measured.time_us / p.step.cost.bytes)
-    ref, out = like.bound.measured, []
-    for p in timed:
-        t, b = p.bound.measured, p.step.cost.bytes
-        if p is like or abs(b - like.step.cost.bytes) > SAME_BYTES * like.step.cost.bytes:
-            continue
-        if t.low_us <= ref.high_us:
-            continue  # not slower in every round
-        q = Quantity(
-            "time ÷ the time of a step moving the same bytes",
-            f"{p.step.label} ÷ {like.step.label}",
-            device,
-            UNPROFILED,
-            shape,
-        )
-        ratio = Fact(
-            q, t.time_us / ref.time_us, "×", t.low_us / ref.high_us, t.high_us / ref.low_us
-        )
-        ops = ops_inside(trace, p.step.label) if trace is not None else ()
-        out.append(SameBytes(p.step.label, like.step.label, like.step.bytes, ratio, ops))
-    return tuple(out)
-
-
-def op_calls(trace: Trace, label: str) -> int:
-    """Top-level op calls inside the labelled range (each pays the per-call floor)."""
-    top = next(s for s in trace.spans if s.kind == "range" and s.name == label)
-    return sum(
-        1
-        for s in trace.spans
-        if s.kind == "op"
-        and s.lane == top.lane
-        and s.depth == top.depth + 1
-        and top.start_us <= s.start_us
-        and s.end_us <= top.end_us + 1e-3
-    )
+SAME_BYTES_RATIO = "time ÷ the time of a step moving the same bytes"
 
 
 @dataclass(frozen=True)
@@ -133,6 +58,20 @@ class Placed:
     attained: Fact | None  # achieved ÷ attainable rate at the step's intensity
     fixed: Fact | None  # fixed cost per forward on the step's clock
     beats_roof: bool  # faster than its floor in every round: the roof was not this step's
+
+
+@dataclass(frozen=True)
+class SameBytes:
+    """A memory-side step slower, in every round, than another that moves the same minimum
+    bytes (within `SAME_BYTES`): the bandwidth the faster one reached does not hold it, so
+    its "memory-bound" says only which roof is nearer. `ops` are the ATen ops its profile
+    records inside its range (counted, not timed): what the code makes of the step."""
+
+    step: str
+    like: str  # the fastest memory-side step of about the same bytes
+    bytes: Fact  # the faster step's minimum bytes
+    ratio: Fact  # the step's time ÷ the faster one's, range from both intervals
+    ops: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -151,18 +90,86 @@ class Roofline:
     same_bytes: tuple[SameBytes, ...] = ()  # memory-side steps slower than one moving as much
 
 
-@dataclass(frozen=True)
-class SameBytes:
-    """A memory-side step slower, in every round, than another that moves the same minimum
-    bytes (within `SAME_BYTES`): the bandwidth the faster one reached does not hold it, so
-    its "memory-bound" says only which roof is nearer. `ops` are the ATen ops its profile
-    records inside its range (counted, not timed): what the code makes of the step."""
+def _inside(trace: Trace, label: str):
+    """The labelled range and the op spans nested in it on its lane."""
+    top = next(s for s in trace.spans if s.kind == "range" and s.name == label)
+    return top, [
+        s
+        for s in trace.spans
+        if s.kind == "op"
+        and s.lane == top.lane
+        and s.depth > top.depth
+        and top.start_us <= s.start_us
+        and s.end_us <= top.end_us + 1e-3
+    ]
 
-    step: str
-    like: str  # the fastest memory-side step of about the same bytes
-    bytes: Fact  # the faster step's minimum bytes
-    ratio: Fact  # the step's time ÷ the faster one's, range from both intervals
-    ops: tuple[str, ...]
+
+def ops_inside(trace: Trace, label: str, depth: int = 2) -> tuple[str, ...]:
+    """The names of the ops inside the labelled range, `depth` levels down at most, in the
+    order they first ran (each name once)."""
+    top, found = _inside(trace, label)
+    found = sorted((s for s in found if s.depth <= top.depth + depth), key=lambda s: s.start_us)
+    return tuple(dict.fromkeys(s.name for s in found))
+
+
+def op_calls(trace: Trace, label: str) -> int:
+    """Top-level op calls inside the labelled range (each pays the per-call floor)."""
+    top, found = _inside(trace, label)
+    return sum(s.depth == top.depth + 1 for s in found)
+
+
+def same_bytes(placed: tuple[Placed, ...], trace: Trace | None, device: str, shape):
+    """Memory-side steps slower in every round than the fastest one per byte among them
+    that moves about the same minimum bytes."""
+    timed = [
+        p for p in placed if p.bound.roof == "memory" and p.bound.measured and p.step.cost.bytes
+    ]
+    if len(timed) < 2:
+        return ()
+    like = min(timed, key=lambda p: p.bound.measured.time_us / p.step.cost.bytes)
+    ref, near = like.bound.measured, like.step.cost.bytes
+
+    def slower(p: Placed) -> SameBytes:
+        subject = f"{p.step.label} ÷ {like.step.label}"
+        q = Quantity(SAME_BYTES_RATIO, subject, device, UNPROFILED, shape)
+        ops = ops_inside(trace, p.step.label) if trace is not None else ()
+        k = compare(ref, p.bound.measured)
+        return SameBytes(p.step.label, like.step.label, like.step.bytes, ratio_fact(q, k), ops)
+
+    return tuple(
+        slower(p)
+        for p in timed
+        if abs(p.step.cost.bytes - near) <= SAME_BYTES * near
+        and p.bound.measured.low_us > ref.high_us  # slower in every round
+    )
+
+
+def _place(
+    s: Step, roof: Roof, timing: Timing | None, fixed: float | None, *, device: str, shape: Shape
+) -> Placed:
+    b = bound(s.cost, roof, timing, fixed)
+
+    def f(metric: str, value: float, unit: str, *ends: float, clock: str = MODEL) -> Fact:
+        return Fact(Quantity(metric, s.label, device, clock, shape), value, unit, *ends)
+
+    ratio = attained = None
+    if timing is not None and b.floor_us:
+        lo, hi = timing.low_us / b.floor_us, timing.high_us / b.floor_us
+        ratio = f("time ÷ roofline floor", b.ratio, "×", lo, hi, clock=UNPROFILED)
+        attained = f(
+            "share of the attainable rate", 1 / b.ratio, "%", 1 / hi, 1 / lo, clock=UNPROFILED
+        )
+    return Placed(
+        s,
+        b,
+        f("roofline floor", b.floor_us, "µs"),
+        f("FLOPs ÷ peak", s.cost.flops / roof.peak_flops * 1e6, "µs"),
+        f("bytes ÷ bandwidth", s.cost.bytes / roof.bandwidth * 1e6, "µs"),
+        ratio,
+        attained,
+        None if fixed is None else f("fixed cost per forward", fixed, "µs"),
+        timing is not None and timing.high_us < b.floor_us,
+    )
 
 
 def roofline(
@@ -170,12 +177,8 @@ def roofline(
 ) -> Roofline:
     """Every step of `naive` (naive_steps) under the roof of `ceilings`, at its unprofiled
     time from `times`; `sweep` (op_size_sweep) gives a CPU's per-call floor."""
-    one_device(
-        "a roofline (its steps, ceilings and times)",
-        naive.device_id,
-        ceilings.device_id,
-        times.device_id,
-    )
+    what = "a roofline (its steps, ceilings and times)"
+    device = one_device(what, naive.device_id, ceilings.device_id, times.device_id)
     dtype = str(naive.params["dtype"])
     key = f"peak_flops_{dtype}"
     if key not in ceilings.facts or "bandwidth_bs" not in ceilings.facts:
@@ -185,65 +188,45 @@ def roofline(
         )
     peak, bandwidth = ceiling(ceilings, key), ceiling(ceilings, "bandwidth_bs")
     roof = Roof(peak.value, bandwidth.value)
-    device = naive.device_id
     found = steps(naive, times)
     shape = found.shape
     gaps = naive.facts.get("gpu_steps")
-    floor_call = None
-    if not gaps and sweep is not None:
-        floor_call = size_sweep(sweep).floor
-    out = []
+    floor_call = size_sweep(sweep).floor if not gaps and sweep is not None else None
+    placed = []
     for s in found.steps:
-        timing = fwd.step_timing(times, s.label, shape) if s.alone else None
         fixed = None
         if gaps:
             fixed = gaps[s.label]["gap_us"]
         elif floor_call is not None and naive.timeline is not None:
             fixed = op_calls(naive.timeline, s.label) * floor_call.value
-        b = bound(StepCost(s.label, s.cost.flops, s.cost.bytes), roof, timing, fixed)
-
-        def q(metric: str, clock: str = MODEL, label: str = s.label) -> Quantity:
-            return Quantity(metric, label, device, clock, shape)
-
-        compute, memory = s.cost.flops / roof.peak_flops * 1e6, s.cost.bytes / roof.bandwidth * 1e6
-        ratio = attained = None
-        if timing is not None and b.floor_us:
-            lo, hi = timing.low_us / b.floor_us, timing.high_us / b.floor_us
-            ratio = Fact(q("time ÷ roofline floor", UNPROFILED), b.ratio, "×", lo, hi)
-            attained = Fact(
-                q("share of the attainable rate", UNPROFILED), 1 / b.ratio, "%", 1 / hi, 1 / lo
-            )
-        out.append(
-            Placed(
-                s,
-                b,
-                Fact(q("roofline floor"), b.floor_us, "µs"),
-                Fact(q("FLOPs ÷ peak"), compute, "µs"),
-                Fact(q("bytes ÷ bandwidth"), memory, "µs"),
-                ratio,
-                attained,
-                None if fixed is None else Fact(q("fixed cost per forward"), fixed, "µs"),
-                timing is not None and timing.high_us < b.floor_us,
-            )
-        )
+        timing = fwd.step_timing(times, s.label, shape) if s.alone else None
+        placed.append(_place(s, roof, timing, fixed, device=device, shape=shape))
     copies = [c for c in ceiling_rows(ceilings) if c.kind == "copy" and c.rate]
     small = copies[0].rate if len(copies) > 1 else None
-    head_dim = int(naive.params["head_dim"])
-    cap = 2 * head_dim / itemsize(dtype)
+    cap = 2 * int(naive.params["head_dim"]) / itemsize(dtype)
+    ridge = Quantity("ridge", f"{dtype} matmul", device, UNPROFILED)
     return Roofline(
         roof,
         peak,
         bandwidth,
-        Fact(Quantity("ridge", f"{dtype} matmul", device, UNPROFILED), roof.ridge, "FLOP/B"),
+        Fact(ridge, roof.ridge, "FLOP/B"),
         small,
-        small is not None and overlap(small, bandwidth),
+        small is not None and _overlap(small, bandwidth),
         model_fact("matmul intensity limit", "2 · head_dim / itemsize", shape, cap, "FLOP/B"),
         cap >= roof.ridge,
-        tuple(out),
+        tuple(placed),
         "gaps" if gaps else "floor",
         floor_call,
-        same_bytes(tuple(out), naive.timeline, device, shape),
+        same_bytes(tuple(placed), naive.timeline, device, shape),
     )
+
+
+def _overlap(a: Fact, b: Fact) -> bool:
+    """Two facts' ranges overlap: their difference is inside the noise."""
+    (a_low, a_high), (b_low, b_high) = (
+        (f.value if f.low is None else f.low, f.value if f.high is None else f.high) for f in (a, b)
+    )
+    return a_low <= b_high and b_low <= a_high
 
 
 @dataclass(frozen=True)
@@ -257,42 +240,35 @@ class CeilingRow:
     buffer: Fact | None  # a copy's buffer size (a parameter)
 
 
+# A row's kind: its rate's metric and unit, the column of its work and of its achieved rate.
+_KINDS = {
+    "matmul": (FLOP_RATE, "FLOP/s", "flops", "flop_per_s"),
+    "copy": ("copy bandwidth", "B/s", "bytes", "bytes_per_s"),
+}
+
+
 def ceiling_rows(m: Measurement) -> tuple[CeilingRow, ...]:
     """Every point of `machine_ceilings`, smallest first within its kind, as facts: the best
     matmul per dtype and the largest copy are the device's ceilings (one fact each)."""
-    records = m.tables["ceilings"].records()
     out = []
-    for r in records:
+    for r in m.tables["ceilings"].records():
+        metric, unit, work, achieved = _KINDS[r["kind"]]
         matmul = r["kind"] == "matmul"
-        unit = "FLOP/s" if matmul else "B/s"
         subject = f"matmul {r['dtype']} n={r['size']}" if matmul else f"copy of {r['size']} B"
         key = f"peak_flops_{r['dtype']}" if matmul else "bandwidth_bs"
-        achieved = r["flop_per_s"] if matmul else r["bytes_per_s"]
-        rate = None
-        if achieved is not None and achieved == m.facts.get(key):  # this row is the ceiling
+        rate = spec = buffer = None
+        if r[achieved] is not None and r[achieved] == m.facts.get(key):  # the device's ceiling
             rate = ceiling(m, key)
         elif r["time_us"] is not None:
-            work = r["flops"] if matmul else r["bytes"]
-            q = Quantity(
-                FLOP_RATE if matmul else "copy bandwidth", subject, m.device_id, UNPROFILED
-            )
+            per_s = [r[work] / r[c] * 1e6 for c in ("time_us", "high_us", "low_us")]
             rate = Fact(
-                q,
-                work / r["time_us"] * 1e6,
-                unit,
-                work / r["high_us"] * 1e6,
-                work / r["low_us"] * 1e6,
+                Quantity(metric, subject, m.device_id, UNPROFILED), per_s[0], unit, *per_s[1:]
             )
-        spec = None
         if r["spec_per_s"]:
-            spec = Fact(
-                Quantity("data-sheet rate", subject, m.device_id, SPEC), r["spec_per_s"], unit
-            )
-        buffer = (
-            None
-            if matmul
-            else Fact(Quantity("buffer size", subject, MODEL_DEVICE, MODEL), r["size"], "B")
-        )
+            q = Quantity("data-sheet rate", subject, m.device_id, SPEC)
+            spec = Fact(q, r["spec_per_s"], unit)
+        if not matmul:
+            buffer = Fact(Quantity("buffer size", subject, MODEL_DEVICE, MODEL), r["size"], "B")
         out.append(CeilingRow(r["kind"], r["dtype"], r["size"], r["status"], rate, spec, buffer))
     return tuple(out)
 
@@ -312,21 +288,11 @@ def profiler_flops(m: Measurement) -> ProfilerFlops | None:
         return None
     found = steps(m)
     mm = [s for s in found.steps if s.label in MATMULS]
-    ours = sum(s.cost.flops for s in mm)
-    theirs = sum(counted.values())
+    ours, theirs = sum(s.cost.flops for s in mm), sum(counted.values())
+    metric, subject = "FLOPs per forward", "every op torch.profiler counts"
+    what = Quantity(metric, subject, m.device_id, COUNTED, found.shape, "with_flops")
     return ProfilerFlops(
-        Fact(
-            Quantity(
-                "FLOPs per forward",
-                "every op torch.profiler counts",
-                m.device_id,
-                COUNTED,
-                found.shape,
-                "with_flops",
-            ),
-            theirs,
-            "FLOP",
-        ),
+        Fact(what, theirs, "FLOP"),
         model_fact("FLOPs", " + ".join(s.label for s in mm), found.shape, ours, "FLOP"),
         tuple(sorted(counted)),
         math.isclose(ours, theirs, rel_tol=1e-6),

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import decode as fdecode
 from attention_docs.findings import forward as ffwd
-from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, Quantity
+from attention_docs.findings.compare import Comparison
+from attention_docs.findings.devices import time_at, timing_at
+from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, Quantity, ratio_fact
 from attention_docs.findings.forecast import (
     RANGE_OF_FLASH,
     RANGE_OF_NAIVE,
@@ -79,22 +80,11 @@ def _cell(view: str, shape: Shape, timings: Mapping[str, Timing | None]) -> Cell
     return Cell(view, shape, ran, rank(ran)) if ran else None
 
 
-def _timing(m: Measurement, name: str, shape: Shape) -> Timing | None:
-    try:
-        return fwd.timing(m, name, shape)
-    except fwd.NotMeasuredError:  # not in this table (another device's grid)
-        return None
-
-
 def cells(m: Measurement, view: str = FORWARD, where: Iterable[Shape] | None = None) -> list[Cell]:
     """Every shape (of `where`, default all) at which something ran, ranked."""
-    names = implementations(m)
-    found = []
-    for shape in shapes(m) if where is None else where:
-        c = _cell(view, shape, {n: _timing(m, n, shape) for n in names})
-        if c:
-            found.append(c)
-    return found
+    names, where = implementations(m), shapes(m) if where is None else where
+    found = (_cell(view, s, {n: timing_at(m, n, s) for n in names}) for s in where)
+    return [c for c in found if c]
 
 
 def teaching_cells(m: Measurement) -> list[Cell]:
@@ -135,17 +125,15 @@ def time_fact(m: Measurement, c: Cell, name: str) -> Fact | None:
     if c.view == DECODE:
         p = fdecode.point(m, "GQA", name)
         return fdecode.step_time(m, p) if p else None
-    t = c.timings.get(name)
     q = Quantity(TRAIN_TIME, name, m.device_id, UNPROFILED, c.shape, "forward + backward")
-    return Fact.of_timing(q, t) if t else None
+    return Fact.of_timing(q, c.timings[name])
 
 
 def lead_fact(m: Measurement, c: Cell, slow: str | None = None) -> Fact | None:
     """The winner's lead over `slow` (default the runner-up) in the cell's view."""
     slow = slow or c.runner_up
-    if slow is None or slow not in c.timings or slow == c.winner:
+    if slow not in c.ranking.against_fastest:  # None, the winner, or not run here
         return None
-    k = compare(c.timings[c.winner], c.timings[slow])
     if c.view == FORWARD:
         q = ffwd.versus(m, c.winner, slow, c.shape).quantity
     elif c.view == DECODE:
@@ -153,7 +141,7 @@ def lead_fact(m: Measurement, c: Cell, slow: str | None = None) -> Fact | None:
         q = fdecode.versus(m, a, b).quantity
     else:
         q = Quantity(TRAIN_SPEED, f"{c.winner} vs {slow}", m.device_id, UNPROFILED, c.shape)
-    return Fact(q, k.ratio, "×", k.low, k.high)
+    return ratio_fact(q, c.ranking.against_fastest[slow])
 
 
 def peak_fact(summary: Measurement, row: Mapping) -> Fact:
@@ -189,15 +177,14 @@ def trends(found: list[Cell]) -> list[Trend]:
         series.setdefault((c.shape.causal, c.shape.head_dim), []).append(c)
     out = []
     for (causal, head_dim), cs in series.items():
-        first, last = (sorted(cs, key=lambda c: c.shape.seq_len)[i] for i in (0, -1))
-        if first is last:
+        if len(cs) < 2:
             continue
-        leads = [c.ranking.against_fastest.get(fwd.NAIVE) for c in (first, last)]
-        verdict = None
-        if None not in leads:
-            a, b = leads
-            verdict = RISES if b.low > a.high else FALLS if b.high < a.low else FLAT
-        out.append(Trend(causal, head_dim, first, last, verdict))
+        first, last = (sorted(cs, key=lambda c: c.shape.seq_len)[i] for i in (0, -1))
+        a, b = (c.ranking.against_fastest.get(fwd.NAIVE) for c in (first, last))
+        lead = None
+        if a is not None and b is not None:
+            lead = RISES if b.low > a.high else FALLS if b.high < a.low else FLAT
+        out.append(Trend(causal, head_dim, first, last, lead))
     return out
 
 
@@ -243,63 +230,46 @@ def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[
     out = []
     for shape in map_shapes("cuda"):
         fused = fused_for(shape.dtype)
-        floors = {
-            fwd.NAIVE: gpus.naive_floor_us(gpu, shape),
-            fused: gpus.flash_forward(gpu, shape).floor_us,
+        # Each side's floor and realistic range; the model names itself in `detail`: another
+        # chapter's model of the same quantity is another forecast, not a second value of it.
+        models = {
+            fwd.NAIVE: (gpus.naive_floor_us(gpu, shape), "floor: naive_floor_us", RANGE_OF_NAIVE),
+            fused: (
+                gpus.flash_forward(gpu, shape).floor_us,
+                "floor: flash_forward",
+                RANGE_OF_FLASH,
+            ),
         }
-        ranges = {fwd.NAIVE: gpus.naive_range(gpu, shape), fused: gpus.flash_range(gpu, shape)}
-        got = {n: _measured(measured, n, shape) for n in floors}
-        # The model names itself in `detail`: another chapter's model of the same quantity
-        # is another forecast, not a second value of this one.
-        models = {fwd.NAIVE: "floor: naive_floor_us", fused: "floor: flash_forward"}
-        checks = {
-            n: check(
-                forecast(ffwd.FORWARD_TIME, n, gpu, us, "µs", shape=shape, detail=models[n]),
-                got[n],
+        floors, ranges = {}, {}
+        spans = {fwd.NAIVE: gpus.naive_range(gpu, shape), fused: gpus.flash_range(gpu, shape)}
+        for name, (us, model, detail) in models.items():
+            f = forecast(ffwd.FORWARD_TIME, name, gpu, us, "µs", shape=shape, detail=model)
+            floors[name] = check(f, measured and time_at(measured, name, shape))
+            ranges[name] = realistic(
+                ffwd.FORWARD_TIME, name, gpu, spans[name], "µs", shape=shape, detail=detail
             )
-            for n, us in floors.items()
-        }
-        detail = {fwd.NAIVE: RANGE_OF_NAIVE, fused: RANGE_OF_FLASH}
-        realistic_ = {
-            n: realistic(ffwd.FORWARD_TIME, n, gpu, r, "µs", shape=shape, detail=detail[n])
-            for n, r in ranges.items()
-        }
-        if None in realistic_.values():
-            raise ValueError(f"no cited efficiency for the {gpu.label}: no realistic range to rank by")  # fmt: skip
-        n_r, f_r = ranges[fwd.NAIVE], ranges[fused]
+            if ranges[name] is None:
+                raise ValueError(f"no cited efficiency for the {gpu.label}: no realistic range to rank by")  # fmt: skip
+        n_r, f_r = spans[fwd.NAIVE], spans[fused]
         lead_q = forecast(ffwd.SPEED, f"{fused} vs {fwd.NAIVE}", gpu, 0.0, "×", shape=shape,
                           detail="realistic ranges: naive_range / flash_range").quantity  # fmt: skip
         lead = Fact(lead_q, None, "×", n_r.low_us / f_r.high_us, n_r.high_us / f_r.low_us)
-        v = (
-            ffwd.versus(measured, fused, fwd.NAIVE, shape)
-            if got[fused] and got[fwd.NAIVE]
-            else None
-        )
-        measured_lead = None
-        if v is not None:
-            k = v.comparison
-            measured_lead = Fact(v.quantity, k.ratio, "×", k.low, k.high)
+        v = None
+        if floors[fused].measured and floors[fwd.NAIVE].measured:
+            v = ffwd.versus(measured, fused, fwd.NAIVE, shape)
+        got = v and ratio_fact(v.quantity, v.comparison)
         out.append(
             ForecastCell(
                 shape,
                 fused,
-                checks[fwd.NAIVE],
-                checks[fused],
-                realistic_[fwd.NAIVE],
-                realistic_[fused],
-                check(lead, measured_lead),
+                floors[fwd.NAIVE],
+                floors[fused],
+                ranges[fwd.NAIVE],
+                ranges[fused],
+                check(lead, got),
             )
         )
     return out
-
-
-def _measured(m: Measurement | None, name: str, shape: Shape) -> Fact | None:
-    if m is None or shape not in set(shapes(m)):
-        return None
-    return ffwd.forward_time(m, name, shape)
-
-
-gpu_entry = fdecode.gpu_entry
 
 
 def largest_cell(found: Sequence[Cell]) -> Cell:

@@ -73,9 +73,8 @@ def costs(sourced: Sourced) -> str:
         [f"`{s.label}`", s.flops, s.bytes, s.intensity] for s in fs.steps(sourced.measurement).steps
     ]
     header = "Step | FLOPs (cost model) | Bytes (cost model, minimum) | Intensity (cost model)"
-    table = captioned_table(
-        header, rows, "lrrr", sourced, "The cost model (computed, not measured)."
-    )
+    what = "The cost model (computed, not measured)."
+    table = captioned_table(header, rows, "lrrr", sourced, what)
     p = fr.profiler_flops(sourced.measurement)
     if p is None:
         return table
@@ -116,11 +115,8 @@ def ceilings_claim(naive: Sourced, ceilings: Sourced, times: Sourced) -> str:
         f"keep the arithmetic units busy, whatever the kernel."
     )
     if r.small_copy is not None:
-        text += f" The small copy ran at {fact(r.small_copy)}" + (
-            ": within noise of the large one."
-            if r.small_copy_tie
-            else ", beyond the noise of the large one."
-        )
+        tie = ": within noise of" if r.small_copy_tie else ", beyond the noise of"
+        text += f" The small copy ran at {fact(r.small_copy)}{tie} the large one."
     return text
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from attention_docs.analytic import gpu as gpus
+from attention_docs.findings import decode as fdecode
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings import winners as fwinners
 from attention_docs.findings.forecast import check
@@ -84,11 +85,8 @@ def _panels_svg(panels: list[tuple[str, str, list, list, dict]], lead: str) -> s
     from matplotlib.patches import Rectangle
 
     # layout: the tallest panel sets the height
-    rows_most, widths, alt = (
-        max(len(p[2]) for p in panels),
-        [len(p[3]) for p in panels],
-        [],
-    )
+    rows_most = max(len(p[2]) for p in panels)
+    widths, alt = [len(p[3]) for p in panels], []
     with new_figure(2.3 * sum(widths) + 0.8, 1.2 + 1.05 * rows_most) as fig:
         axes = fig.subplots(1, len(panels), gridspec_kw={"width_ratios": widths}, squeeze=False)[0]
         for ax, (title, xlabel, rows, cols, found) in zip(axes, panels, strict=True):
@@ -136,10 +134,8 @@ def map_figure(times: Sourced) -> str:
 
 def model_figure(times: Sourced, train: Sourced, steps: Sourced) -> str:
     """Closer to real models: 16 heads in both dtypes (forward, training) and one decode cell."""
-    found, trains = (
-        fwinners.map_cells(times.measurement),
-        fwinners.cells(train.measurement, fwinners.TRAINING),
-    )
+    found = fwinners.map_cells(times.measurement)
+    trains = fwinners.cells(train.measurement, fwinners.TRAINING)
     dtype = lambda c: c.shape.dtype  # noqa: E731
     panels = [("forward", "dtype", *_grid(found, dtype))]
     panels.append(("training (forward + backward)", "dtype", *_grid(trains, dtype)))
@@ -324,7 +320,7 @@ def gpu_forecast(entries: list[Sourced]) -> str:
     """The H200's expected winner per cell of the GPU map's model-like panel, from the data
     sheet, with the measurement beside it when the store holds that GPU's forward_times."""
     gpu = gpus.sheet()
-    measured = fwinners.gpu_entry((s.measurement for s in entries), gpu)
+    measured = fdecode.gpu_entry((s.measurement for s in entries), gpu)
     found = fwinners.forecast_cells(gpu, measured)
     rows = [
         (f"{what}, seq_len {c.shape.seq_len:,}, {c.shape.dtype}", k)
