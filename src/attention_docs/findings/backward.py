@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from attention_docs.analytic import backward as backward_model
 from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_steps
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import COUNTED, MODEL, PROFILED, UNPROFILED, Fact, Quantity
+from attention_docs.findings.facts import (
+    COUNTED,
+    MODEL,
+    PROFILED,
+    UNPROFILED,
+    Fact,
+    Quantity,
+    ratio_fact,
+)
 from attention_docs.findings.forecast import Check, check, forecast
 from attention_docs.findings.trend import fitted_slope, table_slopes
 from attention_docs.measurements.schema import Measurement
@@ -97,7 +105,7 @@ def passes(m: Measurement) -> list[Passes]:
                 name,
                 Fact.of_timing(_q(m, FORWARD, name, UNPROFILED), r["forward"]),
                 Fact.of_timing(_q(m, BACKWARD, name, UNPROFILED), r["backward"]),
-                Fact(_q(m, RATIO, name, UNPROFILED), c.ratio, "×", c.low, c.high),
+                ratio_fact(_q(m, RATIO, name, UNPROFILED), c),
                 flop_ratio,
                 against_count(c, flop_ratio.value),
                 tuple(_counted(m, r, MATMULS, f"{p}_matmuls", "", detail=p) for p in PASSES),

@@ -429,11 +429,6 @@ def step_shares(m: Measurement) -> tuple[dict[str, Fact], Largest]:
 # --- the H200 forecast -----------------------------------------------------------------------
 
 
-def gpu_entry(entries, gpu: SpecSheet) -> Measurement | None:
-    """The entry measured on `gpu`, among a request's entries on every device."""
-    return next((m for m in entries if m.device_id == f"cuda-{gpu.slug}"), None)
-
-
 def gpu_shape(variant: str, batch_size: int, cache_len: int) -> Shape:
     g = gpus.FORECAST_SHAPE
     return Shape(

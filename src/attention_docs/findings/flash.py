@@ -35,7 +35,7 @@ from attention_docs.findings.facts import (
     Fact,
     Quantity,
 )
-from attention_docs.findings.forecast import RANGE_OF_FLASH, Check, check, forecast
+from attention_docs.findings.forecast import RANGE_OF_FLASH, Check, check, forecast, measured_on
 from attention_docs.findings.forecast import realistic as forecast_range
 from attention_docs.findings.rank import Ranking, rank
 from attention_docs.findings.trend import table_slopes
@@ -618,7 +618,7 @@ def gpu_forecast(
     flash = gpu.flash_forward(g, shape)
     naive = naive_bytes(g, shape)
     l2 = gpu.l2_serves_rereads(g, shape)
-    measured = next((e for e in times_by_device if e.device_id == f"cuda-{g.slug}"), None)
+    measured = measured_on(times_by_device, g)
 
     def spec(metric: str, name: str, value: float, unit: str, detail: str = "") -> Fact:
         return forecast(metric, name, g, value, unit, shape=shape, detail=detail)

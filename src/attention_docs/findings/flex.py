@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import COUNTED, NUMERIC, UNPROFILED, Fact, Quantity
+from attention_docs.findings.facts import COUNTED, NUMERIC, UNPROFILED, Fact, Quantity, ratio_fact
 from attention_docs.findings.forward import forward_time, versus
 from attention_docs.findings.trend import fitted_slope
 from attention_docs.measurements import forward as fwd
@@ -50,7 +50,7 @@ def _versus(m: Measurement, a: str, b: str, ta: Timing | None, tb: Timing | None
     if ta is None or tb is None:
         return None
     c = compare(ta, tb)
-    return Fact(_q(m, "speed ratio", f"{a} vs {b}"), c.ratio, "×", c.low, c.high), c
+    return ratio_fact(_q(m, "speed ratio", f"{a} vs {b}"), c), c
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ def versus_sdpa(times: Measurement) -> list[VersusSdpa]:
         if sdpa is not None:
             v = versus(times, sdpa, fwd.FLEX, s)
             c = v.comparison
-            ratio = Fact(v.quantity, c.ratio, "×", c.low, c.high)
+            ratio = ratio_fact(v.quantity, c)
             flex_time, sdpa_time = (forward_time(times, x, s) for x in (fwd.FLEX, sdpa))
             found.append(VersusSdpa(s, sdpa, flex_time, sdpa_time, (ratio, c)))
     return found

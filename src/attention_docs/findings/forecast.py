@@ -4,12 +4,21 @@
 # GPU, the check puts them side by side with their ratio: the model tested by the machine.
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from attention_docs.analytic.gpu import Range
 from attention_docs.findings.facts import SPEC, Fact, Quantity
+from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
+
+
+def measured_on(entries: Iterable, gpu: SpecSheet) -> Measurement | None:
+    """The entry measured on `gpu` among a request's entries on every device (Sourced, as
+    `book.measure_each_device` returns them, or Measurement), or None."""
+    measured = (getattr(e, "measurement", e) for e in entries)
+    return next((m for m in measured if m.device_id == f"cuda-{gpu.slug}"), None)
 
 
 def forecast(

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import UNPROFILED, Fact, Quantity
-from attention_docs.findings.primer import ratio_fact
+from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, ratio_fact
 from attention_docs.findings.reproducibility import STEPS_SUM_TOLERANCE
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape

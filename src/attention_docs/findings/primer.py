@@ -20,6 +20,7 @@ from attention_docs.findings.facts import (
     UNPROFILED,
     Fact,
     Quantity,
+    ratio_fact,
 )
 from attention_docs.findings.forward import forward_time
 from attention_docs.measurements import forward as fwd
@@ -41,11 +42,6 @@ def samples(values: Sequence[float], method: str) -> Timing:
 
 def _q(m: Measurement, metric: str, clock: str, detail: str = "", subject=fwd.NAIVE) -> Quantity:
     return Quantity(metric, subject, m.device_id, clock, Shape.of(m.params), detail)
-
-
-def ratio_fact(q: Quantity, c: Comparison) -> Fact:
-    """A comparison as a fact: the ratio of medians, with its range over the rounds."""
-    return Fact(q, c.ratio, "×", c.low, c.high)
 
 
 def per_second(q: Quantity, amount: float, t: Timing, unit: str) -> Fact:

@@ -23,7 +23,7 @@ from attention_docs.findings.facts import (
     Fact,
     Quantity,
 )
-from attention_docs.findings.forecast import Check, check, forecast
+from attention_docs.findings.forecast import Check, check, forecast, measured_on
 from attention_docs.findings.forward import FORWARD_TIME, STEP_TIME, forward_time, step_time
 from attention_docs.findings.primer import per_second, samples
 from attention_docs.findings.share import Largest, Share, largest, row_shares, shares
@@ -260,12 +260,6 @@ def shares_by_shape(sweep: Measurement, point: Measurement) -> tuple[ShapeShares
 # --- On a GPU: the forecast and its check -----------------------------------------------------
 
 
-def on_gpu(entries: Iterable, gpu: SpecSheet) -> Measurement | None:
-    """The entry measured on `gpu` among `measure_each_device`'s (Sourced or Measurement)."""
-    measured = (getattr(e, "measurement", e) for e in entries)
-    return next((m for m in measured if m.device_id == f"cuda-{gpu.slug}"), None)
-
-
 @dataclass(frozen=True)
 class StepForecast:
     label: str
@@ -312,7 +306,7 @@ def gpu_steps(
     """Each naive step on `gpu` at `shape` from its data sheet, checked against that GPU's
     forward_times entry when `entries` (every device's, `measure_each_device`) hold one."""
     gpu = gpu or gpus.sheet()
-    measured = on_gpu(entries, gpu)
+    measured = measured_on(entries, gpu)
     out = []
     for k in gpus.naive_steps(gpu, shape):
         alone = step_time(measured, k.label, shape) if measured else None

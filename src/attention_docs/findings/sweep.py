@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import Fact, Quantity
+from attention_docs.findings.facts import Fact, Quantity, ratio_fact
 from attention_docs.findings.forward import SPEED
 from attention_docs.findings.rank import Ranking, rank
 from attention_docs.measurements.forward import OK
@@ -152,4 +152,4 @@ def _last(spec: Sweep, m: Measurement, points: list[Point]) -> Versus | None:
     base = replace(fast_q, subject=f"{fast_q.subject} vs {slow_q.subject}")
     detail = f"{spec.metric}, {base.detail}" if base.detail else spec.metric
     q = Quantity(SPEED, base.subject, base.device, base.clock, base.shape, detail)
-    return Versus(p.x, fast, slow, Fact(q, c.ratio, "×", c.low, c.high), c)
+    return Versus(p.x, fast, slow, ratio_fact(q, c), c)

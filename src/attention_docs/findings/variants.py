@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, Quantity
-from attention_docs.findings.primer import ratio_fact
+from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, Quantity, ratio_fact
 from attention_docs.findings.rank import Ranking, rank
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.kernels import is_bookkeeping

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import decode as fdecode
-from attention_docs.findings.forecast import check
+from attention_docs.findings.forecast import check, measured_on
 from attention_docs.findings.forward import ceiling
 from attention_docs.measurements.schema import Measurement, Sourced, Table
 from attention_docs.render import words
@@ -393,7 +393,7 @@ def gpu_forecast(entries: list[Sourced], pvd: Sourced) -> str:
     the store holds the GPU's decode_steps entry), the batch that fills it without split-KV,
     and the tokens per step that would make a step compute-bound."""
     gpu = gpus.sheet()
-    floors = fdecode.floor_checks(gpu, fdecode.gpu_entry([s.measurement for s in entries], gpu))
+    floors = fdecode.floor_checks(gpu, measured_on(entries, gpu))
     rows = [
         (f"Step floor, {v} ({fdecode.GPU_KV_HEADS[v]} k/v), batch {b}, cache {c:,}", k)
         for v, b, c, k in floors

@@ -9,16 +9,9 @@ import textwrap
 from collections.abc import Sequence
 
 from attention_docs.findings.forecast import Check
-from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
 from attention_docs.render import words
-
-
-def stored_on(each_device: Sequence[Sourced], gpu: SpecSheet) -> Measurement | None:
-    """The entry measured on `gpu` among `book.measure_each_device`'s, or None."""
-    wanted = f"cuda-{gpu.slug}"
-    return next((s.measurement for s in each_device if s.measurement.device_id == wanted), None)
 
 
 def forecast_box(

@@ -11,6 +11,7 @@ from attention_docs.analytic.gpu import FORECAST_GPU, FORECAST_SHAPE, sheet
 from attention_docs.findings import compile as fcompile
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings.facts import PROFILED, Fact
+from attention_docs.findings.forecast import measured_on
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
@@ -18,7 +19,7 @@ from attention_docs.render import compare as cmp
 from attention_docs.render import words
 from attention_docs.render.caption import on_one_device
 from attention_docs.render.compare import stated
-from attention_docs.render.forecast import forecast_box, stored_on
+from attention_docs.render.forecast import forecast_box
 from attention_docs.render.tables import captioned_table
 
 COMPILED_FN = "compiled_attention(dynamic=True)"
@@ -175,8 +176,7 @@ def speed_memory_table(sourced: Sourced, times: Sourced, backends: Sourced) -> s
     rows = []
     for name, peak in peaks.items():
         v = ffwd.versus(t, name, fwd.NAIVE, shape) if name != fwd.NAIVE else None
-        versus = "—" if v is None else words.fact_span(v.quantity.id, words.versus(v.comparison))
-        rows.append([name, cmp.forward_time(t, name, shape), versus,
+        rows.append([name, cmp.forward_time(t, name, shape), cmp.versus_cell(v),
                      stated(m, "peak memory", name, peak, "B"),
                      stated(m, "peak memory in N×N matrices", name, peak / per_matrix, "×")])  # fmt: skip
     header = ["Implementation", "Forward time (unprofiled)", f"vs {fwd.NAIVE}",
@@ -190,7 +190,7 @@ def fusion_forecast(each_device: list[Sourced]) -> str:
     time those take at the data sheet's bandwidth, and the forward's floor eager and compiled
     (beside the GPU's stored forward times, when there are any)."""
     gpu, shape = sheet(FORECAST_GPU), FORECAST_SHAPE
-    f = fcompile.fusion_forecast(gpu, shape, stored_on(each_device, gpu))
+    f = fcompile.fusion_forecast(gpu, shape, measured_on(each_device, gpu))
     labels = (
         f"HBM bytes of scale, mask, softmax: eager ({f.elementwise_kernels} kernels)",
         "… fused into one kernel (compiled)",

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import memory as fmemory
+from attention_docs.findings.forecast import measured_on
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import words
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
-from attention_docs.render.forecast import forecast_box, stored_on
+from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import line_figure
 from attention_docs.render.tables import captioned_table
 
@@ -200,7 +201,7 @@ def forecast(entries: list[Sourced] | None = None) -> str:
     """How long a sequence naive attention can hold on the forecast GPU, its peak at the
     forecast shape (beside a stored timeline of that GPU), and what a fused kernel keeps."""
     gpu = gpus.sheet()
-    c = fmemory.forecasts(gpu, stored_on(entries or [], gpu))
+    c = fmemory.forecasts(gpu, measured_on(entries or [], gpu))
     rows = [
         (f"{gpu.label} memory" + (", as the driver reports it" if "memory MiB" in c else ", from the data sheet"), c["memory"]),
         *((("… in MiB, as nvidia-smi prints it", c["memory MiB"]), ("… in GiB (2³⁰ bytes)", c["memory GiB"])) if "memory MiB" in c else ()),

@@ -9,12 +9,13 @@ from attention_docs.analytic import sdpa_dispatch as rules
 from attention_docs.analytic.gpu import FORECAST_GPU, FORECAST_SHAPE, sheet
 from attention_docs.findings import sdpa as fsdpa
 from attention_docs.findings.facts import NUMERIC, PROFILED
+from attention_docs.findings.forecast import measured_on
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
 from attention_docs.render import words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.compare import forward_table, speedup, stated
-from attention_docs.render.forecast import choice_box, stored_on
+from attention_docs.render.forecast import choice_box
 from attention_docs.render.tables import captioned_table, markdown_table
 
 STATUS_MARKS = {"chosen": "**chosen**", "eligible": "runs", "rejected": "✗ refused"}
@@ -175,7 +176,7 @@ def dispatch_forecast(each_device: list[Sourced]) -> str:
     """The backend each variant gets on the forecast GPU by torch's rules (both priority
     orders), beside what a stored run on that GPU picked."""
     cast = fsdpa.forecast(sheet(FORECAST_GPU), each_device[0].measurement.params["big_head_dim"])
-    gpu, there = cast.gpu, stored_on(each_device, cast.gpu)
+    gpu, there = cast.gpu, measured_on(each_device, cast.gpu)
     measured = fsdpa.picks(there) if there else None
     header = ["Variant", "Default order: flash first", "cuDNN ≥ 9.15.1: cudnn first"]
     header += [f"Measured on the {gpu.label}"] if measured else []

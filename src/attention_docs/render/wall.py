@@ -7,13 +7,13 @@ from __future__ import annotations
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import wall as fwall
 from attention_docs.findings.facts import llc_fact
-from attention_docs.findings.forecast import check
+from attention_docs.findings.forecast import check, measured_on
 from attention_docs.findings.memory import FORECAST_BASE
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import STEPS
 from attention_docs.render import words
 from attention_docs.render.figures import MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
-from attention_docs.render.forecast import forecast_box, stored_on
+from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import stacked_share_figure
 from attention_docs.render.tables import captioned_table
 
@@ -237,7 +237,7 @@ def forecast(entries: list[Sourced] | None = None) -> str:
     """The wall on the forecast GPU: naive and fused floors across seq_len, with a stored
     forward_times of that GPU beside them."""
     gpu = gpus.sheet()
-    longest, pts = fwall.forecasts(gpu, stored_on(entries or [], gpu))
+    longest, pts = fwall.forecasts(gpu, measured_on(entries or [], gpu))
     rows = [(f"seq_len {p.seq_len:,}: {what}", c) for p in pts for what, c in ((f"naive ({p.kernels} kernels), floor", p.naive), ("fused (SDPA flash), floor", p.fused)) if c]  # fmt: skip
     at = next(p for p in pts if p.seq_len == gpus.FORECAST_SHAPE.seq_len)
     rows += [(f"seq_len {at.seq_len:,}: {what}, realistic range", check(r, None)) for what, r in (("naive", at.naive_range), ("fused (SDPA flash)", at.fused_range)) if r]  # fmt: skip

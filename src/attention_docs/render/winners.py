@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections import Counter
 
 from attention_docs.analytic import gpu as gpus
-from attention_docs.findings import decode as fdecode
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings import winners as fwinners
-from attention_docs.findings.forecast import check
+from attention_docs.findings.forecast import check, measured_on
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.render import compare as cmp
 from attention_docs.render import words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.decode import shape_text
@@ -320,7 +320,7 @@ def gpu_forecast(entries: list[Sourced]) -> str:
     """The H200's expected winner per cell of the GPU map's model-like panel, from the data
     sheet, with the measurement beside it when the store holds that GPU's forward_times."""
     gpu = gpus.sheet()
-    measured = fdecode.gpu_entry((s.measurement for s in entries), gpu)
+    measured = measured_on(entries, gpu)
     found = fwinners.forecast_cells(gpu, measured)
     rows = [
         (f"{what}, seq_len {c.shape.seq_len:,}, {c.shape.dtype}", k)
@@ -372,11 +372,17 @@ def summary_table(summary: Sourced, times: Sourced | Measurement) -> str:
         peak = (
             words.fact(fwinners.peak_fact(m, r)) if r["peak_bytes"] else "not seen by the profiler"
         )
-        ratio = words.fact_span(v.quantity.id, words.versus(v.comparison)) if v else "—"
         f = ffwd.forward_time(t, name, shape)
         time = words.fact(f) if f else "—"
         rows.append(
-            [name, words.trick(name), words.count(r["work_per_forward"]), peak, time, ratio]
+            [
+                name,
+                words.trick(name),
+                words.count(r["work_per_forward"]),
+                peak,
+                time,
+                cmp.versus_cell(v),
+            ]
         )
     unit = "Kernels" if m.device_kind == "cuda" else "Ops (every depth)"
     header = ["Implementation", "What the trick removes", f"{unit} / forward", "Peak memory"]
