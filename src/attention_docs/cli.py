@@ -470,13 +470,7 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
             stale.append((path, f"unreadable: {problem.reason}"))
         elif why := stale_reason(m, REGISTRY.get(m.experiment)):
             stale.append((path, why))
-        elif wanted is not None and (
-            (
-                m.experiment,
-                json.dumps(REGISTRY[m.experiment].canonical(m.requested), sort_keys=True),
-            )
-            not in wanted
-        ):
+        elif wanted is not None and _request_id(m.experiment, m.requested) not in wanted:
             stale.append((path, "no page requests it (requests.json)"))
     if stale and not args.dry_run:
         writable_store(args.store, "nothing was deleted")
@@ -505,14 +499,20 @@ def _requested_by_pages(manifest: Path) -> set[tuple[str, str]]:
         if r["experiment"] not in REGISTRY:
             continue
         try:
-            canonical = REGISTRY[r["experiment"]].canonical(r["requested"])
+            wanted.add(_request_id(r["experiment"], r["requested"]))
         except ExperimentError as exc:
             raise UsageError(
                 f"request {i} of {manifest} is not valid: {exc}; nothing was deleted (a full "
                 "build, `nox -s docs`, writes the manifest anew)"
             ) from None
-        wanted.add((r["experiment"], json.dumps(canonical, sort_keys=True)))
     return wanted
+
+
+def _request_id(experiment: str, requested: dict) -> tuple[str, str]:
+    """(experiment, its canonical parameters as JSON): one request, however it was asked."""
+    from attention_docs.experiments.registry import REGISTRY
+
+    return experiment, json.dumps(REGISTRY[experiment].canonical(requested), sort_keys=True)
 
 
 def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:
