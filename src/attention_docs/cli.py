@@ -257,6 +257,8 @@ def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
+    from attention_docs.book import local_device_id
+    from attention_docs.measurements.store import Store
     from attention_docs.records.device import DEVICE_CHOICES
 
     if args.device not in DEVICE_CHOICES:
@@ -275,12 +277,15 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     if not args.name:
         raise UsageError(f"run needs an experiment name (see `{PROG} list`)")
     exp, requested, kind = _check_request(args.name, parse_params(extra), args.device)
-    if store is not None:
-        writable_store(store, "nothing was measured")
-        _not_newer(store, exp, requested, kind)
     if store is None:
         with tempfile.TemporaryDirectory(prefix=folders.owned("attention-docs-run-")) as tmp:
             return _run_in_worker(args, exp, requested, kind, Path(tmp), keep=False)
+    writable_store(store, "nothing was measured")
+    # An entry a newer version of attention_docs wrote: the store would refuse to replace it
+    # after the whole measurement.
+    problem = Store(store).newer_problem(exp.name, exp.key(requested), local_device_id(kind))
+    if problem:
+        raise UsageError(f"{problem}, or give another --store; nothing was measured")
     return _run_in_worker(args, exp, requested, kind, store, keep=True)
 
 
@@ -324,17 +329,6 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
     else:
         print_measurement(Sourced(found, "measured now (not stored)", rel), kept=False)
     return 0
-
-
-def _not_newer(store: Path, exp, requested: dict, kind: str) -> None:
-    """Raise UsageError when the entry this run would write was written by a newer version
-    of attention_docs: the store would refuse it after the whole measurement."""
-    from attention_docs.book import local_device_id
-    from attention_docs.measurements.store import Store
-
-    problem = Store(store).newer_problem(exp.name, exp.key(requested), local_device_id(kind))
-    if problem:
-        raise UsageError(f"{problem}, or give another --store; nothing was measured")
 
 
 def busy_unstored(name: str, requested: dict, load: str | None) -> str:

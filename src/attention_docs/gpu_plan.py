@@ -23,9 +23,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attention_docs.experiments.registry import REGISTRY, START_S, Work
+from attention_docs.experiments.registry import COMPILE_S, REGISTRY, START_S, Work
 
-__all__ = ["CORE", "DEFAULT", "START_S", "Work", "chapter_order", "run_order", "work"]
+__all__ = ["COMPILE_S", "CORE", "DEFAULT", "START_S", "Work", "chapter_order", "run_order", "work"]
 
 # What the pages need most, in order (issue 18: the heart of the reference post first).
 CORE = (
