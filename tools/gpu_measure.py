@@ -16,28 +16,17 @@ Usage (from the repository root; the lent GPU machine has no nox, so the source 
     PYTHONPATH=src python3 tools/gpu_measure.py --plan [--device cuda]
     uv run tools/gpu_measure.py --package attention_docs-0.1.0-py3-none-any.whl --out OUT ...
 
-The script carries its own dependencies (PEP 723, the block above: torch pinned as
-constraints.txt pins it, the rest as pyproject.toml declares them), so `uv run` needs
+The script carries its own dependencies (PEP 723, the block above), so `uv run` needs
 nothing else: that is how `python -m attention_docs fleet` runs it on Hugging Face Jobs,
-where there is no source tree and `--package` gives the package as a wheel.
+where there is no source tree and `--package` gives the package as a wheel. README.md
+("One call on a lent GPU machine") says what a run does and returns.
 
-Each request runs in its own worker process (attention_docs.workers, as a docs build runs
-it) and writes into a temporary store. The requests run in the order attention_docs/gpu_plan.py
-gives: what the pages need most first (the shared facts, the naive steps, the SDPA backends,
-FlashAttention and Triton, the winners map), then the chapters' order. Each has an estimate
-of its GPU time, from the store's GPU entry of it when there is one, else counted from its
-work (compiles, shapes, rounds) as its experiment declares it (`gpu_work=`). A request is not started when the
-budget's remaining seconds are fewer than its estimate, and a started one is stopped when
-the budget runs out, so the archive is always written in time; what was skipped is listed.
-After every request the archive `OUT/measurements.tar.gz` is rewritten (the temporary store
-and a `run-log.json`: device, software, per-request seconds, status and the last lines of
-each failure), so a call killed at its limit still returns what it measured; the finished
-log is also written beside it as `OUT/run-log.json`.
-Import it with `python -m attention_docs import-archive OUT/measurements.tar.gz`.
-`--plan` runs nothing: it lists the requests in run order with the parameters they resolve
-to on the device and their estimates, and, when they do not all fit the budget, which
-requests would be skipped and which pages would lose them. Exit code 0: every request ran
-(with --plan: all fit); 1: some failed or were skipped (would be); 2: bad input.
+Each request runs in its own worker process, as a docs build runs it, into a temporary
+store, in gpu_plan.py's order. A request is not started when the budget's remaining seconds
+are fewer than its estimate, and a started one is stopped when the budget runs out; the
+archive `OUT/measurements.tar.gz` is rewritten after every request, so a call killed at its
+limit still returns what it measured. Exit code 0: every request ran (with --plan: all
+fit); 1: some failed or were skipped (would be); 2: bad input.
 """
 
 from __future__ import annotations
@@ -201,12 +190,13 @@ def print_plan(order: list[dict], device: str, known: dict[str, float], budget: 
     from attention_docs.gpu_plan import chapter_order
 
     shown = chapter_order(ROOT / "docs" / "chapters")
-    elapsed, bad, skipped = 0.0, 0, []
+    elapsed, total, bad, skipped = 0.0, 0.0, 0, []
     print(f"{len(order)} requests, in run order, with their parameters on {device}:")
     for i, request in enumerate(order, 1):
         params, error = resolve(request, device)
         seconds, source = estimate(request, known, device)
         bad += error is not None
+        total += seconds if error is None else 0.0
         shown_params = (
             json.dumps(params, separators=(",", ":")) if params is not None else f"INVALID: {error}"
         )
@@ -225,7 +215,6 @@ def print_plan(order: list[dict], device: str, known: dict[str, float], budget: 
         print(f"{i:3}. {request['experiment']} {json.dumps(request['requested'])} [{when}]")
         print(f"       {shown_params}")
         print(f"       shown on: {pages}")
-    total = sum(estimate(r, known, device)[0] for r in order if resolve(r, device)[1] is None)
     print(
         f"estimated total: ~{total:.0f} s against a budget of {budget:.0f} s (estimates: "
         "measured = the store's entry from this device kind; counted = from the request's "

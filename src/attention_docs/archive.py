@@ -15,9 +15,10 @@ import gzip
 import io
 import json
 import re
+import sys
 import tarfile
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -284,9 +285,7 @@ def _run_summary(run_log: dict[str, Any] | None) -> list[str]:
         if env.get(key)
     )
     requests = run_log.get("requests") or []
-    counts = defaultdict(int)
-    for r in requests:
-        counts[r.get("status", "?")] += 1
+    counts = Counter(r.get("status", "?") for r in requests)
     statuses = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     total = run_log.get("total_s")
     lines = [
@@ -326,8 +325,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_import_archive(args: argparse.Namespace, prog: str = "python -m attention_docs") -> int:
-    import sys
-
     try:
         result = import_archive(args.file, args.store, allow_stale=args.allow_stale)
     except ArchiveError as exc:

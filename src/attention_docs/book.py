@@ -1,18 +1,10 @@
 # What a chapter's executed block calls. `measure()` answers from the store when it can and
 # otherwise runs the experiment in a worker process (never inside MkDocs), then reads the
 # result back from the store. The MkDocs plugin sets the settings and reads the build log.
-#
-# Whose entry a page shows (DESIGN, "The measurement store"): a machine with a GPU measures
-# its GPU; a machine without one shows the committed store's entries, whatever CPU measured
-# them, and measures only what the store lacks (`--this-machine` measures this machine
-# instead). Every page reads one device: the device of its first entry, wherever it holds
-# the others; a page that must show another device's entry says so in the build log and
-# summary, and each caption names its device.
-#
-# A busy machine never fails a reader's build: an entry measured while other work competed
-# is measured once more when the machine calms, and, busy again, stored flagged (its caption
-# and the build summary say so). Only publishing (`mode: publish`, refreshing the committed
-# store) refuses busy entries, loudly.
+# Whose entry a page shows, and what a busy machine changes, follow DESIGN ("The
+# measurement store", principle 11): every page reads one device, the device of its first
+# entry, and says so in the build log when it must show another's; a busy entry is measured
+# once more when the machine calms and, busy again, kept flagged, except when publishing.
 from __future__ import annotations
 
 import functools
@@ -20,6 +12,7 @@ import logging
 import os
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -240,11 +233,8 @@ def choose_device(  # noqa: PLR0911 - a return per selector reads as the rule it
 def _held(store: Store) -> dict[str, int]:
     """Entries per device in the store, counted from file names once a build."""
     if _log.held is None:
-        counts: dict[str, int] = {}
-        for path in store.entry_paths():
-            device_id = path.name.split(".", 1)[1].removesuffix(".json")
-            counts[device_id] = counts.get(device_id, 0) + 1
-        _log.held = counts
+        names = (p.name.split(".", 1)[1].removesuffix(".json") for p in store.entry_paths())
+        _log.held = dict(Counter(names))
     return _log.held
 
 

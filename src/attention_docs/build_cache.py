@@ -297,13 +297,10 @@ class RenderCache:
 
 def _library_versions() -> str:
     """Versions of the libraries whose output a renderer returns as is (an SVG's bytes)."""
-    versions = []
-    for name in ("matplotlib",):
-        try:
-            versions.append(f"{name}={importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            versions.append(f"{name}=none")
-    return ",".join(versions)
+    try:
+        return f"matplotlib={importlib.metadata.version('matplotlib')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "matplotlib=none"
 
 
 class RenderProxy(types.ModuleType):

@@ -257,6 +257,8 @@ def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
+    from attention_docs.book import local_device_id
+    from attention_docs.measurements.store import Store
     from attention_docs.records.device import DEVICE_CHOICES
 
     if args.device not in DEVICE_CHOICES:
@@ -275,12 +277,15 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     if not args.name:
         raise UsageError(f"run needs an experiment name (see `{PROG} list`)")
     exp, requested, kind = _check_request(args.name, parse_params(extra), args.device)
-    if store is not None:
-        writable_store(store, "nothing was measured")
-        _not_newer(store, exp, requested, kind)
     if store is None:
         with tempfile.TemporaryDirectory(prefix=folders.owned("attention-docs-run-")) as tmp:
             return _run_in_worker(args, exp, requested, kind, Path(tmp), keep=False)
+    writable_store(store, "nothing was measured")
+    # An entry a newer version of attention_docs wrote: the store would refuse to replace it
+    # after the whole measurement.
+    problem = Store(store).newer_problem(exp.name, exp.key(requested), local_device_id(kind))
+    if problem:
+        raise UsageError(f"{problem}, or give another --store; nothing was measured")
     return _run_in_worker(args, exp, requested, kind, store, keep=True)
 
 
@@ -324,17 +329,6 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
     else:
         print_measurement(Sourced(found, "measured now (not stored)", rel), kept=False)
     return 0
-
-
-def _not_newer(store: Path, exp, requested: dict, kind: str) -> None:
-    """Raise UsageError when the entry this run would write was written by a newer version
-    of attention_docs: the store would refuse it after the whole measurement."""
-    from attention_docs.book import local_device_id
-    from attention_docs.measurements.store import Store
-
-    problem = Store(store).newer_problem(exp.name, exp.key(requested), local_device_id(kind))
-    if problem:
-        raise UsageError(f"{problem}, or give another --store; nothing was measured")
 
 
 def busy_unstored(name: str, requested: dict, load: str | None) -> str:
@@ -470,13 +464,7 @@ def cmd_prune(args: argparse.Namespace, extra: list[str]) -> int:
             stale.append((path, f"unreadable: {problem.reason}"))
         elif why := stale_reason(m, REGISTRY.get(m.experiment)):
             stale.append((path, why))
-        elif wanted is not None and (
-            (
-                m.experiment,
-                json.dumps(REGISTRY[m.experiment].canonical(m.requested), sort_keys=True),
-            )
-            not in wanted
-        ):
+        elif wanted is not None and _request_id(m.experiment, m.requested) not in wanted:
             stale.append((path, "no page requests it (requests.json)"))
     if stale and not args.dry_run:
         writable_store(args.store, "nothing was deleted")
@@ -505,14 +493,20 @@ def _requested_by_pages(manifest: Path) -> set[tuple[str, str]]:
         if r["experiment"] not in REGISTRY:
             continue
         try:
-            canonical = REGISTRY[r["experiment"]].canonical(r["requested"])
+            wanted.add(_request_id(r["experiment"], r["requested"]))
         except ExperimentError as exc:
             raise UsageError(
                 f"request {i} of {manifest} is not valid: {exc}; nothing was deleted (a full "
                 "build, `nox -s docs`, writes the manifest anew)"
             ) from None
-        wanted.add((r["experiment"], json.dumps(canonical, sort_keys=True)))
     return wanted
+
+
+def _request_id(experiment: str, requested: dict) -> tuple[str, str]:
+    """(experiment, its canonical parameters as JSON): one request, however it was asked."""
+    from attention_docs.experiments.registry import REGISTRY
+
+    return experiment, json.dumps(REGISTRY[experiment].canonical(requested), sort_keys=True)
 
 
 def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:

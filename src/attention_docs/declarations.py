@@ -23,7 +23,7 @@ from attention_docs.experiments.registry import REGISTRY, Experiment
 from attention_docs.files import write_atomically
 from attention_docs.measurements.keys import PACKAGE_ROOT
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -90,18 +90,7 @@ def experiments(cache_dir: Path | None) -> dict[str, Experiment]:
         data = pickle.loads(path.read_bytes())
         if data["version"] == INDEX_VERSION and data["digest"] == digest:
             found = {
-                name: IndexedExperiment(
-                    name=name,
-                    summary=d["summary"],
-                    func=_declared_only,
-                    file=d["file"],
-                    params=d["params"],
-                    measures=d["measures"],
-                    estimate_bytes=None,
-                    imports=d["imports"],
-                    stored_fingerprint=d["fingerprint"],
-                    stored_sources=d["sources"],
-                )
+                name: IndexedExperiment(name=name, func=_declared_only, estimate_bytes=None, **d)
                 for name, d in data["experiments"].items()
             }
             _memo[cache_dir] = (digest, found)
@@ -116,8 +105,8 @@ def experiments(cache_dir: Path | None) -> dict[str, Experiment]:
             "params": dict(exp.params),
             "measures": exp.measures,
             "imports": exp.imports,
-            "fingerprint": exp.fingerprint(),
-            "sources": exp.source_files,
+            "stored_fingerprint": exp.fingerprint(),
+            "stored_sources": exp.source_files,
         }
         for name, exp in REGISTRY.items()
     }
@@ -150,9 +139,7 @@ def device_id(setting: str, cache_dir: Path | None, compute: Callable[[str], str
         known = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         known = {}
-    if not isinstance(known, dict):
-        known = {}
-    if isinstance(known.get(machine), str):
+    if isinstance(known, dict) and isinstance(known.get(machine), str):
         return known[machine]
     found = compute(setting)
     with contextlib.suppress(OSError):

@@ -1,20 +1,15 @@
-"""Many GPUs through Hugging Face Jobs: `python -m attention_docs fleet FLAVOR [FLAVOR ...]`.
+"""Many GPUs through Hugging Face Jobs: `python -m attention_docs fleet FLAVOR [FLAVOR ...]`
+(README.md, "Many GPUs", says what it does for a reader).
 
-One job per flavor runs tools/gpu_measure.py, a PEP 723 script (uv installs what its header
-pins, torch as constraints.txt pins it), on that flavor's machine, with this checkout's
-package as a wheel and the requests manifest in the order the pages need them. The job writes
-its archive into a read-write bucket volume (the account's private `jobs-artifacts` bucket,
-one folder per job); when every job has ended, each folder is brought back under
-`.cache/fleet/<stamp>/<flavor>/` and its archive imported into the store with the checks of
-`import-archive`. Nothing is lost on the way: an archive that cannot be imported stays where
-it was fetched, and the sentence says how to import it later; a job that failed or ran out of
-time still returns what it measured (gpu_measure.py rewrites its archive after every request).
+One job per flavor runs tools/gpu_measure.py (a PEP 723 script) with this checkout's package
+as a wheel and the requests manifest in the order the pages need them, and writes its
+archive into a read-write bucket volume (one folder per job). When every job has ended,
+each folder is fetched under `.cache/fleet/<stamp>/<flavor>/` and imported with the checks
+of `import-archive`; an archive that cannot be imported stays where it was fetched.
 
-Everything up to the network is plain code tested here (`job_specs`, the wheel, the manifest);
-the calls to the Hub are those of huggingface_hub's job API (`HfApi.run_uv_job`,
-`sync_job_volume`, `wait_for_job`, `sync_bucket`, `list_jobs_hardware`), never an HTTP client
-of our own. Without huggingface_hub, a token or a network the command says which in one
-sentence and exits with 2; `--dry-run` prints the jobs it would submit and submits none.
+Everything up to the network is plain code tested here (`job_specs`, the wheel, the
+manifest); the Hub is reached only through huggingface_hub's job API, never an HTTP client
+of our own.
 """
 
 from __future__ import annotations

@@ -23,12 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attention_docs.experiments.registry import (
-    COMPILE_S,
-    REGISTRY,
-    START_S,
-    Work,
-)
+from attention_docs.experiments.registry import COMPILE_S, REGISTRY, START_S, Work
 
 __all__ = ["COMPILE_S", "CORE", "DEFAULT", "START_S", "Work", "chapter_order", "run_order", "work"]
 

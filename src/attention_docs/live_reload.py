@@ -113,10 +113,10 @@ class ModuleReloader:
                 self.failed[name] = f"{type(exc).__name__}: {exc}"
                 continue
             reloaded.append(name)
-        for name in affected:
-            path = self._modules().get(name)
-            if path is not None and name in reloaded:
-                self.loaded[name] = _tokens(path) or ""
+        modules = self._modules()
+        for name in reloaded:
+            if name in modules:
+                self.loaded[name] = _tokens(modules[name]) or ""
         self.snapshot()
         if reloaded:
             log.info("reloaded %s", ", ".join(reloaded))

@@ -1,19 +1,13 @@
 # The MkDocs side of the measurement store. It configures `book.measure()` from mkdocs.yml
-# (and ATTENTION_DOCS_* variables set by `nox -s docs -- --refresh|--frozen|--device`),
-# rewrites the `@measurements/` link placeholder into page-relative links, publishes the
-# store (world-readable, byte-identical from one build to the next, notebooks included),
-# checks that every linked file exists, reports failed executed blocks by page with one root
-# cause per session, and writes the build summary. Only a full build — every page, not
-# `serve`, not `--dirty`, not a subset config, no failed block — rewrites the committed
-# requests manifest: a partial build would shrink it to the pages it saw.
-#
-# Speed: renderers are answered from a cache (build_cache.py), and under `mkdocs serve
-# --dirty` (what `nox -s serve` runs) an edit rebuilds only the pages it touches: a prose
-# edit its page; a library edit (src/ is watched) reloads the changed modules and rebuilds
-# the pages whose renderers, measured code or snippets include the file.
-#
-# It also finishes pages for readers (site_pages.py): links to .md files in executed output
-# are rewritten like the page's own, and notebook pages are slimmed, titled and linked.
+# (and the ATTENTION_DOCS_* variables `nox -s docs` sets), rewrites the `@measurements/`
+# link placeholder into page-relative links, publishes the store (world-readable,
+# byte-identical from one build to the next, notebooks included), checks that every linked
+# file exists, reports failed executed blocks by page with one root cause per session, and
+# writes the build summary. Only a full build — every page, not `serve`, not `--dirty`, not
+# a subset config, no failed block — rewrites the committed requests manifest: a partial
+# build would shrink it to the pages it saw. Under `mkdocs serve --dirty` an edit rebuilds
+# only the pages whose renderers, measured code or snippets include the file; site_pages.py
+# finishes pages for readers.
 from __future__ import annotations
 
 import hashlib
@@ -25,6 +19,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +38,7 @@ PLACEHOLDER = "@measurements/"
 SITE = "@site/"  # the site's root, as a link from the page (captions link to method/)
 DEVICE_SETTINGS = ("auto", "cpu", "cuda")
 SUMMARY_MARKER = "<!-- attention-docs:build-summary -->"
+YES = ("1", "true", "yes", "on")  # what turns an ATTENTION_DOCS_* switch on
 SNIPPET = re.compile(r"""--8<--\s+["']([^"'\n]+)["']""")
 
 
@@ -185,19 +181,18 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         mode = os.environ.get("ATTENTION_DOCS_MODE") or self.config.mode
         device = os.environ.get("ATTENTION_DOCS_DEVICE") or self.config.device
         prefer = tuple(self.config.prefer)
-        if _flag("ATTENTION_DOCS_THIS_MACHINE", False):
+        if os.environ.get("ATTENTION_DOCS_THIS_MACHINE", "").strip().lower() in YES:
             prefer = book.THIS_MACHINE
         self.cache_dir = root / self.config.cache_dir if self.config.cache_dir else None
-        if device not in DEVICE_SETTINGS:
-            raise PluginError(
-                f"attention-docs: device {device!r} is not one of {', '.join(DEVICE_SETTINGS)} "
-                "(set by --device or ATTENTION_DOCS_DEVICE)"
-            )
-        if mode not in book.MODES:
-            raise PluginError(
-                f"attention-docs: mode {mode!r} is not one of {', '.join(book.MODES)} "
-                "(set by ATTENTION_DOCS_MODE)"
-            )
+        for what, value, allowed, source in (
+            ("device", device, DEVICE_SETTINGS, "--device or ATTENTION_DOCS_DEVICE"),
+            ("mode", mode, book.MODES, "ATTENTION_DOCS_MODE"),
+        ):
+            if value not in allowed:
+                raise PluginError(
+                    f"attention-docs: {what} {value!r} is not one of {', '.join(allowed)} "
+                    f"(set by {source})"
+                )
         if device == "cuda":
             # One line now, rather than the same error from every block that measures.
             from attention_docs.profiling.device import DeviceError, resolve_device
@@ -359,16 +354,6 @@ def _seconds(variable: str, default: float) -> float:
             f"attention-docs: {variable}={text!r} is not a number of seconds (0 or more)"
         )
     return value
-
-
-def _flag(variable: str, default: bool) -> bool:
-    """A yes/no setting that an environment variable (1/0, true/false) may override."""
-    value = os.environ.get(variable, "").strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    return default
 
 
 def _short(paths: list[Path]) -> str:
@@ -628,6 +613,11 @@ def _device_item(device_id: str, row: dict, used: int) -> str:
     )
 
 
+def _section(intro: str, items: list[str]) -> str:
+    """Closes the list before it, then a paragraph and its own list (left open)."""
+    return f"</ul><p>{intro}</p><ul>" + "".join(f"<li>{item}</li>" for item in items)
+
+
 def summary_html(fetches, build_log, store: Path | None = None) -> str:
     """The index page's account of this build: where each measurement came from."""
     import html
@@ -642,29 +632,25 @@ def summary_html(fetches, build_log, store: Path | None = None) -> str:
     if not on_gpu and book.settings().device == "auto":
         local += " (no CUDA device found)"
     torch_version = importlib.metadata.version("torch")
-    used: dict[str, int] = {}
-    for f in fetches:
-        used[f.device_id] = used.get(f.device_id, 0) + 1
+    used = Counter(f.device_id for f in fetches)
     held = store_devices(store) if store else {}
     items = "".join(_device_item(d, row, used.get(d, 0)) for d, row in held.items())
     busy = sorted({(f.experiment, f.busy) for f in fetches if f.busy})
     if busy:
-        listed = "".join(
-            f"<li><code>{html.escape(e)}</code>: {html.escape(why)}</li>" for e, why in busy
-        )
-        items += (
-            "</ul><p><strong>Measured on a busy machine</strong> (other work competed, and "
-            "again after waiting for the machine to calm; their captions say so, and their "
-            f"timings are less trustworthy):</p><ul>{listed}"
+        items += _section(
+            "<strong>Measured on a busy machine</strong> (other work competed, and again after "
+            "waiting for the machine to calm; their captions say so, and their timings are less "
+            "trustworthy):",
+            [f"<code>{html.escape(e)}</code>: {html.escape(why)}" for e, why in busy],
         )
     if build_log.mixed:
-        listed = "".join(
-            f"<li>{html.escape(page)}: {html.escape(', '.join(sorted(devices)))}</li>"
-            for page, devices in sorted(build_log.mixed.items())
-        )
-        items += (
-            "</ul><p><strong>Pages that show more than one device</strong> (the store lacked "
-            f"an entry on the page's own device; each caption names its device):</p><ul>{listed}"
+        items += _section(
+            "<strong>Pages that show more than one device</strong> (the store lacked an entry "
+            "on the page's own device; each caption names its device):",
+            [
+                html.escape(f"{page}: {', '.join(sorted(devices))}")
+                for page, devices in sorted(build_log.mixed.items())
+            ],
         )
     problems = ""
     if build_log.problems:

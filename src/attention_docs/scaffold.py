@@ -359,8 +359,7 @@ def _check_words(slug: str, title: str | None) -> None:
 
 def _write_all(writes: dict[Path, str], slug: str, root: Path) -> None:
     """Write every file of `writes`, or none: on a failure, files written so far are removed
-    (new ones) or given back their text (mkdocs.yml), and folders
-    made for them are removed."""
+    (new ones) or given back their text (mkdocs.yml), and folders made for them removed."""
     undo: list[tuple[Path, str | None]] = []
     made: list[Path] = []
     try:

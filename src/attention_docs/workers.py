@@ -1,33 +1,27 @@
 # Where experiments run: each in a process of its own (DESIGN principle 6), started quickly.
-# This module is the one worker path: `run_worker` (what a build, `run` and the GPU tool
-# call) sends a job here, and the worker process calls the runner directly
-# (experiments/runner.py), never the command line.
+# `run_worker` (what a build, `run` and the GPU tool call) sends a job here, and the worker
+# process calls the runner directly (experiments/runner.py), never the command line.
 #
-# Starting a new interpreter costs about 2-3 s before the experiment begins (importing torch)
-# and another 2-3 s in every experiment that compiles or profiles (importing Dynamo and
-# Inductor; torch.profiler imports Dynamo): on a cold build of 34 experiments that is two
-# minutes of imports. So on Linux one *worker server* imports those libraries once, and
-# forks a fresh child for each experiment. Each request names what its experiment imports
-# before it starts (its declaration's `imports`: everything, unless it neither profiles nor
-# compiles); the server imports what it lacks of them before forking and keeps them, so a
-# build pays each import once and a server that only runs light experiments never pays for
-# Dynamo. Every worker, forked or new, starts the experiment with them imported (the runner
-# imports them otherwise): no experiment's first compile or first profiled call times an
-# import, whichever path ran it, and whatever ran before it. A child starts with no CUDA
-# context, no allocator state and nothing compiled: the server never runs a torch operation,
-# never initialises CUDA and never imports this package's measured code (a child imports it
-# afresh from disk, so an edit under `mkdocs serve` is measured as edited). What a child is
-# given is what a new process would be: the requester's working folder and environment at
-# the time of the request.
+# A new interpreter costs 2-3 s before the experiment begins (importing torch), and another
+# 2-3 s in every experiment that compiles or profiles (Dynamo and Inductor): two minutes of
+# imports on a cold build. So on Linux one *worker server* imports them once and forks a
+# fresh child per experiment. Each request names what its experiment imports before it
+# starts (its declaration's `imports`); the server imports what it lacks of them before
+# forking and keeps them, so no experiment's first compile or profiled call times an import,
+# whichever path ran it. A child starts with no CUDA context, no allocator state and nothing
+# compiled: the server never runs a torch operation and never imports this package's
+# measured code (a child imports it afresh from disk, so an edit under `mkdocs serve` is
+# measured as edited). A child gets what a new process would: the requester's working folder
+# and environment at the time of the request.
 #
 # The server reads one JSON request per line and answers with the child's pid, then with its
-# exit code and the child's outcome. A worker's outcome (stored, or refused and why) is data:
-# a JSON object it writes into a pipe whose write end the job names (`outcome_fd`), never a
-# line of its output to be parsed; its output is only shown to the reader when it failed. It ends when its requester closes the pipe (or exits) — and a child still
-# running then is killed first, so that a build that was stopped (Ctrl-C, a kill) writes
-# nothing into the store afterwards. Where fork is not safe (macOS, Windows), or the server
-# cannot start, each experiment gets a new interpreter (`python -m attention_docs.workers
-# JOB`), which on Linux the kernel stops when its requester dies.
+# exit code and outcome. A worker's outcome (stored, or refused and why) is a JSON object it
+# writes into a pipe the job names (`outcome_fd`), never a line of output to be parsed; its
+# output is shown only when it failed. The server ends when its requester closes the pipe
+# (or exits), killing a child still running, so a stopped build writes nothing into the
+# store afterwards. Where fork is not safe (macOS, Windows), or the server cannot start,
+# each experiment gets a new interpreter (`python -m attention_docs.workers JOB`), which on
+# Linux the kernel stops when its requester dies.
 from __future__ import annotations
 
 import atexit
@@ -355,7 +349,8 @@ def _server() -> _Server | None:
         return None
     with _current_lock:
         if _current is not None and not _current.current():
-            _stop_unlocked()
+            _current.close()
+            _current = None
         if _current is None:
             try:
                 _current = _Server()
@@ -364,16 +359,12 @@ def _server() -> _Server | None:
         return _current
 
 
-def _stop_unlocked() -> None:
-    global _current  # noqa: PLW0603
-    if _current is not None:
-        _current.close()
-        _current = None
-
-
 def _stop_server() -> None:
+    global _current  # noqa: PLW0603
     with _current_lock:
-        _stop_unlocked()
+        if _current is not None:
+            _current.close()
+            _current = None
 
 
 atexit.register(_stop_server)

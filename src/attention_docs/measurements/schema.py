@@ -1,14 +1,12 @@
 # The Measurement record: everything an experiment observed, as plain JSON-ready data. It is
 # the only thing that crosses from the worker process to the pages, so it must round-trip
 # exactly. Bump SCHEMA_VERSION whenever a field changes meaning; older files are then
-# reported and re-measured instead of being misread, except where a version can be read
+# reported and re-measured instead of being misread, except where a version reads
 # losslessly: version 1 lacked the device id and the load, version 2 had no Timing cells in
-# tables. Version 4's Timing keeps only its
-# rounds (what it states is derived from them), and its provenance may say what malloc did
-# with freed memory: a version-3 file is read as version 4 by keeping its timings' rounds
-# (their median and interquartile range are derived now) — a key measured the old way is
-# stale anyway, but `show`, `prune` and the tests' second device can still read it. A newer
-# version's file is NewerSchemaError: named, and kept for the checkout that can read it.
+# tables, version 3's Timing stored a median and IQR that version 4 derives from its rounds
+# (version 4's provenance may also name the allocator's behaviour). A key measured the old
+# way is stale anyway, but `show`, `prune` and the tests' second device can still read it. A newer version's file is NewerSchemaError: named, and
+# kept for the checkout that can read it.
 from __future__ import annotations
 
 import dataclasses
@@ -95,8 +93,19 @@ class Provenance:
         )
 
 
+class _Flat:
+    """A record of scalars: its JSON is its fields."""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping):
+        return cls(**data)
+
+
 @dataclass(frozen=True)
-class StepStat:
+class StepStat(_Flat):
     """One labelled step (`attention.softmax`, ...), averaged per forward."""
 
     label: str
@@ -106,16 +115,9 @@ class StepStat:
     flops: float  # from the cost model
     bytes: float  # minimum bytes moved, from the cost model
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> StepStat:
-        return cls(**data)
-
 
 @dataclass(frozen=True)
-class OpStat:
+class OpStat(_Flat):
     """One op or kernel name, per forward."""
 
     name: str
@@ -124,13 +126,6 @@ class OpStat:
     self_us: float
     total_us: float
     flops: float | None = None  # torch.profiler's own count, where it reports one
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> OpStat:
-        return cls(**data)
 
 
 def _cell_to_json(cell: Any) -> Any:

@@ -1,13 +1,11 @@
 # The measurement store: one JSON file per (experiment, key, device), with the gzipped
 # Chrome trace beside it. The device is named (`cuda-h200`, `cpu-amd-epyc`), not only its
-# kind, so that entries from several GPUs live side by side. Writes are atomic (temporary
-# file + rename, mode 0644 so that the published copy is world-readable) and serialised by a
-# file lock, so two builds at once never leave a half-written entry. A file that cannot be
-# read is reported by name and treated as missing, so the caller re-measures it — except a
-# file a newer version of attention_docs wrote (NewerSchemaError): it is reported as not
-# usable here, and left alone. `put` refuses to overwrite it (it raises, before writing the
-# entry or its trace) rather than putting the fresh entry aside under another name, where
-# nothing would find it: the sentence says to update the checkout, and nothing is lost.
+# kind, so that entries from several GPUs live side by side. Writes are atomic and
+# serialised by a file lock, so two builds at once never leave a half-written entry. A file
+# that cannot be read is reported by name and treated as missing, so the caller re-measures
+# it — except one a newer version of attention_docs wrote (NewerSchemaError), which is left
+# alone: `put` refuses to overwrite it rather than store the fresh entry where nothing would
+# find it.
 from __future__ import annotations
 
 import json
@@ -218,9 +216,8 @@ class Store:
             return done  # nothing to rename: a read-only store is fine
         with self._lock():
             for path in legacy:
-                try:
-                    m = Measurement.loads(path.read_text(encoding="utf-8"))
-                except (SchemaError, OSError, UnicodeDecodeError):
+                m = self._readable(path)
+                if m is None:
                     continue
                 target = self.path(m.experiment, m.key, m.device_id)
                 version = _newer_file(target)
@@ -263,15 +260,9 @@ class Store:
 def stale_reason(measurement: Measurement, experiment) -> str | None:
     """Why the stored `measurement` is stale, or None when it is current: the one rule that
     `prune` deletes by, `import-archive` leaves entries out by, and a frozen build names
-    when it finds only such an entry for a request.
-
-    `experiment` is the Experiment of the measurement's name as the code declares it now, or
-    None when there is none. Stale: no such experiment; the code it measured has changed
-    (its fingerprint is not the code's now, whatever its key says); its parameters are not
-    the experiment's now; or its key is not the one this code gives its parameters (an
-    older measuring method, or parameters given at their default, which share the
-    default's key).
-    """
+    when it finds only such an entry for a request. `experiment` is the Experiment of the
+    measurement's name as the code declares it now, or None when there is none; the code's
+    fingerprint decides, whatever the entry's key says."""
     if experiment is None:
         return f"experiment {measurement.experiment} no longer exists"
     now = experiment.fingerprint()

@@ -9,7 +9,7 @@ import json
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from statistics import median
 
 # Chrome-trace categories -> our span kinds. Anything else (python functions, instant
@@ -49,17 +49,7 @@ class Span:
         return self.start_us + self.dur_us
 
     def to_json(self) -> list:
-        return [
-            self.name,
-            self.kind,
-            self.lane,
-            self.start_us,
-            self.dur_us,
-            self.depth,
-            self.self_us,
-            self.flow,
-            self.step,
-        ]
+        return [getattr(self, f.name) for f in fields(self)]
 
     @classmethod
     def from_json(cls, row: list) -> Span:
@@ -123,17 +113,13 @@ def _ns(us: float) -> float:
 
 
 def _shift(span: Span, by: float) -> Span:
-    return Span(
-        span.name,
-        span.kind,
-        span.lane,
-        _ns(span.start_us + by),
-        span.dur_us,
-        span.depth,
-        span.self_us,
-        span.flow,
-        span.step,
-    )
+    return replace(span, start_us=_ns(span.start_us + by))
+
+
+def _is_step(event: Mapping) -> bool:
+    """A profiler step's own span (its GPU annotation has the same name)."""
+    name, category = str(event.get("name", "")), event.get("cat")
+    return name.startswith(STEP_PREFIX) and category != "gpu_user_annotation"
 
 
 def trim_chrome(chrome: Mapping) -> dict:
@@ -142,13 +128,7 @@ def trim_chrome(chrome: Mapping) -> dict:
     Metadata events that name processes and threads are kept so viewers label lanes.
     """
     events = chrome.get("traceEvents", [])
-    steps = [
-        e
-        for e in events
-        if e.get("ph") == "X"
-        and str(e.get("name", "")).startswith(STEP_PREFIX)
-        and e.get("cat") != "gpu_user_annotation"
-    ]
+    steps = [e for e in events if e.get("ph") == "X" and _is_step(e)]
     if not steps:
         return dict(chrome)
     lo = min(e["ts"] for e in steps)
@@ -206,15 +186,7 @@ def _parse(events: list[Mapping]) -> Trace:
         return Trace(spans=(), lanes=())
     lane_of = _lane_names(timed)
     origin = min(float(e["ts"]) for e in timed)
-    steps_raw = sorted(
-        (
-            e
-            for e in timed
-            if str(e.get("name", "")).startswith(STEP_PREFIX)
-            and e.get("cat") != "gpu_user_annotation"
-        ),
-        key=lambda e: e["ts"],
-    )
+    steps_raw = sorted((e for e in timed if _is_step(e)), key=lambda e: e["ts"])
     step_bounds = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in steps_raw]
     step_ids = [int(str(e["name"]).removeprefix(STEP_PREFIX)) for e in steps_raw]
 
@@ -225,12 +197,11 @@ def _parse(events: list[Mapping]) -> Trace:
         return None
 
     # CPU spans first: their step is where they start; a kernel inherits its launch's step.
-    raw: list[tuple[Mapping, str]] = []
-    for e in timed:
-        kind = KINDS.get(e.get("cat", ""))
-        if kind is None or str(e.get("name", "")).startswith(STEP_PREFIX):
-            continue
-        raw.append((e, kind))
+    raw = [
+        (e, KINDS[e.get("cat", "")])
+        for e in timed
+        if e.get("cat", "") in KINDS and not str(e.get("name", "")).startswith(STEP_PREFIX)
+    ]
     step_of_flow: dict[int, int | None] = {}
     for e, kind in raw:
         if kind not in GPU_KINDS:
@@ -242,10 +213,8 @@ def _parse(events: list[Mapping]) -> Trace:
     for e, kind in raw:
         correlation = (e.get("args") or {}).get("correlation")
         ts = float(e["ts"])
-        if kind in GPU_KINDS:
-            step = step_of_flow.get(correlation) if correlation is not None else step_at(ts)
-        else:
-            step = step_at(ts)
+        gpu_launched = kind in GPU_KINDS and correlation is not None
+        step = step_of_flow.get(correlation) if gpu_launched else step_at(ts)
         lane = lane_of[(e.get("pid"), e.get("tid"))]
         by_lane[lane].append(
             Span(
@@ -287,17 +256,7 @@ def _nest(spans: list[Span]) -> list[Span]:
         depth_of.append(len(stack))
         stack.append(i)
     return [
-        Span(
-            s.name,
-            s.kind,
-            s.lane,
-            s.start_us,
-            s.dur_us,
-            depth_of[i],
-            _ns(max(s.dur_us - child_time[i], 0.0)),
-            s.flow,
-            s.step,
-        )
+        replace(s, depth=depth_of[i], self_us=_ns(max(s.dur_us - child_time[i], 0.0)))
         for i, s in enumerate(ordered)
     ]
 
@@ -412,22 +371,16 @@ def has_gpu_work(trace: Trace) -> bool:
 
 
 def kernel_time_us(trace: Trace, labels: Iterable[str]) -> dict[str, float] | None:
-    """Per labelled range: the summed durations of the GPU work it launched (kernel clock).
+    """Per labelled range (attributed as `attribute` says): the summed durations of the GPU
+    work it launched, in microseconds (0.0 for a label that launched nothing); None when the
+    trace has no GPU work at all: a CPU trace has no kernel clock, and callers use the CPU
+    time of the ranges instead (`step_span_times`'s `cpu_us`). For one profiler step, pass
+    `trace.in_step(n)`.
 
     GPU work is kernels, memcpys and memsets: a copy occupies its stream like a kernel, and
-    leaving it out would make a step that copies look faster than it is. `op_stats` lists
-    each by name. Ranges are attributed as `attribute` says, so `attention.backward` counts
-    the kernels the autograd thread launched. Durations are summed, not merged: work on two
-    streams at once counts twice, as busy GPU time, not as elapsed time.
-
-    Args:
-        trace: A trace (for one profiler step: `trace.in_step(n)`).
-        labels: Range names.
-
-    Returns:
-        Microseconds per label (0.0 for a label that launched nothing), or None when the
-        trace has no GPU work at all: on a CPU trace there is no kernel clock, and callers
-        use the CPU time of the ranges instead (`step_span_times`'s `cpu_us`).
+    leaving it out would make a step that copies look faster than it is. Durations are
+    summed, not merged: work on two streams at once counts twice, as busy GPU time, not as
+    elapsed time.
     """
     if not has_gpu_work(trace):
         return None
