@@ -13,6 +13,7 @@ from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import (
     COUNTED,
     MODEL,
+    MODEL_DEVICE,
     PROFILED,
     UNPROFILED,
     Fact,
@@ -35,7 +36,6 @@ PEAK = "peak memory, forward + backward"
 SAVED = "bytes kept for the backward"
 NODE = "autograd node time per step"
 SLOPE = "log-log slope of kept bytes against seq_len"
-ANALYTIC = "analytic model"  # the device of a count that depends on the shape alone
 # Implementations whose backward recomputes the probabilities from the log-sum-exp.
 FUSED = ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn")
 PASSES = ("forward", "backward")
@@ -85,7 +85,7 @@ def _flop_ratio(m: Measurement, r: dict) -> Fact:
         value, clock, device = r["backward_flops"] / r["forward_flops"], COUNTED, m.device_id
     else:
         value = backward_model.flop_ratio(shape(m), recompute=name in FUSED)
-        clock, device = MODEL, ANALYTIC
+        clock, device = MODEL, MODEL_DEVICE
     return Fact(Quantity(FLOP_RATIO, name, device, clock, shape(m)), value, "×")
 
 

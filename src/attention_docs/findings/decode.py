@@ -12,7 +12,15 @@ from attention_docs.analytic import cost
 from attention_docs.analytic import decode as decode_model
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import MODEL, PROFILED, UNPROFILED, Fact, Quantity, llc_fact
+from attention_docs.findings.facts import (
+    MODEL,
+    MODEL_DEVICE,
+    PROFILED,
+    UNPROFILED,
+    Fact,
+    Quantity,
+    llc_fact,
+)
 from attention_docs.findings.forecast import Check, check, forecast
 from attention_docs.findings.share import Largest, largest, shares
 from attention_docs.findings.trend import end_to_end
@@ -136,7 +144,7 @@ def _rate(q: Quantity, amount: float, t: Timing, unit: str) -> Fact:
 
 def _model(metric: str, subject: str, shape: Shape, value, unit: str, *, detail="") -> Fact:
     """A value the cost model computes from the shape alone: one fact on every device."""
-    return Fact(Quantity(metric, subject, "model", MODEL, shape, detail), value, unit)
+    return Fact(Quantity(metric, subject, MODEL_DEVICE, MODEL, shape, detail), value, unit)
 
 
 def step_time(m: Measurement, p: Point) -> Fact | None:

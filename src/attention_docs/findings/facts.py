@@ -27,7 +27,7 @@ PUBLISHED = "published"  # quoted from a paper (device `paper:...`): cited, not 
 CLOCKS = (UNPROFILED, PROFILED, KERNEL, MODEL, SPEC, COUNTED, NUMERIC, PUBLISHED)
 # The device of a MODEL quantity computed from a shape or a parameter alone: it holds on every
 # device, so every device's page states it with the same id.
-MODEL_DEVICE = "model"
+MODEL_DEVICE = "analytic"
 
 
 class DevicesDifferError(ValueError):

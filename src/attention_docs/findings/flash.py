@@ -28,6 +28,7 @@ from attention_docs.findings.facts import (
     COUNTED,
     KERNEL,
     MODEL,
+    MODEL_DEVICE,
     NUMERIC,
     PROFILED,
     PUBLISHED,
@@ -45,7 +46,6 @@ from attention_docs.records.device import SpecSheet
 from attention_docs.records.published import dataset
 from attention_docs.records.shape import Shape
 
-ANALYTIC = "analytic"  # the device of a count that depends on the shape alone
 ERROR = "relative error"  # the unit of a relative error (render/words says it)
 USEFUL = "4·b·h·d FLOPs per visible (query, key) pair ÷ time"
 TRAFFIC_RATE = "modelled bytes ÷ time"
@@ -64,7 +64,7 @@ class _On:
 
 def _model(metric: str, subject: str, shape: Shape, value, unit: str, *, detail="") -> Fact:
     """A count of the analytic model at `shape`: the same on every device."""
-    return _On(ANALYTIC, shape)(metric, subject, MODEL, value, unit, detail=detail)
+    return _On(MODEL_DEVICE, shape)(metric, subject, MODEL, value, unit, detail=detail)
 
 
 def _timed(times: Measurement | None, name: str, shape: Shape, device: str = "") -> Fact | None:

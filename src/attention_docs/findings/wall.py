@@ -16,7 +16,15 @@ from attention_docs.findings import forward as ffwd
 from attention_docs.findings import memory as fmemory
 from attention_docs.findings import share, trend
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import COUNTED, MODEL, PROFILED, UNPROFILED, Fact, Quantity
+from attention_docs.findings.facts import (
+    COUNTED,
+    MODEL,
+    MODEL_DEVICE,
+    PROFILED,
+    UNPROFILED,
+    Fact,
+    Quantity,
+)
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -30,7 +38,9 @@ SWEEP_NAMES = ("seq_len", "tokens", "heads", "head_dim")
 # What "the wall" means here, as the pages state it: each doubling of seq_len multiplies the
 # time by at least 2^QUADRATIC, over the rounds' whole range.
 WALL_STEP = Fact(
-    Quantity("time per doubling", "the quadratic wall", "analytic", MODEL), 2**trend.QUADRATIC, "×"
+    Quantity("time per doubling", "the quadratic wall", MODEL_DEVICE, MODEL),
+    2**trend.QUADRATIC,
+    "×",
 )
 
 
@@ -47,7 +57,7 @@ class Point:
 
 def flops(s: Shape) -> Fact:
     return Fact(
-        Quantity("matmul FLOPs", NAIVE, fmemory.ANALYTIC, MODEL, s),
+        Quantity("matmul FLOPs", NAIVE, MODEL_DEVICE, MODEL, s),
         attention_flops(*s.dims),
         "FLOP",
     )
@@ -200,7 +210,7 @@ def change(m: Measurement, a: Point, b: Point) -> tuple[str, Comparison, bool]:
 
 def ratio(m: Measurement, metric: str, a: Point, b: Point, field: str) -> Fact:
     """b's `field` ("peak" counted, "flops" the model's) over a's, as a fact."""
-    clock, device = (MODEL, fmemory.ANALYTIC) if field == "flops" else (COUNTED, m.device_id)
+    clock, device = (MODEL, MODEL_DEVICE) if field == "flops" else (COUNTED, m.device_id)
     q = Quantity(metric, NAIVE, device, clock, None, f"{a.shape.key()} → {b.shape.key()}")
     return Fact(q, getattr(b, field).value / getattr(a, field).value, "×")
 
