@@ -13,13 +13,12 @@ from attention_docs.analytic import decode as decode_model
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import (
-    MODEL,
-    MODEL_DEVICE,
     PROFILED,
     UNPROFILED,
     Fact,
     Quantity,
     llc_fact,
+    model_fact,
 )
 from attention_docs.findings.forecast import Check, check, forecast
 from attention_docs.findings.share import Largest, largest, shares
@@ -142,11 +141,6 @@ def _rate(q: Quantity, amount: float, t: Timing, unit: str) -> Fact:
     )
 
 
-def _model(metric: str, subject: str, shape: Shape, value, unit: str, *, detail="") -> Fact:
-    """A value the cost model computes from the shape alone: one fact on every device."""
-    return Fact(Quantity(metric, subject, MODEL_DEVICE, MODEL, shape, detail), value, unit)
-
-
 def step_time(m: Measurement, p: Point) -> Fact | None:
     """The unprofiled time of one step of one layer, with its rounds' range."""
     return Fact.of_timing(_quantity(m, p, STEP_TIME), p.time) if p.time else None
@@ -188,7 +182,9 @@ def working_set(p: Point) -> Fact:
     """What one timed call of the point cycles through: its layers' K and V caches (cost
     model), each read once per call."""
     value, what = p.cost.cache_bytes * p.layers, "working set of a timed call"
-    return _model(what, "K and V, every layer", p.shape, value, "B", detail=f"{p.layers} layers")
+    return model_fact(
+        what, "K and V, every layer", p.shape, value, "B", detail=f"{p.layers} layers"
+    )
 
 
 def cache_resident(points: list[Point], ceilings: Measurement | None) -> Fact | None:
@@ -203,12 +199,12 @@ def cache_resident(points: list[Point], ceilings: Measurement | None) -> Fact | 
 
 def cache_size(p: Point) -> Fact:
     """The K and V cache of one layer (cost model)."""
-    return _model("K/V cache size", "K and V", p.shape, p.cost.cache_bytes, "B")
+    return model_fact("K/V cache size", "K and V", p.shape, p.cost.cache_bytes, "B")
 
 
 def intensity(p: Point) -> Fact:
     """FLOPs per byte the step must move (cost model)."""
-    return _model(INTENSITY, "decode step", p.shape, p.cost.intensity, "FLOP/B")
+    return model_fact(INTENSITY, "decode step", p.shape, p.cost.intensity, "FLOP/B")
 
 
 @dataclass(frozen=True)
@@ -253,7 +249,7 @@ def bytes_test(m: Measurement, more: Point, fewer: Point) -> BytesTest | None:
         return None
     ratio = more.cost.bytes / fewer.cost.bytes
     subject, at = f"{more.label} ÷ {fewer.label}", fewer.shape.key()
-    fact = _model("bytes moved, ratio", subject, more.shape, ratio, "×", detail=at)
+    fact = model_fact("bytes moved, ratio", subject, more.shape, ratio, "×", detail=at)
     c = compare(fewer.time, more.time)
     side = "short" if c.high < ratio else "beyond" if c.low > ratio else "within"
     return BytesTest(more, fewer, fact, c, side)
@@ -371,8 +367,8 @@ def mode_costs(m: Measurement, mode: str) -> tuple[Fact, Fact, Fact]:
     flops, moved = useful_flops(m), moved_bytes(m, mode)
     return (
         _rate(_mode_quantity(m, "useful FLOP rate", mode), flops, _times(m)[mode], "FLOP/s"),
-        _model("bytes moved", mode, prompt_shape(m), moved, "B"),
-        _model(INTENSITY, mode, prompt_shape(m), flops / moved, "FLOP/B"),
+        model_fact("bytes moved", mode, prompt_shape(m), moved, "B"),
+        model_fact(INTENSITY, mode, prompt_shape(m), flops / moved, "FLOP/B"),
     )
 
 
@@ -385,7 +381,7 @@ def prefill_speed(m: Measurement) -> tuple[Quantity, Comparison]:
 def bytes_ratio(m: Measurement) -> Fact:
     """How many times prefill's bytes decode must move (cost model)."""
     value = moved_bytes(m, DECODE) / moved_bytes(m, PREFILL)
-    return _model("bytes ratio", "decode vs prefill", prompt_shape(m), value, "×")
+    return model_fact("bytes ratio", "decode vs prefill", prompt_shape(m), value, "×")
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,13 @@ def recorded(
     return Fact(Quantity(metric, subject, device_id, clock, Shape.of(params)), value, unit)
 
 
+def model_fact(
+    metric: str, subject: str, shape: Shape | None, value: float, unit: str, *, detail: str = ""
+) -> Fact:
+    """A value the analytic model computes from the shape alone: one fact on every device."""
+    return Fact(Quantity(metric, subject, MODEL_DEVICE, MODEL, shape, detail), value, unit)
+
+
 def llc_fact(facts: dict, device_id: str) -> Fact | None:
     """The last-level cache a measurement recorded (`llc_level`, `llc_bytes` among its
     facts: profiling/cache.py), or None where it recorded none."""

@@ -27,14 +27,13 @@ from attention_docs.findings.compare import compare
 from attention_docs.findings.facts import (
     COUNTED,
     KERNEL,
-    MODEL,
-    MODEL_DEVICE,
     NUMERIC,
     PROFILED,
     PUBLISHED,
     UNPROFILED,
     Fact,
     Quantity,
+    model_fact,
 )
 from attention_docs.findings.forecast import RANGE_OF_FLASH, Check, check, forecast, measured_on
 from attention_docs.findings.forecast import realistic as forecast_range
@@ -60,11 +59,6 @@ class _On:
 
     def __call__(self, metric, subject, clock, value, unit, *, detail: str = "") -> Fact:
         return Fact(Quantity(metric, subject, self.device, clock, self.shape, detail), value, unit)
-
-
-def _model(metric: str, subject: str, shape: Shape, value, unit: str, *, detail="") -> Fact:
-    """A count of the analytic model at `shape`: the same on every device."""
-    return _On(MODEL_DEVICE, shape)(metric, subject, MODEL, value, unit, detail=detail)
 
 
 def _timed(times: Measurement | None, name: str, shape: Shape, device: str = "") -> Fact | None:
@@ -192,8 +186,8 @@ def traffic(m: Measurement, times: Measurement) -> list[Traffic]:
         out.append(
             Traffic(
                 model,
-                _model("modelled bytes", model, shape, moved, "B"),
-                _model("modelled bytes ratio", f"{model} vs naive", shape, ratio, "×"),
+                model_fact("modelled bytes", model, shape, moved, "B"),
+                model_fact("modelled bytes ratio", f"{model} vs naive", shape, ratio, "×"),
                 achieved,
             )
         )
@@ -298,8 +292,8 @@ def phases(m: Measurement) -> list[Phase]:
                 s.label,
                 s.calls,
                 on("share of profiled time", s.label, PROFILED, share, "%", detail=tiles),
-                _model("modelled FLOPs", s.label, shape, s.flops, "FLOP", detail=tiles),
-                _model("modelled bytes", s.label, shape, s.bytes, "B", detail=tiles),
+                model_fact("modelled FLOPs", s.label, shape, s.flops, "FLOP", detail=tiles),
+                model_fact("modelled bytes", s.label, shape, s.bytes, "B", detail=tiles),
             )
         )
     return out
@@ -340,12 +334,14 @@ def block_sweep(m: Measurement) -> BlockSweep:
         rows.append(
             Block(
                 b,
-                _model("score tiles computed", loop, shape, r["tiles_computed"], ""),
-                _model("computed share of scores", loop, shape, r["scores_computed"], "%"),
+                model_fact("score tiles computed", loop, shape, r["tiles_computed"], ""),
+                model_fact("computed share of scores", loop, shape, r["scores_computed"], "%"),
                 Fact.of_timing(time, r["time"]) if ok else None,
                 _On(dev, shape)("peak memory", loop, COUNTED, r["peak_bytes"], "B") if ok else None,
-                _model("modelled bytes", f"fused kernel, {tiles}", shape, r["fused_bytes"], "B"),
-                _model("on-chip bytes per program", tiles, shape, r["tile_working_set"], "B"),
+                model_fact(
+                    "modelled bytes", f"fused kernel, {tiles}", shape, r["fused_bytes"], "B"
+                ),
+                model_fact("on-chip bytes per program", tiles, shape, r["tile_working_set"], "B"),
             )
         )
     ranking = rank(timings) if timings else None
@@ -498,7 +494,7 @@ def generations(
         return tuple(of(metric, v + vs, x, unit) for v, x in zip(versions, values, strict=True))
 
     def model(metric: str, subject: str, value: float, unit: str) -> Fact:
-        return _model(metric, subject, shape, value, unit)
+        return model_fact(metric, subject, shape, value, unit)
 
     progs = (programs(*shape.dims[:3]), programs(*shape.dims[:3], block_q))
     rescale = output_rescale_flops(*shape.dims, block_q=block_q, block_k=block_k, **mask)
@@ -571,10 +567,12 @@ def tiles(gpu_sheet: SpecSheet | None = None, shape: Shape = gpu.FORECAST_SHAPE)
         rows.append(
             TileRow(
                 fit,
-                _model("shared-memory bytes per program", tile, shape, fit.shared, "B"),
-                _model("register bytes per program", tile, shape, fit.registers, "B"),
-                _model("modelled bytes", subject, shape, moved, "B", detail=PER_QUERY_TILE),
-                _model("modelled bytes ratio", f"naive vs {subject}", shape, naive / moved, "×"),
+                model_fact("shared-memory bytes per program", tile, shape, fit.shared, "B"),
+                model_fact("register bytes per program", tile, shape, fit.registers, "B"),
+                model_fact("modelled bytes", subject, shape, moved, "B", detail=PER_QUERY_TILE),
+                model_fact(
+                    "modelled bytes ratio", f"naive vs {subject}", shape, naive / moved, "×"
+                ),
             )
         )
     cap = forecast("shared memory per block", g.label, g, capacity, "B")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic import memory as amem
-from attention_docs.findings.facts import COUNTED, MODEL, MODEL_DEVICE, Fact, Quantity
+from attention_docs.findings.facts import COUNTED, MODEL, Fact, Quantity, model_fact
 from attention_docs.findings.forecast import Check, check, forecast
 from attention_docs.findings.trend import table_slopes
 from attention_docs.measurements.forward import NAIVE
@@ -62,7 +62,7 @@ def peak_fact(m: Measurement, value: float | None, s: Shape, detail: str = ABOVE
 def model_peak(s: Shape, *, with_inputs: bool = False) -> Fact:
     p = _model(s)
     detail, value = ("with the inputs", p.total_bytes) if with_inputs else (ABOVE, p.peak_bytes)
-    return Fact(Quantity(PEAK, NAIVE, MODEL_DEVICE, MODEL, s, detail), value, "B")
+    return model_fact(PEAK, NAIVE, s, value, "B", detail=detail)
 
 
 # One of the model's parts: its metric, subject and PeakModel field.
@@ -76,7 +76,7 @@ PARTS = {
 def matrix(s: Shape, part: str = "matrix") -> Fact:
     """One of the model's parts in bytes: "matrix" (one N×N score matrix), "mask", "output"."""
     metric, subject, field = PARTS[part]
-    return Fact(Quantity(metric, subject, MODEL_DEVICE, MODEL, s), getattr(_model(s), field), "B")
+    return model_fact(metric, subject, s, getattr(_model(s), field), "B")
 
 
 SCRATCH_BLOCK_BYTES = 64  # below this, a scratch allocation is a scalar, not a block

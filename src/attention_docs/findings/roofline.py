@@ -16,17 +16,17 @@ from attention_docs.findings.compare import compare
 from attention_docs.findings.facts import (
     COUNTED,
     MODEL,
-    MODEL_DEVICE,
     SPEC,
     UNPROFILED,
     Fact,
     Quantity,
+    model_fact,
     one_device,
     ratio_fact,
 )
 from attention_docs.findings.forward import ceiling
 from attention_docs.findings.primer import size_sweep
-from attention_docs.findings.steps import FLOP_RATE, Step, model_fact, steps
+from attention_docs.findings.steps import FLOP_RATE, Step, steps
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape
@@ -36,7 +36,7 @@ from attention_docs.records.trace import Trace
 
 
 def _threshold(what: str, value: float, unit: str) -> Fact:
-    return Fact(Quantity("threshold", what, MODEL_DEVICE, MODEL), value, unit)
+    return model_fact("threshold", what, None, value, unit)
 
 
 # The verdict's two thresholds (analytic/roofline.py), as the page states them.
@@ -268,7 +268,7 @@ def ceiling_rows(m: Measurement) -> tuple[CeilingRow, ...]:
             q = Quantity("data-sheet rate", subject, m.device_id, SPEC)
             spec = Fact(q, r["spec_per_s"], unit)
         if not matmul:
-            buffer = Fact(Quantity("buffer size", subject, MODEL_DEVICE, MODEL), r["size"], "B")
+            buffer = model_fact("buffer size", subject, None, r["size"], "B")
         out.append(CeilingRow(r["kind"], r["dtype"], r["size"], r["status"], rate, spec, buffer))
     return tuple(out)
 

@@ -16,12 +16,11 @@ from attention_docs.analytic.cost import StepCost, itemsize
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import (
     COUNTED,
-    MODEL,
-    MODEL_DEVICE,
     PROFILED,
     UNPROFILED,
     Fact,
     Quantity,
+    model_fact,
 )
 from attention_docs.findings.forecast import Check, check, forecast, measured_on
 from attention_docs.findings.forward import FORWARD_TIME, STEP_TIME, forward_time, step_time
@@ -43,10 +42,6 @@ def shape_of(m: Measurement) -> Shape | None:
         return Shape.of(m.params)
     except (TypeError, ValueError):
         return None
-
-
-def model_fact(metric: str, label: str, shape: Shape | None, value: float, unit: str) -> Fact:
-    return Fact(Quantity(metric, label, MODEL_DEVICE, MODEL, shape), value, unit)
 
 
 def rates(label: str, cost: StepCost, t: Timing, device: str, shape: Shape) -> tuple[Fact, Fact]:
