@@ -14,8 +14,11 @@ from timings import stated
 
 from attention_docs.experiments._declared_sweep import measure_sweep
 from attention_docs.experiments._sweep import OUT_OF_MEMORY
+from attention_docs.findings import decode as fdecode
 from attention_docs.findings import sweep as fsw
+from attention_docs.findings.facts import Quantity
 from attention_docs.measurements.schema import Sourced, Table
+from attention_docs.records.shape import Shape
 from attention_docs.records.sweep import SWEEPS, Sweep
 from attention_docs.render import sweep as rsw
 
@@ -114,6 +117,10 @@ def test_a_shaped_sweep_names_its_quantity_by_the_attention_shape():
         f"forward time;tiled (Python loop), 64×64 tiles;b1 h2 n256 d64 float32 causal;"
         f"unprofiled;{found.device_id}"
     )
+    # One line: its values ranked against each other (which block size is fastest), with ties.
+    assert found.across.order == ("64", "32") and found.last is None and found.leads == ()
+    tied = [(32, stated(5.1, 4, 6), "ok"), (64, stated(5, 4, 6), "ok")]
+    assert not fsw.sweep_findings(entry(tied, blocks, **params).measurement).across.clear
 
 
 def test_the_table_sentence_and_figure_state_the_findings_in_words():
@@ -147,3 +154,60 @@ def test_an_entry_without_a_sweep_is_refused_by_name():
     m = replace(recorded("naive_steps"), facts={})
     with pytest.raises(ValueError, match="declares no sweep"):
         fsw.sweep_findings(m)
+
+
+# --- a view: a sweep named over a long table an experiment measured by its own loop ----------
+
+# Chapter 11's cache sweep (findings/decode.py), on two of its lines; the rows are made up.
+VIEW = replace(fdecode.CACHE, lines=("MHA", "MQA"))
+
+
+def long_entry(rows: list[tuple]) -> Sourced:
+    """A long table: a row per (variant, impl, batch, cache) cell."""
+    base = recorded("naive_steps")
+    columns = ("variant", "impl", "batch_size", "num_kv_heads", "cache_len", "time", "status")
+    m = replace(
+        base,
+        experiment="decode_steps",
+        params={"num_heads": 4, "head_dim": 64, "dtype": "float32", "working_set_mb": 8},
+        tables={"steps": Table(columns, tuple(rows))},
+        facts={},
+        notes=(),
+    )
+    return Sourced(m, "from the store", "x.json")
+
+
+def test_a_view_picks_its_rows_groups_them_by_x_and_names_each_cell_by_its_row():
+    rows = [
+        ("MHA", "sdpa", 1, 4, 512, stated(20, 19, 21), "ok"),
+        ("MQA", "sdpa", 1, 1, 512, stated(8, 7, 9), "ok"),
+        ("MHA", "naive", 1, 4, 256, stated(1), "ok"),  # another path: not the view's
+        ("MHA", "sdpa", 8, 4, 256, stated(1), "ok"),  # another batch: not the view's
+        ("MHA", "sdpa", 1, 4, 256, stated(10, 9, 12), "ok"),
+        ("MQA", "sdpa", 1, 1, 256, stated(10.5, 9, 12), "ok"),
+        ("MHA", "sdpa", 1, 4, 1024, None, "out of memory"),
+        ("MQA", "sdpa", 1, 1, 1024, stated(15), "ok"),
+    ]
+    found = fsw.sweep_findings(long_entry(rows).measurement, spec=VIEW)
+    assert [p.x for p in found.points] == [256, 512, 1024]  # sorted, other rows left out
+    fact = found.points[0].facts["MQA"]
+    shape = Shape(1, 4, 1, 64, "float32", False, num_kv_heads=1, kv_len=256)
+    detail = "per layer, 8 MB read per timed step"
+    want = Quantity("decode step time", "sdpa", found.device_id, "unprofiled", shape, detail)
+    assert fact.id == want.id and fact.value == 10.5
+    assert found.points[0].lead("MHA") == found.points[0].lead("MQA") == fsw.TIE
+    assert found.points[1].lead("MQA") == fsw.CLEAR
+    # A cell that did not run leaves its line out there and gives the value its status.
+    last = found.points[2]
+    assert last.facts["MHA"] is None and last.status == "out of memory" and found.failed
+    # Lines sharing a subject ("sdpa") are named by their keys in the ratio's id.
+    assert found.last.x == 512 and found.last.fact.id.startswith("speed ratio;MQA vs MHA;")
+    table = re.sub(r"<[^>]+>", "", rsw.sweep_table(long_entry(rows), spec=VIEW))
+    assert "| 512 tokens | 20 µs (19–21 µs) | 8 µs (7–9 µs) (fastest) | ok |" in table
+    assert "| 1,024 tokens | — | 15 µs" in table and "out of memory" in table
+
+
+def test_a_view_refuses_a_line_column_that_is_also_x():
+    with pytest.raises(ValueError, match="names both the line and x"):
+        replace(VIEW, line="cache_len")
+    assert Sweep.from_json(VIEW.to_json()) == VIEW

@@ -49,6 +49,7 @@ from attention_docs.experiments.decode import (
 from attention_docs.experiments.registry import ExperimentError, get
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.findings import decode as fdecode
+from attention_docs.findings import sweep as fsw
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements import Sourced
 from attention_docs.records.timing import Timing
@@ -503,6 +504,30 @@ def test_the_whole_chapter_from_recorded_entries_states_every_number_as_one_fact
     found = site_facts.read_page(f"<article>{page}</article>")
     assert found.unmarked == [] and len(found.marked) > 100
     assert all(len(v) == 1 for v in fact_values(page).values())
+
+
+def test_the_cache_sweep_is_a_view_whose_facts_are_the_step_facts_of_its_points():
+    """findings/decode.CACHE names the cache sweep over the steps table: every cell's fact is
+    step_time's for that point (id, value, range), so the figure, the ranking and the table
+    state one quantity with one value; the claim ranks the variants per cache length."""
+    steps = stored("decode_steps")
+    m = steps.measurement
+    found = fsw.sweep_findings(m, spec=fdecode.CACHE)
+    want = {
+        (p.variant, p.shape.keys): fdecode.step_time(m, p)
+        for v in fdecode.VARIANTS
+        for p in fdecode.cache_series(m, v)
+    }
+    got = {(v, p.x): p.facts[v] for p in found.points for v in fdecode.VARIANTS}
+    assert set(got) == set(want) and len(got) > 6
+    for key, fact in got.items():
+        assert (fact.id, fact.value, fact.low, fact.high) == (
+            want[key].id, want[key].value, want[key].low, want[key].high,
+        ), key  # fmt: skip
+    claim = re.sub(r"<[^>]+>", "", render.decode.cache_claim(steps))
+    assert "k/v heads" in claim and "at cache length" in claim
+    figure = render.decode.cache_figure(steps)
+    assert "each band is the range over the rounds" in figure and "MQA (1 k/v head):" in figure
 
 
 def test_bytes_are_said_to_set_the_pace_only_where_the_times_follow_them():

@@ -26,6 +26,7 @@ from attention_docs.findings.trend import end_to_end
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
+from attention_docs.records.sweep import Sweep
 from attention_docs.records.timing import Timing
 
 STEP_TIME = "decode step time"
@@ -37,6 +38,25 @@ VARIANTS = ("MHA", "GQA", "MQA")
 # as in the models whose decode is studied, and the extremes of a realistic decode.
 GPU_HEADS, GPU_KV_HEADS = 32, {"MHA": 32, "GQA": 8, "MQA": 1}
 GPU_POINTS = ((1, 4096), (8, 16384))  # (batch_size, cache_len)
+# The cache sweep, a view over the steps table (records/sweep.py): each variant on SDPA at
+# batch 1 as the cache grows, its facts the very step_time facts of those points.
+CACHE = Sweep(
+    table="steps",
+    x="cache_len",
+    x_unit="tokens",
+    lines=VARIANTS,
+    metric=STEP_TIME,
+    subject="{impl}",
+    line="variant",
+    where=(("impl", "sdpa"), ("batch_size", 1)),
+    shape_from=(
+        ("batch_size", "batch_size"),
+        ("seq_len", 1),
+        ("num_kv_heads", "num_kv_heads"),
+        ("kv_len", "cache_len"),
+    ),
+    detail="per layer, {working_set_mb} MB read per timed step",
+)
 
 
 @dataclass(frozen=True)
@@ -122,7 +142,7 @@ def batch_series(m: Measurement) -> list[Point]:
 
 
 def _quantity(m: Measurement, p: Point, metric: str, detail: str = "") -> Quantity:
-    detail = f"{detail}per layer, {m.params['working_set_mb']} MB read per timed step"
+    detail = detail + CACHE.detail.format(**m.params)
     return Quantity(metric, p.impl, m.device_id, UNPROFILED, p.shape, detail)
 
 

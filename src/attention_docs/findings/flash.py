@@ -37,13 +37,15 @@ from attention_docs.findings.facts import (
 )
 from attention_docs.findings.forecast import RANGE_OF_FLASH, Check, check, forecast, measured_on
 from attention_docs.findings.forecast import realistic as forecast_range
-from attention_docs.findings.rank import Ranking, rank
+from attention_docs.findings.rank import Ranking
+from attention_docs.findings.sweep import sweep_findings
 from attention_docs.findings.trend import table_slopes
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.published import dataset
 from attention_docs.records.shape import Shape
+from attention_docs.records.sweep import Sweep
 
 ERROR = "relative error"  # the unit of a relative error (render/words says it)
 USEFUL = "4·b·h·d FLOPs per visible (query, key) pair ÷ time"
@@ -320,31 +322,44 @@ class BlockSweep:
     slowest_vs_fastest: ffwd.Versus | None
 
 
+# The block sweep's times, a one-line view over flash_block_sweep's table (records/sweep.py):
+# the tiled loop's forward time at each block size, ranked across the sizes with ties.
+BLOCKS = Sweep(
+    table="blocks",
+    x="block",
+    lines=("time",),
+    metric="forward time",
+    shape=True,
+    subject="tiled (Python loop), {x}×{x} tiles",
+)
+
+
 def block_sweep(m: Measurement) -> BlockSweep:
     shape, dev = _shape(m), m.device_id
-    rows, timings = [], {}
+    found = sweep_findings(m, spec=BLOCKS)
+    times = {p.x: p.facts["time"] for p in found.points}
+    rows = []
     for r in m.tables["blocks"].records():
         b = r["block"]
         tiles = f"{b}×{b} tiles"
         loop = f"tiled (Python loop), {tiles}"
-        ok = r["status"] == fwd.OK and r["time"] is not None
-        if ok:
-            timings[str(b)] = r["time"]
-        time = Quantity("forward time", loop, dev, UNPROFILED, shape)
+        time = times.get(b)
         rows.append(
             Block(
                 b,
                 model_fact("score tiles computed", loop, shape, r["tiles_computed"], ""),
                 model_fact("computed share of scores", loop, shape, r["scores_computed"], "%"),
-                Fact.of_timing(time, r["time"]) if ok else None,
-                _On(dev, shape)("peak memory", loop, COUNTED, r["peak_bytes"], "B") if ok else None,
+                time,
+                _On(dev, shape)("peak memory", loop, COUNTED, r["peak_bytes"], "B")
+                if time is not None
+                else None,
                 model_fact(
                     "modelled bytes", f"fused kernel, {tiles}", shape, r["fused_bytes"], "B"
                 ),
                 model_fact("on-chip bytes per program", tiles, shape, r["tile_working_set"], "B"),
             )
         )
-    ranking = rank(timings) if timings else None
+    ranking = found.across
     if ranking is None or len(ranking.order) < 2:
         return BlockSweep(rows, ranking, None)
     fast, slow = (f"{b}×{b} tiles" for b in (ranking.fastest, ranking.order[-1]))

@@ -11,15 +11,28 @@ from dataclasses import dataclass
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import COUNTED, NUMERIC, UNPROFILED, Fact, Quantity, ratio_fact
 from attention_docs.findings.forward import forward_time, versus
+from attention_docs.findings.sweep import sweep_findings
 from attention_docs.findings.trend import fitted_slope
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape
+from attention_docs.records.sweep import Sweep
 from attention_docs.records.timing import Timing
 
 BUILD = "BlockMask build time"
 FIRST_BUILD = "first call with this mask_mod in the worker process, one sample"
 WARM_BUILD = "repeated calls, median over rounds"
+# The build-cost sweep, a view over flexattention_cost's table (records/sweep.py): one line,
+# create_block_mask, against seq_len; its facts are the build times the chapter states.
+BUILD_SWEEP = Sweep(
+    table="cost",
+    x="seq_len",
+    x_unit="tokens",
+    lines=("build",),
+    metric=BUILD,
+    subject="{mask}, seq_len {x}",
+    detail=WARM_BUILD,
+)
 # SDPA's default order for `is_causal=True` without a mask (cuDNN's place varies between
 # torch versions and GPUs, so it is not assumed): the first backend that ran is the path a
 # reader's unpinned call takes.
@@ -163,18 +176,17 @@ class BuildCost:
 
 
 def build_cost(m: Measurement) -> BuildCost:
-    rows = [r for r in m.tables["cost"].records() if r["build"] is not None]
+    builds = {p.x: p.facts["build"] for p in sweep_findings(m, spec=BUILD_SWEEP).points}
+    rows = [r for r in m.tables["cost"].records() if builds.get(r["seq_len"]) is not None]
     mask = m.params["mask"]
 
     def point(r: dict) -> tuple[int, Fact, Fact, Fact]:
         subj = f"{mask}, seq_len {r['seq_len']}"
-        build = Quantity(BUILD, subj, m.device_id, UNPROFILED, None, WARM_BUILD)
         peak = Quantity("peak memory while building a BlockMask", subj, m.device_id, COUNTED)
         size = Quantity("BlockMask bytes", subj, m.device_id, COUNTED)
-        t = Fact.of_timing(build, r["build"])
         return (
             r["seq_len"],
-            t,
+            builds[r["seq_len"]],
             Fact(peak, r["peak_bytes"], "B"),
             Fact(size, r["block_mask_bytes"], "B"),
         )

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from attention_docs.findings.compare import Comparison, compare
@@ -21,6 +21,7 @@ from attention_docs.records.timing import Timing
 
 CLEAR = "clear"  # the one fastest line, outside the noise of every other
 TIE = "tie"  # one of several lines within noise of the fastest
+NOT_MEASURED = "not measured"  # a view's line with no row at this value
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Point:
     facts: Mapping[str, Fact | None]
     ranking: Ranking | None
     timings: Mapping[str, Timing]  # the measured lines' timings, rounds and all
+    rows: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # a view's, by line
 
     def lead(self, line: str) -> str:
         """CLEAR where `line` alone is fastest here, TIE where it leads within noise of
@@ -75,6 +77,9 @@ class SweepFindings:
     points: tuple[Point, ...]
     leads: tuple[Lead, ...]
     last: Versus | None  # at the largest value where two or more lines were measured
+    # A one-line sweep's values ranked against each other, by str(x) (which block size is
+    # fastest, and which are within its noise); None for several lines.
+    across: Ranking | None = None
 
     @property
     def failed(self) -> bool:
@@ -96,35 +101,86 @@ def sweep_spec(m: Measurement, table: str | None = None) -> Sweep:
     return specs[table]
 
 
-def quantity(spec: Sweep, params: Mapping[str, Any], device_id: str, line: str, x: Any) -> Quantity:
-    """The quantity of `line` at `x`: derived from the spec, never assembled by a chapter."""
-    at = {**params, spec.x: x}
+def quantity(
+    spec: Sweep,
+    params: Mapping[str, Any],
+    device_id: str,
+    line: str,
+    x: Any,
+    *,
+    row: Mapping[str, Any] | None = None,
+) -> Quantity:
+    """The quantity of `line` at `x` (a view's: of its `row`): derived from the spec, never
+    assembled by a chapter."""
+    at = {**params, **(row or {}), spec.x: x}
     shape = None
-    if spec.shape:
-        shape = Shape(
-            int(at["batch_size"]), int(at["num_heads"]), int(at["seq_len"]), int(at["head_dim"]),
-            str(at.get("dtype", "float32")), bool(at.get("causal", False)),
-        )  # fmt: skip
-    told = () if spec.shape else (spec.x, *spec.given)
-    detail = ", ".join(f"{name}={at[name]}" for name in told)
-    return Quantity(spec.metric, spec.subject_of(line, x), device_id, spec.clock, shape, detail)
+    if spec.shape_from:
+        shape = Shape.of(
+            params,
+            **{k: row[v] if isinstance(v, str) and v in row else v for k, v in spec.shape_from},
+        )
+    elif spec.shape:
+        shape = Shape.of(at)  # x may be a dimension (seq_len) or not (a block size)
+    if spec.detail:
+        detail = spec.detail.format(**at)
+    else:
+        told = () if shape is not None else (spec.x, *spec.given)
+        detail = ", ".join(f"{name}={at[name]}" for name in told)
+    return Quantity(spec.metric, spec.subject_of(line, x, at), device_id, spec.clock, shape, detail)
 
 
-def sweep_findings(m: Measurement, table: str | None = None) -> SweepFindings:
-    spec = sweep_spec(m, table)
+# One value of x as stored: its status, and each line's Timing (None: not measured) and the
+# row that holds it.
+_Cells = tuple[Any, str, dict[str, tuple[Timing | None, Mapping[str, Any] | None]]]
+
+
+def _cells(spec: Sweep, m: Measurement) -> list[_Cells]:
+    rows = m.tables[spec.table].records()
+    if not spec.long:
+        return [
+            (r[spec.x], r["status"], {line: (r[line] if r["status"] == OK else None, None)
+                                      for line in spec.lines})
+            for r in rows
+        ]  # fmt: skip
+    chosen = [
+        r for r in rows if all(r[k] == v for k, v in spec.where) and r[spec.line] in spec.lines
+    ]
+    out = []
+    for x in sorted({r[spec.x] for r in chosen}):
+        here = {r[spec.line]: r for r in chosen if r[spec.x] == x}
+        statuses = [here[line]["status"] if line in here else NOT_MEASURED for line in spec.lines]
+        cells = {
+            line: (here[line][spec.value] if line in here and here[line]["status"] == OK else None,
+                   here.get(line))
+            for line in spec.lines
+        }  # fmt: skip
+        out.append((x, next((s for s in statuses if s != OK), OK), cells))
+    return out
+
+
+def sweep_findings(
+    m: Measurement, table: str | None = None, *, spec: Sweep | None = None
+) -> SweepFindings:
+    """The sweep's findings: the one `m` stores (as `table`), or the view `spec` over it."""
+    spec = spec or sweep_spec(m, table)
     dev = m.device_id
     points = []
-    for row in m.tables[spec.table].records():
-        x, ok = row[spec.x], row["status"] == OK
-        timings = {line: row[line] for line in spec.lines if ok and isinstance(row[line], Timing)}
+    for x, status, cells in _cells(spec, m):
+        timings = {line: t for line, (t, _) in cells.items() if isinstance(t, Timing)}
         facts = {
-            line: Fact.of_timing(quantity(spec, m.params, dev, line, x), timings[line])
+            line: Fact.of_timing(quantity(spec, m.params, dev, line, x, row=row), timings[line])
             if line in timings
             else None
-            for line in spec.lines
+            for line, (_, row) in cells.items()
         }
-        points.append(Point(x, row["status"], facts, rank(timings) if timings else None, timings))
-    return SweepFindings(spec, dev, tuple(points), _leads(points), _last(spec, m, points))
+        rows = {line: row for line, (_, row) in cells.items() if row is not None}
+        points.append(Point(x, status, facts, rank(timings) if timings else None, timings, rows))
+    across = None
+    if len(spec.lines) == 1:
+        (line,) = spec.lines
+        timed = {str(p.x): p.timings[line] for p in points if line in p.timings}
+        across = rank(timed) if timed else None
+    return SweepFindings(spec, dev, tuple(points), _leads(points), _last(spec, m, points), across)
 
 
 def _leads(points: list[Point]) -> tuple[Lead, ...]:
@@ -148,8 +204,17 @@ def _last(spec: Sweep, m: Measurement, points: list[Point]) -> Versus | None:
     r = p.ranking
     fast, slow = r.fastest, r.order[-1]
     c = compare(p.timings[fast], p.timings[slow])
-    fast_q, slow_q = (quantity(spec, m.params, m.device_id, line, p.x) for line in (fast, slow))
-    base = replace(fast_q, subject=f"{fast_q.subject} vs {slow_q.subject}")
+    fast_q, slow_q = (
+        quantity(spec, m.params, m.device_id, line, p.x, row=p.rows.get(line))
+        for line in (fast, slow)
+    )
+    # A view's lines can share a subject (decode's variants are all "sdpa"): name the lines.
+    subject = (
+        f"{fast_q.subject} vs {slow_q.subject}"
+        if fast_q.subject != slow_q.subject
+        else f"{fast} vs {slow}"
+    )
+    base = replace(fast_q, subject=subject)
     detail = f"{spec.metric}, {base.detail}" if base.detail else spec.metric
     q = Quantity(SPEED, base.subject, base.device, base.clock, base.shape, detail)
     return Versus(p.x, fast, slow, ratio_fact(q, c), c)

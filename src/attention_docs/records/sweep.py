@@ -6,6 +6,14 @@
 # measurement stores it beside its table, so findings/sweep.py derives every fact id,
 # ranking and tie from it, and render/sweep.py draws the one table and the one figure — no
 # chapter writes its own loop, findings or renderer for a sweep.
+#
+# A spec is also a *view*: an experiment that stores one long table (a row per measured cell:
+# the line's key in a column, its Timing in another), measured by its own loop because each
+# cell needs its own inputs, names a sweep over it in its findings module — `line` says which
+# column names the lines, `value` which holds the Timing, `where` which rows the sweep is
+# (impl "sdpa" at batch 1), `shape_from` how a row becomes the quantity's attention shape and
+# `detail` how the quantity says what else tells it apart — and gets the same facts, ranking,
+# ties, table and banded figure as a sweep measured through the spec.
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -39,23 +47,46 @@ class Sweep:
     subject: str = "{line}"
     log_x: bool = True
     log_y: bool = True
+    # The view form (empty: the wide form above, a column per line).
+    line: str = ""  # the long table's column that names the line: "variant"
+    value: str = "time"  # the column that holds the line's Timing
+    where: tuple[tuple[str, Any], ...] = ()  # the rows the sweep is: (("impl", "sdpa"),)
+    # The quantity's shape: Shape.of(params, keyword=row[column] or a constant), as
+    # (("batch_size", "batch_size"), ("seq_len", 1), ("kv_len", "cache_len")).
+    shape_from: tuple[tuple[str, Any], ...] = ()
+    # The quantity's detail, a template over the row and the parameters; "" derives it.
+    detail: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lines", tuple(self.lines))
-        object.__setattr__(self, "given", tuple(self.given))
+        for name in ("given", "where", "shape_from"):
+            object.__setattr__(self, name, tuple(tuple(v) if isinstance(v, list) else v
+                                                 for v in getattr(self, name)))  # fmt: skip
         if not self.lines or len(set(self.lines)) != len(self.lines):
             raise ValueError(f"sweep {self.table}: give one or more lines, each once")
-        if self.x in self.lines or "status" in (self.x, *self.lines):
+        if self.long:
+            if self.line in (self.x, self.value):
+                raise ValueError(f"sweep {self.table}: {self.line!r} names both the line and x")
+        elif self.x in self.lines or "status" in (self.x, *self.lines):
             raise ValueError(f"sweep {self.table}: {self.x!r} names both x and a line (or status)")
 
     @property
+    def long(self) -> bool:
+        """Whether the sweep is a view over a long table (a row per cell) or a wide one."""
+        return bool(self.line)
+
+    @property
     def columns(self) -> tuple[str, ...]:
-        """The table's measured columns: x, then one per line (`status` follows them)."""
+        """The table's measured columns: x, then one per line (`status` follows them); a
+        view's: x, the line's column and the value's."""
+        if self.long:
+            return (self.x, self.line, self.value)
         return (self.x, *self.lines)
 
-    def subject_of(self, line: str, x: Any) -> str:
-        """The subject of `line`'s quantity at `x`."""
-        return self.subject.format(line=line, x=x)
+    def subject_of(self, line: str, x: Any, fields: Mapping[str, Any] | None = None) -> str:
+        """The subject of `line`'s quantity at `x` (`fields`: the row and the parameters,
+        for a view's template)."""
+        return self.subject.format(**{**(fields or {}), "line": line, "x": x})
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +102,17 @@ class Sweep:
             "subject": self.subject,
             "log_x": self.log_x,
             "log_y": self.log_y,
+            **(
+                {
+                    "line": self.line,
+                    "value": self.value,
+                    "where": [list(w) for w in self.where],
+                    "shape_from": [list(w) for w in self.shape_from],
+                    "detail": self.detail,
+                }
+                if self.long or self.detail
+                else {}
+            ),
         }
 
     @classmethod

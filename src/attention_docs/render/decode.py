@@ -4,17 +4,15 @@
 # functions draw and fill templates. Pure: no torch, no I/O.
 from __future__ import annotations
 
-from dataclasses import replace
-
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import decode as fdecode
 from attention_docs.findings.forecast import check, measured_on
 from attention_docs.findings.forward import ceiling
-from attention_docs.measurements.schema import Measurement, Sourced, Table
+from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import words
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
-from attention_docs.render.plots import line_figure
+from attention_docs.render.sweep import sweep_claim, sweep_figure
 from attention_docs.render.tables import captioned_table, measurement_of
 
 COLORS = dict(zip(fdecode.VARIANTS, SERIES_COLORS, strict=False))
@@ -236,42 +234,40 @@ def roofline_figure(steps: Sourced, ceilings: Sourced | None = None) -> str:
 # --- the cache and the batch -----------------------------------------------------------------
 
 
+def _variant_names(m: Measurement) -> dict[str, str]:
+    return {
+        v: f"{v} ({words.plural(m.facts['kv_heads'][v], 'k/v head')})" for v in fdecode.VARIANTS
+    }
+
+
 def cache_figure(steps: Sourced) -> str:
-    """Time per step against cache length at batch 1, log-log, one line per variant."""
-    m, vs = steps.measurement, fdecode.VARIANTS
-    series = {v: {p.shape.keys: p.time for p in fdecode.cache_series(m, v)} for v in vs}
-    # layout: x values in increasing order
-    lengths = sorted(series["MHA"])
-    rows = [(n, *(t.time_us if (t := series[v].get(n)) else None for v in vs)) for n in lengths]
-    table = Table(
-        ("cache_len", *vs), tuple(rows), {"cache_len": "tokens", **dict.fromkeys(vs, "µs")}
-    )
-    drawn = replace(steps, measurement=replace(m, tables={**m.tables, "drawn": table}))  # to draw
-    return line_figure(
-        drawn,
-        "drawn",
-        x="cache_len",
-        ys=vs,
-        labels=[f"{v}, {m.facts['kv_heads'][v]} k/v heads" for v in vs],
-        what=f"One decode step per layer at batch 1, cache {lengths[0]}–{lengths[-1]}, unprofiled.",
-        ylabel="time per step per layer (µs)",
-        logx=True,
-        logy=True,
+    """Time per step against cache length at batch 1, log-log, one banded line per variant."""
+    m = steps.measurement
+    lengths = [p.shape.keys for p in fdecode.cache_series(m, fdecode.VARIANTS[0])]
+    return sweep_figure(
+        steps,
+        "One decode step per layer at batch 1, cache "
+        f"{words.span(lengths[0], lengths[-1], lambda n: words.value(n, 'tokens'))}, unprofiled.",
+        spec=fdecode.CACHE,
+        names=_variant_names(m),
+        ylabel="time per step per layer",
     )
 
 
 def cache_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """The slope of each line over the longer caches, and how fast the longest cache is read."""
     m, c = steps.measurement, measurement_of(ceilings)
+    ranked = sweep_claim(steps, spec=fdecode.CACHE, names=_variant_names(m))
     slopes = [f"{v} {_say(s)}" for v in fdecode.VARIANTS if (s := fdecode.tail_slope(m, v))]
     if not slopes:
-        return "Too few cache lengths ran on this device to fit a slope."
+        return f"{ranked} Too few cache lengths ran on this device to fit a slope.".strip()
     last = [fdecode.cache_series(m, v)[-1] for v in fdecode.VARIANTS]
     reads = [f"{p.variant} {_say(s, False)}" for p in last if (s := fdecode.copy_share(m, p, c))]
     text = (
-        f"Over the longer half of the caches the log-log slopes (its range from the times' intervals) are "
+        f"{ranked} Over the longer half of the caches the log-log slopes (its range from the times' intervals) are "
         f"{words.series(slopes)}; a slope of 1 is a time proportional to the bytes read."
     )
+    text = text.strip()
     if not reads:
         return text
     return (

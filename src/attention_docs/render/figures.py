@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 from attention_docs.measurements.schema import Sourced
 from attention_docs.render.caption import caption_html
-from attention_docs.render.words import number, tick
+from attention_docs.render.words import number, tick, value
 
 # Okabe–Ito: distinguishable with every common colour-vision deficiency, and after the
 # dark theme's invert + hue-rotate filter.
@@ -127,6 +127,29 @@ def _plain_log_formatter(original):
         labelOnlyBase=original.labelOnlyBase,
         minor_thresholds=original.minor_thresholds,
     )
+
+
+def unit_ticks(axis, unit: str) -> None:
+    """Label `axis`'s ticks in `unit` as words says each value (1 ms, 10 ms, 100 µs): one
+    axis never reads "1,000" beside "10 k", and its numbers match the table's and the alt
+    text's. The axis label then names the quantity without a unit."""
+    from matplotlib.ticker import FuncFormatter, LogFormatter
+
+    def say(x) -> str:
+        return value(x, unit)
+
+    if axis.get_scale() != "log":
+        axis.set_major_formatter(FuncFormatter(lambda x, _position: say(x)))
+        return
+
+    class UnitLogFormatter(LogFormatter):
+        def _num_to_string(self, x, vmin, vmax):
+            return say(x)
+
+    for f, use in ((axis.get_major_formatter(), axis.set_major_formatter),
+                   (axis.get_minor_formatter(), axis.set_minor_formatter)):  # fmt: skip
+        # matplotlib's choice of which ticks to label (sub-decades on a short axis), kept
+        use(UnitLogFormatter(f._base, f.labelOnlyBase, f.minor_thresholds))
 
 
 def _readable(fig) -> float:

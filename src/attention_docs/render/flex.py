@@ -12,6 +12,7 @@ from attention_docs.render import words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.compare import speedup
 from attention_docs.render.plots import line_figure
+from attention_docs.render.sweep import sweep_figure
 from attention_docs.render.tables import captioned_table, markdown_table
 from attention_docs.render.timeline import ranges_settings, timeline_figure
 
@@ -144,10 +145,10 @@ def sparsity_table(fm: Sourced) -> str:
 
 
 def cost_figure(fc: Sourced) -> str:
-    """create_block_mask time against seq_len, log-log."""
-    return line_figure(
-        fc, "cost", x="seq_len", ys=("build",), labels=("create_block_mask",),
-        what="Time to build a BlockMask against seq_len.", ylabel="time (µs)", logx=True, logy=True,
+    """create_block_mask time against seq_len, log-log, its range over the rounds as a band."""
+    return sweep_figure(
+        fc, "Time to build a BlockMask against seq_len.", spec=fflex.BUILD_SWEEP,
+        names={"build": "create_block_mask"}, ylabel="time to build",
     )  # fmt: skip
 
 

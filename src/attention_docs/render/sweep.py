@@ -10,8 +10,16 @@ from collections.abc import Mapping
 
 from attention_docs.findings import sweep as fsw
 from attention_docs.measurements.schema import Sourced
+from attention_docs.records.sweep import Sweep
 from attention_docs.render import words
-from attention_docs.render.figures import MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
+from attention_docs.render.figures import (
+    MUTED,
+    SERIES_COLORS,
+    figure_html,
+    new_figure,
+    to_svg,
+    unit_ticks,
+)
 from attention_docs.render.tables import captioned_table
 
 LEAD = {fsw.CLEAR: " (fastest)", fsw.TIE: " (tied for fastest: within noise)", "": ""}
@@ -19,6 +27,12 @@ LEAD = {fsw.CLEAR: " (fastest)", fsw.TIE: " (tied for fastest: within noise)", "
 
 def _label(line: str, names: Mapping[str, str] | None) -> str:
     return (names or {}).get(line, line)
+
+
+def _shown(line: str, names: Mapping[str, str] | None) -> str:
+    """A line as a header or legend names it: the chapter's label as given (it may be code:
+    `create_block_mask`), or its key capitalised."""
+    return (names or {}).get(line) or _heading(line)
 
 
 def _heading(text: str) -> str:
@@ -30,24 +44,21 @@ def _x(found: fsw.SweepFindings, x) -> str:
     return words.value(x, found.spec.x_unit)
 
 
-def _unit(found: fsw.SweepFindings) -> str:
-    return words.UNIT_WORDS.get(found.spec.unit, found.spec.unit)
-
-
 def sweep_table(
     sourced: Sourced,
     what: str = "",
     *,
     table: str | None = None,
+    spec: Sweep | None = None,
     names: Mapping[str, str] | None = None,
 ) -> str:
     """The sweep's table: each line's value at each x, with its range over the rounds; the
     leaders at each x marked (fastest, or tied for fastest within noise)."""
-    found = fsw.sweep_findings(sourced.measurement, table)
+    found = fsw.sweep_findings(sourced.measurement, table, spec=spec)
     spec = found.spec
     failed = found.failed
     header = [words.quantity_label(spec.x)]
-    header += [_heading(_label(line, names)) for line in spec.lines]
+    header += [_shown(line, names) for line in spec.lines]
     rows = []
     for p in found.points:
         row = [_x(found, p.x)]
@@ -66,10 +77,14 @@ def sweep_table(
 
 
 def sweep_claim(
-    sourced: Sourced, *, table: str | None = None, names: Mapping[str, str] | None = None
+    sourced: Sourced,
+    *,
+    table: str | None = None,
+    spec: Sweep | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> str:
     """Which lines lead over which values, and the slowest against the fastest at the last."""
-    found = fsw.sweep_findings(sourced.measurement, table)
+    found = fsw.sweep_findings(sourced.measurement, table, spec=spec)
     if not found.leads:
         return ""
     x_name = words.quantity_label(found.spec.x).lower()
@@ -101,12 +116,13 @@ def sweep_figure(
     what: str,
     *,
     table: str | None = None,
+    spec: Sweep | None = None,
     names: Mapping[str, str] | None = None,
     ylabel: str = "",
 ) -> str:
     """Each line against x: its stated value (the rounds' lower quartile) as a line, the
     interval over the rounds as a band around it; a value not measured leaves a gap."""
-    found = fsw.sweep_findings(sourced.measurement, table)
+    found = fsw.sweep_findings(sourced.measurement, table, spec=spec)
     spec = found.spec
     x_label = words.quantity_label(spec.x, spec.x_unit)
     alt_parts = []
@@ -122,7 +138,7 @@ def sweep_figure(
                     color=color, alpha=0.2, linewidth=0,
                 )  # fmt: skip
                 ax.plot(xs, [f.value for _, f in measured], marker="o", markersize=3.5,
-                        color=color, label=_heading(_label(line, names)), linewidth=1.4)  # fmt: skip
+                        color=color, label=_shown(line, names), linewidth=1.4)  # fmt: skip
             stated = ", ".join(
                 f"{_x(found, p.x)} → "
                 + (
@@ -138,12 +154,14 @@ def sweep_figure(
             ax.set_xscale("log", base=2)
         if spec.log_y:
             ax.set_yscale("log")
+        if spec.unit:
+            unit_ticks(ax.yaxis, spec.unit)
         xs = [p.x for p in found.points]
         if 1 < len(xs) <= 12:
             ax.set_xticks(xs, [words.value(x, "") for x in xs])
             ax.minorticks_off()
         ax.set_xlabel(x_label)
-        ax.set_ylabel(ylabel or f"{_heading(spec.metric)} ({_unit(found)})")
+        ax.set_ylabel(ylabel or _heading(spec.metric))  # the ticks say the unit
         ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
         ax.spines[["top", "right"]].set_visible(False)
         ax.legend(frameon=False, fontsize=8)
