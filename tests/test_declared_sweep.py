@@ -210,4 +210,8 @@ def test_a_view_picks_its_rows_groups_them_by_x_and_names_each_cell_by_its_row()
 def test_a_view_refuses_a_line_column_that_is_also_x():
     with pytest.raises(ValueError, match="names both the line and x"):
         replace(VIEW, line="cache_len")
+    # A view may leave its lines to the table; a wide sweep may not.
+    with pytest.raises(ValueError, match="one or more lines"):
+        Sweep("t", "seq_len", (), "time")
+    assert replace(VIEW, lines=()).lines == ()
     assert Sweep.from_json(VIEW.to_json()) == VIEW

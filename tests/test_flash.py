@@ -52,7 +52,7 @@ from attention_docs.attention.tiled import tiled_attention, tiled_attention_with
 from attention_docs.attention.triton_flash import kernel_config, triton_available
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.findings import flash as fflash
-from attention_docs.findings.facts import PUBLISHED
+from attention_docs.findings.facts import KERNEL, PUBLISHED, Quantity
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements import Sourced, Table
 from attention_docs.measurements import forward as fwd
@@ -785,6 +785,20 @@ def test_triton_against_sdpa_flash_is_a_ratio_with_its_noise():
     assert "FlashAttention-3 was not measured: not offered" in table
     assert "(128×64 tiles, 4 warps, 3 stages) differs from a float64 reference" in table
     assert ">0.0031</span>" in table
+    # The kernel sweep is a view (findings/flash.KERNELS): its facts are the kernel times the
+    # table states, it ranks the kernels at each length with ties, and it draws them banded.
+    text = re.sub(r"<[^>]+>", "", table)
+    assert (
+        "SDPA flash is fastest at sequence length 1,024 tokens; SDPA flash and Triton (this"
+        " site's kernel) are within noise of each other, tied for fastest at sequence length"
+        " 2,048 tokens." in text
+    )
+    assert "each band is the range over the rounds" in table
+    assert "as long as" not in text  # the table's ratio column says it: no second id for it
+    kernel = next(k for k in fflash.kernels(m, None) if k.seq_len == 2048 and k.time)
+    shape = fwd.Shape.of({**m.params, "seq_len": 2048})
+    q = Quantity("kernel time", kernel.name, m.device_id, KERNEL, shape, "L2 flushed")
+    assert kernel.time.id == q.id and f'data-fact="{q.id}"' in html.unescape(table)
 
 
 def facts_in(page: str) -> list[str]:

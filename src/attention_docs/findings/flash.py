@@ -404,6 +404,22 @@ class Kernel:
     suspect: bool = False
 
 
+# The GPU kernel sweep, a view over flash_triton_vs_sdpa's long table (records/sweep.py):
+# every kernel the device ran (this site's Triton kernel and SDPA's backends), against
+# seq_len, on the kernel clock; its facts are the kernel times the chapter states.
+KERNELS = Sweep(
+    table="kernels",
+    x="seq_len",
+    x_unit="tokens",
+    lines=(),
+    metric="kernel time",
+    clock=KERNEL,
+    line="implementation",
+    shape_from=(("seq_len", "seq_len"),),
+    detail="L2 flushed",
+)
+
+
 def _kernel_rows(m: Measurement) -> list[dict]:
     return m.tables["kernels"].records() if "kernels" in m.tables else []
 
@@ -420,11 +436,19 @@ def kernels(m: Measurement, ceilings: Measurement | None) -> list[Kernel]:
     if ceilings is not None and ceilings.device_id == dev and key in ceilings.facts:
         ceiling = ffwd.ceiling(ceilings, key)
     out = []
-    for r in _kernel_rows(m):
-        n, name, t = r["seq_len"], r["implementation"], r["time"]
-        if r["status"] != fwd.OK or t is None:
+    rows = _kernel_rows(m)
+    times = {
+        (p.x, name): f
+        for p in (sweep_findings(m, spec=KERNELS).points if rows else ())
+        for name, f in p.facts.items()
+    }
+    for r in rows:
+        n, name = r["seq_len"], r["implementation"]
+        time = times.get((n, name))
+        if time is None:
             out.append(Kernel(n, name, r["status"]))
             continue
+        t = r["time"]
         shape, value = _at(m, n), r["flops"] / (t.time_us * 1e-6)
         on = _On(dev, shape)
         suspect = ceiling is not None and value > (
@@ -434,7 +458,6 @@ def kernels(m: Measurement, ceilings: Measurement | None) -> list[Kernel]:
         if ceiling and not suspect:
             ratio = value / ceiling.value
             share = on("share of the matmul ceiling", name, KERNEL, ratio, "%")
-        time = Fact.of_timing(Quantity("kernel time", name, dev, KERNEL, shape, "L2 flushed"), t)
         rate = on("achieved FLOP/s", name, KERNEL, value, "FLOP/s", detail=USEFUL)
         out.append(Kernel(n, name, r["status"], time, rate, share, suspect))
     return out

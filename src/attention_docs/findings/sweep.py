@@ -134,6 +134,10 @@ def quantity(
 _Cells = tuple[Any, str, dict[str, tuple[Timing | None, Mapping[str, Any] | None]]]
 
 
+def _chosen(spec: Sweep, row: Mapping[str, Any]) -> bool:
+    return all(row[k] == v for k, v in spec.where)
+
+
 def _cells(spec: Sweep, m: Measurement) -> list[_Cells]:
     rows = m.tables[spec.table].records()
     if not spec.long:
@@ -142,9 +146,7 @@ def _cells(spec: Sweep, m: Measurement) -> list[_Cells]:
                                       for line in spec.lines})
             for r in rows
         ]  # fmt: skip
-    chosen = [
-        r for r in rows if all(r[k] == v for k, v in spec.where) and r[spec.line] in spec.lines
-    ]
+    chosen = [r for r in rows if _chosen(spec, r) and r[spec.line] in spec.lines]
     out = []
     for x in sorted({r[spec.x] for r in chosen}):
         here = {r[spec.line]: r for r in chosen if r[spec.x] == x}
@@ -163,6 +165,9 @@ def sweep_findings(
 ) -> SweepFindings:
     """The sweep's findings: the one `m` stores (as `table`), or the view `spec` over it."""
     spec = spec or sweep_spec(m, table)
+    if spec.long and not spec.lines:
+        held = (r[spec.line] for r in m.tables[spec.table].records() if _chosen(spec, r))
+        spec = replace(spec, lines=tuple(dict.fromkeys(held)))
     dev = m.device_id
     points = []
     for x, status, cells in _cells(spec, m):

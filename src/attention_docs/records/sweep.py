@@ -36,6 +36,7 @@ class Sweep:
     table: str  # the table's name in the measurement: "prepare"
     x: str  # the swept parameter: "seq_len"
     lines: tuple[str, ...]  # what is measured at each x, by key: "bool mask", "float bias"
+    # (a view's may be empty: the values its line column holds)
     metric: str  # the quantity, as a fact id names it: "causal mask preparation time"
     x_unit: str = ""  # the parameter's unit, as words.value says it: "tokens"
     unit: str = "µs"  # the lines' unit (a Timing's: µs)
@@ -62,7 +63,9 @@ class Sweep:
         for name in ("given", "where", "shape_from"):
             object.__setattr__(self, name, tuple(tuple(v) if isinstance(v, list) else v
                                                  for v in getattr(self, name)))  # fmt: skip
-        if not self.lines or len(set(self.lines)) != len(self.lines):
+        # A view may leave its lines to the table: every value of its line column, in the
+        # order first stored (the kernels a GPU offered).
+        if (not self.lines and not self.line) or len(set(self.lines)) != len(self.lines):
             raise ValueError(f"sweep {self.table}: give one or more lines, each once")
         if self.long:
             if self.line in (self.x, self.value):

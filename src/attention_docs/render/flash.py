@@ -19,6 +19,7 @@ from attention_docs.render.claims import device_note
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import line_figure
+from attention_docs.render.sweep import sweep_claim, sweep_figure
 from attention_docs.render.tables import captioned_table, markdown_table, measurement_of
 
 TILE_COLORS = {"computed": "#0072B2", DIAGONAL: "#E69F00", SKIPPED: "none"}
@@ -496,7 +497,17 @@ def triton_section(sourced: Sourced, ceilings: Sourced | None = None) -> str:
     m = sourced.measurement
     if m.device_kind != "cuda" or "kernels" not in m.tables:
         return interpreter_table(sourced)
-    parts = [kernel_table(sourced, ceilings)]
+    parts = [
+        kernel_table(sourced, ceilings),
+        sweep_figure(
+            sourced,
+            "Each kernel's time against sequence length (L2 flushed before each call).",
+            spec=fflash.KERNELS,
+            ylabel="kernel time",
+        ),
+        # the table states Triton against SDPA flash at every length already
+        sweep_claim(sourced, spec=fflash.KERNELS, versus=False),
+    ]
     err = fflash.kernel_error(m)
     if err is not None:
         parts.append(

@@ -82,8 +82,10 @@ def sweep_claim(
     table: str | None = None,
     spec: Sweep | None = None,
     names: Mapping[str, str] | None = None,
+    versus: bool = True,
 ) -> str:
-    """Which lines lead over which values, and the slowest against the fastest at the last."""
+    """Which lines lead over which values, and the slowest against the fastest at the last
+    (`versus=False`: not that, where the page states the ratio already)."""
     found = fsw.sweep_findings(sourced.measurement, table, spec=spec)
     if not found.leads:
         return ""
@@ -98,7 +100,7 @@ def sweep_claim(
         clauses.append(f"{who} {verdict} at {x_name} {where}")
     text = _heading("; ".join(clauses) + ".")
     last = found.last
-    if last is not None:
+    if last is not None and versus:
         fast, slow = _label(last.fast, names), _label(last.slow, names)
         at = f"At {x_name} {_x(found, last.x)}"
         if last.comparison.tie:
