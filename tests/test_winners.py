@@ -13,6 +13,7 @@ from timings import measured_in_rounds
 from attention_docs.experiments.forward import candidates
 from attention_docs.experiments.registry import get
 from attention_docs.experiments.runner import run_experiment
+from attention_docs.findings import forward as ffwd
 from attention_docs.findings import winners as fwinners
 from attention_docs.measurements import Sourced
 from attention_docs.measurements import forward as fwd
@@ -133,9 +134,29 @@ def test_a_view_with_no_clear_winner_says_so(known, steps):
 
 
 def test_the_trend_claim_checks_ranges_and_names_a_changing_winner(known):
+    # Each series is a sweep over seq_len (findings/winners.series): a length where one
+    # implementation alone ran ranks no one, so compile runs at D too here.
+    table = known.tables["times"]
+    rows = (*table.rows, row(fwd.COMPILED, D, 700.0, 690.0, 710.0))
+    known = replace(known, tables={"times": replace(table, rows=rows)})
     trend = winners.trend_claim(sourced(known))
     assert "changes with seq_len in 1 of 2 series" in trend
-    assert "naive + torch.compile at seq_len 128, SDPA flash at 256" in trend
+    assert "no mask, head_dim 64: naive + torch.compile at 128 tokens, then SDPA flash at 256" in trend
+    # causal: flash alone at 128, within noise of FlexAttention at 256: one implementation
+    # leads (alone or tied) at every length, so the answer does not change there.
+    causal = next(t for t in fwinners.series(known) if t.causal)
+    assert [(x.leaders, x.xs) for x in causal.sweep.leads] == [
+        ((fwd.SDPA_FLASH,), (128,)),
+        (tuple(sorted((fwd.FLEX, fwd.SDPA_FLASH))), (256,)),
+    ]
+    assert not causal.changes and causal.steady == (fwd.SDPA_FLASH,)
+    assert (
+        "SDPA flash leads at every length in 1 of 2 series, tied (within noise) with"
+        " FlexAttention in causal, head_dim 64 at 256 tokens." in trend
+    )
+    # Its facts are forward_time's: one quantity, one id, whichever sweep states it.
+    fact = causal.sweep.points[0].facts[fwd.SDPA_FLASH]
+    assert fact.id == ffwd.forward_time(known, fwd.SDPA_FLASH, A).id
     # causal: 10× (9.5–10.5×) at 128 against 20× (18–22×) at 256: grows outside the noise;
     # no mask: naive ran out of memory at 256, so that series is not compared.
     assert "grows beyond the noise in 1 of 1 series" in trend

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import decode as fdecode
@@ -23,11 +23,13 @@ from attention_docs.findings.forecast import (
     realistic,
 )
 from attention_docs.findings.rank import Ranking, rank
+from attention_docs.findings.sweep import Lead, SweepFindings, sweep_findings
 from attention_docs.findings.trend import FALLS, FLAT, RISES
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
+from attention_docs.records.sweep import Sweep
 from attention_docs.records.timing import Timing
 
 FORWARD, TRAINING, DECODE = "forward", "training", "decode"
@@ -154,37 +156,73 @@ def peak_fact(summary: Measurement, row: Mapping) -> Fact:
 # --- how the answer changes along seq_len ------------------------------------------------
 
 
+# A series of the forward map as a sweep: a view over forward_times' long table
+# (records/sweep.py), each implementation's forward time against seq_len at one batch, heads,
+# dtype, mask and head_dim; its facts are forward_time's, its ranking per length has ties.
+SERIES = Sweep(
+    table="times",
+    x="seq_len",
+    x_unit="tokens",
+    lines=(),
+    metric=ffwd.FORWARD_TIME,
+    line="implementation",
+    shape_from=tuple((c, c) for c in fwd.SHAPE_COLUMNS),
+)
+
+
 @dataclass(frozen=True)
 class Trend:
-    """One series (a mask, a head_dim) from its shortest to its longest sequence: the
-    winner at both ends, and whether the winner's lead over naive attention rises, falls or
-    stays within the noise (None where naive did not run at an end)."""
+    """One series (a mask, a head_dim) of the teaching slice along seq_len: who leads where,
+    with ties, and whether the leader's lead over naive attention rises, falls or stays
+    within the noise from the shortest sequence to the longest (None where naive did not
+    run at an end)."""
 
     causal: bool
     head_dim: int
-    first: Cell
-    last: Cell
+    sweep: SweepFindings
     lead: str | None
 
     @property
-    def winner_changes(self) -> bool:
-        return self.first.winner != self.last.winner
+    def steady(self) -> tuple[str, ...]:
+        """The implementations that lead (alone or within noise) at every length ranked."""
+        leads = self.sweep.leads
+        return tuple(sorted(set.intersection(*(set(x.leaders) for x in leads)))) if leads else ()
+
+    @property
+    def ties(self) -> tuple[tuple[tuple[str, ...], Lead], ...]:
+        """Where others lead within noise of the steady leaders: (those others, the lead)."""
+        steady = set(self.steady)
+        return tuple(
+            (tuple(sorted(set(x.leaders) - steady)), x)
+            for x in self.sweep.leads
+            if steady and set(x.leaders) - steady
+        )
+
+    @property
+    def changes(self) -> bool:
+        """Whether no one implementation leads at every length: the answer changes."""
+        return bool(self.sweep.leads) and not self.steady
 
 
-def trends(found: list[Cell]) -> list[Trend]:
-    series: dict[tuple[bool, int], list[Cell]] = {}
-    for c in found:
-        series.setdefault((c.shape.causal, c.shape.head_dim), []).append(c)
+def series(m: Measurement) -> list[Trend]:
+    """The teaching slice's series of a forward_times entry, each as a sweep over seq_len."""
+    t = fwd.GRIDS[m.device_kind].teaching
+    names = tuple(implementations(m))
     out = []
-    for (causal, head_dim), cs in series.items():
-        if len(cs) < 2:
-            continue
-        first, last = (sorted(cs, key=lambda c: c.shape.seq_len)[i] for i in (0, -1))
-        a, b = (c.ranking.against_fastest.get(fwd.NAIVE) for c in (first, last))
-        lead = None
-        if a is not None and b is not None:
-            lead = RISES if b.low > a.high else FALLS if b.high < a.low else FLAT
-        out.append(Trend(causal, head_dim, first, last, lead))
+    for dtype in t.dtypes:
+        for causal in t.causal:
+            for head_dim in t.head_dims:
+                where = (("batch_size", t.batch_size), ("num_heads", t.num_heads),
+                         ("dtype", dtype), ("causal", causal), ("head_dim", head_dim))  # fmt: skip
+                found = sweep_findings(m, spec=replace(SERIES, lines=names, where=where))
+                ranked = [p for p in found.points if p.ranking and len(p.ranking.order) >= 2]
+                if len(ranked) < 2:
+                    continue
+                a, b = (p.ranking.against_fastest.get(fwd.NAIVE) for p in (ranked[0], ranked[-1]))
+                lead = None
+                if a is not None and b is not None:
+                    lead = RISES if b.low > a.high else FALLS if b.high < a.low else FLAT
+                out.append(Trend(causal, head_dim, found, lead))
     return out
 
 

@@ -93,11 +93,8 @@ def sweep_claim(
     clauses = []
     for lead in found.leads:
         who = words.series([_label(line, names) for line in lead.leaders])
-        where = _x(found, lead.xs[0])
-        if len(lead.xs) > 1:
-            where = words.span(lead.xs[0], lead.xs[-1], lambda x: _x(found, x))
         verdict = "is fastest" if lead.clear else "are within noise of each other, tied for fastest"
-        clauses.append(f"{who} {verdict} at {x_name} {where}")
+        clauses.append(f"{who} {verdict} at {x_name} {lead_span(found, lead)}")
     text = _heading("; ".join(clauses) + ".")
     last = found.last
     if last is not None and versus:
@@ -111,6 +108,23 @@ def sweep_claim(
                 f" {fast}."
             )
     return text
+
+
+def lead_span(found: fsw.SweepFindings, lead: fsw.Lead) -> str:
+    """The values a lead covers: `512 tokens`, `512–1,024 tokens`."""
+    if len(lead.xs) == 1:
+        return _x(found, lead.xs[0])
+    return words.span(lead.xs[0], lead.xs[-1], lambda x: _x(found, x))
+
+
+def lead_phrases(found: fsw.SweepFindings, names: Mapping[str, str] | None = None) -> list[str]:
+    """Who leads where, briefly: `naive + torch.compile at 128 tokens`, `SDPA flash and
+    FlexAttention (within noise) at 256–1,024 tokens`."""
+    return [
+        f"{words.series([_label(line, names) for line in lead.leaders])}"
+        f"{'' if lead.clear else ' (within noise)'} at {lead_span(found, lead)}"
+        for lead in found.leads
+    ]
 
 
 def sweep_figure(

@@ -19,6 +19,7 @@ from attention_docs.render.caption import caption_html
 from attention_docs.render.decode import shape_text
 from attention_docs.render.figures import INK, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
+from attention_docs.render.sweep import lead_phrases, lead_span
 from attention_docs.render.tables import markdown_table, measurement_of
 
 # One colour per implementation on every device (Okabe–Ito, grey for the baseline); the decode
@@ -200,21 +201,38 @@ def finding(times: Sourced, train: Sourced, steps: Sourced) -> str:
     )
 
 
+def _series_name(t: fwinners.Trend) -> str:
+    return f"{'causal' if t.causal else 'no mask'}, head_dim {t.head_dim}"
+
+
 def trend_claim(times: Sourced) -> str:
-    """How the answer changes with seq_len, per (mask, head_dim) series of the teaching map."""
-    found = fwinners.trends(fwinners.teaching_cells(times.measurement))
+    """How the answer changes with seq_len, per (mask, head_dim) series of the teaching map:
+    who leads where, ties said as ties (findings/winners.series, a sweep per series)."""
+    found = fwinners.series(times.measurement)
     changes = [
-        f"{'causal' if t.causal else 'no mask'}, head_dim {t.head_dim}: {t.first.winner} at "
-        f"seq_len {t.first.shape.seq_len}, {t.last.winner} at {t.last.shape.seq_len}"
-        for t in found
-        if t.winner_changes
+        f"{_series_name(t)}: " + ", then ".join(lead_phrases(t.sweep)) for t in found if t.changes
     ]
-    leads = Counter(t.lead for t in found if t.lead)
     text = f"The fastest changes with seq_len in {len(changes)} of {len(found)} series (one mask, one head_dim)"
     text += (": " + "; ".join(changes) + ".") if changes else "."
+    steady: dict[tuple[str, ...], list] = {}
+    for t in found:
+        if t.steady:
+            steady.setdefault(t.steady, []).append(t)
+    for leaders, group in steady.items():
+        ties = [
+            f"with {words.series(others)} in {_series_name(t)} at {lead_span(t.sweep, lead)}"
+            for t in group
+            for others, lead in t.ties
+        ]
+        text += (
+            f" {words.series(leaders)} {'leads' if len(leaders) == 1 else 'lead'} at every"
+            f" length in {len(group)} of {len(found)} series"
+            + (f", tied (within noise) {words.series(ties)}." if ties else ", beyond the noise.")
+        )
+    leads = Counter(t.lead for t in found if t.lead)
     if leads:
         text += (
-            f" From the shortest to the longest sequence the winner's lead over naive attention "
+            f" From the shortest to the longest sequence the leader's margin over naive attention "
             f"grows beyond the noise in {leads['rises']} of {sum(leads.values())} series, shrinks "
             f"in {leads['falls']} and stays within the noise in {leads['within noise']}."
         )
