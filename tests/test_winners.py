@@ -141,7 +141,9 @@ def test_the_trend_claim_checks_ranges_and_names_a_changing_winner(known):
     known = replace(known, tables={"times": replace(table, rows=rows)})
     trend = winners.trend_claim(sourced(known))
     assert "changes with seq_len in 1 of 2 series" in trend
-    assert "no mask, head_dim 64: naive + torch.compile at 128 tokens, then SDPA flash at 256" in trend
+    assert (
+        "no mask, head_dim 64: naive + torch.compile at 128 tokens, then SDPA flash at 256" in trend
+    )
     # causal: flash alone at 128, within noise of FlexAttention at 256: one implementation
     # leads (alone or tied) at every length, so the answer does not change there.
     causal = next(t for t in fwinners.series(known) if t.causal)
