@@ -115,9 +115,10 @@ def quantity(
     at = {**params, **(row or {}), spec.x: x}
     shape = None
     if spec.shape_from:
+        # a keyword takes the row's column (or the parameter) it names, else the constant
         shape = Shape.of(
             params,
-            **{k: row[v] if isinstance(v, str) and v in row else v for k, v in spec.shape_from},
+            **{k: at[v] if isinstance(v, str) and v in at else v for k, v in spec.shape_from},
         )
     elif spec.shape:
         shape = Shape.of(at)  # x may be a dimension (seq_len) or not (a block size)

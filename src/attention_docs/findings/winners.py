@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import product
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import decode as fdecode
@@ -209,21 +210,28 @@ def series(m: Measurement) -> list[Trend]:
     t = fwd.GRIDS[m.device_kind].teaching
     names = tuple(implementations(m))
     out = []
-    for dtype in t.dtypes:
-        for causal in t.causal:
-            for head_dim in t.head_dims:
-                where = (("batch_size", t.batch_size), ("num_heads", t.num_heads),
-                         ("dtype", dtype), ("causal", causal), ("head_dim", head_dim))  # fmt: skip
-                found = sweep_findings(m, spec=replace(SERIES, lines=names, where=where))
-                ranked = [p for p in found.points if p.ranking and len(p.ranking.order) >= 2]
-                if len(ranked) < 2:
-                    continue
-                a, b = (p.ranking.against_fastest.get(fwd.NAIVE) for p in (ranked[0], ranked[-1]))
-                lead = None
-                if a is not None and b is not None:
-                    lead = RISES if b.low > a.high else FALLS if b.high < a.low else FLAT
-                out.append(Trend(causal, head_dim, found, lead))
+    for dtype, causal, head_dim in product(t.dtypes, t.causal, t.head_dims):
+        where = (("batch_size", t.batch_size), ("num_heads", t.num_heads), ("dtype", dtype),
+                 ("causal", causal), ("head_dim", head_dim))  # fmt: skip
+        found = sweep_findings(m, spec=replace(SERIES, lines=names, where=where))
+        ranked = [p for p in found.points if p.ranking and len(p.ranking.order) >= 2]
+        if len(ranked) < 2:
+            continue
+        a, b = (p.ranking.against_fastest.get(fwd.NAIVE) for p in (ranked[0], ranked[-1]))
+        lead = None
+        if a is not None and b is not None:
+            lead = RISES if b.low > a.high else FALLS if b.high < a.low else FLAT
+        out.append(Trend(causal, head_dim, found, lead))
     return out
+
+
+def steady_groups(found: Sequence[Trend]) -> dict[tuple[str, ...], list[Trend]]:
+    """The series whose answer does not change, by the implementations that lead throughout."""
+    groups: dict[tuple[str, ...], list[Trend]] = {}
+    for t in found:
+        if t.steady:
+            groups.setdefault(t.steady, []).append(t)
+    return groups
 
 
 # --- the GPU forecast ------------------------------------------------------------------------

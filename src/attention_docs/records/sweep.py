@@ -105,17 +105,11 @@ class Sweep:
             "subject": self.subject,
             "log_x": self.log_x,
             "log_y": self.log_y,
-            **(
-                {
-                    "line": self.line,
-                    "value": self.value,
-                    "where": [list(w) for w in self.where],
-                    "shape_from": [list(w) for w in self.shape_from],
-                    "detail": self.detail,
-                }
-                if self.long or self.detail
-                else {}
-            ),
+            "line": self.line,
+            "value": self.value,
+            "where": [list(w) for w in self.where],
+            "shape_from": [list(w) for w in self.shape_from],
+            "detail": self.detail,
         }
 
     @classmethod

@@ -113,14 +113,14 @@ def text_color_for(background: str) -> str:
     return "white" if contrast("white", background) > contrast(INK, background) else INK
 
 
-def _plain_log_formatter(original):
+def _plain_log_formatter(original, say=tick):
     """matplotlib's choice of which log ticks to label (sub-decades on a short axis), with
-    words.tick's text instead of math text."""
+    `say`'s text (words.tick's by default) instead of math text."""
     from matplotlib.ticker import LogFormatter
 
     class PlainLogFormatter(LogFormatter):
         def _num_to_string(self, x, vmin, vmax):
-            return tick(x)
+            return say(x)
 
     return PlainLogFormatter(
         base=original._base,
@@ -133,7 +133,7 @@ def unit_ticks(axis, unit: str) -> None:
     """Label `axis`'s ticks in `unit` as words says each value (1 ms, 10 ms, 100 µs): one
     axis never reads "1,000" beside "10 k", and its numbers match the table's and the alt
     text's. The axis label then names the quantity without a unit."""
-    from matplotlib.ticker import FuncFormatter, LogFormatter
+    from matplotlib.ticker import FuncFormatter
 
     def say(x) -> str:
         return value(x, unit)
@@ -141,15 +141,8 @@ def unit_ticks(axis, unit: str) -> None:
     if axis.get_scale() != "log":
         axis.set_major_formatter(FuncFormatter(lambda x, _position: say(x)))
         return
-
-    class UnitLogFormatter(LogFormatter):
-        def _num_to_string(self, x, vmin, vmax):
-            return say(x)
-
-    for f, use in ((axis.get_major_formatter(), axis.set_major_formatter),
-                   (axis.get_minor_formatter(), axis.set_minor_formatter)):  # fmt: skip
-        # matplotlib's choice of which ticks to label (sub-decades on a short axis), kept
-        use(UnitLogFormatter(f._base, f.labelOnlyBase, f.minor_thresholds))
+    axis.set_major_formatter(_plain_log_formatter(axis.get_major_formatter(), say))
+    axis.set_minor_formatter(_plain_log_formatter(axis.get_minor_formatter(), say))
 
 
 def _readable(fig) -> float:

@@ -214,11 +214,7 @@ def trend_claim(times: Sourced) -> str:
     ]
     text = f"The fastest changes with seq_len in {len(changes)} of {len(found)} series (one mask, one head_dim)"
     text += (": " + "; ".join(changes) + ".") if changes else "."
-    steady: dict[tuple[str, ...], list] = {}
-    for t in found:
-        if t.steady:
-            steady.setdefault(t.steady, []).append(t)
-    for leaders, group in steady.items():
+    for leaders, group in fwinners.steady_groups(found).items():
         ties = [
             f"with {words.series(others)} in {_series_name(t)} at {lead_span(t.sweep, lead)}"
             for t in group
