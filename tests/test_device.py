@@ -10,6 +10,7 @@ from attention_docs.records.device import (
     SPEC_SHEETS,
     DeviceInfo,
     SpecSheet,
+    cpu_name,
     device_id,
     spec_for,
     spec_sheet_for,
@@ -102,6 +103,7 @@ def test_spec_for_returns_a_copy():
         ("cpu", "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz", "cpu-intel-xeon-platinum-8375c"),
         ("cpu", "Intel(R) Xeon(R) CPU E5-2686 v4 @ 2.30GHz", "cpu-intel-xeon-e5-2686-v4"),
         ("cpu", "AMD EPYC 7763 64-Core Processor", "cpu-amd-epyc-7763"),
+        ("cpu", "AMD EPYC (family 25, model 17)", "cpu-amd-epyc-family-25-model-17"),
         ("cpu", "13th Gen Intel(R) Core(TM) i9-13900K", "cpu-13th-gen-intel-core-i9-13900k"),
         ("cpu", "Apple M2 Pro", "cpu-apple-m2-pro"),
         ("cpu", "x86_64", "cpu-x86-64"),
@@ -149,3 +151,41 @@ def test_describe_a_cuda_device_looks_its_spec_up(monkeypatch):
     assert info.spec == spec_for("NVIDIA H100 80GB HBM3") and info.capability == "90"
     assert DeviceInfo.from_json(info.to_json()) == info
     assert device_id(info) == "cuda-h100-sxm"
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: {family}
+model\t\t: {model}
+model name\t: {name}
+stepping\t: 1
+
+processor\t: 1
+cpu family\t: 99
+model\t\t: 99
+model name\t: Another CPU 9000
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "family", "model", "expected"),
+    [
+        # A hypervisor's family name: two generations of it are two devices.
+        ("AMD EPYC", 25, 17, "AMD EPYC (family 25, model 17)"),
+        ("AMD EPYC", 23, 49, "AMD EPYC (family 23, model 49)"),
+        ("Intel Xeon Processor", 6, 106, "Intel Xeon Processor (family 6, model 106)"),
+        # A model number names the part already.
+        ("AMD EPYC 7B13", 25, 1, "AMD EPYC 7B13"),
+        ("Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz", 6, 106,
+         "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz"),
+    ],
+)  # fmt: skip
+def test_a_cpu_is_named_by_its_first_processor_and_a_family_name_by_its_cpuid(
+    name, family, model, expected
+):
+    assert cpu_name(CPUINFO.format(name=name, family=family, model=model)) == expected
+
+
+def test_a_cpuinfo_without_a_model_name_names_nothing():
+    assert cpu_name("processor\t: 0\nFeatures\t: fp asimd\n") is None
+    assert cpu_name("") is None

@@ -131,6 +131,10 @@ def test_flex_masks_compiles_each_mask_sweeps_sparsity_and_profiles_one_step():
     assert sweep[128]["time"] == rows["sliding_window"]["compiled"]
     computed = [r["computed_fraction"] for r in sweep.values()]
     assert computed == sorted(computed) and computed[0] < computed[-1]
+    # Every width in the same interleaved rounds: one count of rounds, one method, for all.
+    timed = [r["time"] for r in sweep.values()]
+    assert all(measured_in_rounds(t) for t in timed)
+    assert len({(len(t.rounds_us), t.method) for t in timed}) == 1
     assert sweep[512]["proportional_us"] == pytest.approx(sweep[512]["time"].time_us)
     # One profiled step: the BlockMask build, then the compiled call, which ran generated code.
     ranges = {s.name for s in m.timeline.spans if s.kind == "range"}
@@ -257,3 +261,44 @@ def test_flex_block_mask_cost_is_tiny_next_to_a_dense_mask():
     assert rows[-1]["peak_bytes"] >= rows[-1]["dense_mask_bytes"]  # the build is dense
     assert all(isinstance(r["build"], Timing) for r in rows)
     assert fflex.build_cost(m).slope is not None
+
+
+def _window_sweep(*points) -> Sourced:
+    """A flex_masks entry whose sweep holds `points`: (window, partial, full, timing)."""
+    base = recorded("flex_masks")
+    columns = ("window", "computed_fraction", "partial_blocks", "full_blocks", "time", "status")
+    rows = tuple((w, (p + f) / 64, p, f, t, "ok") for w, p, f, t in points)
+    sweep = Table((*columns, "proportional_us"), tuple((*r, None) for r in rows), {"time": "µs"})
+    return Sourced(replace(base, tables={**base.tables, "sweep": sweep}), "s", "x.json")
+
+
+def test_the_window_sweep_says_where_time_does_not_follow_the_tiles():
+    fm = _window_sweep(
+        (64, 15, 0, stated(10.0, 9.5, 10.5)),
+        (128, 15, 0, stated(17.0, 16.0, 18.0)),  # same tiles, outside the noise
+        (256, 14, 7, stated(22.0, 21.0, 23.0)),  # more tiles, slower: follows
+        (512, 12, 18, stated(27.0, 26.0, 28.0)),
+        (1024, 8, 28, stated(21.0, 20.0, 22.0)),  # more tiles, faster: does not
+    )
+    steps = fflex.tile_steps(fm.measurement)
+    assert [(s.narrow, s.wide, s.follows) for s in steps] == [
+        (64, 128, False), (128, 256, True), (256, 512, True), (512, 1024, False)
+    ]  # fmt: skip
+    assert steps[0].same_tiles and not steps[3].same_tiles
+    claim = render_flex.sparsity_claim(fm)
+    assert "does not follow the tiles" in claim and claim.count("ad-fact") == 2
+    assert "windows of 64 and 128 tokens compute the same 15 tiles (15 partial, 0 full)" in claim
+    assert "the 1,024-token window computes 36 tiles (8 partial, 28 full) against 30" in claim
+    assert "is not measured on this page" in claim
+
+
+def test_the_window_sweep_follows_the_tiles_within_noise():
+    fm = _window_sweep(
+        (64, 15, 0, stated(10.0, 9.0, 11.0)),
+        (128, 15, 0, stated(10.5, 9.5, 11.5)),  # same tiles, a tie
+        (256, 14, 7, stated(14.0, 13.0, 15.0)),
+        (512, 12, 18, stated(14.5, 13.5, 15.5)),  # more tiles, a tie: not faster
+    )
+    assert all(s.follows for s in fflex.tile_steps(fm.measurement))
+    claim = render_flex.sparsity_claim(fm)
+    assert claim.startswith("Timed in the same rounds, the widths' times follow their tiles")

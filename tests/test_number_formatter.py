@@ -91,3 +91,30 @@ def test_a_linear_axis_writes_its_ticks_as_words_does():
 
 def test_a_negative_whole_number_takes_a_minus_sign():
     assert words.value(-2, "") == "−2" and words.number(-2.5) == "−2.5"
+
+
+def test_one_axis_reads_in_one_style():
+    """Where some tick needs a prefix, every tick from 1,000 up has one: never "5,000" beside
+    "10 k"; the ticks outside the view choose nothing."""
+    assert words.ticks([0, 5000, 10000, 15000]) == ["0", "5 k", "10 k", "15 k"]
+    assert words.ticks([0, 2500, 5000, 7500]) == ["0", "2,500", "5,000", "7,500"]
+    assert words.ticks([0, 2000, 4000, 10000], shown=[0, 2000, 4000]) == [
+        "0", "2,000", "4,000", "10 k"
+    ]  # fmt: skip
+    assert words.ticks([100, 1000, 10000]) == ["100", "1 k", "10 k"]
+
+
+@pytest.mark.parametrize("high", [8_000, 20_000, 40_000])
+def test_a_figures_linear_axis_reads_in_one_style(high):
+    from matplotlib.ticker import MaxNLocator
+
+    with figures.new_figure(4, 2) as fig:
+        ax = fig.add_subplot()
+        ax.plot([0, high], [0, 1])
+        ax.set_xlim(0, high)
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        figures.settle(fig)
+        labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    plain = [t for t in labels if "," in t]
+    prefixed = [t for t in labels if t.endswith((" k", " M"))]
+    assert labels and not (plain and prefixed), labels

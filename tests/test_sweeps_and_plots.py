@@ -6,7 +6,7 @@ from recorded import recorded
 
 from attention_docs import render
 from attention_docs.attention.naive import naive_attention
-from attention_docs.experiments._sweep import OUT_OF_MEMORY, sweep
+from attention_docs.experiments._sweep import OUT_OF_MEMORY, sweep, timed_sweep
 from attention_docs.findings.share import row_shares
 from attention_docs.findings.trend import fitted_slope, table_slopes
 from attention_docs.inputs import make_qkv
@@ -24,6 +24,52 @@ def test_sweep_turns_out_of_memory_into_a_row_and_skips_larger_points():
     assert table.column("status") == ["ok", "ok", OUT_OF_MEMORY, "skipped after an out-of-memory"]
     assert table.column("time_us") == [1.0, 2.0, None, None]
     assert notes == ["n=4 ran out of memory on this device."]
+
+
+def test_a_timed_sweep_times_every_point_in_the_same_rounds():
+    """Points compared on a page are timed together, round by round: one count of rounds and
+    one method for all (timed one after another, each had its own); a point that runs out of
+    memory while it is prepared is a row that says so and is not timed, as is one whose
+    prepare gives nothing to time."""
+    order = []
+
+    def prepare(point):
+        n = point["n"]
+        if n == 8:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+        a = torch.ones(n)
+        return {"bytes": 4 * n}, None if n == 4 else (lambda: order.append(n) or a.sum())
+
+    points = [{"n": n} for n in (1, 2, 4, 8)]
+    table, notes = timed_sweep(
+        points, prepare, columns=("n", "bytes"), device=torch.device("cpu"), min_run_time=0.01
+    )
+    assert table.columns == ("n", "bytes", "time", "status")
+    assert table.column("status") == ["ok", "ok", "ok", OUT_OF_MEMORY]
+    assert table.column("bytes") == [4, 8, 16, None]
+    times = table.column("time")
+    assert times[2] is None and times[3] is None
+    assert len({(len(t.rounds_us), t.method) for t in times[:2]}) == 1
+    assert "interleaved rounds" in times[0].method
+    # Round by round: the two callables alternate, never one's rounds all before the other's.
+    assert order.index(2) < len(order) - order[::-1].index(1) - 1
+    assert notes == ["n=8 ran out of memory on this device."]
+
+
+def test_a_timed_sweep_that_runs_out_of_memory_while_timing_marks_the_timed_points():
+    def prepare(point):
+        def call():
+            if point["n"] == 2:
+                raise torch.OutOfMemoryError("CUDA out of memory")
+
+        return {}, call
+
+    table, notes = timed_sweep(
+        [{"n": 1}, {"n": 2}], prepare, columns=("n",), device=torch.device("cpu")
+    )
+    assert table.column("status") == [OUT_OF_MEMORY, OUT_OF_MEMORY]
+    assert table.column("time") == [None, None]
+    assert notes == ["the points ran out of memory while they were timed together"]
 
 
 def test_sweep_does_not_hide_other_errors():
@@ -78,8 +124,10 @@ def test_line_figure_marks_missing_points_and_states_the_slope():
         html,
     )
     assert "<figcaption" in html
-    # Axes are labelled in words with units, never with the column's name.
-    assert ">Sequence length</text>" in html and ">Time (µs)</text>" in html
+    # Axes are labelled in words, never with the column's name; lines of one unit have it
+    # in their ticks, as the tables write it (1 µs), not in the label.
+    assert ">Sequence length</text>" in html and ">Time</text>" in html
+    assert re.search(r">\d[\d.,]* µs</text>", html) and "(µs)" not in html
     assert "time_us" not in html and "seq_len" not in html.split("<figcaption")[0]
     bars = render.plots.bar_figure(s, "sweep", label="seq_len", value="time_us", what="Bars.")
     assert "256: not available" in bars and "None" not in bars.split("<figcaption")[0]

@@ -60,6 +60,7 @@ show(render.flex.mask_table(fm, times))
 show(render.flex.fallback_warning(fm.measurement))
 show(render.flex.block_table(fm))
 show(render.flex.sparsity_table(fm))
+show(render.flex.sparsity_claim(fm))
 
 # %% [markdown]
 # ## What a BlockMask costs to build

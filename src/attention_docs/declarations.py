@@ -24,6 +24,8 @@ from attention_docs.files import write_atomically
 from attention_docs.measurements.keys import PACKAGE_ROOT
 
 INDEX_VERSION = 4
+# Bump when records/device.py names devices differently: a remembered id is then computed anew.
+DEVICE_IDS = 2
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,7 @@ def _machine(setting: str) -> str | None:
     except (OSError, importlib.metadata.PackageNotFoundError):
         return None
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    return f"{setting}|{platform.node()}|{boot}|torch {torch_version}|{visible}"
+    return f"{setting}|{platform.node()}|{boot}|torch {torch_version}|{visible}|{DEVICE_IDS}"
 
 
 def device_id(setting: str, cache_dir: Path | None, compute: Callable[[str], str]) -> str:

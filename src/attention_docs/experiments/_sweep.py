@@ -14,6 +14,7 @@ import torch
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.headroom import drop_traceback, free_memory_bytes
 from attention_docs.profiling.memory import is_out_of_memory, release_cached_memory
+from attention_docs.profiling.timing import time_callables
 
 OUT_OF_MEMORY = "out of memory"
 SKIPPED_AFTER_OOM = "skipped after an out-of-memory"
@@ -57,19 +58,8 @@ def sweep(
             rows.append(_row(point, {}, columns, f"{TOO_LARGE} ({too_large})"))
             notes.append(f"{_point_text(point)} was not run: it {too_large}.")
             continue
-        failed = False
-        try:
-            result = measure(point)
-        except Exception as exc:
-            if not is_out_of_memory(exc):
-                raise
-            drop_traceback(exc)
-            failed = True
-        # Outside the except block: there the exception, and so the failed point's frames,
-        # would still be alive while the cache is emptied.
+        result, failed = _unless_out_of_memory(lambda point=point: measure(point))
         if failed:
-            gc.collect()  # tensors kept only by reference cycles are still allocated
-            release_cached_memory()
             rows.append(_row(point, {}, columns, OUT_OF_MEMORY))
             notes.append(f"{_point_text(point)} ran out of memory on this device.")
             stopped = stop_after_oom
@@ -78,6 +68,68 @@ def sweep(
         del result
     full = (*columns, "status")
     return Table(columns=full, rows=tuple(rows), units=dict(units or {})), notes
+
+
+def timed_sweep(
+    points: Iterable[Mapping[str, Any]],
+    prepare: Callable[[Mapping[str, Any]], tuple[Mapping[str, Any], Callable[[], object] | None]],
+    *,
+    columns: Sequence[str],
+    device: torch.device,
+    units: Mapping[str, str] | None = None,
+    time_column: str = "time",
+    **timing: Any,
+) -> tuple[Table, list[str]]:
+    """`sweep` for points a page compares with each other (a curve, a slope, a ranking):
+    `prepare(point)` returns the point's other fields and the callable to time (None: not
+    timed), its inputs allocated (a point that runs out of memory there is a row that says
+    so, as in `sweep`);
+    then every prepared point is timed in the same interleaved rounds
+    (`time_callables(..., **timing)`), so that a slow moment of the machine cannot bend one
+    point of the curve. The times are column `time_column`, before `status`; an
+    out-of-memory while timing marks every timed point."""
+    points = list(points)
+    calls: dict[int, Callable[[], object]] = {}
+
+    def measure(point):
+        fields, call = prepare(point)
+        if call is not None:
+            calls[id(point)] = call
+        return fields
+
+    table, notes = sweep(points, measure, columns=columns, units=units, device=device)
+    timings, failed = {}, False
+    if calls:
+        timings, failed = _unless_out_of_memory(lambda: time_callables(calls, device, **timing))
+    if failed:
+        timings = {}
+        notes.append("the points ran out of memory while they were timed together")
+    rows = []
+    for point, row in zip(points, table.rows, strict=True):
+        *fields, status = row
+        status = OUT_OF_MEMORY if failed and id(point) in calls else status
+        rows.append((*fields, timings.get(id(point)), status))
+    full = (*columns, time_column, "status")
+    return Table(full, tuple(rows), {**dict(units or {}), time_column: "µs"}), notes
+
+
+def _unless_out_of_memory(run: Callable[[], Any]) -> tuple[Any, bool]:
+    """(`run()`, False), or (None, True) when it ran out of memory: then what it allocated
+    is let go of (its traceback held it) and the allocator's cache released."""
+    failed = False
+    try:
+        return run(), False
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        drop_traceback(exc)
+        failed = True
+    # Outside the except block: there the exception, and so the failed run's frames, would
+    # still be alive while the cache is emptied.
+    if failed:
+        gc.collect()  # tensors kept only by reference cycles are still allocated
+        release_cached_memory()
+    return None, True
 
 
 def _too_large(

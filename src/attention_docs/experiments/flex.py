@@ -41,7 +41,7 @@ from attention_docs.attention.flex import (
     sliding_window,
     split_lengths,
 )
-from attention_docs.experiments._sweep import sweep
+from attention_docs.experiments._sweep import timed_sweep
 from attention_docs.experiments.registry import (
     ExperimentError,
     Observed,
@@ -55,7 +55,7 @@ from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
 from attention_docs.profiling.memory import is_out_of_memory, peak_memory_bytes
 from attention_docs.profiling.profile import Schedule, profile_callable
-from attention_docs.profiling.timing import time_callable, time_callables
+from attention_docs.profiling.timing import time_callables
 from attention_docs.records.steps import FLEX_STEPS
 from attention_docs.records.trace import attribute
 
@@ -287,30 +287,44 @@ def _chosen(masks: str) -> tuple[str, ...]:
 
 def _sparsity(flex, mod, width, *, qkv, ctx, min_window, ok):
     """Compiled sliding-window FlexAttention at widths from `min_window`, doubling, to the
-    whole sequence, each timed alone in its rounds: time against the share of tiles
-    computed. The masks table's window is one of the widths: its compiled time is this
-    sweep's point (`ok`: the kernel compiled; else no width is timed)."""
+    whole sequence: each width's BlockMask and its tiles, every width timed in the same
+    interleaved rounds (`ok`: the kernel compiled; else no width is timed). One compiled
+    kernel and one `mask_mod` serve every width: a width's call sets the window tensor only
+    when the width before it was another, which is its round's first (warm-up) call. The
+    masks table's window is one of the widths: its compiled time is this sweep's point."""
     q, k, v = qkv
     seq_len, window = q.size(-2), int(width)
     widths = sorted(
         {*(min_window * 2**i for i in range(32) if min_window * 2**i < seq_len), window, seq_len}
     )
+    current = [None]
 
-    def measure(point):
-        width.fill_(point["window"])
+    def prepare(point):
+        w = point["window"]
+        width.fill_(w)
         block_mask = block_mask_for(mod, seq_len, ctx.device)
         counts = block_counts(block_mask)
-        t = time_callable(lambda: flex(q, k, v, block_mask=block_mask), ctx.device) if ok else None
-        return {
+
+        def call():
+            if current[0] != w:
+                width.fill_(w)
+                current[0] = w
+            return flex(q, k, v, block_mask=block_mask)
+
+        fields = {
             "computed_fraction": 1 - counts["skipped"] / counts["total"],
             "partial_blocks": counts["partial"],
             "full_blocks": counts["full"],
-            "time": t,
         }
+        return fields, call if ok else None
 
-    columns = ("window", "computed_fraction", "partial_blocks", "full_blocks", "time")
-    table, notes = sweep(
-        [{"window": w} for w in widths], measure, columns=columns, units={"time": "µs"}
+    table, notes = timed_sweep(
+        [{"window": w} for w in widths],
+        prepare,
+        columns=("window", "computed_fraction", "partial_blocks", "full_blocks"),
+        device=ctx.device,
+        min_run_time=0.3 if ctx.device.type == "cpu" else 0.1,
+        cuda_runs=48,
     )
     width.fill_(window)
     # If time were proportional to the tiles computed: the whole sequence's time, scaled.
@@ -369,7 +383,7 @@ def flex_block_mask_cost(ctx, *, max_seq_len, mask) -> Observed:
         seq_lens.append(n)
         n *= 2
 
-    def measure(point):
+    def prepare(point):
         n = point["seq_len"]
         mask_mod, *_ = _mods(mask, n, 1, window=max(n // 8, 1), documents=4, device=ctx.device)
         build = lambda: block_mask_for(mask_mod, n, ctx.device)  # noqa: E731
@@ -379,31 +393,24 @@ def flex_block_mask_cost(ctx, *, max_seq_len, mask) -> Observed:
             for t in block_mask.as_tuple(flatten=True)
             if isinstance(t, torch.Tensor)
         )
-        return {
-            "build": time_callable(build, ctx.device, min_run_time=0.1),
+        counts = block_counts(block_mask)
+        fields = {
             "peak_bytes": peak_memory_bytes(build, ctx.device),
             "block_mask_bytes": mask_bytes,
             "dense_mask_bytes": n * n,
-            "skipped_fraction": block_counts(block_mask)["skipped"]
-            / block_counts(block_mask)["total"],
+            "skipped_fraction": counts["skipped"] / counts["total"],
         }
+        return fields, build
 
-    table, notes = sweep(
+    # Every length's build in the same interleaved rounds: the page fits a slope to them.
+    columns = ("seq_len", "peak_bytes", "block_mask_bytes", "dense_mask_bytes", "skipped_fraction")
+    table, notes = timed_sweep(
         [{"seq_len": n} for n in seq_lens],
-        measure,
-        columns=(
-            "seq_len",
-            "build",
-            "peak_bytes",
-            "block_mask_bytes",
-            "dense_mask_bytes",
-            "skipped_fraction",
-        ),
-        units={
-            "build": "µs",
-            "peak_bytes": "B",
-            "block_mask_bytes": "B",
-            "dense_mask_bytes": "B",
-        },
+        prepare,
+        columns=columns,
+        device=ctx.device,
+        units=dict.fromkeys(("peak_bytes", "block_mask_bytes", "dense_mask_bytes"), "B"),
+        time_column="build",
+        min_run_time=0.1,
     )
     return Observed(tables={"cost": table}, notes=tuple(notes))

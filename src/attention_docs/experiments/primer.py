@@ -17,13 +17,13 @@ from torch.profiler import profile, schedule
 
 from attention_docs.analytic.cost import itemsize, score_matrix_bytes
 from attention_docs.attention.naive import naive_attention
-from attention_docs.experiments._sweep import sweep
+from attention_docs.experiments._sweep import timed_sweep
 from attention_docs.experiments.registry import Observed, Param, Work, experiment, shape_params
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
 from attention_docs.profiling.profile import activities_on, chrome_of
-from attention_docs.profiling.timing import time_callable, time_callables
+from attention_docs.profiling.timing import time_callables
 from attention_docs.records.timing import Timing
 from attention_docs.records.trace import Trace, trim_chrome
 
@@ -367,19 +367,21 @@ def op_size_sweep(ctx, *, min_log2, max_log2, dtype) -> Observed:
     torch_dtype = resolve_dtype(dtype)
     moved_per_element = 3 * itemsize(dtype)  # read a, read b, write the result
 
-    def measure(point):
+    def prepare(point):
         n = point["elements"]
         a = torch.randn(n, device=ctx.device).to(torch_dtype)
         b = torch.randn(n, device=ctx.device).to(torch_dtype)
-        t = time_callable(lambda: torch.add(a, b), ctx.device, min_run_time=0.05)
-        return {"bytes": n * moved_per_element, "time": t}
+        return {"bytes": n * moved_per_element}, lambda: torch.add(a, b)
 
+    # Every size in the same interleaved rounds: the page reads a floor and a slope off them.
     points = [{"elements": 2**p} for p in range(min_log2, max_log2 + 1)]
-    table, notes = sweep(
+    table, notes = timed_sweep(
         points,
-        measure,
-        columns=("elements", "bytes", "time"),
-        units={"bytes": "B", "time": "µs"},
+        prepare,
+        columns=("elements", "bytes"),
+        device=ctx.device,
+        units={"bytes": "B"},
+        min_run_time=0.05,
     )
     return Observed(
         tables={"sizes": table},

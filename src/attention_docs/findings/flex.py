@@ -152,6 +152,47 @@ def sparsity(m: Measurement) -> Sparsity:
     return Sparsity(points, _versus(m, flex[0], flex[-1], rows[0]["time"], rows[-1]["time"]))
 
 
+@dataclass(frozen=True)
+class TileStep:
+    """Two neighbouring widths of the window sweep (timed in the same rounds): the tiles
+    each computes (partial and full), how the wider one's time compares with the narrower's,
+    and whether that follows the tiles — the same tiles within noise, more tiles not faster
+    beyond it."""
+
+    narrow: int
+    wide: int
+    narrow_tiles: tuple[int, int]  # (partial, full)
+    wide_tiles: tuple[int, int]
+    ratio: Ratio  # the wide width's time ÷ the narrow's
+
+    @property
+    def same_tiles(self) -> bool:
+        return sum(self.narrow_tiles) == sum(self.wide_tiles)
+
+    @property
+    def follows(self) -> bool:
+        c = self.ratio[1]
+        if self.same_tiles:
+            return c.tie
+        return c.tie or c.as_ordered  # more tiles: the narrow window is not slower
+
+
+def tile_steps(m: Measurement) -> tuple[TileStep, ...]:
+    """Each pair of neighbouring timed widths, narrow to wide."""
+    rows = [r for r in m.tables["sweep"].records() if r["time"] is not None]
+    subj = [f"{fwd.FLEX}, sliding_window {r['window']}" for r in rows]
+    return tuple(
+        TileStep(
+            a["window"],
+            b["window"],
+            (a["partial_blocks"], a["full_blocks"]),
+            (b["partial_blocks"], b["full_blocks"]),
+            _versus(m, sa, sb, a["time"], b["time"]),
+        )
+        for a, b, sa, sb in zip(rows, rows[1:], subj, subj[1:], strict=False)
+    )
+
+
 def whole_window(m: Measurement, times: Measurement | None) -> tuple[int, Fact, Fact] | None:
     """The sweep's whole-sequence window computes the causal mask's tiles: (that window, its
     time as the sparsity table states it, forward_times' causal row). No ratio: the two were

@@ -6,7 +6,7 @@ import os
 import platform
 from typing import TYPE_CHECKING
 
-from attention_docs.records.device import DEVICE_CHOICES, DeviceInfo, spec_for
+from attention_docs.records.device import DEVICE_CHOICES, DeviceInfo, cpu_name, spec_for
 
 if TYPE_CHECKING:
     import torch
@@ -35,12 +35,10 @@ def resolve_device(device: str = "auto") -> torch.device:
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:  # noqa: PTH123 - Linux only, tiny
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+            found = cpu_name(f.read())
     except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+        found = None
+    return found or platform.processor() or platform.machine() or "unknown CPU"
 
 
 def describe(device: torch.device) -> DeviceInfo:

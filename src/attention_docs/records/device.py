@@ -171,6 +171,28 @@ class DeviceInfo:
         return cls(**data)
 
 
+def cpu_name(cpuinfo: str) -> str | None:
+    """The CPU's model name from the text of /proc/cpuinfo (its first processor), or None.
+
+    A virtual machine often shows only a family name with no model number ("AMD EPYC"),
+    which two CPU generations of different speed and instruction sets share: such a name
+    gets the CPUID family and model, "AMD EPYC (family 25, model 17)", so that each is a
+    device of its own and the store never serves one's numbers as the other's."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip() and fields:
+            break  # the end of the first processor's block
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name")
+    if not name:
+        return None
+    family, model = fields.get("cpu family"), fields.get("model")
+    if not any(c.isdigit() for c in name) and family and model:
+        return f"{name} (family {family}, model {model})"
+    return name
+
+
 def spec_sheet_for(name: str) -> SpecSheet | None:
     """The `SpecSheet` whose reported names include `name` (case and spacing aside), or None.
 
@@ -198,7 +220,7 @@ def _slug(text: str) -> str:
 
 def device_id(info: DeviceInfo) -> str:
     """A short, stable name for the device a measurement ran on, e.g. "cuda-h200",
-    "cuda-a100-sxm4-80gb", "cpu-amd-epyc-7b13".
+    "cuda-a100-sxm4-80gb", "cpu-amd-epyc-7b13", "cpu-amd-epyc-family-25-model-17".
 
     Known GPUs use their spec sheet's slug, other GPUs a slug of their name (without the
     vendor prefix "NVIDIA"), CPUs a slug of the model name without trademarks, "CPU",

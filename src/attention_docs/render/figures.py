@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 from attention_docs.measurements.schema import Sourced
 from attention_docs.render.caption import caption_html
-from attention_docs.render.words import number, tick, value
+from attention_docs.render.words import number, tick, ticks, value
 
 # Okabe–Ito: distinguishable with every common colour-vision deficiency, and after the
 # dark theme's invert + hue-rotate filter.
@@ -122,6 +122,14 @@ def _plain_log_formatter(original, say=tick):
         def _num_to_string(self, x, vmin, vmax):
             return say(x)
 
+        def format_ticks(self, values):
+            labels = super().format_ticks(values)
+            if say is not tick:  # a unit's labels (1 ms, 10 ms) are one style already
+                return labels
+            shown = [v for v, text in zip(values, labels, strict=True) if text]
+            styled = dict(zip(shown, ticks(shown), strict=True))
+            return [styled[v] if text else text for v, text in zip(values, labels, strict=True)]
+
     return PlainLogFormatter(
         base=original._base,
         labelOnlyBase=original.labelOnlyBase,
@@ -145,13 +153,32 @@ def unit_ticks(axis, unit: str) -> None:
     axis.set_minor_formatter(_plain_log_formatter(axis.get_minor_formatter(), say))
 
 
+def _linear_ticks():
+    """words.ticks' labels for a linear axis: all its ticks in one style (0, 5 k, 10 k)."""
+    from matplotlib.ticker import Formatter
+
+    class LinearTicks(Formatter):
+        def __call__(self, x, pos=None):
+            return tick(x)
+
+        def format_ticks(self, values):
+            # The locator also places ticks just outside the view: they choose no style.
+            # layout: the view's ends, and the ticks inside them
+            low, high = (
+                sorted(self.axis.get_view_interval()) if self.axis else (-math.inf, math.inf)
+            )
+            return ticks(list(values), [v for v in values if low <= v <= high])  # layout: in view
+
+    return LinearTicks()
+
+
 def _readable(fig) -> float:
     """Raise every text of `fig` to the desktop minimum; tick labels in words.tick's numbers,
     on log axes (math text draws exponents at 70% size) and linear ones (matplotlib writes
     20000, where every other number on the site reads 20 k). Returns the smallest font size
     left, in points."""
     from matplotlib.text import Text
-    from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, ScalarFormatter
+    from matplotlib.ticker import LogFormatterSciNotation, ScalarFormatter
 
     floor = min_font_pt(fig.get_size_inches()[0])
     for ax in fig.axes:
@@ -163,10 +190,10 @@ def _readable(fig) -> float:
                 if isinstance(formatter, LogFormatterSciNotation):
                     use(_plain_log_formatter(formatter))
                 elif type(formatter) is ScalarFormatter:  # a linear axis: words' numbers too
-                    use(FuncFormatter(lambda x, _position: tick(x)))
-            ticks = axis.get_major_ticks() + axis.get_minor_ticks()
+                    use(_linear_ticks())
+            marks = axis.get_major_ticks() + axis.get_minor_ticks()
             # layout: tick labels raised to the minimum font size
-            if min((t.label1.get_fontsize() for t in ticks), default=floor) < floor:
+            if min((t.label1.get_fontsize() for t in marks), default=floor) < floor:
                 ax.tick_params(axis=name, which="both", labelsize=floor)
     for ax in fig.axes:
         _contrast_on_patches(ax)

@@ -223,7 +223,7 @@ def memory_figure(sourced: Sourced) -> str:
         labels=("naive", "tiled loop", "SDPA flash"),
         what=f"Peak memory against sequence length (seq_len swept {xs[0]}–{xs[-1]}; the other "
         "parameters as listed).",
-        ylabel="peak memory (bytes)",
+        ylabel="peak memory",
         logx=True,
         logy=True,
         slopes=fflash.memory_slopes(sourced.measurement),

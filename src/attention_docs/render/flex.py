@@ -129,13 +129,53 @@ def fallback_warning(m: Measurement) -> str:
 
 
 def sparsity_figure(fm: Sourced) -> str:
-    """Time per forward against the share of tiles computed, with the proportional line."""
+    """Time per forward against the window, with the time proportional to the tiles."""
     return line_figure(
-        fm, "sweep", x="computed_fraction", ys=("time", "proportional_us"),
-        labels=("measured", "proportional to tiles computed"),
-        what="Sliding-window FlexAttention: time against tiles computed.",
-        xlabel="fraction of 128×128 tiles computed", ylabel="time per forward (µs)",
+        fm, "sweep", x="window", ys=("time", "proportional_us"), logx=True,
+        labels=("measured", "proportional to the tiles computed"),
+        what="Sliding-window FlexAttention: time against the window's width.",
+        xlabel="window (tokens)", ylabel="time per forward",
     )  # fmt: skip
+
+
+def _tiles(tiles: tuple[int, int]) -> str:
+    partial, full = tiles
+    return f"{words.plural(partial + full, 'tile')} ({partial:,} partial, {full:,} full)"
+
+
+def sparsity_claim(fm: Sourced) -> str:
+    """Whether the time followed the tiles from one width to the next, and where it did not."""
+    m = fm.measurement
+    steps = fflex.tile_steps(m)
+    off = [s for s in steps if not s.follows]
+    if not steps:
+        return ""
+    if not off:
+        return (
+            "Timed in the same rounds, the widths' times follow their tiles: no wider window "
+            "is faster beyond the noise, and widths that compute the same tiles are within "
+            "noise of each other."
+        )
+    said = []
+    for s in off:
+        narrow, wide = f"the {s.narrow:,}-token window", f"the {s.wide:,}-token one"
+        pair = words.fact_span(s.ratio[0].quantity.id, words.speed(s.ratio[1], narrow, wide))
+        if s.same_tiles:
+            said.append(
+                f"windows of {s.narrow:,} and {s.wide:,} tokens compute the same "
+                f"{_tiles(s.narrow_tiles)}, yet {pair}"
+            )
+        else:
+            said.append(
+                f"{wide.replace('one', 'window')} computes {_tiles(s.wide_tiles)} against "
+                f"{_tiles(s.narrow_tiles)}, yet {pair}"
+            )
+    return (
+        f"On {m.provenance.device.label}, timed in the same rounds, the time does not follow "
+        f"the tiles: {'; '.join(said)}. So here the BlockMask's tiles do not set the time on "
+        "their own; what else does (how this device's kernel walks a tile, what a partial "
+        "tile costs on it) is not measured on this page."
+    )
 
 
 def sparsity_table(fm: Sourced) -> str:

@@ -21,6 +21,7 @@ from attention_docs.render.figures import (
     new_figure,
     to_svg,
     tooltip,
+    unit_ticks,
 )
 from attention_docs.render.words import figure_number, number, percent, quantity_label, tick
 
@@ -175,8 +176,14 @@ def line_figure(
                 ax.minorticks_off()
         if logy:
             ax.set_yscale("log")
+        # Lines of one unit: the ticks say it as the tables do (10 ms, 1 MB), the label not.
+        units = {table.units.get(column) for column in ys}
+        unit = next(iter(units)) if len(units) == 1 else None
+        if unit:
+            unit_ticks(ax.yaxis, unit)
         ax.set_xlabel(xlabel or _with_unit(table, x))
-        ax.set_ylabel(ylabel or (_with_unit(table, ys[0]) if len(ys) == 1 else ""))
+        shown = quantity_label(ys[0]) if unit else _with_unit(table, ys[0])
+        ax.set_ylabel(ylabel or (shown if len(ys) == 1 else ""))
         ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
         ax.spines[["top", "right"]].set_visible(False)
         ax.legend(frameon=False, fontsize=8)

@@ -12,7 +12,14 @@ from attention_docs.findings.memory import FORECAST_BASE
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import STEPS
 from attention_docs.render import words
-from attention_docs.render.figures import MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
+from attention_docs.render.figures import (
+    MUTED,
+    SERIES_COLORS,
+    figure_html,
+    new_figure,
+    to_svg,
+    unit_ticks,
+)
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import stacked_share_figure
 from attention_docs.render.tables import captioned_table
@@ -64,8 +71,9 @@ def sweep_figure(
         ax.plot(xs, [f.value for f in facts], marker="o", markersize=3.5, color=SERIES_COLORS[0], label=CELLS[y][0])  # fmt: skip
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        unit_ticks(ax.yaxis, "µs" if y == "time" else "B")  # 1 ms, 1 MB: as the table says
         ax.set_xlabel(x)
-        ax.set_ylabel("forward time (µs)" if y == "time" else "peak memory (bytes)")
+        ax.set_ylabel("forward time" if y == "time" else "peak memory")
         ax.grid(color=MUTED, alpha=0.3, lw=0.5, which="both")
         ax.spines[["top", "right"]].set_visible(False)
         ax.legend(frameon=False, fontsize=8)

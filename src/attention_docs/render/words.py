@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from attention_docs.findings.compare import Comparison
 from attention_docs.findings.facts import Fact
@@ -425,3 +425,14 @@ def tick(x: float) -> str:
     prefix from 10,000 up (10 k, 16.4 k, 2.5 M, 0.01): a base-2 axis's 16,384 is "16.4 k",
     never a binary "16 k"."""
     return value(x, "")
+
+
+def ticks(values: Sequence[float], shown: Sequence[float] | None = None) -> list[str]:
+    """The labels of the round values a tick locator chose for one axis, in one style:
+    `tick`'s, except that where some tick `shown` (default: all) needs a prefix (10 k), every
+    tick from 1,000 up takes one too, so that one axis never reads "5,000" beside "10 k"
+    (0, 5 k, 10 k, 15 k). Ticks placed at measured values (a seq_len axis: 4,096, 16.4 k)
+    keep `tick`'s rule."""
+    if not any(abs(x) >= 1e4 for x in (values if shown is None else shown)):
+        return [tick(x) for x in values]
+    return [count(x) if abs(x) >= 1e3 else tick(x) for x in values]
