@@ -466,6 +466,9 @@ def test_roofline_figure_places_the_steps_at_their_unprofiled_rates(roofline):
     assert '<svg role="img"' in figure and "ridge 10 FLOP/B" in figure
     assert "Steps at their unprofiled time" in figure
     assert "attention.mask: 0 FLOPs" in figure  # the causal mask is listed, not plotted
+    # The rate axis says its unit in its ticks, as the tables do (1 GFLOP/s), not "1 G".
+    assert re.search(r">[\d.,]+ [kMGT]?FLOP/s</text>", figure)
+    assert not re.search(r">[\d.,]+ [kMGT]</text>", figure)
     scores = roofline.step("attention.scores")
     assert (
         f"attention.scores: {render.words.value(scores.flops / 50e-6, 'FLOP/s')}"

@@ -10,7 +10,15 @@ from attention_docs.findings.forecast import check, measured_on
 from attention_docs.findings.forward import ceiling
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import words
-from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
+from attention_docs.render.figures import (
+    INK,
+    MUTED,
+    SERIES_COLORS,
+    figure_html,
+    new_figure,
+    to_svg,
+    unit_ticks,
+)
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.sweep import sweep_claim, sweep_figure
 from attention_docs.render.tables import captioned_table, measurement_of
@@ -223,7 +231,11 @@ def roofline_figure(steps: Sourced, ceilings: Sourced | None = None) -> str:
                 f"{p.label}: {words.intensity(p.cost.intensity)}, {words.per_second(rate, 'FLOP')}."
             )
         ax.set(xscale="log", yscale="log", ylim=(None, peak * 2))
-        ax.set(xlabel="FLOP per byte the step must move (cost model)", ylabel="FLOP/s (unprofiled)")
+        ax.set(
+            xlabel="FLOP per byte the step must move (cost model)",
+            ylabel="achieved rate (unprofiled)",
+        )
+        unit_ticks(ax.yaxis, "FLOP/s")  # 1 GFLOP/s, 10 GFLOP/s: as the tables say
         ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
         ax.spines[["top", "right"]].set_visible(False)
         fig.legend(loc="outside right center", frameon=False, fontsize=8)

@@ -228,7 +228,7 @@ def size_sweep_figure(sourced: Sourced) -> str:
     m = sourced.measurement
     size = fprimer.size_sweep(m)
     rows = tuple((p.elements, p.time.value, size.model_us(p.bytes)) for p in size.points)
-    derived = Table(("elements", "time_us", "model_us"), rows, {"time_us": "µs"})
+    derived = Table(("elements", "time_us", "model_us"), rows, {"time_us": "µs", "model_us": "µs"})
     with_model = replace(sourced, measurement=replace(m, tables={**m.tables, "_fit": derived}))
     floor = words.time_us(size.floor.value)
     bandwidth = words.per_second(size.bandwidth.value, "B")
@@ -240,7 +240,7 @@ def size_sweep_figure(sourced: Sourced) -> str:
         labels=[f"measured {m.facts.get('op', 'op')}", f"max(floor {floor}, bytes ÷ {bandwidth})"],
         what="Time per call against size (unprofiled).",
         xlabel="elements per tensor",
-        ylabel="time per call (µs)",
+        ylabel="time per call",
         logx=True,
         logy=True,
     )

@@ -9,7 +9,15 @@ from attention_docs.measurements.schema import Sourced
 from attention_docs.records.steps import MATMULS
 from attention_docs.render import words
 from attention_docs.render.caption import on_one_device
-from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
+from attention_docs.render.figures import (
+    INK,
+    MUTED,
+    STEP_COLORS,
+    figure_html,
+    new_figure,
+    to_svg,
+    unit_ticks,
+)
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.tables import captioned_table
 from attention_docs.render.tables import measurement_of as _m
@@ -300,7 +308,8 @@ def roofline_figure(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: So
         if notes:
             ax.text(0.98, 0.03, "\n".join(notes), transform=ax.transAxes, **CORNER)
             alt.extend(n + "." for n in notes)
-        ax.set(xscale="log", yscale="log", ylabel="FLOP/s (unprofiled)")
+        ax.set(xscale="log", yscale="log", ylabel="achieved rate (unprofiled)")
+        unit_ticks(ax.yaxis, "FLOP/s")  # 1 GFLOP/s, 10 GFLOP/s: as the tables say
         ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
         ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
         ax.spines[["top", "right"]].set_visible(False)
