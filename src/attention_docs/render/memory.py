@@ -122,7 +122,8 @@ def scratch_claim(m: Measurement) -> str:
         big = p.scratch_blocks
         if p.scratch_at_peak.value and big:
             where = words.series(f"`{x.op}` in `{x.step}` {fact(x.per_call)}" for x in big)
-            isa = f" on this CPU's {p.isa}" if p.isa else ""
+            # oneDNN names its instruction-set level in Intel's words on every vendor's CPU.
+            isa = f" (at the instruction-set level oneDNN calls “{p.isa}”)" if p.isa else ""
             text += (
                 f" In {p.dtype}, {_backend(p)}{isa} allocates scratch per call and frees it before "
                 f"returning ({where}); at the peak it adds {fact(p.scratch_at_peak)}, so the peak "
