@@ -4,12 +4,14 @@
 # profiling/timing.py measures it; findings/ judges it (ties, rankings); render/words.py
 # says it.
 #
-# The statistic is made for a shared machine (docs/method.md says it for readers). Contention
-# only ever adds time: a round in which another process took the core, or the CPU clocked
-# down, is slower, never faster. So the value is the rounds' *lower quartile*, which up to
-# three rounds in four can be disturbed without moving, and its interval is a distribution-
-# free confidence interval for that quartile: the pair of order statistics of the rounds that
-# holds it with at least 90 % probability (the binomial argument of any statistics text).
+# The statistic is made for a shared machine (docs/method.md says it for readers). Such noise
+# only ever adds time: a round in which another process took the core, or a page faulted, is
+# slower, never faster. (A clock that follows the load moves every round alike: no statistic
+# undoes it, which is why busy numbers are flagged.) So the value is the rounds' *lower
+# quartile*, which up to three rounds in four can be disturbed without moving, and its
+# interval is a distribution-free confidence interval for that quartile: the pair of order
+# statistics of the rounds that holds it with at least 90 % probability (the binomial
+# argument of any statistics text).
 # With few rounds no pair reaches 90 % and the interval is the rounds' whole range.
 from __future__ import annotations
 
