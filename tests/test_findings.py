@@ -75,6 +75,22 @@ def test_a_comparison_reads_as_a_tie_or_as_a_ratio_above_one():
     assert "within noise" in tie and "faster" not in tie
 
 
+def test_a_difference_beyond_the_noise_never_reads_as_touching_one():
+    """Rounds that do not overlap by a hair: the range's near end keeps the digits that put
+    it above 1 ("1.0004–", not "1–", which reads as the edge of a tie), whichever side the
+    sentence is read from."""
+    from attention_docs.findings.compare import compare
+
+    fast, slow = t(99.0, 100.0, 100.0), t(100.04, 101.0, 110.0)
+    c = compare(fast, slow)
+    assert not c.tie and c.low > 1
+    assert words.versus(c) == "1.01× (1.0004–1.11×)"
+    assert words.speed(compare(slow, fast), "b", "a") == "a is 1.01× (1.0004–1.11×) faster than b"
+    assert words.span(0.5, 1.0, words.times) == "0.5–1×"  # a true 1 stays 1
+    ratio = Fact(Quantity("speed ratio", "a vs b", "cpu-x", UNPROFILED), 1.13, "×", 1.00003, 1.3)
+    assert "(1.00003–1.3×)" in words.fact(ratio)  # a ratio fact's range: the same rule
+
+
 # --- facts ---------------------------------------------------------------------------------
 
 

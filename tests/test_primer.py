@@ -280,7 +280,7 @@ def test_op_size_sweep_keeps_each_size_as_a_timing():
     html = render.primer.size_sweep_figure(sourced(m))
     assert '<svg role="img"' in html and "floor" in html
     # Both lines are times: the axis says its unit in its ticks (1 µs), not in its label.
-    assert re.search(r">[\d.,]+ [µm]?s</text>", html) and "(µs)" not in html
+    assert re.search(r">[\d.,]+ [nµm]?s</text>", html) and "(µs)" not in html
 
 
 def sweep_measurement(m, times, spread=0.02):

@@ -23,6 +23,11 @@ class Comparison:
         (a tie says neither is faster, whichever way it is read)."""
         return self.ratio >= 1
 
+    @property
+    def flipped(self) -> Comparison:
+        """The same comparison read from the other side (`fast` and `slow` swapped)."""
+        return Comparison(1 / self.ratio, 1 / self.high, 1 / self.low, self.tie)
+
 
 def compare(fast: Timing, slow: Timing) -> Comparison:
     """Compare two timings; a tie when their round ranges overlap."""

@@ -164,6 +164,17 @@ def times(x: float) -> str:
     return f"{number(x)}×"
 
 
+def _range_end_times(x: float) -> str:
+    """A multiple at one end of a range, with the digits that keep it on its side of 1:
+    1.002× rather than "1×", which would read as the edge of a tie that is not there."""
+    text = times(x)
+    for significant in range(SIGNIFICANT + 1, SIGNIFICANT + 5):
+        if text != "1×" or x == 1:
+            break
+        text = f"{number(x, significant)}×"
+    return text
+
+
 def intensity(flop_per_byte: float) -> str:
     return f"{number(flop_per_byte)} FLOP/B"
 
@@ -187,6 +198,9 @@ def span(low: float, high: float, say=time_us) -> str:
     """A range: `9.5–9.8 ms` (each end in its own unit when they differ: `850 µs–1.2 ms`);
     a range that starts below zero reads `−171 ms to 47.4 ms` (a dash would read as a minus)."""
     a, b = say(low), say(high)
+    # A multiple that is not 1 never reads "1×" at a range's end: the edge of a tie.
+    a = _range_end_times(low) if a == "1×" else a
+    b = _range_end_times(high) if b == "1×" else b
     if low < 0:  # a dash between two numbers would read as a minus
         return f"{a} to {b}"
     unit_a, unit_b = a.rpartition(" ")[2], b.rpartition(" ")[2]
@@ -227,8 +241,8 @@ def speed(c: Comparison, a: str, b: str) -> str:
     if c.tie:
         return f"{a} and {b} are within noise of each other ({times(c.ratio)} apart)"
     if c.as_ordered:
-        return f"{a} is {times(c.ratio)} ({span(c.low, c.high, times)}) faster than {b}"
-    return f"{b} is {times(1 / c.ratio)} ({span(1 / c.high, 1 / c.low, times)}) faster than {a}"
+        return f"{a} is {versus(c)} faster than {b}"
+    return f"{b} is {versus(c.flipped)} faster than {a}"
 
 
 # --- facts ---------------------------------------------------------------------------------
