@@ -120,7 +120,7 @@ def tiny_measurement():
     from attention_docs.experiments.runner import run_experiment
 
     return run_experiment(
-        "naive_steps", {"seq_len": 32, "num_heads": 2, "head_dim": 16}, device="cpu"
+        "naive_steps", {"seq_len": 32, "num_heads": 2, "head_dim": 16}, device_setting="cpu"
     )
 
 
@@ -141,7 +141,7 @@ def quick_entries(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("quick-entries")
     for seq_len in (8, 4):
-        run_experiment("_test_quick", {"seq_len": seq_len}, device="cpu", store=Store(root))
+        run_experiment("_test_quick", {"seq_len": seq_len}, device_setting="cpu", store=Store(root))
     return root
 
 

@@ -130,7 +130,7 @@ TINY = {"batch_size": 1, "num_heads": 2, "seq_len": 32, "head_dim": 16}
 
 
 def test_backward_compare_counts_and_times_every_implementation():
-    m = run_experiment("backward_compare", TINY, device="cpu")
+    m = run_experiment("backward_compare", TINY, device_setting="cpu")
     rows = {r["implementation"]: r for r in m.tables["compare"].records()}
     assert list(rows) == list(IMPLEMENTATIONS)
     shape = Shape.of(m.params)
@@ -366,7 +366,7 @@ def test_backward_saved_tensors_sweep_and_figure():
     m = run_experiment(
         "backward_saved_tensors",
         {"num_heads": 2, "head_dim": 16, "max_seq_len": 512},
-        device="cpu",
+        device_setting="cpu",
     )
     table = m.tables["saved"]
     assert table.column("seq_len") == [128, 256, 512]

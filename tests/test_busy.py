@@ -96,7 +96,7 @@ def test_timing_uses_no_more_threads_than_the_process_has_cores(tmp_path, monkey
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     try:
         torch.set_num_threads(max(before, 2))
-        m = run_experiment("_test_timed", {"size": 8}, device="cpu", store=Store(tmp_path))
+        m = run_experiment("_test_timed", {"size": 8}, device_setting="cpu", store=Store(tmp_path))
     finally:
         torch.set_num_threads(before)
     assert m.provenance.device.threads == 1 == m.provenance.load.threads

@@ -135,7 +135,7 @@ def stored_quick(store: Path, **requested) -> None:
     from attention_docs.experiments.runner import run_experiment
     from attention_docs.measurements.store import Store
 
-    Store(store).put(run_experiment("_test_quick", requested, device="cpu"))
+    Store(store).put(run_experiment("_test_quick", requested, device_setting="cpu"))
 
 
 def test_prune_removes_stale_and_unreadable_entries_only(tmp_path):
@@ -344,7 +344,7 @@ def store(tmp_path):
     from attention_docs.measurements.store import Store
 
     root = tmp_path / "store"
-    run_experiment("_test_quick", {"seq_len": 8}, device="cpu", store=Store(root))
+    run_experiment("_test_quick", {"seq_len": 8}, device_setting="cpu", store=Store(root))
     return root
 
 

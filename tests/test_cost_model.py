@@ -130,7 +130,7 @@ def test_roof_and_predictions_classify_each_bound():
 
 @pytest.fixture(scope="module")
 def ceilings():
-    return run_experiment("machine_ceilings", CEILINGS_TINY, device="cpu")
+    return run_experiment("machine_ceilings", CEILINGS_TINY, device_setting="cpu")
 
 
 def test_the_copy_is_sized_past_the_last_level_cache():

@@ -252,13 +252,13 @@ TINY = {"num_heads": 4, "head_dim": 8, "gqa_kv_heads": 2, "working_set_mb": 1, "
 
 @pytest.fixture(scope="module")
 def steps():
-    return run_experiment("decode_steps", TINY, device="cpu")
+    return run_experiment("decode_steps", TINY, device_setting="cpu")
 
 
 @pytest.fixture(scope="module")
 def measured_pvd():
     params = {"num_heads": 4, "head_dim": 8, "num_kv_heads": 2, "prompt_len": 24}
-    return run_experiment("decode_prefill_vs_decode", params, device="cpu")
+    return run_experiment("decode_prefill_vs_decode", params, device_setting="cpu")
 
 
 def test_decode_steps_times_every_point_once(steps):
@@ -295,7 +295,7 @@ def test_the_table_the_cache_sweep_and_the_batch_sweep_share_their_points():
 
 def test_decode_steps_refuses_a_group_that_does_not_divide():
     with pytest.raises(ExperimentError, match="gqa_kv_heads=3 must divide num_heads=4"):
-        run_experiment("decode_steps", {**TINY, "gqa_kv_heads": 3}, device="cpu")
+        run_experiment("decode_steps", {**TINY, "gqa_kv_heads": 3}, device_setting="cpu")
 
 
 def test_per_layer_divides_every_round():
@@ -461,7 +461,7 @@ def test_the_h200_forecast_is_bytes_over_bandwidth_and_checks_a_gpu_entry():
     f = fdecode.floor(gpu, "GQA", 1, 4096)
     moved = 2 * 8 * 4096 * 128 * 2 + 2 * 32 * 128 * 2  # the cache, then q and the output
     assert f.value == pytest.approx(moved / 4.8e12 * 1e6)
-    assert f.quantity.clock == "spec-sheet forecast" and f.quantity.device == "spec:h200"
+    assert f.quantity.clock == "spec-sheet forecast" and f.quantity.device_id == "spec:h200"
     assert fdecode.memory_bound_everywhere(gpu)
     box = render.decode.gpu_forecast([sourced(decode_steps())], sourced(prefill_vs_decode()))
     assert "predictions only" in box and "Measured ÷ forecast" not in box

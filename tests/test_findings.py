@@ -188,7 +188,7 @@ def test_a_check_sets_a_measurement_beside_its_forecast():
     h200 = gpu.sheet("h200")
     shape = gpu.FORECAST_SHAPE
     f = forecast("forward time", "SDPA flash", h200, 300.0, "µs", shape=shape)
-    assert f.quantity.clock == SPEC and f.quantity.device == "spec:h200"
+    assert f.quantity.clock == SPEC and f.quantity.device_id == "spec:h200"
     assert check(f, None).ratio is None
     m = Fact(
         Quantity("forward time", "SDPA flash", "cuda-h200", UNPROFILED, shape),

@@ -367,7 +367,7 @@ def test_tiled_vs_naive_experiment_counts_tiles_and_compares_three_ways():
     m = run_experiment(
         "flash_tiled_vs_naive",
         {"seq_len": 48, "num_heads": 2, "head_dim": 16, "block_q": 16, "block_k": 16},
-        device="cpu",
+        device_setting="cpu",
     )
     assert m.facts["tiles_computed"] == 6 and m.facts["tiles_skipped"] == 3
     assert m.facts["ops_per_forward"] > 6 * 8  # several ops per tile, and nested ones
@@ -399,7 +399,7 @@ def test_block_sweep_experiment_keeps_every_round():
     m = run_experiment(
         "flash_block_sweep",
         {"seq_len": 64, "num_heads": 1, "head_dim": 16, "blocks": "16,32,64"},
-        device="cpu",
+        device_setting="cpu",
     )
     t = m.tables["blocks"]
     assert t.column("block") == [16, 32, 64]
@@ -417,12 +417,16 @@ def test_block_sweep_rejects_unreadable_blocks():
     from attention_docs.experiments.registry import ExperimentError
 
     with pytest.raises(ExperimentError, match="integers separated by commas"):
-        run_experiment("flash_block_sweep", {"seq_len": 16, "blocks": "16,big"}, device="cpu")
+        run_experiment(
+            "flash_block_sweep", {"seq_len": 16, "blocks": "16,big"}, device_setting="cpu"
+        )
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_triton_experiment_on_cpu_checks_the_kernel_under_the_interpreter():
-    m = run_experiment("flash_triton_vs_sdpa", {"seq_len": 32, "head_dim": 16}, device="cpu")
+    m = run_experiment(
+        "flash_triton_vs_sdpa", {"seq_len": 32, "head_dim": 16}, device_setting="cpu"
+    )
     assert m.notes == ("the Triton kernel needs a CUDA GPU (this build ran on CPU)",)
     assert "kernels" not in m.tables and m.facts["interpreter_check"] == "ok"
     rows = {r["dtype"]: r for r in m.tables["interpreter"].records()}
@@ -521,7 +525,7 @@ def test_generations_are_counted_for_the_forecast_gpu():
     counts = tile_counts(tile_grid(s.seq_len, 128, 64, causal=True))
     assert (g.tiles.value, g.skipped.value) == (counts["tiles"], counts["skipped"])
     assert g.matmul_us.value == pytest.approx(gpu.flash_forward(g.gpu).compute_us)
-    assert all(f.quantity.device == "spec:h200" for f in (*g.per_sm, *g.rescale_us))
+    assert all(f.quantity.device_id == "spec:h200" for f in (*g.per_sm, *g.rescale_us))
 
 
 def test_tiles_and_bytes_for_the_forecast_gpu():
@@ -600,7 +604,7 @@ def test_published_figures_are_cited_facts_and_ranges_read_as_ranges():
         fflash.FA3_FP16,
         fflash.FA3_FP8,
     ):
-        assert f.quantity.clock == PUBLISHED and f.quantity.device.startswith("paper:")
+        assert f.quantity.clock == PUBLISHED and f.quantity.device_id.startswith("paper:")
     text = render.flash.fa2_papers()
     assert (
         ">50–73%</span>" in text and ">25–40%</span>" in text and "arxiv.org/abs/2307.08691" in text

@@ -85,13 +85,13 @@ def specs(tmp_path: Path, flavors=FLAVORS) -> list[fleet.JobSpec]:
 def test_one_job_per_flavor_with_what_it_runs(tmp_path):
     jobs = specs(tmp_path, [*FLAVORS, "h200", "cpu-upgrade"])
     assert [j.flavor for j in jobs] == [*FLAVORS, "cpu-upgrade"]  # named twice: one job
-    assert [j.device for j in jobs] == ["cuda"] * 4 + ["cpu"]  # a CPU flavor measures its CPU
+    assert [j.device_kind for j in jobs] == ["cuda"] * 4 + ["cpu"]  # a CPU flavor measures its CPU
     for job in jobs:
         args = list(job.script_args)
         assert args[args.index("--package") + 1] == str(tmp_path / site_pages.WHEEL)
         assert args[args.index("--requests") + 1] == str(tmp_path / "requests.json")
         assert args[args.index("--out") + 1] == fleet.OUT_MOUNT
-        assert args[args.index("--device") + 1] == job.device
+        assert args[args.index("--device") + 1] == job.device_kind
         assert float(args[args.index("--budget-s") + 1]) == 1800
         assert job.timeout_s == 1800 + fleet.SETUP_S
         assert job.labels == {"project": "attention-docs", "flavor": job.flavor, "commit": "abc123"}

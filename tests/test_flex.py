@@ -111,7 +111,9 @@ def test_flex_masks_compiles_each_mask_sweeps_sparsity_and_profiles_one_step():
     # (Every mod's result is checked against float64 in this file, uncompiled; the site's
     # entry, recorded in tests/data, holds the four masks' compiled rows.)
     params = {**TINY, "seq_len": 512, "window": 128, "documents": 3, "min_window": 128}
-    m = run_experiment("flex_masks", {**params, "masks": "sliding_window,causal"}, device="cpu")
+    m = run_experiment(
+        "flex_masks", {**params, "masks": "sliding_window,causal"}, device_setting="cpu"
+    )
     rows = {r["mask"]: r for r in m.tables["masks"].records()}
     assert list(rows) == ["causal", "sliding_window"]  # in the table's order
     for r in rows.values():
@@ -151,7 +153,7 @@ def test_flex_masks_compiles_each_mask_sweeps_sparsity_and_profiles_one_step():
 )
 def test_flex_masks_refuses_masks_it_cannot_run(masks, message):
     with pytest.raises(ExperimentError, match=message):
-        run_experiment("flex_masks", {**TINY, "masks": masks}, device="cpu")
+        run_experiment("flex_masks", {**TINY, "masks": masks}, device_setting="cpu")
 
 
 def test_the_recorded_entry_holds_every_mask_compiled():
@@ -254,7 +256,7 @@ def test_the_first_and_the_warm_build_of_a_blockmask_are_two_quantities():
 
 
 def test_flex_block_mask_cost_is_tiny_next_to_a_dense_mask():
-    m = run_experiment("flex_block_mask_cost", {"max_seq_len": 1024}, device="cpu")
+    m = run_experiment("flex_block_mask_cost", {"max_seq_len": 1024}, device_setting="cpu")
     rows = m.tables["cost"].records()
     assert [r["seq_len"] for r in rows] == [256, 512, 1024]
     assert all(r["block_mask_bytes"] < r["dense_mask_bytes"] for r in rows)

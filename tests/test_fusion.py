@@ -131,7 +131,7 @@ def test_gpu_trace_work_is_kernels_and_steps_follow_launches():
 @pytest.fixture(scope="module")
 def kernels():
     torch._dynamo.reset()
-    return run_experiment("fusion_kernels", TINY, device="cpu")
+    return run_experiment("fusion_kernels", TINY, device_setting="cpu")
 
 
 def test_fusion_kernels_finds_one_fused_kernel_for_scale_mask_softmax(kernels):
@@ -211,7 +211,7 @@ def test_the_compile_table_and_the_finding_read_forward_times():
 
 def test_fusion_recompile_compiles_once_per_shape_and_records_the_guard():
     torch._dynamo.reset()
-    m = run_experiment("fusion_recompile", {**TINY, "new_seq_len": 40}, device="cpu")
+    m = run_experiment("fusion_recompile", {**TINY, "new_seq_len": 40}, device_setting="cpu")
     assert m.tables["calls"].column("new_graphs") == [1, 0, 1, 0, 0]
     assert m.tables["calls"].column("seq_len") == [64, 64, 40, 40, 64]
     assert any("40" in reason for reason in m.facts["guard_failures"])

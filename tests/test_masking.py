@@ -100,7 +100,7 @@ TINY = {"num_heads": 2, "seq_len": 32, "head_dim": 16}
 
 
 def test_mask_variants_experiment_counts_what_each_variant_allocates():
-    m = run_experiment("naive_mask_variants", TINY, device="cpu")
+    m = run_experiment("naive_mask_variants", TINY, device_setting="cpu")
     rows = {r["variant"]: r for r in m.tables["variants"].records()}
     matrix = 2 * 32 * 32 * 4
     assert m.facts["matrix_bytes"] == matrix
@@ -116,7 +116,7 @@ def test_mask_variants_experiment_counts_what_each_variant_allocates():
 
 
 def test_dtypes_experiment_times_every_step_and_records_what_runs():
-    m = run_experiment("naive_dtypes", TINY, device="cpu")
+    m = run_experiment("naive_dtypes", TINY, device_setting="cpu")
     table = m.tables["dtypes"]
     assert table.columns == ("step", "dtype", "time")
     keys = [(r["step"], r["dtype"]) for r in table.records()]
@@ -131,7 +131,9 @@ def test_dtypes_experiment_times_every_step_and_records_what_runs():
 
 
 def test_step_shares_experiment_keeps_every_profiled_forward():
-    m = run_experiment("naive_step_shares", {"shapes": "16x8,48x32", "num_heads": 1}, device="cpu")
+    m = run_experiment(
+        "naive_step_shares", {"shapes": "16x8,48x32", "num_heads": 1}, device_setting="cpu"
+    )
     rows = m.tables["shares"].records()
     assert [(r["shape"], r["forward"]) for r in rows] == [
         (shape, i) for shape in ("16×8", "48×32") for i in (1, 2, 3)

@@ -176,7 +176,7 @@ def test_a_real_forward_allocates_one_matrix_per_step_and_frees_everything():
 
 
 def test_memory_timeline_experiment_matches_its_prediction():
-    m = run_experiment("memory_timeline", {"seq_len": 48, "head_dim": 16}, device="cpu")
+    m = run_experiment("memory_timeline", {"seq_len": 48, "head_dim": 16}, device_setting="cpu")
     assert m.facts["measured_peak_bytes"] == m.facts["predicted_peak_bytes"]
     dtypes = {r["dtype"]: r for r in m.tables["dtypes"].records()}
     assert set(dtypes) == {"float32", "bfloat16"}
@@ -192,7 +192,7 @@ def test_memory_timeline_experiment_matches_its_prediction():
 
 
 def test_memory_peak_experiment_predicts_beyond_what_it_runs():
-    m = run_experiment("memory_peak", {"start": 16, "max_measured": 64}, device="cpu")
+    m = run_experiment("memory_peak", {"start": 16, "max_measured": 64}, device_setting="cpu")
     rows = m.tables["peak"].records()
     ran = [r for r in rows if r["status"] == "ok"]
     assert [r["seq_len"] for r in ran] == [16, 32, 64]
@@ -217,7 +217,7 @@ def test_memory_peak_does_not_try_a_length_the_free_memory_cannot_hold(monkeypat
     free = naive_peak(1, 4, 300, 64, causal=True).total_bytes
     monkeypatch.setattr(exp, "free_memory_bytes", lambda device: 10**12)  # at the start
     monkeypatch.setattr(sweep_module, "free_memory_bytes", lambda device: free)  # later
-    m = run_experiment("memory_peak", {"start": 64, "max_measured": 512}, device="cpu")
+    m = run_experiment("memory_peak", {"start": 64, "max_measured": 512}, device_setting="cpu")
     status = {r["seq_len"]: r["status"] for r in m.tables["peak"].records()}
     assert status[64] == status[128] == status[256] == "ok"
     assert status[512].startswith("too large for the free memory (needs ")
@@ -238,7 +238,7 @@ def test_memory_peak_turns_an_out_of_memory_into_a_row(monkeypatch):
         return real(*args)
 
     monkeypatch.setattr(exp, "_profile", fails_on_the_third_length)
-    m = run_experiment("memory_peak", {"start": 16, "max_measured": 256}, device="cpu")
+    m = run_experiment("memory_peak", {"start": 16, "max_measured": 256}, device_setting="cpu")
     status = {r["seq_len"]: r["status"] for r in m.tables["peak"].records()}
     assert status[16] == status[32] == "ok"
     assert status[64] == "out of memory"

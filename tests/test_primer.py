@@ -47,7 +47,7 @@ def text(html: str) -> str:
 
 @pytest.fixture(scope="module")
 def first_calls():
-    return run_experiment("profile_first_calls", {**TINY, "calls": 4}, device="cpu")
+    return run_experiment("profile_first_calls", {**TINY, "calls": 4}, device_setting="cpu")
 
 
 def test_profile_every_call_records_each_call_as_a_step():
@@ -230,7 +230,7 @@ def test_dispatch_tree_follows_launches_to_their_kernels(naive):
 
 
 def test_profile_overhead_keeps_each_setting_as_a_timing():
-    m = run_experiment("profile_overhead", {**TINY, "iterations": 2}, device="cpu")
+    m = run_experiment("profile_overhead", {**TINY, "iterations": 2}, device_setting="cpu")
     rows = m.tables["overhead"].records()
     assert m.tables["overhead"].columns == OVERHEAD_COLUMNS
     assert [r["configuration"] for r in rows][:2] == ["no profiler", "activities only"]
@@ -271,7 +271,7 @@ def test_overhead_is_within_noise_when_the_rounds_overlap(first_calls):
 
 
 def test_op_size_sweep_keeps_each_size_as_a_timing():
-    m = run_experiment("op_size_sweep", {"min_log2": 4, "max_log2": 8}, device="cpu")
+    m = run_experiment("op_size_sweep", {"min_log2": 4, "max_log2": 8}, device_setting="cpu")
     table = m.tables["sizes"]
     assert table.column("elements") == [16, 32, 64, 128, 256]
     assert table.column("bytes") == [12 * n for n in (16, 32, 64, 128, 256)]

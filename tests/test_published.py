@@ -23,7 +23,7 @@ def test_every_point_stands_beside_a_forecast_with_its_ratio():
     for b in found:
         assert b.ratio.value is not None or b.ratio.low <= b.ratio.high
         assert b.published.quantity.clock == "published"
-        assert b.forecast.quantity.device == f"spec:{b.point.gpu}"
+        assert b.forecast.quantity.device_id == f"spec:{b.point.gpu}"
 
 
 def test_a_forecast_is_the_one_for_the_points_gpu_and_shape():

@@ -168,7 +168,7 @@ TINY = {"batch_size": 1, "num_heads": 2, "seq_len": 32, "head_dim": 16}
 
 @pytest.fixture(scope="module")
 def backends_measurement():
-    return run_experiment("sdpa_backends", TINY, device="cpu")
+    return run_experiment("sdpa_backends", TINY, device_setting="cpu")
 
 
 def test_sdpa_backends_has_a_row_per_backend_and_rows_for_missing_ones(backends_measurement):
@@ -270,7 +270,9 @@ def test_the_backend_table_states_counted_facts():
 
 
 def test_sdpa_why_explains_each_variant():
-    m = run_experiment("sdpa_why", {"seq_len": 16, "head_dim": 8, "big_head_dim": 64}, device="cpu")
+    m = run_experiment(
+        "sdpa_why", {"seq_len": 16, "head_dim": 8, "big_head_dim": 64}, device_setting="cpu"
+    )
     rows = m.tables["verdicts"].records()
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     assert variants == [name for name, _ in why_variants("float32", 8, 64)]
@@ -314,7 +316,7 @@ def test_the_forecast_box_sets_a_stored_gpu_run_beside_the_forecast():
 
 @pytest.fixture(scope="module")
 def masks_measurement():
-    return run_experiment("sdpa_masks", TINY, device="cpu")
+    return run_experiment("sdpa_masks", TINY, device_setting="cpu")
 
 
 def test_sdpa_masks_measures_the_cost_and_the_polarity_trap(masks_measurement):

@@ -251,8 +251,8 @@ def test_a_run_on_a_busy_machine_is_refused_unless_allowed(tmp_path, monkeypatch
     store = Store(tmp_path)
     with pytest.raises(runner.BusyMachineError, match="other processes used 60%"):
         runner.run_experiment(
-            "_test_quick", {"seq_len": 8}, device="cpu", store=store, allow_busy=False
+            "_test_quick", {"seq_len": 8}, device_setting="cpu", store=store, allow_busy=False
         )
     assert not list(tmp_path.rglob("*.json"))
-    m = runner.run_experiment("_test_quick", {"seq_len": 8}, device="cpu", store=store)
+    m = runner.run_experiment("_test_quick", {"seq_len": 8}, device_setting="cpu", store=store)
     assert m.provenance.busy and store.get(m.experiment, m.key, m.device_id) is not None

@@ -34,7 +34,7 @@ def plain(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def wall() -> Measurement:
-    return run_experiment("wall", TINY, device="cpu")
+    return run_experiment("wall", TINY, device_setting="cpu")
 
 
 def test_every_shape_is_measured_once_and_each_sweep_reads_it(wall):
@@ -90,7 +90,7 @@ def test_a_shape_too_large_for_the_free_memory_is_a_row_in_words(monkeypatch):
     import attention_docs.experiments._sweep as sweep_module
 
     monkeypatch.setattr(sweep_module, "free_memory_bytes", lambda device: 200_000)
-    m = run_experiment("wall", {**TINY, "max_seq_len": 64, "tokens": 32, "model_dim": 16}, device="cpu")  # fmt: skip
+    m = run_experiment("wall", {**TINY, "max_seq_len": 64, "tokens": 32, "model_dim": 16}, device_setting="cpu")  # fmt: skip
     status = {p.shape.seq_len: p.status for p in fwall.sweep(m, "seq_len")}
     assert status[8] == status[16] == "ok" and status[64] == "too large for the free memory"
     assert fwall.sweep(m, "seq_len")[-1].time is None and any("was not run" in n for n in m.notes)

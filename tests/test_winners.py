@@ -252,7 +252,7 @@ def test_train_times_times_every_implementation_with_a_backward():
     m = run_experiment(
         "train_times",
         {"seq_lens": "32", "dtypes": "float32", "num_heads": 2, "head_dim": 16},
-        device="cpu",
+        device_setting="cpu",
     )
     rows = {r["implementation"]: r for r in fwd.rows(m)}
     for name in (fwd.NAIVE, fwd.SDPA_MATH, fwd.SDPA_FLASH, fwd.COMPILED):
@@ -282,7 +282,7 @@ def test_implementations_agree_numerically():
 
 def test_summary_counts_work_at_every_depth_and_reads_times_from_forward_times():
     params = {"seq_len": 128, "head_dim": 16, "num_heads": 2}
-    m = run_experiment("winners_summary", params, device="cpu")
+    m = run_experiment("winners_summary", params, device_setting="cpu")
     rows = {r["implementation"]: r for r in m.tables["summary"].records()}
     naive, flash, math = rows[fwd.NAIVE], rows[fwd.SDPA_FLASH], rows[fwd.SDPA_MATH]
     # SDPA's math backend is one call that dispatches dozens of ops: all of them count.

@@ -138,14 +138,14 @@ def _ident(experiment: str, requested: dict) -> str:
     return f"{experiment} {json.dumps(requested, sort_keys=True)}"
 
 
-def estimate(request: dict, known: dict[str, float], device: str) -> tuple[float, str]:
+def estimate(request: dict, known: dict[str, float], device_kind: str) -> tuple[float, str]:
     """(seconds, where they come from: "measured", "counted" or "default")."""
     from attention_docs.gpu_plan import work
 
     ident = _ident(request["experiment"], request["requested"])
     if ident in known:
         return known[ident], "measured"
-    params, _ = resolve(request, device)
+    params, _ = resolve(request, device_kind)
     found, counted = work(request["experiment"], params)
     return found.seconds, "counted" if counted else "default"
 
@@ -158,21 +158,21 @@ def run_order(requests: list[dict]) -> list[dict]:
     return order(requests, chapter_order(ROOT / "docs" / "chapters"))
 
 
-def resolve(request: dict, device: str) -> tuple[dict | None, str | None]:
-    """(the parameters the request runs with on `device`, or the reason it is invalid)."""
+def resolve(request: dict, device_kind: str) -> tuple[dict | None, str | None]:
+    """(the parameters the request runs with on `device_kind`, or the reason it is invalid)."""
     from attention_docs.experiments.registry import get
 
     try:
-        return get(request["experiment"]).resolve(request["requested"], device), None
+        return get(request["experiment"]).resolve(request["requested"], device_kind), None
     except ValueError as exc:
         return None, str(exc)
 
 
-def probe(device: str, timeout_s: float) -> dict[str, Any]:
+def probe(device_kind: str, timeout_s: float) -> dict[str, Any]:
     """The device and software the workers see, from a process like theirs."""
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", PROBE, device],
+            [sys.executable, "-c", PROBE, device_kind],
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -186,15 +186,15 @@ def probe(device: str, timeout_s: float) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def print_plan(order: list[dict], device: str, known: dict[str, float], budget: float) -> int:
+def print_plan(order: list[dict], device_kind: str, known: dict[str, float], budget: float) -> int:
     from attention_docs.gpu_plan import chapter_order
 
     shown = chapter_order(ROOT / "docs" / "chapters")
     elapsed, total, bad, skipped = 0.0, 0.0, 0, []
-    print(f"{len(order)} requests, in run order, with their parameters on {device}:")
+    print(f"{len(order)} requests, in run order, with their parameters on {device_kind}:")
     for i, request in enumerate(order, 1):
-        params, error = resolve(request, device)
-        seconds, source = estimate(request, known, device)
+        params, error = resolve(request, device_kind)
+        seconds, source = estimate(request, known, device_kind)
         bad += error is not None
         total += seconds if error is None else 0.0
         shown_params = (
@@ -310,14 +310,20 @@ def out_problem(out: Path) -> str | None:
 
 
 def run_request(
-    request: dict, device: str, store: Path, *, remaining: float, estimate_s: float, unusable: str
+    request: dict,
+    device_kind: str,
+    store: Path,
+    *,
+    remaining: float,
+    estimate_s: float,
+    unusable: str,
 ) -> dict[str, Any]:
     """Run one request in a worker process unless it cannot run; returns its log record."""
     from attention_docs.experiments.registry import get
     from attention_docs.workers import MeasurementError, run_worker
 
     name, requested = request["experiment"], request["requested"]
-    params, invalid = resolve(request, device)
+    params, invalid = resolve(request, device_kind)
     record: dict[str, Any] = {"experiment": name, "requested": requested, "params": params}
     before = {p.relative_to(store).as_posix() for p in store.glob("*/*")}
     started = time.monotonic()
@@ -334,7 +340,9 @@ def run_request(
     else:
         try:  # stopped when the budget runs out, so that the archive is written in time
             imports = get(name).imports
-            run_worker(name, requested, device, store, remaining, allow_busy=True, imports=imports)
+            run_worker(
+                name, requested, device_kind, store, remaining, allow_busy=True, imports=imports
+            )
             record["status"] = "ok"
         except MeasurementError as exc:
             lines = str(exc).strip().splitlines()

@@ -278,7 +278,7 @@ def _run_summary(run_log: dict[str, Any] | None) -> list[str]:
     if not run_log:
         return ["the archive has no run log"]
     env = run_log.get("environment") or {}
-    device = env.get("device_label") or run_log.get("device", "?")
+    device_label = env.get("device_label") or run_log.get("device", "?")
     software = ", ".join(
         f"{what} {env[key]}"
         for what, key in (("torch", "torch"), ("CUDA", "cuda"), ("Triton", "triton"))
@@ -289,7 +289,7 @@ def _run_summary(run_log: dict[str, Any] | None) -> list[str]:
     statuses = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     total = run_log.get("total_s")
     lines = [
-        f"run on {device}"
+        f"run on {device_label}"
         + (f" ({software})" if software else "")
         + f": {len(requests)} requests"
         + (f" ({statuses})" if statuses else "")
@@ -335,11 +335,11 @@ def cmd_import_archive(args: argparse.Namespace, prog: str = "python -m attentio
     by_device: dict[str, list[tuple[Entry, bool]]] = defaultdict(list)
     for entry, replaced in result.written:
         by_device[entry.measurement.device_id].append((entry, replaced))
-    for device in sorted(by_device):
-        written = by_device[device]
+    for device_id in sorted(by_device):
+        written = by_device[device_id]
         replaced = sum(r for _, r in written)
         print(
-            f"{device}: {len(written)} entr{'y' if len(written) == 1 else 'ies'} imported into "
+            f"{device_id}: {len(written)} entr{'y' if len(written) == 1 else 'ies'} imported into "
             f"{args.store} ({len(written) - replaced} new, {replaced} replaced)"
         )
         for entry, was in written:

@@ -49,7 +49,7 @@ class Settings:
     store: Path = Path("docs/measurements")
     mode: str = "auto"
     prefer: tuple[str, ...] = DEFAULT_PREFER
-    device: str = "auto"
+    device_setting: str = "auto"  # auto, cpu or cuda: which device this machine measures on
     timeout_s: float = 1800.0
     # An entry measured while other work competed is measured once more after waiting up
     # to this long for the machine to calm (see `_measure_calmly`).
@@ -293,7 +293,7 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     _log.used_files.add(Path(exp.file))
     requested = exp.canonical(requested)
     key = exp.key(requested)
-    local = local_device_id(s.device)
+    local = local_device_id(s.device_setting)
     what = f"{experiment}({params_text(requested)})"
     fresh_this_build = (experiment, key) in _log.refreshed
     if (experiment, key) in _log.busy_failures:
@@ -370,7 +370,7 @@ def _measure_calmly(
 
     s = _settings
     what = f"{experiment}({params_text(requested)})"
-    kind = local_device_kind(s.device)
+    kind = local_device_kind(s.device_setting)
     loads = []
     attempts = 2 if s.busy_wait_s > 0 else 1
     for attempt in range(attempts):

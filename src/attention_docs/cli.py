@@ -202,14 +202,14 @@ def cmd_list(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def _check_request(name: str, params: dict[str, Any], device: str) -> tuple[Any, dict, str]:
+def _check_request(name: str, params: dict[str, Any], device_setting: str) -> tuple[Any, dict, str]:
     """(experiment, canonical request, device kind), refusing parameters that cannot fit."""
     from attention_docs.experiments.registry import get
     from attention_docs.profiling.device import resolve_device
     from attention_docs.profiling.headroom import free_memory_bytes
 
     exp = get(name)
-    target = resolve_device(device)
+    target = resolve_device(device_setting)
     # A parameter given at this device's default lands on the key the chapters use.
     requested = exp.canonical(params, target.type)
     problem = exp.memory_problem(
@@ -242,7 +242,11 @@ def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
         name, requested = request["experiment"], request["requested"]
         try:
             run_experiment(
-                name, requested, device=args.device, store=target, allow_busy=args.allow_busy
+                name,
+                requested,
+                device_setting=args.device,
+                store=target,
+                allow_busy=args.allow_busy,
             )
             print(f"ok      {name} {requested}")
         except BusyMachineError as exc:
@@ -385,18 +389,20 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
         # gives when a parameter equals that device's default (often the same key).
         keys = [exp.key(requested)] + [exp.key(exp.canonical(params, k)) for k in ("cuda", "cpu")]
         found = [
-            (key, device) for key in dict.fromkeys(keys) for device in store.devices(exp.name, key)
+            (key, device_id)
+            for key in dict.fromkeys(keys)
+            for device_id in store.devices(exp.name, key)
         ]
         if args.device:
             found = [(k, d) for k, d in found if d == args.device]
         found.sort(key=lambda kd: (not kd[1].startswith("cuda-"), kd[1]))
-        for key, device in found:
+        for key, device_id in found:
             reported = len(store.problems)
-            m = store.get(args.name, key, device)
+            m = store.get(args.name, key, device_id)
             if m is not None:
                 for problem in problems:
                     print(f"{PROG}: note: {problem}", file=sys.stderr)
-                rel = store.relative(m.experiment, key, device)
+                rel = store.relative(m.experiment, key, device_id)
                 print_measurement(Sourced(m, "from the store", rel, base=f"{store.root}/"))
                 return 0
             problems += [

@@ -53,7 +53,7 @@ class JobSpec:
     """One job: what `HfApi.run_uv_job` is given for one flavor, the output volume aside."""
 
     flavor: str
-    device: str  # what gpu_measure.py measures there: cuda, or cpu on a CPU flavor
+    device_kind: str  # what gpu_measure.py measures there: cuda, or cpu on a CPU flavor
     script: str
     script_args: tuple[str, ...]
     timeout_s: int
@@ -106,13 +106,13 @@ def job_specs(
     manifest) are uploaded by run_uv_job and mounted at /data; the output is a volume."""
     specs = []
     for flavor in dict.fromkeys(flavors):
-        device = device_of(flavor)
+        device_kind = device_of(flavor)
         args = ["--package", str(wheel), "--requests", str(manifest), "--out", OUT_MOUNT]
-        args += ["--device", device, "--budget-s", f"{budget_s:g}"]
+        args += ["--device", device_kind, "--budget-s", f"{budget_s:g}"]
         specs.append(
             JobSpec(
                 flavor=flavor,
-                device=device,
+                device_kind=device_kind,
                 script=str(script),
                 script_args=tuple(args),
                 timeout_s=int(budget_s + SETUP_S),
@@ -334,7 +334,7 @@ def dry_run(api: Any, specs: list[JobSpec]) -> int:
             if hourly
             else f"price: see {PRICING} (the Hub did not answer)"
         )
-        print(f"{spec.flavor} ({spec.device}; {cost} for its {spec.timeout_s} s timeout)")
+        print(f"{spec.flavor} ({spec.device_kind}; {cost} for its {spec.timeout_s} s timeout)")
         print(f"  {spec.command()}")
     print(f"{len(specs)} job(s) would be submitted; none was (--dry-run)")
     return 0

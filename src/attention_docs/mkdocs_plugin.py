@@ -179,13 +179,13 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         self.store = root / self.config.store
         self.requests_path = root / self.config.requests
         mode = os.environ.get("ATTENTION_DOCS_MODE") or self.config.mode
-        device = os.environ.get("ATTENTION_DOCS_DEVICE") or self.config.device
+        device_setting = os.environ.get("ATTENTION_DOCS_DEVICE") or self.config.device
         prefer = tuple(self.config.prefer)
         if os.environ.get("ATTENTION_DOCS_THIS_MACHINE", "").strip().lower() in YES:
             prefer = book.THIS_MACHINE
         self.cache_dir = root / self.config.cache_dir if self.config.cache_dir else None
         for what, value, allowed, source in (
-            ("device", device, DEVICE_SETTINGS, "--device or ATTENTION_DOCS_DEVICE"),
+            ("device", device_setting, DEVICE_SETTINGS, "--device or ATTENTION_DOCS_DEVICE"),
             ("mode", mode, book.MODES, "ATTENTION_DOCS_MODE"),
         ):
             if value not in allowed:
@@ -193,7 +193,7 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
                     f"attention-docs: {what} {value!r} is not one of {', '.join(allowed)} "
                     f"(set by {source})"
                 )
-        if device == "cuda":
+        if device_setting == "cuda":
             # One line now, rather than the same error from every block that measures.
             from attention_docs.profiling.device import DeviceError, resolve_device
 
@@ -208,7 +208,7 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
                     mode=mode,
                     prefer=prefer,
                     busy_wait_s=_seconds("ATTENTION_DOCS_BUSY_WAIT", self.config.busy_wait),
-                    device=device,
+                    device_setting=device_setting,
                     timeout_s=float(self.config.timeout),
                     cache_dir=self.cache_dir,
                 )
@@ -627,9 +627,9 @@ def summary_html(fetches, build_log, store: Path | None = None) -> str:
         return "<p>This build rendered no measurement.</p>"
     measured = [f for f in fetches if f.origin == "measured during this build"]
     stored = [f for f in fetches if f.origin == "from the store"]
-    on_gpu = book.local_device_id(book.settings().device).startswith("cuda-")
+    on_gpu = book.local_device_id(book.settings().device_setting).startswith("cuda-")
     local = "a CUDA GPU" if on_gpu else "the CPU"
-    if not on_gpu and book.settings().device == "auto":
+    if not on_gpu and book.settings().device_setting == "auto":
         local += " (no CUDA device found)"
     torch_version = importlib.metadata.version("torch")
     used = Counter(f.device_id for f in fetches)

@@ -174,7 +174,8 @@ from attention_docs.findings.sweep import sweep_findings
 
 
 def test_{name}_times_both_masks_at_each_size_in_rounds():
-    m = run_experiment("{name}", {{"min_seq_len": 16, "max_seq_len": 64}}, device="cpu")
+    sizes = {{"min_seq_len": 16, "max_seq_len": 64}}
+    m = run_experiment("{name}", sizes, device_setting="cpu")
     found = sweep_findings(m)
     assert [p.x for p in found.points] == [16, 32, 64]
     for p in found.points:

@@ -117,7 +117,7 @@ def run_worker(
     job = {
         "experiment": experiment,
         "requested": requested,
-        "device": device_kind,
+        "device_kind": device_kind,
         "store": str(store),
         "allow_busy": allow_busy,
         "imports": list(imports),  # what the server imports before it forks the child
@@ -538,7 +538,7 @@ def work(job: dict) -> int:
         run_experiment(
             job["experiment"],
             job["requested"],
-            device=job["device"],
+            device_setting=job["device_kind"],
             store=Store(job["store"]),
             allow_busy=job["allow_busy"],
         )

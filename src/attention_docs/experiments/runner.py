@@ -40,18 +40,19 @@ def run_experiment(
     name: str,
     requested: Mapping[str, Any] | None = None,
     *,
-    device: str = "auto",
+    device_setting: str = "auto",
     store: Store | None = None,
     allow_busy: bool = True,
 ) -> Measurement:
-    """Run experiment `name` with `requested` parameters on `device`; store it if `store` is given.
+    """Run experiment `name` with `requested` parameters on the device `device_setting` names
+    (auto, cpu or cuda); store it if `store` is given.
 
     A run during which other work competed for the machine is flagged in its provenance;
     with `allow_busy=False` it is not stored and `BusyMachineError` says why.
     """
     exp = get(name)
     requested = exp.canonical(requested or {})
-    target = resolve_device(device)
+    target = resolve_device(device_setting)
     set_threads()
     allocator = keep_freed_memory()
     info = describe(target)

@@ -82,11 +82,11 @@ def against_count(c: Comparison, counted: float) -> str:
 def _flop_ratio(m: Measurement, r: dict) -> Fact:
     name = r["implementation"]
     if r["forward_flops"] and r["backward_flops"]:
-        value, clock, device = r["backward_flops"] / r["forward_flops"], COUNTED, m.device_id
+        value, clock, device_id = r["backward_flops"] / r["forward_flops"], COUNTED, m.device_id
     else:
         value = backward_model.flop_ratio(shape(m), recompute=name in FUSED)
-        clock, device = MODEL, MODEL_DEVICE
-    return Fact(Quantity(FLOP_RATIO, name, device, clock, shape(m)), value, "×")
+        clock, device_id = MODEL, MODEL_DEVICE
+    return Fact(Quantity(FLOP_RATIO, name, device_id, clock, shape(m)), value, "×")
 
 
 def _counted(m: Measurement, r: dict, metric: str, column: str, unit: str, *, detail: str = ""):

@@ -22,10 +22,10 @@ BREAK_EVEN = "forwards to repay the compile"
 TIE, SLOWER = "within noise", "slower"
 
 
-def first_call(subject: str, device: str, shape: Shape, seconds: float, detail: str) -> Fact:
+def first_call(subject: str, device_id: str, shape: Shape, seconds: float, detail: str) -> Fact:
     """One first call of a compiled function (trace, compile, run), timed once: `detail`
     says which ("cold caches", "warm caches", "a new seq_len")."""
-    q = Quantity(FIRST_CALL, subject, device, UNPROFILED, shape, detail)
+    q = Quantity(FIRST_CALL, subject, device_id, UNPROFILED, shape, detail)
     return Fact(q, seconds * 1e6, "µs")
 
 
@@ -42,7 +42,7 @@ def break_even(compile: Fact, times: Measurement, fast: str, slow: str, shape: S
     time over the saving per forward (unprofiled), the range from the largest and the
     smallest saving the rounds allow."""
     one_device(
-        "a break-even (its compile and forward times)", compile.quantity.device, times.device_id
+        "a break-even (its compile and forward times)", compile.quantity.device_id, times.device_id
     )
     v = versus(times, fast, slow, shape)
     if v is None or v.comparison.tie or v.comparison.ratio < 1:

@@ -51,12 +51,13 @@ def one_device(what: str, *device_ids: str) -> str:
 class Quantity:
     """What a number measures, precisely enough that one id has one true value.
 
-    `device` is a device id (`cpu-intel-xeon`, `cuda-h200`) or, for a forecast, `spec:h200`.
+    `device_id` is a device id (`cpu-intel-xeon`, `cuda-h200`), or what else gave the value:
+    `spec:h200` (a forecast from a spec sheet), `paper:…` (a published figure).
     """
 
     metric: str  # "forward time", "step time", "share", "peak memory", "speed-up"...
     subject: str  # "naive (eager)", "attention.softmax", "SDPA flash vs naive (eager)"...
-    device: str
+    device_id: str
     clock: str
     shape: Shape | None = None
     detail: str = ""  # what else tells it apart: "cold cache", "mask built per call"
@@ -69,7 +70,7 @@ class Quantity:
     def id(self) -> str:
         """`forward time;naive (eager);b1 h4 n512 d64 float32 causal;unprofiled;cpu-x`."""
         parts = [self.metric, self.subject, self.shape.key() if self.shape else "", self.clock]
-        parts.append(self.device)
+        parts.append(self.device_id)
         if self.detail:
             parts.append(self.detail)
         return ";".join(parts)

@@ -56,17 +56,18 @@ TRAFFIC_RATE = "modelled bytes ÷ time"
 class _On:
     """Facts of one device at one shape: `on(metric, subject, clock, value, unit)`."""
 
-    device: str
+    device_id: str
     shape: Shape | None
 
     def __call__(self, metric, subject, clock, value, unit, *, detail: str = "") -> Fact:
-        return Fact(Quantity(metric, subject, self.device, clock, self.shape, detail), value, unit)
+        q = Quantity(metric, subject, self.device_id, clock, self.shape, detail)
+        return Fact(q, value, unit)
 
 
-def _timed(times: Measurement | None, name: str, shape: Shape, device: str = "") -> Fact | None:
+def _timed(times: Measurement | None, name: str, shape: Shape, device_id: str = "") -> Fact | None:
     """`name`'s unprofiled forward time at `shape` from a forward_times entry; None when it
-    did not run, is not in the grid, or (with `device`) the entry is another device's."""
-    if times is None or (device and times.device_id != device):
+    did not run, is not in the grid, or (with `device_id`) the entry is another device's."""
+    if times is None or (device_id and times.device_id != device_id):
         return None
     try:
         return ffwd.forward_time(times, name, shape)

@@ -367,8 +367,8 @@ def size_sweep(m: Measurement) -> SizeSweep:
     size moved bytes faster than the largest beyond the noise of both."""
     op = f"{m.facts.get('op', 'op')} {m.params.get('dtype', 'float32')}"
 
-    def q(metric: str, detail: str, clock: str = UNPROFILED, device: str = m.device_id):
-        return Quantity(metric, op, device, clock, None, detail)
+    def q(metric: str, detail: str, clock: str = UNPROFILED, device_id: str = m.device_id):
+        return Quantity(metric, op, device_id, clock, None, detail)
 
     points = []
     for r in m.tables["sizes"].records():

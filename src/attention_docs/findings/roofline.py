@@ -118,7 +118,7 @@ def op_calls(trace: Trace, label: str) -> int:
     return sum(s.depth == top.depth + 1 for s in found)
 
 
-def same_bytes(placed: tuple[Placed, ...], trace: Trace | None, device: str, shape):
+def same_bytes(placed: tuple[Placed, ...], trace: Trace | None, device_id: str, shape):
     """Memory-side steps slower in every round than the fastest one per byte among them
     that moves about the same minimum bytes."""
     timed = [
@@ -131,7 +131,7 @@ def same_bytes(placed: tuple[Placed, ...], trace: Trace | None, device: str, sha
 
     def slower(p: Placed) -> SameBytes:
         subject = f"{p.step.label} ÷ {like.step.label}"
-        q = Quantity(SAME_BYTES_RATIO, subject, device, UNPROFILED, shape)
+        q = Quantity(SAME_BYTES_RATIO, subject, device_id, UNPROFILED, shape)
         ops = ops_inside(trace, p.step.label) if trace is not None else ()
         k = compare(ref, p.bound.measured)
         return SameBytes(p.step.label, like.step.label, like.step.bytes, ratio_fact(q, k), ops)
@@ -145,12 +145,12 @@ def same_bytes(placed: tuple[Placed, ...], trace: Trace | None, device: str, sha
 
 
 def _place(
-    s: Step, roof: Roof, timing: Timing | None, fixed: float | None, *, device: str, shape: Shape
+    s: Step, roof: Roof, timing: Timing | None, fixed: float | None, *, device_id: str, shape: Shape
 ) -> Placed:
     b = bound(s.cost, roof, timing, fixed)
 
     def f(metric: str, value: float, unit: str, *ends: float, clock: str = MODEL) -> Fact:
-        return Fact(Quantity(metric, s.label, device, clock, shape), value, unit, *ends)
+        return Fact(Quantity(metric, s.label, device_id, clock, shape), value, unit, *ends)
 
     ratio = attained = None
     if timing is not None and b.floor_us:
@@ -178,7 +178,7 @@ def roofline(
     """Every step of `naive` (naive_steps) under the roof of `ceilings`, at its unprofiled
     time from `times`; `sweep` (op_size_sweep) gives a CPU's per-call floor."""
     what = "a roofline (its steps, ceilings and times)"
-    device = one_device(what, naive.device_id, ceilings.device_id, times.device_id)
+    device_id = one_device(what, naive.device_id, ceilings.device_id, times.device_id)
     dtype = str(naive.params["dtype"])
     key = f"peak_flops_{dtype}"
     if key not in ceilings.facts or "bandwidth_bs" not in ceilings.facts:
@@ -200,11 +200,11 @@ def roofline(
         elif floor_call is not None and naive.timeline is not None:
             fixed = op_calls(naive.timeline, s.label) * floor_call.value
         timing = fwd.step_timing(times, s.label, shape) if s.alone else None
-        placed.append(_place(s, roof, timing, fixed, device=device, shape=shape))
+        placed.append(_place(s, roof, timing, fixed, device_id=device_id, shape=shape))
     copies = [c for c in ceiling_rows(ceilings) if c.kind == "copy" and c.rate]
     small = copies[0].rate if len(copies) > 1 else None
     cap = 2 * int(naive.params["head_dim"]) / itemsize(dtype)
-    ridge = Quantity("ridge", f"{dtype} matmul", device, UNPROFILED)
+    ridge = Quantity("ridge", f"{dtype} matmul", device_id, UNPROFILED)
     return Roofline(
         roof,
         peak,
@@ -217,7 +217,7 @@ def roofline(
         tuple(placed),
         "gaps" if gaps else "floor",
         floor_call,
-        same_bytes(tuple(placed), naive.timeline, device, shape),
+        same_bytes(tuple(placed), naive.timeline, device_id, shape),
     )
 
 

@@ -44,11 +44,11 @@ def shape_of(m: Measurement) -> Shape | None:
         return None
 
 
-def rates(label: str, cost: StepCost, t: Timing, device: str, shape: Shape) -> tuple[Fact, Fact]:
+def rates(label: str, cost: StepCost, t: Timing, device_id: str, shape: Shape) -> tuple[Fact, Fact]:
     """FLOP/s and bytes/s over an unprofiled time; each range from the rounds' extremes."""
 
     def rate(metric: str, amount: float, unit: str) -> Fact:
-        return per_second(Quantity(metric, label, device, UNPROFILED, shape), amount, t, unit)
+        return per_second(Quantity(metric, label, device_id, UNPROFILED, shape), amount, t, unit)
 
     return rate(FLOP_RATE, cost.flops, "FLOP/s"), rate(BYTE_RATE, cost.bytes, "B/s")
 

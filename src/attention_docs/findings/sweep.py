@@ -222,5 +222,5 @@ def _last(spec: Sweep, m: Measurement, points: list[Point]) -> Versus | None:
     )
     base = replace(fast_q, subject=subject)
     detail = f"{spec.metric}, {base.detail}" if base.detail else spec.metric
-    q = Quantity(SPEED, base.subject, base.device, base.clock, base.shape, detail)
+    q = Quantity(SPEED, base.subject, base.device_id, base.clock, base.shape, detail)
     return Versus(p.x, fast, slow, ratio_fact(q, c), c)

@@ -210,8 +210,8 @@ def change(m: Measurement, a: Point, b: Point) -> tuple[str, Comparison, bool]:
 
 def ratio(m: Measurement, metric: str, a: Point, b: Point, field: str) -> Fact:
     """b's `field` ("peak" counted, "flops" the model's) over a's, as a fact."""
-    clock, device = (MODEL, MODEL_DEVICE) if field == "flops" else (COUNTED, m.device_id)
-    q = Quantity(metric, NAIVE, device, clock, None, f"{a.shape.key()} → {b.shape.key()}")
+    clock, device_id = (MODEL, MODEL_DEVICE) if field == "flops" else (COUNTED, m.device_id)
+    q = Quantity(metric, NAIVE, device_id, clock, None, f"{a.shape.key()} → {b.shape.key()}")
     return Fact(q, getattr(b, field).value / getattr(a, field).value, "×")
 
 

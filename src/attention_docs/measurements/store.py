@@ -97,25 +97,25 @@ class Store:
             return f"the store {self.root} cannot be written ({exc.strerror or exc}: {lock})"
         return None
 
-    def relative(self, experiment: str, key: str, device: str, suffix: str = ".json") -> str:
-        return f"{experiment}/{key}.{device}{suffix}"
+    def relative(self, experiment: str, key: str, device_id: str, suffix: str = ".json") -> str:
+        return f"{experiment}/{key}.{device_id}{suffix}"
 
-    def path(self, experiment: str, key: str, device: str, suffix: str = ".json") -> Path:
-        return self.root / self.relative(experiment, key, device, suffix)
+    def path(self, experiment: str, key: str, device_id: str, suffix: str = ".json") -> Path:
+        return self.root / self.relative(experiment, key, device_id, suffix)
 
     def devices(self, experiment: str, key: str) -> list[str]:
         """The ids of the devices that have an entry for (experiment, key), sorted."""
         folder = self.root / experiment
         found = []
         for path in folder.glob(f"{key}.*.json"):
-            device = path.name[len(key) + 1 : -len(".json")]
-            if "." not in device and device not in DEVICE_KINDS:
-                found.append(device)
+            device_id = path.name[len(key) + 1 : -len(".json")]
+            if "." not in device_id and device_id not in DEVICE_KINDS:
+                found.append(device_id)
         return sorted(found)
 
-    def get(self, experiment: str, key: str, device: str) -> Measurement | None:
+    def get(self, experiment: str, key: str, device_id: str) -> Measurement | None:
         """The stored measurement, or None when it is missing or unusable (reported)."""
-        path = self.path(experiment, key, device)
+        path = self.path(experiment, key, device_id)
         if not path.exists():
             return None
         try:
@@ -150,9 +150,9 @@ class Store:
 
     def put(self, measurement: Measurement, chrome: Mapping | None = None) -> Measurement:
         """Write `measurement` (and its trace) atomically; returns it with `trace_file` set."""
-        device = measurement.device_id
+        device_id = measurement.device_id
         with self._lock():
-            target = self.path(measurement.experiment, measurement.key, device)
+            target = self.path(measurement.experiment, measurement.key, device_id)
             version = _newer_file(target)
             if version is not None:
                 raise NewerSchemaError(
@@ -162,7 +162,7 @@ class Store:
                 )
             if chrome is not None:
                 rel = self.relative(
-                    measurement.experiment, measurement.key, device, ".trace.json.gz"
+                    measurement.experiment, measurement.key, device_id, ".trace.json.gz"
                 )
                 write_atomically(self.root / rel, chrome_bytes(chrome))
                 measurement = replace(measurement, trace_file=rel)
@@ -181,11 +181,11 @@ class Store:
             except (SchemaError, OSError, UnicodeDecodeError) as exc:
                 yield path, None, Problem(path, str(exc), isinstance(exc, NewerSchemaError))
 
-    def newer_problem(self, experiment: str, key: str, device: str) -> str | None:
-        """The sentence saying that the entry a write of (experiment, key, device) would
+    def newer_problem(self, experiment: str, key: str, device_id: str) -> str | None:
+        """The sentence saying that the entry a write of (experiment, key, device_id) would
         replace was written by a newer version of attention_docs; None when it was not: ask
         before measuring what `put` would refuse to store."""
-        target = self.path(experiment, key, device)
+        target = self.path(experiment, key, device_id)
         version = _newer_file(target)
         if version is None:
             return None

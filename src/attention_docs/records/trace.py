@@ -458,7 +458,7 @@ def step_span_times(trace: Trace, labels: Iterable[str]) -> dict[str, dict[str, 
     equals the CPU time.
     """
     labels = list(labels)
-    device = kernel_time_us(trace, labels)
+    device_us = kernel_time_us(trace, labels)
     result: dict[str, dict[str, float]] = {}
     for label in labels:
         ranges = [s for s in trace.spans if s.kind == "range" and s.name == label]
@@ -466,7 +466,7 @@ def step_span_times(trace: Trace, labels: Iterable[str]) -> dict[str, dict[str, 
         result[label] = {
             "calls": float(len(ranges)),
             "cpu_us": cpu,
-            "device_us": device[label] if device is not None else cpu,
+            "device_us": device_us[label] if device_us is not None else cpu,
         }
     return result
 

@@ -31,9 +31,9 @@ def finding(sourced: Sourced) -> str:
     verdict = (
         f"timed alone, {said[found.alone_verdict]}; in sequence, {said[found.in_sequence_verdict]}"
     )
-    device = sourced.measurement.provenance.device.label
+    device_label = sourced.measurement.provenance.device.label
     return (
-        f"On {device}, naive attention's five steps timed alone sum to {alone} of the forward "
+        f"On {device_label}, naive attention's five steps timed alone sum to {alone} of the forward "
         f"timed in the same run; timed in sequence, as this site times them, to {seq}: "
         f"{verdict}."
     )
