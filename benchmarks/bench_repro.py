@@ -10,6 +10,8 @@ forward_times' own code and budget. Then again, with one CPU-bound process runni
 each against its target (findings/reproducibility.py):
 
 - the share of timings whose intervals overlap between the two runs (at least 95 %);
+- the verdicts a page would state (of two timings at one shape, which is faster, or a tie):
+  none reversed between the runs;
 - the median interval width relative to its time, in each run (at most 10 %);
 - physics, in each run: the five steps in sequence sum to the forward within 20 %, and the
   two matmuls (equal FLOPs) are within 1.3× of each other.
@@ -73,6 +75,14 @@ def run_once(env: dict[str, str]) -> dict[str, Timing]:
     return {name: Timing.from_json(t) for name, t in json.loads(done.stdout).items()}
 
 
+def groups(run: dict[str, Timing]) -> list[list[str]]:
+    """The timings of each shape: timed together, in the same rounds, as a page compares them."""
+    by_point: dict[str, list[str]] = {}
+    for name in sorted(run):
+        by_point.setdefault(name.split(" @ ", 1)[1], []).append(name)
+    return list(by_point.values())
+
+
 def physics(run: dict[str, Timing]) -> list[rep.Check]:
     checks = []
     points = sorted({name.split(" @ ", 1)[1] for name in run})
@@ -130,6 +140,16 @@ def main() -> int:
                 f"    apart: {name}: {a.low_us:.1f}-{a.high_us:.1f} µs idle, "
                 f"{b.low_us:.1f}-{b.high_us:.1f} µs loaded"
             )
+    same = rep.verdicts(idle, loaded, groups(idle))
+    print(
+        f"{'verdicts reversed, idle vs loaded':<44} {len(same.reversed):7d}  "
+        f"(target: at most {rep.REVERSED_TARGET}; {same.same} of {same.compared} pairs the same, "
+        f"{len(same.changed)} a tie in one run only)  {'ok' if same.met else 'MISSED'}"
+    )
+    if not same.met:
+        failed.append("verdicts")
+    for pair in same.reversed:
+        print(f"    reversed: {pair}")
     for label, run in (("idle", idle), ("loaded", loaded)):
         width = rep.median_width(run)
         ok = width <= rep.WIDTH_TARGET

@@ -1,6 +1,7 @@
 # How reproducible a set of unprofiled timings is: two runs of the same timings (one on an
-# idle machine, one beside a CPU-bound process) compared by their intervals, how wide those
-# intervals are, and what physics requires of the numbers within one run. `nox -s bench`
+# idle machine, one beside a CPU-bound process) compared by their intervals and by the
+# verdicts a page states from them (which of two timed together is faster, or a tie), how
+# wide those intervals are, and what physics requires of the numbers within one run. `nox -s bench`
 # prints these against their targets (benchmarks/bench_repro.py); the tests check the rules
 # on recorded runs. Torch-free: a run is a mapping of names to Timings.
 from __future__ import annotations
@@ -16,6 +17,10 @@ from attention_docs.records.timing import Timing
 # interval is narrow enough to decide a comparison, and the numbers obey physics.
 OVERLAP_TARGET = 0.95  # share of timings whose intervals overlap between the two runs
 WIDTH_TARGET = 0.10  # median interval width relative to its time
+# No verdict reverses between the runs: where one run finds A faster beyond the noise, the
+# other never finds B faster beyond it. (A tie in one and an order in the other is a point
+# near the noise, reported and allowed.)
+REVERSED_TARGET = 0
 STEPS_SUM_TOLERANCE = 0.20  # the steps in sequence sum to the forward within this share
 EQUAL_FLOPS_RATIO = 1.3  # two matmuls of equal FLOPs within this ratio of each other
 
@@ -48,6 +53,43 @@ def agreement(a: Run, b: Run) -> Agreement:
     common = sorted(set(a) & set(b))
     apart = tuple(n for n in common if not overlaps(a[n], b[n]))
     return Agreement(len(common), len(common) - len(apart), apart)
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """How the verdicts of two runs agree, pair by pair of timings timed together."""
+
+    compared: int  # pairs
+    changed: tuple[str, ...]  # a tie in one run, an order in the other
+    reversed: tuple[str, ...]  # an order in one run, the opposite order in the other
+
+    @property
+    def same(self) -> int:
+        return self.compared - len(self.changed) - len(self.reversed)
+
+    @property
+    def met(self) -> bool:
+        return len(self.reversed) <= REVERSED_TARGET
+
+
+def _verdict(a: Timing, b: Timing) -> str:
+    c = compare(a, b)
+    return "tie" if c.tie else ("first" if c.as_ordered else "second")
+
+
+def verdicts(a: Run, b: Run, groups: Sequence[Sequence[str]]) -> Verdicts:
+    """Every pair within each group (names timed together, whose comparisons a page states)
+    that both runs hold, its verdict in `a` against its verdict in `b`."""
+    compared, changed, reversed_ = 0, [], []
+    for group in groups:
+        names = [n for n in group if n in a and n in b]
+        for i, x in enumerate(names):
+            for y in names[i + 1 :]:
+                compared += 1
+                va, vb = _verdict(a[x], a[y]), _verdict(b[x], b[y])
+                if va != vb:
+                    (changed if "tie" in (va, vb) else reversed_).append(f"{x} vs {y}")
+    return Verdicts(compared, tuple(changed), tuple(reversed_))
 
 
 def median_width(run: Run) -> float:

@@ -1,0 +1,75 @@
+"""The rules `nox -s bench -- repro` judges two runs by (findings/reproducibility.py), on
+stated timings and on two recorded runs (tests/data/repro/: the bench's `--out`, an idle run
+and one beside a CPU-bound process, on a 2-core virtual machine)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from timings import stated
+
+from attention_docs.findings import reproducibility as rep
+from attention_docs.records.timing import Timing
+
+RECORDED = Path(__file__).parent / "data" / "repro"
+
+
+def recorded(name: str) -> dict[str, Timing]:
+    data = json.loads((RECORDED / f"{name}.json").read_text(encoding="utf-8"))
+    return {n: Timing.from_json(t) for n, t in data.items()}
+
+
+def test_agreement_counts_the_timings_whose_intervals_overlap():
+    a = {"x": stated(10, 9, 11), "y": stated(20, 19, 21), "only a": stated(1)}
+    b = {"x": stated(11, 10.9, 12), "y": stated(23, 22, 24), "only b": stated(1)}
+    found = rep.agreement(a, b)
+    assert (found.compared, found.overlapping, found.disagreeing) == (2, 1, ("y",))
+    assert found.share == 0.5 and not found.met
+    assert rep.agreement(a, a).met
+
+
+def test_a_verdict_reversed_is_a_miss_and_a_tie_in_one_run_is_not():
+    timed = ("fast", "slow", "near")
+    a = {"fast": stated(10, 9, 11), "slow": stated(20, 19, 21), "near": stated(12, 11.5, 12.5)}
+    # The same order for (fast, slow); (fast, near) tied here but ordered in `a`.
+    b = {"fast": stated(10, 9, 11), "slow": stated(20, 19, 21), "near": stated(11, 10.5, 11.5)}
+    found = rep.verdicts(a, b, [timed])
+    assert found.compared == 3 and found.reversed == ()
+    assert found.changed == ("fast vs near",) and found.met and found.same == 2
+    flipped = {**b, "slow": stated(5, 4, 6)}  # now faster than `fast` beyond the noise
+    found = rep.verdicts(a, flipped, [timed])
+    assert "fast vs slow" in found.reversed and not found.met
+    # Only names timed together are paired: two groups of one compare nothing.
+    assert rep.verdicts(a, flipped, [["fast"], ["slow"]]).compared == 0
+
+
+def test_physics_checks_bound_what_they_say():
+    forward = stated(100, 95, 105)
+    assert rep.steps_sum("p", forward, [stated(50), stated(45)]).holds  # 0.95
+    assert not rep.steps_sum("p", forward, [stated(50), stated(25)]).holds  # 0.75
+    assert rep.equal_flops("p", stated(10), stated(12)).holds
+    off = rep.equal_flops("p", stated(20), stated(10))  # the slower first: still 2×
+    assert off.ratio == 2 and not off.holds
+    assert rep.median_width({"x": stated(10, 9, 11), "y": stated(10, 10, 10.2)}) == pytest.approx(
+        (0.2 + 0.02) / 2
+    )
+    with pytest.raises(ValueError, match="no timings"):
+        rep.median_width({})
+
+
+def test_two_recorded_runs_are_judged_as_the_bench_prints_them():
+    """What the bench found on that machine: each interval narrow, physics holding, and
+    absolute times shifted beside the busy process (a clock following the load moves every
+    timing alike), while no verdict between two timings of one shape reversed."""
+    idle, loaded = recorded("idle"), recorded("loaded")
+    assert set(idle) == set(loaded) and len(idle) > 20
+    groups: dict[str, list[str]] = {}
+    for name in sorted(idle):
+        groups.setdefault(name.split(" @ ", 1)[1], []).append(name)
+    found = rep.verdicts(idle, loaded, list(groups.values()))
+    assert found.compared > 50 and found.met
+    assert rep.median_width(idle) <= rep.WIDTH_TARGET
+    assert rep.median_width(loaded) <= rep.WIDTH_TARGET
+    assert rep.agreement(idle, loaded).compared == len(idle)
