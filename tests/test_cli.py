@@ -410,6 +410,16 @@ def test_an_entry_with_a_wrongly_typed_field_is_unreadable_not_a_crash(
     assert message in out
 
 
+def test_show_on_a_device_the_entry_is_not_stored_for_names_the_devices_it_is(store, capsys):
+    (entry,) = store.glob("_test_quick/*.json")
+    stored_on = entry.name.split(".")[1]
+    asked = ("show", "_test_quick", "--seq-len", 8, "--store", store, "--device")
+    code, _, err = main(capsys, *asked, "cuda-h200")
+    one_line_error(code, err, f"on the device cuda-h200 in {store}; it is stored for: {stored_on}")
+    code, out, _ = main(capsys, *asked, stored_on)
+    assert code == 0 and "from the store" in out
+
+
 def test_show_and_prune_of_an_entry_whose_parameters_no_longer_fit(store, capsys):
     (entry,) = store.glob("_test_quick/*.json")
     data = json.loads(entry.read_text())

@@ -380,7 +380,7 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
     if args.store and not args.store.is_dir():  # a mistyped path, not an empty store
         raise UsageError(arguments.missing_store(args.store, COMMITTED_STORE))
     stores = [args.store] if args.store else [COMMITTED_STORE, SCRATCH_STORE]
-    problems = []
+    problems, elsewhere = [], set()
     for root in stores:
         # Problems are reported here, once each: the store's own warning says an entry "will
         # be measured again", which is a build's doing, never show's.
@@ -394,6 +394,7 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
             for device_id in store.devices(exp.name, key)
         ]
         if args.device:
+            elsewhere.update(d for _, d in found if d != args.device)
             found = [(k, d) for k, d in found if d == args.device]
         found.sort(key=lambda kd: (not kd[1].startswith("cuda-"), kd[1]))
         for key, device_id in found:
@@ -411,6 +412,11 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
     if problems:
         raise UsageError("; and ".join(problems))
     where = " or ".join(str(s) for s in stores)
+    if elsewhere:  # the entry is there, for other devices than the one asked for
+        raise UsageError(
+            f"no stored measurement of {args.name} with {requested or 'default parameters'} on "
+            f"the device {args.device} in {where}; it is stored for: {', '.join(sorted(elsewhere))}"
+        )
     raise UsageError(
         f"no stored measurement of {args.name} with {requested or 'default parameters'} in "
         f"{where} (key {exp.key(requested)}); run it with: {PROG} run {args.name} ..."
