@@ -160,7 +160,8 @@ def bench(session: nox.Session) -> None:
 
     benchmarks/bench_build.py: cold build, warm build, and the reload after a prose edit and
     after a renderer edit under `mkdocs serve --dirty`. benchmarks/bench_repro.py: the same
-    timings twice, idle and beside one CPU-bound process (overlap, interval width, physics).
+    timings three times, twice idle and once beside one CPU-bound process (verdicts that must
+    not reverse, how far the times moved, interval width, physics).
     `nox -s bench -- repro` runs only the second, `-- build [its options]` only the first.
     """
     bin_dir = _docs_env(session)

@@ -1,4 +1,4 @@
-"""Reproducibility of the site's unprofiled timings: the same timings twice, idle and loaded.
+"""Reproducibility of the site's unprofiled timings: three runs, two idle and one loaded.
 
 Usage: python benchmarks/bench_repro.py [--out FOLDER] [--no-targets]
 
@@ -6,17 +6,20 @@ Times a representative set of the site's timings — every implementation `forwa
 times, and naive attention's five steps in sequence, at the teaching slice's seq_len 256 and
 512, head_dim 64, causal and not — in a fresh worker process set up as the site's are
 (profiling/environment.py: half the cores' threads, malloc keeping freed memory), with
-forward_times' own code and budget. Then again, with one CPU-bound process running beside it. Prints,
-each against its target (findings/reproducibility.py):
+forward_times' own code and budget: on the idle machine, again, and then beside one
+CPU-bound process. Prints, each against its target where it has one
+(findings/reproducibility.py):
 
-- the share of timings whose intervals overlap between the two runs (at least 95 %);
 - the verdicts a page would state (of two timings at one shape, which is faster, or a tie):
-  none reversed between the runs;
+  none reversed between the first idle run and each other run;
+- how far the times moved between those runs, and the share of intervals that overlap
+  (reported: an interval is its run's, and a machine's state moves every time of a run
+  alike, which a verdict survives and an absolute time does not);
 - the median interval width relative to its time, in each run (at most 10 %);
 - physics, in each run: the five steps in sequence sum to the forward within 20 %, and the
   two matmuls (equal FLOPs) are within 1.3× of each other.
 
-Exit 1 when a target is missed (0 with --no-targets). `--out` keeps both runs as JSON (what
+Exit 1 when a target is missed (0 with --no-targets). `--out` keeps the runs as JSON (what
 tests/data/repro/ holds, for the tests of these rules).
 """
 
@@ -99,58 +102,55 @@ def physics(run: dict[str, Timing]) -> list[rep.Check]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, help="keep both runs as JSON in this folder")
+    parser.add_argument("--out", type=Path, help="keep the three runs as JSON in this folder")
     parser.add_argument("--no-targets", action="store_true", help="report only; exit 0")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     env.setdefault("TMPDIR", tempfile.gettempdir())
 
-    started = time.perf_counter()
-    idle = run_once(env)
-    idle_s = time.perf_counter() - started
-    burner = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])
-    try:
-        started = time.perf_counter()
-        loaded = run_once(env)
-        loaded_s = time.perf_counter() - started
-    finally:
-        burner.kill()
-        burner.wait()
+    runs, seconds = {}, {}
+    for name in ("idle", "idle again", "loaded"):
+        burner = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if name == "loaded" else None
+        try:
+            started = time.perf_counter()
+            runs[name] = run_once(env)
+            seconds[name] = time.perf_counter() - started
+        finally:
+            if burner is not None:
+                burner.kill()
+                burner.wait()
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        for name, run in (("idle", idle), ("loaded", loaded)):
+        for name, run in runs.items():
             data = {n: t.to_json() for n, t in sorted(run.items())}
-            (args.out / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
+            (args.out / f"{name.replace(' ', '-')}.json").write_text(
+                json.dumps(data, indent=1) + "\n"
+            )
 
     failed = []
-    agree = rep.agreement(idle, loaded)
     print(
-        f"{len(idle)} timings idle ({idle_s:.0f} s), {len(loaded)} beside one busy process "
-        f"({loaded_s:.0f} s); {os.cpu_count()} cores"
+        ", ".join(f"{len(r)} timings {n} ({seconds[n]:.0f} s)" for n, r in runs.items())
+        + f" (loaded: beside one busy process); {os.cpu_count()} cores"
     )
-    print(
-        f"{'overlapping intervals, idle vs loaded':<44} {agree.share:7.1%}  "
-        f"(target: at least {rep.OVERLAP_TARGET:.0%})  {'ok' if agree.met else 'MISSED'}"
-    )
-    if not agree.met:
-        failed.append("overlap")
-        for name in agree.disagreeing:
-            a, b = idle[name], loaded[name]
-            print(
-                f"    apart: {name}: {a.low_us:.1f}-{a.high_us:.1f} µs idle, "
-                f"{b.low_us:.1f}-{b.high_us:.1f} µs loaded"
-            )
-    same = rep.verdicts(idle, loaded, groups(idle))
-    print(
-        f"{'verdicts reversed, idle vs loaded':<44} {len(same.reversed):7d}  "
-        f"(target: at most {rep.REVERSED_TARGET}; {same.same} of {same.compared} pairs the same, "
-        f"{len(same.changed)} a tie in one run only)  {'ok' if same.met else 'MISSED'}"
-    )
-    if not same.met:
-        failed.append("verdicts")
-    for pair in same.reversed:
-        print(f"    reversed: {pair}")
-    for label, run in (("idle", idle), ("loaded", loaded)):
+    idle = runs["idle"]
+    for other in ("idle again", "loaded"):
+        pair = f"idle vs {other}"
+        agree = rep.agreement(idle, runs[other])
+        print(
+            f"{'times, ' + pair:<44} median {agree.median_shift:.3f}×, farthest "
+            f"{agree.largest_shift:.2f}×; {agree.share:.0%} of intervals overlap (reported)"
+        )
+        same = rep.verdicts(idle, runs[other], groups(idle))
+        print(
+            f"{'verdicts reversed, ' + pair:<44} {len(same.reversed):7d}  "
+            f"(target: at most {rep.REVERSED_TARGET}; {same.same} of {same.compared} pairs the "
+            f"same, {len(same.changed)} a tie in one run only)  {'ok' if same.met else 'MISSED'}"
+        )
+        if not same.met:
+            failed.append(f"verdicts, {pair}")
+        for reversed_pair in same.reversed:
+            print(f"    reversed: {reversed_pair}")
+    for label, run in runs.items():
         width = rep.median_width(run)
         ok = width <= rep.WIDTH_TARGET
         failed += [] if ok else [f"width {label}"]
@@ -158,7 +158,7 @@ def main() -> int:
             f"{'median interval width, ' + label:<44} {width:7.1%}  "
             f"(target: at most {rep.WIDTH_TARGET:.0%})  {'ok' if ok else 'MISSED'}"
         )
-    for label, run in (("idle", idle), ("loaded", loaded)):
+    for label, run in runs.items():
         for check in physics(run):
             failed += [] if check.holds else [f"{check.name}, {label}"]
             target = (
