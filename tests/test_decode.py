@@ -400,6 +400,17 @@ def test_a_working_set_inside_the_last_level_cache_is_said_not_hidden():
     text = render.decode.bandwidth_claim(sourced(m), sourced(with_llc(held * 4)))
     assert "fit in the " in text and "last-level cache" in text
     assert "not their roof" in text
+    # Variants sized to one working set (as decode_steps sizes its layers): one size, said
+    # once, where "67.1 MB, 67.1 MB and 67.1 MB in all" read as three.
+    last = [fdecode.cache_series(m, v)[-1] for v in fdecode.VARIANTS]
+    assert len(fdecode.working_sets(last)) == 3  # this fixture: 4 layers each, three sizes
+    assert "Its layers (262 kB, 131 kB and 65.5 kB in all)" in re.sub(
+        r"<[^>]+>", "", render.decode._resident(last, with_llc(1e12))
+    )
+    same = [replace(p, layers=held // p.cost.cache_bytes) for p in last]
+    assert [f.value for f in fdecode.working_sets(same)] == [held]
+    said = re.sub(r"<[^>]+>", "", render.decode._resident(same, with_llc(1e12)))
+    assert f"Each variant's layers ({render.words.nbytes(held)} in all) fit" in said
 
 
 def test_batching_stops_paying_where_the_time_per_token_stops_falling():

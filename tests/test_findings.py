@@ -63,6 +63,11 @@ def test_units_and_ranges():
     assert words.times(1710.4) == "1,710×"
     assert words.span(9500.0, 9800.0) == "9.5–9.8 ms"
     assert words.span(850.0, 1200.0) == "850 µs–1.2 ms"
+    # Ends that would read alike get the digits that tell them apart, and only they do.
+    assert words.span(14.01e9, 14.04e9, lambda v: words.per_second(v, "B")) == "14.01–14.04 GB/s"
+    assert words.span(12_810.0, 12_840.0) == "12.81–12.84 ms"
+    assert words.span(9500.0, 9500.0) == "9.5–9.5 ms"  # no range at all: left as it is
+    assert words.number(14.0123) == "14"  # outside a range, three figures as ever
 
 
 def test_a_comparison_reads_as_a_tie_or_as_a_ratio_above_one():

@@ -207,6 +207,16 @@ def working_set(p: Point) -> Fact:
     )
 
 
+def working_sets(points: list[Point]) -> list[Fact]:
+    """Each distinct working set among `points`, once, in their order (variants sized to one
+    working set share one value)."""
+    found: dict[float, Fact] = {}
+    for p in points:
+        f = working_set(p)
+        found.setdefault(f.value, f)
+    return list(found.values())
+
+
 def cache_resident(points: list[Point], ceilings: Measurement | None) -> Fact | None:
     """The last-level cache, where every one of `points` cycles through less than it holds
     (so their bytes may come from that cache, not from memory); None where one does not, or

@@ -164,9 +164,12 @@ def _resident(points: list, c, subject: str = "Its") -> str:
     llc = fdecode.cache_resident(points, c)
     if llc is None:
         return ""
-    sets = words.series(list(dict.fromkeys(_say(fdecode.working_set(p), False) for p in points)))
+    sets = fdecode.working_sets(points)
+    if len(points) > 1 and len(sets) == 1:  # variants sized to one working set
+        subject = "Each variant's"
+    said = words.series([_say(f, False) for f in sets])
     return (
-        f" {subject} layers ({sets} in all) fit in the {_say(llc, False)} last-level "
+        f" {subject} layers ({said} in all) fit in the {_say(llc, False)} last-level "
         f"cache, so these bytes may come from there rather than from memory, which this page "
         f"does not separate: the copy, sized past the cache, is then not their roof."
     )

@@ -18,6 +18,7 @@
 # quantity is stated with two values, and counts the numbers with units left outside them.
 from __future__ import annotations
 
+import contextvars
 import html
 import math
 from collections.abc import Iterable, Sequence
@@ -65,7 +66,11 @@ def work_counted(device_kind: str) -> str:
 # --- numbers -----------------------------------------------------------------------------
 
 
-def number(x: float | None, significant: int = SIGNIFICANT) -> str:
+# Digits beyond SIGNIFICANT, for the two ends of a range that would otherwise read alike.
+_EXTRA_DIGITS: contextvars.ContextVar[int] = contextvars.ContextVar("extra_digits", default=0)
+
+
+def number(x: float | None, significant: int | None = None) -> str:
     """`x` to three significant figures, as a reader writes it: 1,710 · 2.5 · 0.000123.
 
     Trailing zeros after the point are dropped (2.50 -> 2.5); None and NaN read as "—".
@@ -74,6 +79,8 @@ def number(x: float | None, significant: int = SIGNIFICANT) -> str:
         return "—"
     if x == 0:
         return "0"
+    if significant is None:
+        significant = SIGNIFICANT + _EXTRA_DIGITS.get()
     digits = significant - 1 - math.floor(math.log10(abs(x)))
     rounded = round(float(x), digits)
     # Rounding can carry into a new digit (999.7 -> 1000): recount once.
@@ -198,6 +205,16 @@ def span(low: float, high: float, say=time_us) -> str:
     """A range: `9.5–9.8 ms` (each end in its own unit when they differ: `850 µs–1.2 ms`);
     a range that starts below zero reads `−171 ms to 47.4 ms` (a dash would read as a minus)."""
     a, b = say(low), say(high)
+    # Two ends that read alike say nothing of the range ("14–14 GB/s"): more digits, until
+    # they differ.
+    extra = 0
+    while a == b and low != high and extra < 3:
+        extra += 1
+        token = _EXTRA_DIGITS.set(extra)
+        try:
+            a, b = say(low), say(high)
+        finally:
+            _EXTRA_DIGITS.reset(token)
     # A multiple that is not 1 never reads "1×" at a range's end: the edge of a tie.
     a = _range_end_times(low) if a == "1×" else a
     b = _range_end_times(high) if b == "1×" else b
