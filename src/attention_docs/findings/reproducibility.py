@@ -43,7 +43,7 @@ class Agreement:
     compared: int
     overlapping: int
     disagreeing: tuple[str, ...]  # names whose intervals do not overlap
-    shifts: tuple[float, ...]  # each time in the second run ÷ in the first, in order
+    shifts: tuple[float, ...]  # each time in the second run ÷ in the first, smallest first
 
     @property
     def share(self) -> float:
