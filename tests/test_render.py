@@ -190,6 +190,10 @@ def test_profiled_and_unprofiled_forward_are_set_side_by_side(tiny_measurement):
     assert "sum to **525 µs (500–600 µs)** per forward" in claim
     assert "without it the forward takes 400 µs (390–410 µs)" in claim
     assert "**125 µs** per forward" in claim and "this page does not split them" in claim
+    # Fresh pages are named as a contributor, not placed "early in a fresh process": a
+    # profile that records shapes can keep a forward faulting pages in on every call.
+    assert "fresh pages of memory the profiled calls touched" in claim
+    assert "early in a fresh process" not in claim
     shorter = render.claims.profiled_vs_unprofiled(m, forward_times_for(m, (700.0, 690.0, 710.0)))
     # Shorter, the difference is negative: said as a difference, never "−175 µs shorter".
     assert "minus the forward is −175 µs" in text(shorter) and "the sum is shorter" in text(shorter)

@@ -64,7 +64,7 @@ def profiled_vs_unprofiled(m: Measurement, times: Sourced | Measurement) -> str:
             f" The difference, **{fact(p.difference)}** per forward, is not the forward's "
             f"work but what the profiled runs paid on top of it: the profiler's bookkeeping for "
             f"the {p.events} events it recorded ({fact(p.per_event)} each, were it all "
-            f"bookkeeping) and, early in a fresh process, fresh pages of memory. "
+            f"bookkeeping) and fresh pages of memory the profiled calls touched. "
             f"[Reading a profile](01-reading-a-profile.md#why-the-first-step-lies) measures "
             f"each; this page does not split them. Profiled times are for shares, never for "
             f"speed."
