@@ -78,18 +78,9 @@ def run_once(env: dict[str, str]) -> dict[str, Timing]:
     return {name: Timing.from_json(t) for name, t in json.loads(done.stdout).items()}
 
 
-def groups(run: dict[str, Timing]) -> list[list[str]]:
-    """The timings of each shape: timed together, in the same rounds, as a page compares them."""
-    by_point: dict[str, list[str]] = {}
-    for name in sorted(run):
-        by_point.setdefault(name.split(" @ ", 1)[1], []).append(name)
-    return list(by_point.values())
-
-
 def physics(run: dict[str, Timing]) -> list[rep.Check]:
     checks = []
-    points = sorted({name.split(" @ ", 1)[1] for name in run})
-    for point in points:
+    for point in rep.by_point(run):
         forward = run.get(f"naive (eager) @ {point}")
         steps = [t for n, t in run.items() if n.startswith("step ") and n.endswith(f" @ {point}")]
         if forward is not None and steps:
@@ -140,7 +131,7 @@ def main() -> int:
             f"{'times, ' + pair:<44} median {agree.median_shift:.3f}×, farthest "
             f"{agree.largest_shift:.2f}×; {agree.share:.0%} of intervals overlap (reported)"
         )
-        same = rep.verdicts(idle, runs[other], groups(idle))
+        same = rep.verdicts(idle, runs[other], list(rep.by_point(idle).values()))
         print(
             f"{'verdicts reversed, ' + pair:<44} {len(same.reversed):7d}  "
             f"(target: at most {rep.REVERSED_TARGET}; {same.same} of {same.compared} pairs the "

@@ -67,10 +67,9 @@ def test_three_recorded_runs_are_judged_as_the_bench_prints_them():
     or loaded, times that moved by more than their intervals while no verdict between two
     timings of one shape reversed."""
     idle = recorded("idle")
-    groups: dict[str, list[str]] = {}
-    for name in sorted(idle):
-        groups.setdefault(name.split(" @ ", 1)[1], []).append(name)
-    assert len(idle) > 20 and rep.median_width(idle) <= rep.WIDTH_TARGET
+    groups = rep.by_point(idle)
+    assert all(n.endswith(f" @ {point}") for point, names in groups.items() for n in names)
+    assert len(groups) == 4 and len(idle) > 20 and rep.median_width(idle) <= rep.WIDTH_TARGET
     for other in ("idle-again", "loaded"):
         run = recorded(other)
         assert set(run) == set(idle) and rep.median_width(run) <= rep.WIDTH_TARGET

@@ -84,6 +84,15 @@ class Verdicts:
         return len(self.reversed) <= REVERSED_TARGET
 
 
+def by_point(run: Run) -> dict[str, list[str]]:
+    """The names of a run grouped by the point after " @ " (`"SDPA flash @ b1 h4 n256 …"`):
+    the timings taken together, in the same rounds, as a page compares them."""
+    found: dict[str, list[str]] = {}
+    for name in sorted(run):
+        found.setdefault(name.split(" @ ", 1)[1], []).append(name)
+    return found
+
+
 def _verdict(a: Timing, b: Timing) -> str:
     c = compare(a, b)
     return "tie" if c.tie else ("first" if c.as_ordered else "second")

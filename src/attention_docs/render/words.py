@@ -66,7 +66,7 @@ def work_counted(device_kind: str) -> str:
 # --- numbers -----------------------------------------------------------------------------
 
 
-# Digits beyond SIGNIFICANT, for the two ends of a range that would otherwise read alike.
+# Digits beyond SIGNIFICANT, for the ends of a range that three would misstate (`span`).
 _EXTRA_DIGITS: contextvars.ContextVar[int] = contextvars.ContextVar("extra_digits", default=0)
 
 
@@ -171,17 +171,6 @@ def times(x: float) -> str:
     return f"{number(x)}×"
 
 
-def _range_end_times(x: float) -> str:
-    """A multiple at one end of a range, with the digits that keep it on its side of 1:
-    1.002× rather than "1×", which would read as the edge of a tie that is not there."""
-    text = times(x)
-    for significant in range(SIGNIFICANT + 1, SIGNIFICANT + 5):
-        if text != "1×" or x == 1:
-            break
-        text = f"{number(x, significant)}×"
-    return text
-
-
 def intensity(flop_per_byte: float) -> str:
     return f"{number(flop_per_byte)} FLOP/B"
 
@@ -205,19 +194,19 @@ def span(low: float, high: float, say=time_us) -> str:
     """A range: `9.5–9.8 ms` (each end in its own unit when they differ: `850 µs–1.2 ms`);
     a range that starts below zero reads `−171 ms to 47.4 ms` (a dash would read as a minus)."""
     a, b = say(low), say(high)
-    # Two ends that read alike say nothing of the range ("14–14 GB/s"): more digits, until
-    # they differ.
-    extra = 0
-    while a == b and low != high and extra < 3:
-        extra += 1
+    # More digits, as many as it takes (up to four), where the usual three would mislead: two
+    # ends that read alike say nothing of the range ("14–14 GB/s"), and a multiple that is not
+    # 1 must not read "1×" at a range's end, the edge of a tie that is not there.
+    for extra in range(1, 5):
+        alike = a == b and low != high
+        redo_a, redo_b = alike or (a == "1×" and low != 1), alike or (b == "1×" and high != 1)
+        if not (redo_a or redo_b):
+            break
         token = _EXTRA_DIGITS.set(extra)
         try:
-            a, b = say(low), say(high)
+            a, b = say(low) if redo_a else a, say(high) if redo_b else b
         finally:
             _EXTRA_DIGITS.reset(token)
-    # A multiple that is not 1 never reads "1×" at a range's end: the edge of a tie.
-    a = _range_end_times(low) if a == "1×" else a
-    b = _range_end_times(high) if b == "1×" else b
     if low < 0:  # a dash between two numbers would read as a minus
         return f"{a} to {b}"
     unit_a, unit_b = a.rpartition(" ")[2], b.rpartition(" ")[2]
