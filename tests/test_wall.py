@@ -14,7 +14,7 @@ from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.memory import naive_peak
 from attention_docs.experiments.registry import get
 from attention_docs.experiments.runner import run_experiment
-from attention_docs.experiments.wall import sweep_shapes
+from attention_docs.experiments.wall import SWEEPS, sweep_shapes
 from attention_docs.findings import wall as fwall
 from attention_docs.measurements import Measurement, Sourced, Table
 from attention_docs.measurements import forward as fwd
@@ -39,12 +39,12 @@ def wall() -> Measurement:
 
 def test_every_shape_is_measured_once_and_each_sweep_reads_it(wall):
     sweeps = sweep_shapes(dict(wall.params))
-    union = list(dict.fromkeys(s for name in fwall.SWEEP_NAMES for s in sweeps[name]))
+    union = list(dict.fromkeys(s for name in SWEEPS for s in sweeps[name]))
     points = wall.tables["points"].records()
     assert len(points) == len(union) < sum(len(v) for v in sweeps.values())  # shapes are shared
     shared = Shape(1, 2, 16, 16, "float32", True)  # on the heads and the head_dim sweeps
     assert shared in sweeps["heads"] and shared in sweeps["head_dim"]
-    for name in fwall.SWEEP_NAMES:
+    for name in SWEEPS:
         assert [p.shape for p in fwall.sweep(wall, name)] == sweeps[name]
     assert fwall.sweep(wall, "heads")[1].time == fwall.sweep(wall, "head_dim")[1].time
     for r in points:

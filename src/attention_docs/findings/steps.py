@@ -96,7 +96,7 @@ def _samples(m: Measurement) -> dict[str, list[float]]:
     return {s.label: [s.time_us] for s in m.steps}
 
 
-def _joint(per: Mapping[str, Sequence[float]], group: Iterable[str]) -> Share:
+def joint_share(per: Mapping[str, Sequence[float]], group: Iterable[str]) -> Share:
     """The share of the parts in `group` together, forward by forward."""
     inside = [sum(v) for v in zip(*(per[x] for x in per if x in group), strict=True)]
     rest = [sum(v) for v in zip(*(per[x] for x in per if x not in group), strict=True)]
@@ -155,7 +155,9 @@ def steps(m: Measurement, times: Measurement | None = None) -> Steps:
         if all_flops:
             flops = sum(m.step(label).flops for label in mm) / all_flops
             matmul_flops = model_fact("share of the FLOPs", " + ".join(mm), shape, flops, "%")
-        matmul_time = _range_fact(q("share of the profiled steps", " + ".join(mm)), _joint(per, mm))
+        matmul_time = _range_fact(
+            q("share of the profiled steps", " + ".join(mm)), joint_share(per, mm)
+        )
     summed = Fact.of_timing(q("profiled steps' sum per forward", " + ".join(labels)), total)
     return Steps(
         shape, tuple(out), forwards, total, summed, largest(found), matmul_flops, matmul_time
@@ -246,7 +248,7 @@ def shares_by_shape(sweep: Measurement, point: Measurement) -> tuple[ShapeShares
                 shape,
                 {x: _range_fact(q(x), s) for x, s in found.items()},
                 largest(found),
-                _range_fact(q(" + ".join(MATMULS)), _joint(per, MATMULS)),
+                _range_fact(q(" + ".join(MATMULS)), joint_share(per, MATMULS)),
             )
         )
     return tuple(out)

@@ -24,7 +24,9 @@ from attention_docs.findings.facts import (
     UNPROFILED,
     Fact,
     Quantity,
+    model_fact,
 )
+from attention_docs.findings.steps import joint_share
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -34,14 +36,9 @@ from attention_docs.records.timing import Timing
 
 NAIVE = fwd.NAIVE
 OVERHEAD = 1.0  # a local slope below this: doubling the work less than doubles the time
-SWEEP_NAMES = ("seq_len", "tokens", "heads", "head_dim")
 # What "the wall" means here, as the pages state it: each doubling of seq_len multiplies the
 # time by at least 2^QUADRATIC, over the rounds' whole range.
-WALL_STEP = Fact(
-    Quantity("time per doubling", "the quadratic wall", MODEL_DEVICE, MODEL),
-    2**trend.QUADRATIC,
-    "×",
-)
+WALL_STEP = model_fact("time per doubling", "the quadratic wall", None, 2**trend.QUADRATIC, "×")
 
 
 @dataclass(frozen=True)
@@ -53,14 +50,6 @@ class Point:
     flops: Fact
     steps: Mapping[str, Timing] | None  # profiled, one sample per call; None: not profiled
     status: str
-
-
-def flops(s: Shape) -> Fact:
-    return Fact(
-        Quantity("matmul FLOPs", NAIVE, MODEL_DEVICE, MODEL, s),
-        attention_flops(*s.dims),
-        "FLOP",
-    )
 
 
 def _measured(times: Measurement | None, s: Shape, impl: str = NAIVE) -> Fact | None:
@@ -83,8 +72,9 @@ def points(m: Measurement, times: Measurement | None = None) -> dict[Shape, Poin
         elif timing is not None:
             time = Fact.of_timing(ffwd.forward_quantity(m, NAIVE, s), timing)
         peak = None if r["peak_bytes"] is None else fmemory.peak_fact(m, r["peak_bytes"], s)
+        flops = model_fact("matmul FLOPs", NAIVE, s, attention_flops(*s.dims), "FLOP")
         steps = {label: r[label] for label in STEPS} if r.get(STEPS[0]) is not None else None
-        out[s] = Point(s, timing, time, peak, flops(s), steps, r["status"].split(" (")[0])
+        out[s] = Point(s, timing, time, peak, flops, steps, r["status"].split(" (")[0])
     return out
 
 
@@ -192,10 +182,7 @@ def leaders(m: Measurement, pts: Sequence[Point], x: str) -> list[Leader]:
 
 def matmul_share(m: Measurement, p: Point) -> Fact:
     """The two matmuls' share of the five profiled steps, with its range over the calls."""
-    n = len(p.steps[STEPS[0]].rounds_us)
-    both = [sum(p.steps[s].rounds_us[i] for s in MATMULS) for i in range(n)]
-    rest = [sum(p.steps[s].rounds_us[i] for s in STEPS if s not in MATMULS) for i in range(n)]
-    found = share.shares({"matmuls": both, "element-wise": rest})["matmuls"]
+    found = joint_share({s: p.steps[s].rounds_us for s in STEPS}, MATMULS)
     return share_fact(m, p, "the two matmuls", found)
 
 
@@ -238,11 +225,23 @@ class GpuPoint:
     kernels: int  # kernels the naive code launches (its recorded ops)
 
 
-def _time(gpu: SpecSheet, stored, s: Shape, impl: str, *, floor: float, r, detail: str):
+# Each forecast line's floor (µs) and realistic range at a shape, and what its range is of.
+LINES = {
+    NAIVE: (gpus.naive_floor_us, gpus.naive_range, fc.RANGE_OF_NAIVE),
+    fwd.SDPA_FLASH: (
+        lambda gpu, s: gpus.flash_forward(gpu, s).floor_us,
+        gpus.flash_range,
+        fc.RANGE_OF_FLASH,
+    ),
+}
+
+
+def _time(gpu: SpecSheet, stored: Measurement | None, s: Shape, impl: str):
     """`impl`'s forward-time floor at `s` checked against `stored`, and its realistic range."""
-    f = fc.forecast("forward time", impl, gpu, floor, "µs", shape=s)
-    in_range = fc.realistic("forward time", impl, gpu, r, "µs", shape=s, detail=detail)
-    return fc.check(f, _measured(stored, s, impl)), in_range
+    floor, realistic, detail = LINES[impl]
+    f = fc.forecast("forward time", impl, gpu, floor(gpu, s), "µs", shape=s)
+    r = fc.realistic("forward time", impl, gpu, realistic(gpu, s), "µs", shape=s, detail=detail)
+    return fc.check(f, _measured(stored, s, impl)), r
 
 
 def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> tuple[Fact, list[GpuPoint]]:
@@ -254,16 +253,8 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> tuple[Fact, 
     longest, out = fmemory.longest_forecast(gpu), []
     for n in FORECAST_SEQ_LENS:
         s = replace(gpus.FORECAST_SHAPE, seq_len=n)
-        naive = naive_range = None
-        if n <= longest.value:
-            floor, r = gpus.naive_floor_us(gpu, s), gpus.naive_range(gpu, s)
-            naive, naive_range = _time(
-                gpu, stored, s, NAIVE, floor=floor, r=r, detail=fc.RANGE_OF_NAIVE
-            )
-        floor, r = gpus.flash_forward(gpu, s).floor_us, gpus.flash_range(gpu, s)
-        fused, fused_range = _time(
-            gpu, stored, s, fwd.SDPA_FLASH, floor=floor, r=r, detail=fc.RANGE_OF_FLASH
-        )
+        naive, naive_range = _time(gpu, stored, s, NAIVE) if n <= longest.value else (None, None)
+        fused, fused_range = _time(gpu, stored, s, fwd.SDPA_FLASH)
         kernels = len(gpus.naive_kernels(gpu, s))
         out.append(GpuPoint(n, naive, fused, naive_range, fused_range, kernels))
     return longest, out

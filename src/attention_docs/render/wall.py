@@ -37,10 +37,10 @@ def _pts(wall: Sourced, name: str, times: Sourced | None = None) -> list[fwall.P
     return fwall.sweep(wall.measurement, name, times.measurement if times else None)
 
 
-def _ends(wall: Sourced, name: str) -> tuple[fwall.Point, ...]:
-    """The first and the last timed point of a sweep (an empty tuple with fewer than two)."""
+def _ends(wall: Sourced, name: str) -> tuple[Measurement, fwall.Point, fwall.Point] | None:
+    """The measurement and a sweep's first and last timed points (None with fewer than two)."""
     pts = [p for p in _pts(wall, name) if p.timing]
-    return (pts[0], pts[-1]) if len(pts) >= 2 else ()
+    return (wall.measurement, pts[0], pts[-1]) if len(pts) >= 2 else None
 
 
 def sweep_table(wall: Sourced, name: str, times: Sourced | None = None) -> str:
@@ -60,9 +60,9 @@ def sweep_figure(
     wall: Sourced, name: str, *, y: str, what: str, times: Sourced | None = None
 ) -> str:
     """Time (its confidence interval as a band) or peak memory against a sweep's x, log-log."""
-    x = X[name]
-    pts = [p for p in _pts(wall, name, times) if (p.time if y == "time" else p.peak)]  # fmt: skip
-    facts = [p.time if y == "time" else p.peak for p in pts]
+    x, get = X[name], CELLS[y][1]
+    pts = [p for p in _pts(wall, name, times) if get(p)]
+    facts = [get(p) for p in pts]
     xs = [getattr(p.shape, x) for p in pts]
     with new_figure(7.0, 3.6) as fig:
         ax = fig.add_subplot()
@@ -175,7 +175,7 @@ def tokens_claim(wall: Sourced) -> str:
     """The same tokens as more, shorter sequences: work and time follow seq_len, not N²."""
     if not (ends := _ends(wall, "tokens")):
         return ""
-    m, (a, b) = wall.measurement, ends
+    m, a, b = ends
     flops = fwall.ratio(m, "FLOPs ratio", b, a, "flops")
     return (
         f"The same tokens as {a.shape.batch_size} sequence of {a.shape.seq_len:,} take "
@@ -189,7 +189,7 @@ def heads_claim(wall: Sourced) -> str:
     """The same width as more, narrower heads: FLOPs fixed, memory and time not."""
     if not (ends := _ends(wall, "heads")):
         return ""
-    m, (a, b) = wall.measurement, ends
+    m, a, b = ends
     peak = fwall.ratio(m, "peak memory ratio", a, b, "peak")
     return (
         f"Splitting the same width into {b.shape.num_heads} heads of {b.shape.head_dim} instead "
@@ -203,7 +203,7 @@ def head_dim_claim(wall: Sourced) -> str:
     """How time follows head_dim at a fixed seq_len, and how the matmuls' share moves."""
     if not (ends := _ends(wall, "head_dim")):
         return ""
-    m, (a, b) = wall.measurement, ends
+    m, a, b = ends
     flops = fwall.ratio(m, "FLOPs ratio", a, b, "flops")
     return (
         f"From head_dim {a.shape.head_dim} to {b.shape.head_dim} the FLOPs grow {fact(flops)}, "
