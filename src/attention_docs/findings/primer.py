@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from attention_docs.findings.compare import Comparison, compare
@@ -33,11 +32,6 @@ from attention_docs.records.trace import Span, Trace
 # A warm call's page faults explain "most" of it when even the least costly reading is half
 # the forward, a "small" part when even the costliest is under a tenth.
 MOST, SMALL = 0.5, 0.1
-
-
-def samples(values: Sequence[float], method: str) -> Timing:
-    """Separate observations (calls, profiled forwards) as a Timing: each one a round."""
-    return Timing.from_rounds(values, method)
 
 
 def _q(m: Measurement, metric: str, clock: str, detail: str = "", subject=fwd.NAIVE) -> Quantity:
@@ -90,7 +84,9 @@ def first_calls(m: Measurement, times: Measurement) -> FirstCalls:
     if warm is None:
         raise ValueError(f"forward_times has no naive forward at {shape.text()}")
     half = len(cold) // 2
-    settled, settled_again = samples(cold[half:], "calls"), samples(again[half:], "calls")
+    # Each call is one round of its Timing.
+    settled, settled_again = (Timing.from_rounds(c[half:], "calls") for c in (cold, again))
+    first = Timing.from_rounds([cold[0]], "call")
 
     def per_call(column: str, session: str, metric: str, clock: str, unit: str) -> tuple:
         return tuple(
@@ -100,9 +96,9 @@ def first_calls(m: Measurement, times: Measurement) -> FirstCalls:
             for i, v in enumerate(table.column(column), 1)
         )
 
-    vs_settled = compare(settled, samples([cold[0]], "call"))
+    vs_settled = compare(settled, first)
     noise = max(settled.high_us - settled.low_us, settled_again.high_us - settled_again.low_us)
-    first_vs_warm = compare(fwd.timing(times, fwd.NAIVE, shape), samples([cold[0]], "call"))
+    first_vs_warm = compare(fwd.timing(times, fwd.NAIVE, shape), first)
     time, faults = ("profiled call time", PROFILED, "µs"), ("minor page faults", COUNTED, "")
 
     def q(metric: str, detail: str = "") -> Quantity:

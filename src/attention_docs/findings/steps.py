@@ -24,7 +24,7 @@ from attention_docs.findings.facts import (
 )
 from attention_docs.findings.forecast import Check, check, forecast, measured_on
 from attention_docs.findings.forward import FORWARD_TIME, STEP_TIME, forward_time, step_time
-from attention_docs.findings.primer import per_second, samples
+from attention_docs.findings.primer import per_second
 from attention_docs.findings.share import Largest, Share, largest, row_shares, shares
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
@@ -129,7 +129,7 @@ def steps(m: Measurement, times: Measurement | None = None) -> Steps:
             if alone is not None:
                 timing = fwd.step_timing(times, s.label, shape)
                 flop_rate, byte_rate = rates(s.label, cost, timing, times.device_id, shape)
-        t = samples(per[s.label], "profiled forwards")
+        t = Timing.from_rounds(per[s.label], "profiled forwards")
         intensity = model_fact("arithmetic intensity", s.label, shape, cost.intensity, "FLOP/B")
         out.append(
             Step(
@@ -147,7 +147,7 @@ def steps(m: Measurement, times: Measurement | None = None) -> Steps:
             )
         )
     labels = [s.label for s in m.steps]
-    total = samples([sum(per[label][i] for label in labels) for i in range(forwards)], "sum")
+    total = Timing.from_rounds([sum(f) for f in zip(*(per[x] for x in labels), strict=True)], "sum")
     matmul_flops = matmul_time = None
     mm = [label for label in labels if label in MATMULS]
     if mm and len(mm) < len(labels):
@@ -210,7 +210,6 @@ def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | Non
 @dataclass(frozen=True)
 class ShapeShares:
     label: str  # "256×64" (seq_len×head_dim)
-    shape: Shape
     shares: Mapping[str, Fact]  # per step
     largest: Largest
     matmuls: Fact  # the two matmuls' share together
@@ -245,7 +244,6 @@ def shares_by_shape(sweep: Measurement, point: Measurement) -> tuple[ShapeShares
         out.append(
             ShapeShares(
                 f"{n}×{d}",
-                shape,
                 {x: _range_fact(q(x), s) for x, s in found.items()},
                 largest(found),
                 _range_fact(q(" + ".join(MATMULS)), joint_share(per, MATMULS)),
