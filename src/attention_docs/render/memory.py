@@ -57,13 +57,10 @@ def memory_timeline_figure(sourced: Sourced) -> str:
 def memory_step_table(sourced: Sourced) -> str:
     """Per step: allocations, how many were N×N, bytes allocated and freed, live at its end."""
     m = sourced.measurement
-
-    def counted(r: dict, column: str) -> str:
-        return fact(fmemory.step_bytes(m, r, column))
-
     columns = ("allocated_bytes", "freed_bytes", "live_after_bytes")
     rows = [
-        [f"`{r['step']}`", str(r["allocations"]), str(r["score_sized"]), *(counted(r, c) for c in columns)]
+        [f"`{r['step']}`", str(r["allocations"]), str(r["score_sized"]),
+         *(fact(fmemory.step_bytes(m, r, c)) for c in columns)]
         for r in m.tables["steps"].records()
     ]  # fmt: skip
     header = ["Step", "Allocations", "Of them N×N", "Allocated", "Freed", "Live at its end"]
