@@ -259,17 +259,14 @@ def versus(m: Measurement, a: Point, b: Point) -> Versus | None:
 
 @dataclass(frozen=True)
 class BytesTest:
-    """Whether time followed bytes from step `more` to step `fewer`: `fewer` moves
-    `bytes_ratio` times fewer bytes, so if bytes alone set the pace it would be that many
-    times faster. `speedup` is `more`'s time over `fewer`'s with its range over the rounds;
-    `side`: "within" when the byte ratio lies inside that range, "short" when the speed-up
-    is less than the byte ratio in every round, "beyond" when it is more (a smaller working
-    set can sit in a faster cache)."""
+    """Whether time followed bytes from a step to step `fewer`: `fewer` moves `bytes_ratio`
+    times fewer bytes, so if bytes alone set the pace it would be that many times faster.
+    `side`: "within" when the byte ratio lies inside the range of the speed-up over the
+    rounds, "short" when the speed-up is less than the byte ratio in every round, "beyond"
+    when it is more (a smaller working set can sit in a faster cache)."""
 
-    more: Point
     fewer: Point
     bytes_ratio: Fact
-    speedup: Comparison
     side: str
 
 
@@ -282,7 +279,7 @@ def bytes_test(m: Measurement, more: Point, fewer: Point) -> BytesTest | None:
     fact = model_fact("bytes moved, ratio", subject, more.shape, ratio, "×", detail=at)
     c = compare(fewer.time, more.time)
     side = "short" if c.high < ratio else "beyond" if c.low > ratio else "within"
-    return BytesTest(more, fewer, fact, c, side)
+    return BytesTest(fewer, fact, side)
 
 
 def ridge(m: Measurement, ceilings: Measurement | None) -> float | None:
@@ -353,12 +350,6 @@ def _times(m: Measurement) -> dict[str, Timing]:
     return {r["mode"]: r["time"] for r in m.tables["times"].records()}
 
 
-def useful_flops(m: Measurement) -> float:
-    """Causal attention does the same work either way: query t meets keys 0..t, the visible
-    pairs of the prompt's square causal mask (analytic.cost.useful_flops)."""
-    return cost.useful_flops(*prompt_shape(m).dims, causal=True)
-
-
 def moved_bytes(m: Measurement, mode: str) -> float:
     """The least bytes each way must move: prefill reads the cache once, decode re-reads it at
     every step; both read the queries and write the outputs once."""
@@ -393,8 +384,10 @@ def mode_per_token(m: Measurement, mode: str) -> Fact:
 
 
 def mode_costs(m: Measurement, mode: str) -> tuple[Fact, Fact, Fact]:
-    """One mode's useful FLOP rate (unprofiled), and its bytes and intensity (cost model)."""
-    flops, moved = useful_flops(m), moved_bytes(m, mode)
+    """One mode's useful FLOP rate (unprofiled), and its bytes and intensity (cost model).
+    Causal attention does the same work either way: query t meets keys 0..t, the visible
+    pairs of the prompt's square causal mask."""
+    flops, moved = cost.useful_flops(*prompt_shape(m).dims, causal=True), moved_bytes(m, mode)
     return (
         _rate(_mode_quantity(m, "useful FLOP rate", mode), flops, _times(m)[mode], "FLOP/s"),
         model_fact("bytes moved", mode, prompt_shape(m), moved, "B"),
@@ -517,16 +510,13 @@ def splits(gpu: SpecSheet, variant: str, batch_size: int, cache_len: int) -> Fac
     return forecast("split-KV parts", "FlashAttention 2 decode", gpu, value, "parts", shape=shape)
 
 
-def ridge_tokens(gpu: SpecSheet, variant: str, cache_len: int = GPU_POINTS[-1][1]) -> Fact:
-    """New tokens per step (speculative decoding) from which a step reaches the ridge."""
-    s = gpu_shape(variant, 1, cache_len)
+def ridge_tokens(gpu: SpecSheet, variant: str) -> Fact:
+    """New tokens per step (speculative decoding) from which a step at the longest forecast
+    cache reaches the ridge."""
+    s = gpu_shape(variant, 1, GPU_POINTS[-1][1])
+    at = gpus.ridge(gpu, s.dtype)
     value = decode_model.queries_to_ridge(
-        GPU_HEADS,
-        s.kv_heads,
-        s.head_dim,
-        s.dtype,
-        ridge=gpus.ridge(gpu, s.dtype),
-        cache_len=cache_len,
+        GPU_HEADS, s.kv_heads, s.head_dim, s.dtype, ridge=at, cache_len=s.keys
     )
     return forecast("new tokens per step at the ridge", variant, gpu, value, "tokens", shape=s)
 

@@ -98,9 +98,8 @@ def masks(m: Measurement, times: Measurement | None = None) -> list[Mask]:
         whats = (fwd.FLEX, "flex_attention unfused fallback", "SDPA + dense mask")
         flex, fallback, dense = (subject(name, m, what) for what in whats)
 
-        def fact(metric: str, value, unit: str, clock=UNPROFILED, *, detail="", name=name):
-            q = _q(m, metric, subject(name, m), clock, detail)
-            return None if value is None else Fact(q, value, unit)
+        def fact(metric: str, value, unit: str, clock=UNPROFILED, *, detail="", flex=flex):
+            return None if value is None else Fact(_q(m, metric, flex, clock, detail), value, unit)
 
         # A mask that did not compile keeps its tiles and build, but has no compile or error.
         compile_us, error = (r["compile_s"] * 1e6, r["rel_err_vs_float64"]) if ok else (None, None)
@@ -221,24 +220,24 @@ def build_cost(m: Measurement) -> BuildCost:
     rows = [r for r in m.tables["cost"].records() if builds.get(r["seq_len"]) is not None]
     mask = m.params["mask"]
 
-    def point(r: dict) -> tuple[int, Fact, Fact, Fact]:
-        subj = f"{mask}, seq_len {r['seq_len']}"
-        peak = Quantity("peak memory while building a BlockMask", subj, m.device_id, COUNTED)
-        size = Quantity("BlockMask bytes", subj, m.device_id, COUNTED)
-        return (
+    def counted(metric: str, r: dict, column: str) -> Fact:
+        q = Quantity(metric, f"{mask}, seq_len {r['seq_len']}", m.device_id, COUNTED)
+        return Fact(q, r[column], "B")
+
+    points = tuple(
+        (
             r["seq_len"],
             builds[r["seq_len"]],
-            Fact(peak, r["peak_bytes"], "B"),
-            Fact(size, r["block_mask_bytes"], "B"),
+            counted("peak memory while building a BlockMask", r, "peak_bytes"),
+            counted("BlockMask bytes", r, "block_mask_bytes"),
         )
-
-    points = tuple(point(r) for r in rows)
+        for r in rows
+    )
     fitted = rows[-3:]
     slope = fitted_slope([r["seq_len"] for r in fitted], [r["build"].time_us for r in fitted])
     span = f"seq_len {fitted[0]['seq_len']}–{fitted[-1]['seq_len']}"
-    metric = "log-log slope of BlockMask build time"
-    q_slope = Quantity(metric, mask, m.device_id, UNPROFILED, None, span)
-    return BuildCost(points, None if slope is None else Fact(q_slope, slope, ""))
+    q = Quantity("log-log slope of BlockMask build time", mask, m.device_id, UNPROFILED, None, span)
+    return BuildCost(points, None if slope is None else Fact(q, slope, ""))
 
 
 @dataclass(frozen=True)
@@ -263,10 +262,9 @@ def versus_sdpa(times: Measurement) -> list[VersusSdpa]:
         sdpa = next((b for b in SDPA_ORDER if (b, s) in ran), None)
         if sdpa is not None:
             v = versus(times, sdpa, fwd.FLEX, s)
-            c = v.comparison
-            ratio = ratio_fact(v.quantity, c)
             flex_time, sdpa_time = (forward_time(times, x, s) for x in (fwd.FLEX, sdpa))
-            found.append(VersusSdpa(s, sdpa, flex_time, sdpa_time, (ratio, c)))
+            ratio = (ratio_fact(v.quantity, v.comparison), v.comparison)
+            found.append(VersusSdpa(s, sdpa, flex_time, sdpa_time, ratio))
     return found
 
 

@@ -278,8 +278,7 @@ def cache_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     text = (
         f"{ranked} Over the longer half of the caches the log-log slopes (its range from the times' intervals) are "
         f"{words.series(slopes)}; a slope of 1 is a time proportional to the bytes read."
-    )
-    text = text.strip()
+    ).strip()
     if not reads:
         return text
     return (
@@ -345,9 +344,8 @@ def prefill_table(pvd: Sourced) -> str:
     header = (
         "Mode | Total (unprofiled) | Per token | Useful FLOP/s | Bytes (model) | FLOP/B (model)"
     )
-    return captioned_table(
-        header, rows, "", pvd, f"The same {m.params['prompt_len']} tokens, one layer."
-    )
+    what = f"The same {m.params['prompt_len']} tokens, one layer."
+    return captioned_table(header, rows, "", pvd, what)
 
 
 def prefill_claim(pvd: Sourced, ceilings: Sourced | None = None) -> str:

@@ -147,10 +147,9 @@ def sparsity_claim(fm: Sourced) -> str:
     """Whether the time followed the tiles from one width to the next, and where it did not."""
     m = fm.measurement
     steps = fflex.tile_steps(m)
-    off = [s for s in steps if not s.follows]
     if not steps:
         return ""
-    if not off:
+    if not (off := [s for s in steps if not s.follows]):
         return (
             "Timed in the same rounds, the widths' times follow their tiles: no wider window "
             "is faster beyond the noise, and widths that compute the same tiles are within "
@@ -159,17 +158,13 @@ def sparsity_claim(fm: Sourced) -> str:
     said = []
     for s in off:
         narrow, wide = f"the {s.narrow:,}-token window", f"the {s.wide:,}-token one"
+        tiles = (
+            f"windows of {s.narrow:,} and {s.wide:,} tokens compute the same"
+            if s.same_tiles
+            else f"the {s.wide:,}-token window computes {_tiles(s.wide_tiles)} against"
+        )
         pair = words.fact_span(s.ratio[0].quantity.id, words.speed(s.ratio[1], narrow, wide))
-        if s.same_tiles:
-            said.append(
-                f"windows of {s.narrow:,} and {s.wide:,} tokens compute the same "
-                f"{_tiles(s.narrow_tiles)}, yet {pair}"
-            )
-        else:
-            said.append(
-                f"{wide.replace('one', 'window')} computes {_tiles(s.wide_tiles)} against "
-                f"{_tiles(s.narrow_tiles)}, yet {pair}"
-            )
+        said.append(f"{tiles} {_tiles(s.narrow_tiles)}, yet {pair}")
     return (
         f"On {m.provenance.device.label}, timed in the same rounds, the time does not follow "
         f"the tiles: {'; '.join(said)}. So here the BlockMask's tiles do not set the time on "
