@@ -38,7 +38,7 @@ from attention_docs.findings.facts import (
 from attention_docs.findings.forecast import RANGE_OF_FLASH, Check, check, forecast, measured_on
 from attention_docs.findings.forecast import realistic as forecast_range
 from attention_docs.findings.rank import Ranking
-from attention_docs.findings.sweep import sweep_findings
+from attention_docs.findings.sweep import Point, sweep_findings
 from attention_docs.findings.trend import table_slopes
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
@@ -421,13 +421,13 @@ KERNELS = Sweep(
 )
 
 
-def _kernel_points(m: Measurement) -> tuple:
+def _kernel_points(m: Measurement) -> Sequence[Point]:
     return sweep_findings(m, spec=KERNELS).points if "kernels" in m.tables else ()
 
 
 def kernels(m: Measurement, ceilings: Measurement | None) -> list[Kernel]:
-    """Kernel rows of a GPU `flash_triton_vs_sdpa` entry, judged against the matmul ceiling
-    of its dtype measured on the same device (none from another device)."""
+    """Kernel rows of a GPU `flash_triton_vs_sdpa` entry, by seq_len, judged against the
+    matmul ceiling of its dtype measured on the same device (none from another device)."""
     key, dev = f"peak_flops_{m.params['dtype']}", m.device_id
     ceiling = None
     if ceilings is not None and ceilings.device_id == dev and key in ceilings.facts:

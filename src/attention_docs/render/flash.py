@@ -471,8 +471,7 @@ def kernel_table(sourced: Sourced, ceilings: Sourced | None) -> str:
     found = fflash.kernels(m, measurement_of(ceilings))
     names = list(dict.fromkeys(k.name for k in found))
     rows = []
-    # layout: rows in seq_len order
-    for n in sorted({k.seq_len for k in found}):
+    for n in dict.fromkeys(k.seq_len for k in found):  # kernels() lists them by seq_len
         at = {k.name: k for k in found if k.seq_len == n}
         times = [(at[x].time or at[x].status) if x in at else "—" for x in names]
         tri = at.get(fwd.TRITON)
