@@ -38,7 +38,7 @@ from attention_docs.findings.facts import (
 from attention_docs.findings.forecast import RANGE_OF_FLASH, Check, check, forecast, measured_on
 from attention_docs.findings.forecast import realistic as forecast_range
 from attention_docs.findings.rank import Ranking
-from attention_docs.findings.sweep import sweep_findings
+from attention_docs.findings.sweep import Point, sweep_findings
 from attention_docs.findings.trend import table_slopes
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
@@ -58,6 +58,11 @@ class _On:
 
     device_id: str
     shape: Shape | None
+
+    @classmethod
+    def of(cls, m: Measurement, **params) -> _On:
+        """At `m`'s shape, or at it with `params` changed (another length or dtype)."""
+        return cls(m.device_id, fwd.Shape.of({**m.params, **params}))
 
     def __call__(self, metric, subject, clock, value, unit, *, detail: str = "") -> Fact:
         q = Quantity(metric, subject, self.device_id, clock, self.shape, detail)
@@ -104,10 +109,6 @@ FA3_FP8_ERROR = _cited("fa3-fp8-error")
 # --- what tiling buys at the measured shape ------------------------------------------------
 
 
-def _shape(m: Measurement) -> Shape:
-    return fwd.Shape.of(m.params)
-
-
 def useful_flops(shape: Shape) -> float:
     """The FLOPs achieved FLOP/s are counted with: the two matmuls over the (query, key)
     pairs the mask leaves visible (analytic.cost.useful_flops)."""
@@ -130,7 +131,8 @@ class Implementation:
 
 def implementations(m: Measurement, times: Measurement) -> list[Implementation]:
     """Peak memory and error (this experiment's) beside each forward time (forward_times')."""
-    shape, on = _shape(m), _On(m.device_id, _shape(m))
+    on = _On.of(m)
+    shape = on.shape
     rows = {r["implementation"]: r for r in m.tables["implementations"].records()}
     naive = rows.get(fwd.NAIVE)
     naive_peak = naive["peak_bytes"] if naive and naive["status"] == fwd.OK else None
@@ -159,9 +161,8 @@ def finding(m: Measurement, times: Measurement) -> dict[str, Implementation] | N
     """The chapter's finding, each implementation by name; None when naive or the tiled loop
     did not run here."""
     rows = {r.name: r for r in implementations(m, times)}
-    if fwd.NAIVE not in rows or fwd.TILED not in rows or rows[fwd.TILED].less_memory is None:
-        return None
-    return rows
+    # The loop's memory ratio exists only where naive ran too.
+    return rows if fwd.TILED in rows and rows[fwd.TILED].less_memory is not None else None
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,8 @@ class Traffic:
 def traffic(m: Measurement, times: Measurement) -> list[Traffic]:
     """The three traffic models; the naive and loop models over their implementations'
     unprofiled forward times (no timed implementation moves the fused model's bytes here)."""
-    shape, on = _shape(m), _On(m.device_id, _shape(m))
+    on = _On.of(m)
+    shape = on.shape
     records = m.tables["traffic"].records()
     out = []
     for r, impl in zip(records, (fwd.NAIVE, fwd.TILED, None), strict=True):
@@ -210,7 +212,7 @@ class OnlineTile:
 
 def online_softmax(m: Measurement) -> list[OnlineTile]:
     """One query's running max and sum, tile by tile (computed in float64 from the inputs)."""
-    on, q = _On(m.device_id, _shape(m)), m.facts["online_query"]
+    on, q = _On.of(m), m.facts["online_query"]
     out = []
     for r in m.tables["online_softmax_row"].records():
         keys = f"query {q} of head 0, keys {r['first_key']}–{r['end_key'] - 1}"
@@ -284,7 +286,7 @@ class Phase:
 
 def phases(m: Measurement) -> list[Phase]:
     """The loop's phases under the profiler, with their modelled work at these tiles."""
-    shape, on, p = _shape(m), _On(m.device_id, _shape(m)), m.params
+    on, p = _On.of(m), m.params
     tiles = f"{p['block_q']}×{p['block_k']} tiles"
     found = fshare.shares({s.label: [s.time_us] for s in m.steps}) if m.steps else {}
     out = []
@@ -295,8 +297,8 @@ def phases(m: Measurement) -> list[Phase]:
                 s.label,
                 s.calls,
                 on("share of profiled time", s.label, PROFILED, share, "%", detail=tiles),
-                model_fact("modelled FLOPs", s.label, shape, s.flops, "FLOP", detail=tiles),
-                model_fact("modelled bytes", s.label, shape, s.bytes, "B", detail=tiles),
+                model_fact("modelled FLOPs", s.label, on.shape, s.flops, "FLOP", detail=tiles),
+                model_fact("modelled bytes", s.label, on.shape, s.bytes, "B", detail=tiles),
             )
         )
     return out
@@ -336,24 +338,21 @@ BLOCKS = Sweep(
 
 
 def block_sweep(m: Measurement) -> BlockSweep:
-    shape, dev = _shape(m), m.device_id
+    on = _On.of(m)
+    shape = on.shape
     found = sweep_findings(m, spec=BLOCKS)
     times = {p.x: p.facts["time"] for p in found.points}
     rows = []
     for r in m.tables["blocks"].records():
         b = r["block"]
-        tiles = f"{b}×{b} tiles"
-        loop = f"tiled (Python loop), {tiles}"
-        time = times.get(b)
+        tiles, loop, time = f"{b}×{b} tiles", BLOCKS.subject_of("time", b), times.get(b)
         rows.append(
             Block(
                 b,
                 model_fact("score tiles computed", loop, shape, r["tiles_computed"], ""),
                 model_fact("computed share of scores", loop, shape, r["scores_computed"], "%"),
                 time,
-                _On(dev, shape)("peak memory", loop, COUNTED, r["peak_bytes"], "B")
-                if time is not None
-                else None,
+                None if time is None else on("peak memory", loop, COUNTED, r["peak_bytes"], "B"),
                 model_fact(
                     "modelled bytes", f"fused kernel, {tiles}", shape, r["fused_bytes"], "B"
                 ),
@@ -364,7 +363,8 @@ def block_sweep(m: Measurement) -> BlockSweep:
     if ranking is None or len(ranking.order) < 2:
         return BlockSweep(rows, ranking, None)
     fast, slow = (f"{b}×{b} tiles" for b in (ranking.fastest, ranking.order[-1]))
-    q = Quantity(ffwd.SPEED, f"tiled (Python loop), {fast} vs {slow}", dev, UNPROFILED, shape)
+    subject = f"tiled (Python loop), {fast} vs {slow}"
+    q = Quantity(ffwd.SPEED, subject, m.device_id, UNPROFILED, shape)
     against = ranking.against_fastest[ranking.order[-1]]
     return BlockSweep(rows, ranking, ffwd.Versus(q, fast, slow, against))
 
@@ -382,9 +382,9 @@ def interpreter_errors(m: Measurement) -> list[tuple[str, list[Fact | None]]]:
     }
     out = []
     for r in m.tables["interpreter"].records() if "interpreter" in m.tables else []:
-        shape = fwd.Shape.of({**m.params, "dtype": r["dtype"]})
+        on = _On.of(m, dtype=r["dtype"])
         errors = [
-            None if r[c] is None else _On(m.device_id, shape)(ERROR, s, NUMERIC, r[c], ERROR)
+            None if r[c] is None else on(ERROR, s, NUMERIC, r[c], ERROR)
             for c, s in subjects.items()
         ]
         out.append((r["dtype"], errors))
@@ -421,46 +421,34 @@ KERNELS = Sweep(
 )
 
 
-def _kernel_rows(m: Measurement) -> list[dict]:
-    return m.tables["kernels"].records() if "kernels" in m.tables else []
-
-
-def _at(m: Measurement, seq_len: int) -> Shape:
-    return fwd.Shape.of({**m.params, "seq_len": seq_len})
+def _kernel_points(m: Measurement) -> Sequence[Point]:
+    return sweep_findings(m, spec=KERNELS).points if "kernels" in m.tables else ()
 
 
 def kernels(m: Measurement, ceilings: Measurement | None) -> list[Kernel]:
-    """Kernel rows of a GPU `flash_triton_vs_sdpa` entry, judged against the matmul ceiling
-    of its dtype measured on the same device (none from another device)."""
+    """Kernel rows of a GPU `flash_triton_vs_sdpa` entry, by seq_len, judged against the
+    matmul ceiling of its dtype measured on the same device (none from another device)."""
     key, dev = f"peak_flops_{m.params['dtype']}", m.device_id
     ceiling = None
     if ceilings is not None and ceilings.device_id == dev and key in ceilings.facts:
         ceiling = ffwd.ceiling(ceilings, key)
     out = []
-    rows = _kernel_rows(m)
-    times = {
-        (p.x, name): f
-        for p in (sweep_findings(m, spec=KERNELS).points if rows else ())
-        for name, f in p.facts.items()
-    }
-    for r in rows:
-        n, name = r["seq_len"], r["implementation"]
-        time = times.get((n, name))
-        if time is None:
-            out.append(Kernel(n, name, r["status"]))
-            continue
-        t = r["time"]
-        shape, value = _at(m, n), r["flops"] / (t.time_us * 1e-6)
-        on = _On(dev, shape)
-        suspect = ceiling is not None and value > (
-            ceiling.value if ceiling.high is None else ceiling.high
-        )
-        share = None
-        if ceiling and not suspect:
-            ratio = value / ceiling.value
-            share = on("share of the matmul ceiling", name, KERNEL, ratio, "%")
-        rate = on("achieved FLOP/s", name, KERNEL, value, "FLOP/s", detail=USEFUL)
-        out.append(Kernel(n, name, r["status"], time, rate, share, suspect))
+    for p in _kernel_points(m):
+        for name, r in p.rows.items():
+            time = p.facts[name]
+            if time is None:
+                out.append(Kernel(p.x, name, r["status"]))
+                continue
+            on, value = _On.of(m, seq_len=p.x), r["flops"] / (time.value * 1e-6)
+            suspect = ceiling is not None and value > (
+                ceiling.value if ceiling.high is None else ceiling.high
+            )
+            share = None
+            if ceiling and not suspect:
+                ratio = value / ceiling.value
+                share = on("share of the matmul ceiling", name, KERNEL, ratio, "%")
+            rate = on("achieved FLOP/s", name, KERNEL, value, "FLOP/s", detail=USEFUL)
+            out.append(Kernel(p.x, name, r["status"], time, rate, share, suspect))
     return out
 
 
@@ -469,23 +457,20 @@ def kernel_error(m: Measurement) -> Fact | None:
     err = m.facts.get("triton_rel_error")
     if err is None or "kernels" not in m.tables:
         return None
-    shape = _at(m, min(r["seq_len"] for r in _kernel_rows(m)))
-    return _On(m.device_id, shape)(ERROR, f"{fwd.TRITON} vs float64", NUMERIC, err, ERROR)
+    on = _On.of(m, seq_len=min(m.tables["kernels"].column("seq_len")))
+    return on(ERROR, f"{fwd.TRITON} vs float64", NUMERIC, err, ERROR)
 
 
 def triton_vs_sdpa(m: Measurement, seq_len: int) -> ffwd.Versus | None:
     """The Triton kernel against SDPA flash at one length (ratio: Triton's time ÷ SDPA's)."""
-    found = {
-        r["implementation"]: r["time"]
-        for r in _kernel_rows(m)
-        if r["seq_len"] == seq_len and r["status"] == fwd.OK and r["time"] is not None
-    }
-    if fwd.TRITON not in found or fwd.SDPA_FLASH not in found:
+    t = next((p.timings for p in _kernel_points(m) if p.x == seq_len), {})
+    if fwd.TRITON not in t or fwd.SDPA_FLASH not in t:
         return None
     subject = f"{fwd.SDPA_FLASH} vs {fwd.TRITON}"
-    q = Quantity("kernel time ratio", subject, m.device_id, KERNEL, _at(m, seq_len))
-    c = compare(found[fwd.SDPA_FLASH], found[fwd.TRITON])
-    return ffwd.Versus(q, fwd.SDPA_FLASH, fwd.TRITON, c)
+    q = Quantity(
+        "kernel time ratio", subject, m.device_id, KERNEL, _On.of(m, seq_len=seq_len).shape
+    )
+    return ffwd.Versus(q, fwd.SDPA_FLASH, fwd.TRITON, compare(t[fwd.SDPA_FLASH], t[fwd.TRITON]))
 
 
 # --- forecasts for a named GPU, counted on the tile grid -----------------------------------
@@ -579,9 +564,6 @@ class Tiles:
     rows: list[TileRow]
 
 
-PER_QUERY_TILE = "k, v once per query tile"
-
-
 def _fused(shape: Shape, block_q: int, block_k: int) -> float:
     """The bytes a fused forward moves at `shape` (k and v once per query tile)."""
     return fused_traffic(
@@ -608,7 +590,9 @@ def tiles(gpu_sheet: SpecSheet | None = None, shape: Shape = gpu.FORECAST_SHAPE)
                 fit,
                 model_fact("shared-memory bytes per program", tile, shape, fit.shared, "B"),
                 model_fact("register bytes per program", tile, shape, fit.registers, "B"),
-                model_fact("modelled bytes", subject, shape, moved, "B", detail=PER_QUERY_TILE),
+                model_fact(
+                    "modelled bytes", subject, shape, moved, "B", detail="k, v once per query tile"
+                ),
                 model_fact(
                     "modelled bytes ratio", f"naive vs {subject}", shape, naive / moved, "×"
                 ),

@@ -10,6 +10,7 @@ from attention_docs.analytic import gpu
 from attention_docs.analytic.tiling import DIAGONAL, SKIPPED, tile_counts, tile_grid
 from attention_docs.findings import flash as fflash
 from attention_docs.findings.forecast import check
+from attention_docs.findings.sweep import CLEAR, TIE
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.published import Source
@@ -19,7 +20,7 @@ from attention_docs.render.claims import device_note
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import line_figure
-from attention_docs.render.sweep import sweep_claim, sweep_figure
+from attention_docs.render.sweep import LEAD, sweep_claim, sweep_figure
 from attention_docs.render.tables import captioned_table, markdown_table, measurement_of
 
 TILE_COLORS = {"computed": "#0072B2", DIAGONAL: "#E69F00", SKIPPED: "none"}
@@ -281,7 +282,7 @@ def block_table(sourced: Sourced) -> str:
     found = fflash.block_sweep(m)
     r = found.ranking
     leaders = set(r.leaders) if r else set()
-    mark = " (fastest)" if r and r.clear else " (tied for fastest: within noise)"
+    mark = LEAD[CLEAR if r and r.clear else TIE]
     rows = [
         [f"{b.block}×{b.block}" + (mark if str(b.block) in leaders else ""),
          f"{fact(b.tiles)} ({fact(b.scores_share)})", b.time, b.peak, b.fused_bytes, b.working_set]
@@ -470,8 +471,7 @@ def kernel_table(sourced: Sourced, ceilings: Sourced | None) -> str:
     found = fflash.kernels(m, measurement_of(ceilings))
     names = list(dict.fromkeys(k.name for k in found))
     rows = []
-    # layout: rows in seq_len order
-    for n in sorted({k.seq_len for k in found}):
+    for n in dict.fromkeys(k.seq_len for k in found):  # kernels() lists them by seq_len
         at = {k.name: k for k in found if k.seq_len == n}
         times = [(at[x].time or at[x].status) if x in at else "—" for x in names]
         tri = at.get(fwd.TRITON)
