@@ -76,10 +76,7 @@ class Provenance:
         return self.load is not None and self.load.busy
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data["device"] = self.device.to_json()
-        data["load"] = self.load.to_json() if self.load else None
-        return data
+        return asdict(self)  # the device and the load too: both are flat records
 
     @classmethod
     def from_json(cls, data: Mapping) -> Provenance:
@@ -151,6 +148,15 @@ class Table:
     def column(self, name: str) -> list[Any]:
         index = self.columns.index(name)
         return [row[index] for row in self.rows]
+
+    def numbers(self, name: str) -> list[float | None]:
+        """A column's numbers, a Timing cell as its time; None for anything else."""
+        return [
+            v.time_us
+            if isinstance(v, Timing)
+            else (v if isinstance(v, int | float) and not isinstance(v, bool) else None)
+            for v in self.column(name)
+        ]
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]

@@ -72,9 +72,6 @@ class Trace:
     def duration_us(self) -> float:
         return max((s.end_us for s in self.spans), default=0.0)
 
-    def named(self, name: str) -> list[Span]:
-        return [s for s in self.spans if s.name == name]
-
     def in_step(self, step: int) -> Trace:
         """The spans of one profiler step (GPU work included through its flows), rebased to 0."""
         step_span = next(s for s in self.steps if s.step == step)

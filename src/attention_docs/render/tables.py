@@ -72,7 +72,7 @@ def step_table(
     FLOP/s (a matmul) or bytes/s (an element-wise step) that reaches; without it, the cost
     model's."""
     m = sourced.measurement
-    t = getattr(times, "measurement", times)
+    t = measurement_of(times)
     found = fs.steps(m, t)
     clock = "GPU kernel time, profiled" if m.device_kind == "cuda" else "profiled"
     header = f"Step | Time per forward ({clock}) | Share ({clock}) | "
