@@ -5,8 +5,9 @@
 # losslessly: version 1 lacked the device id and the load, version 2 had no Timing cells in
 # tables, version 3's Timing stored a median and IQR that version 4 derives from its rounds
 # (version 4's provenance may also name the allocator's behaviour). A key measured the old
-# way is stale anyway, but `show`, `prune` and the tests' second device can still read it. A newer version's file is NewerSchemaError: named, and
-# kept for the checkout that can read it.
+# way is stale anyway, but `show`, `prune` and the tests' second device can still read it.
+# A newer version's file is NewerSchemaError: named, and kept for the checkout that can
+# read it.
 from __future__ import annotations
 
 import dataclasses

@@ -366,20 +366,11 @@ QUANTITY_NAMES = {
     "batch_size": "Batch size",
     "cache_len": "Cache length",
     "kv_len": "Cache length",
-    "time_us": "Time",
-    "time_ms": "Time",
     "t_us": "Time",
-    "peak_bytes": "Peak memory",
-    "live_bytes": "Live memory",
-    "bytes": "Bytes",
     "flops": "FLOPs",
     "iqr_us": "Spread (IQR)",
-    "self_us": "Self time",
-    "total_us": "Total time",
-    "device_us": "Device time",
     "cpu_us": "CPU time",
     "block": "Block size",
-    "elements": "Elements",
 }
 UNIT_WORDS = {"B": "bytes", "B/s": "bytes/s"}
 # Column suffix -> the noun it stands for (the unit goes in the parentheses). Longest first.
