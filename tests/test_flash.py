@@ -53,6 +53,7 @@ from attention_docs.attention.triton_flash import kernel_config, triton_availabl
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.findings import flash as fflash
 from attention_docs.findings.facts import KERNEL, PUBLISHED, Quantity
+from attention_docs.findings.forward import forward_quantity
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements import Sourced, Table
 from attention_docs.measurements import forward as fwd
@@ -661,7 +662,7 @@ def test_implementations_table_reads_times_from_forward_times():
     shape = fwd.Shape.of(flash.params)
     times = cpu_times(flash, [(fwd.NAIVE, shape, 14000.0), (fwd.TILED, shape, 19500.0)])
     table = render.flash.implementations_table(Sourced(flash, "x", "x.json"), times)
-    fid = render.compare.forward_fact_id(times, fwd.TILED, shape)
+    fid = forward_quantity(times, fwd.TILED, shape).id
     assert fid in facts_in(markdown.markdown(table, extensions=["tables"]))
     assert "19.5 ms (19.1–19.9 ms)" in table
     # Useful FLOPs (the causal mask's visible pairs) over the unprofiled time, 19.5 ms.

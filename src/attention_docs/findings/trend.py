@@ -94,15 +94,6 @@ def steps(ts: Sequence[Timing]) -> list[str]:
 
 def table_slopes(table, x: str, ys: Sequence[str]) -> dict[str, float | None]:
     """`fitted_slope` of each column in `ys` against column `x` of a measurement's table (a
-    Timing cell counts as its median), for a figure's legend."""
-
-    def numbers(column: str) -> list[float | None]:
-        return [
-            v.time_us
-            if isinstance(v, Timing)
-            else (v if isinstance(v, int | float) and not isinstance(v, bool) else None)
-            for v in table.column(column)
-        ]
-
-    xs = numbers(x)
-    return {y: fitted_slope(xs, numbers(y)) for y in ys}
+    Timing cell counts as its time), for a figure's legend."""
+    xs = table.numbers(x)
+    return {y: fitted_slope(xs, table.numbers(y)) for y in ys}

@@ -5,8 +5,9 @@
 # losslessly: version 1 lacked the device id and the load, version 2 had no Timing cells in
 # tables, version 3's Timing stored a median and IQR that version 4 derives from its rounds
 # (version 4's provenance may also name the allocator's behaviour). A key measured the old
-# way is stale anyway, but `show`, `prune` and the tests' second device can still read it. A newer version's file is NewerSchemaError: named, and
-# kept for the checkout that can read it.
+# way is stale anyway, but `show`, `prune` and the tests' second device can still read it.
+# A newer version's file is NewerSchemaError: named, and kept for the checkout that can
+# read it.
 from __future__ import annotations
 
 import dataclasses
@@ -76,10 +77,7 @@ class Provenance:
         return self.load is not None and self.load.busy
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data["device"] = self.device.to_json()
-        data["load"] = self.load.to_json() if self.load else None
-        return data
+        return asdict(self)  # the device and the load too: both are flat records
 
     @classmethod
     def from_json(cls, data: Mapping) -> Provenance:
@@ -151,6 +149,15 @@ class Table:
     def column(self, name: str) -> list[Any]:
         index = self.columns.index(name)
         return [row[index] for row in self.rows]
+
+    def numbers(self, name: str) -> list[float | None]:
+        """A column's numbers, a Timing cell as its time; None for anything else."""
+        return [
+            v.time_us
+            if isinstance(v, Timing)
+            else (v if isinstance(v, int | float) and not isinstance(v, bool) else None)
+            for v in self.column(name)
+        ]
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 # Where a measurement keeps the specs of its sweeps: facts["sweeps"][table name].
@@ -92,29 +92,16 @@ class Sweep:
         return self.subject.format(**{**(fields or {}), "line": line, "x": x})
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "table": self.table,
-            "x": self.x,
-            "lines": list(self.lines),
-            "metric": self.metric,
-            "x_unit": self.x_unit,
-            "unit": self.unit,
-            "clock": self.clock,
-            "given": list(self.given),
-            "shape": self.shape,
-            "subject": self.subject,
-            "log_x": self.log_x,
-            "log_y": self.log_y,
-            "line": self.line,
-            "value": self.value,
-            "where": [list(w) for w in self.where],
-            "shape_from": [list(w) for w in self.shape_from],
-            "detail": self.detail,
-        }
+        data = asdict(self)  # every field, in order
+        for name in ("lines", "given"):
+            data[name] = list(data[name])
+        for name in ("where", "shape_from"):
+            data[name] = [list(pair) for pair in data[name]]
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Sweep:
-        return cls(**{**data, "lines": tuple(data["lines"]), "given": tuple(data["given"])})
+        return cls(**data)  # __post_init__ makes the lists tuples
 
 
 def stored_sweeps(facts: Mapping[str, Any]) -> dict[str, Sweep]:

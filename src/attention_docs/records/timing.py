@@ -38,10 +38,6 @@ def quantile(values: Sequence[float], p: float) -> float:
     return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
 
 
-def _binomial_pmf(n: int, p: float) -> list[float]:
-    return [math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(n + 1)]
-
-
 def interval_ranks(n: int, p: float = QUANTILE, confidence: float = CONFIDENCE) -> tuple[int, int]:
     """1-based ranks (j, k) of the order statistics X(j) <= X(k) that hold the p-quantile with
     at least `confidence` probability, the narrowest such pair (the one nearest the quantile
@@ -51,7 +47,7 @@ def interval_ranks(n: int, p: float = QUANTILE, confidence: float = CONFIDENCE) 
     """
     if n < 2:
         return (1, max(n, 1))
-    pmf = _binomial_pmf(n, p)
+    pmf = [math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(n + 1)]
     best = None
     for j in range(1, n):
         covered = 0.0

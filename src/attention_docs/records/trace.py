@@ -72,9 +72,6 @@ class Trace:
     def duration_us(self) -> float:
         return max((s.end_us for s in self.spans), default=0.0)
 
-    def named(self, name: str) -> list[Span]:
-        return [s for s in self.spans if s.name == name]
-
     def in_step(self, step: int) -> Trace:
         """The spans of one profiler step (GPU work included through its flows), rebased to 0."""
         step_span = next(s for s in self.steps if s.step == step)
@@ -186,15 +183,19 @@ def _parse(events: list[Mapping]) -> Trace:
         return Trace(spans=(), lanes=())
     lane_of = _lane_names(timed)
     origin = min(float(e["ts"]) for e in timed)
-    steps_raw = sorted((e for e in timed if _is_step(e)), key=lambda e: e["ts"])
-    step_bounds = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in steps_raw]
-    step_ids = [int(str(e["name"]).removeprefix(STEP_PREFIX)) for e in steps_raw]
+    # Each profiler step as (start, end, its number), in time order.
+    bounds = sorted(
+        (
+            float(e["ts"]),
+            float(e["ts"]) + float(e["dur"]),
+            int(str(e["name"]).removeprefix(STEP_PREFIX)),
+        )
+        for e in timed
+        if _is_step(e)
+    )
 
     def step_at(ts: float) -> int | None:
-        for (lo, hi), sid in zip(step_bounds, step_ids, strict=True):
-            if lo <= ts <= hi:
-                return sid
-        return None
+        return next((sid for lo, hi, sid in bounds if lo <= ts <= hi), None)
 
     # CPU spans first: their step is where they start; a kernel inherits its launch's step.
     raw = [
@@ -202,12 +203,11 @@ def _parse(events: list[Mapping]) -> Trace:
         for e in timed
         if e.get("cat", "") in KINDS and not str(e.get("name", "")).startswith(STEP_PREFIX)
     ]
-    step_of_flow: dict[int, int | None] = {}
-    for e, kind in raw:
-        if kind not in GPU_KINDS:
-            correlation = (e.get("args") or {}).get("correlation")
-            if correlation is not None:
-                step_of_flow[correlation] = step_at(float(e["ts"]))
+    step_of_flow = {
+        (e.get("args") or {}).get("correlation"): step_at(float(e["ts"]))
+        for e, kind in raw
+        if kind not in GPU_KINDS
+    }
 
     by_lane: dict[str, list[Span]] = defaultdict(list)
     for e, kind in raw:
@@ -234,7 +234,7 @@ def _parse(events: list[Mapping]) -> Trace:
     spans.sort(key=lambda s: (lanes.index(s.lane), s.start_us, -s.dur_us))
     steps = tuple(
         Span(f"{STEP_PREFIX}{sid}", "step", lanes[0], _ns(lo - origin), _ns(hi - lo), step=sid)
-        for (lo, hi), sid in zip(step_bounds, step_ids, strict=True)
+        for lo, hi, sid in bounds
     )
     return Trace(spans=tuple(spans), lanes=tuple(lanes), steps=steps)
 

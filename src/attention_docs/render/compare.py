@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 from attention_docs.findings import forward as ffwd
-from attention_docs.findings.compare import Comparison
 from attention_docs.findings.facts import COUNTED, recorded
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
@@ -18,10 +17,6 @@ from attention_docs.render import words
 from attention_docs.render.tables import measurement_of
 
 fact = words.fact_span
-
-
-def forward_fact_id(m: Measurement, implementation: str, shape: Shape) -> str:
-    return ffwd.forward_quantity(m, implementation, shape).id
 
 
 def forward_time(
@@ -33,12 +28,6 @@ def forward_time(
     if f is None:
         return f"— ({fwd.status(m, implementation, shape)})"
     return words.fact(f, with_spread=spread)
-
-
-def comparison(times: Sourced | Measurement, a: str, b: str, shape: Shape) -> Comparison | None:
-    """How `a` compares with `b` at `shape`: ratio = b's time / a's time (> 1: a is faster)."""
-    v = ffwd.versus(measurement_of(times), a, b, shape)
-    return v.comparison if v else None
 
 
 def speedup(times: Sourced | Measurement, fast: str, slow: str, shape: Shape) -> str:
@@ -65,12 +54,8 @@ def forward_table(
     ]
     for name in implementations:
         v = ffwd.versus(m, name, baseline, shape) if name != baseline else None
-        versus = "—" if v is None else fact(v.quantity.id, words.versus(v.comparison))
-        lines.append(f"| {name} | {forward_time(m, name, shape)} | {versus} |")
+        lines.append(f"| {name} | {forward_time(m, name, shape)} | {versus_cell(v)} |")
     return "\n".join(lines)
-
-
-CEILING_UNITS = ffwd.CEILING_UNITS
 
 
 def ceiling(ceilings: Sourced | Measurement, key: str, *, spread: bool = False) -> str:

@@ -76,6 +76,25 @@ def new_figure(width: float, height: float) -> Iterator:
         yield fig
 
 
+# A measured line: its points marked.
+LINE = {"marker": "o", "markersize": 3.5, "linewidth": 1.4}
+
+
+def frame_lines(ax) -> None:
+    """A line figure's grid, frame and legend."""
+    ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(frameon=False, fontsize=8)
+
+
+def measured_ticks(ax, xs) -> None:
+    """The x ticks at the measured values (a seq_len axis: 512, 1,024), where they fit."""
+    # layout: a dozen labels fit the axis
+    if 1 < len(xs) <= 12:
+        ax.set_xticks(xs, [tick(x) for x in xs])
+        ax.minorticks_off()
+
+
 def min_font_pt(width_in: float) -> float:
     """The smallest font size (points) that reads as TEXT_PX in the desktop column."""
     return round(TEXT_PX * width_in * 72 / COLUMN_PX, 2)
@@ -215,21 +234,16 @@ def _contrast_on_patches(ax) -> None:
 
     boxes = [p for p in ax.patches if p.get_visible() and p.get_fill()]
     for text in ax.texts:
-        own = text.get_bbox_patch()
-        if own is not None and own.get_fill():
-            # The text sits on its own box (a label's white backing): that is its background.
-            r, g, b, a = to_rgba(own.get_facecolor())
-            background = to_hex((r * a + 1 - a, g * a + 1 - a, b * a + 1 - a))
-            # layout: WCAG text contrast
-            if contrast(to_hex(text.get_color()), background) < 4.5:
-                text.set_color(text_color_for(background))
-            continue
-        at = text.get_transform().transform(text.get_position())
-        under = [p for p in boxes if p.contains_point(at)]
-        if not under:
-            continue
-        # layout: the topmost patch under a text
-        r, g, b, a = to_rgba(max(under, key=lambda p: p.get_zorder()).get_facecolor())
+        box = text.get_bbox_patch()
+        if box is None or not box.get_fill():
+            # Not on a box of its own (a label's white backing): on the topmost patch under it.
+            at = text.get_transform().transform(text.get_position())
+            under = [p for p in boxes if p.contains_point(at)]
+            if not under:
+                continue
+            # layout: the topmost patch under a text
+            box = max(under, key=lambda p: p.get_zorder())
+        r, g, b, a = to_rgba(box.get_facecolor())
         background = to_hex((r * a + 1 - a, g * a + 1 - a, b * a + 1 - a))
         # layout: WCAG text contrast
         if contrast(to_hex(text.get_color()), background) < 4.5:

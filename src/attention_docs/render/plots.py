@@ -10,13 +10,14 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from attention_docs.measurements.schema import Sourced, Table
-from attention_docs.records.timing import Timing
 from attention_docs.render.figures import (
     INK,
-    MUTED,
+    LINE,
     SERIES_COLORS,
     STEP_COLORS,
     figure_html,
+    frame_lines,
+    measured_ticks,
     min_font_pt,
     new_figure,
     to_svg,
@@ -97,16 +98,6 @@ def label_in_box(ax, x0: float, x1: float, y: float, text: str, *, full: str = "
     return label
 
 
-def _numbers(table: Table, column: str) -> list[float | None]:
-    """A column's numbers; a Timing cell plots as its time."""
-    return [
-        v.time_us
-        if isinstance(v, Timing)
-        else (v if isinstance(v, int | float) and not isinstance(v, bool) else None)
-        for v in table.column(column)
-    ]
-
-
 def line_figure(
     sourced: Sourced,
     table_name: str,
@@ -125,12 +116,12 @@ def line_figure(
     not available) leave a gap and are marked with a cross on the axis. `slopes[column]`,
     a log-log slope a finding fitted (findings/trend.table_slopes), is said in the legend."""
     table = sourced.measurement.tables[table_name]
-    xs = _numbers(table, x)
+    xs = table.numbers(x)
     alt_parts = []
     with new_figure(7.0, 3.6) as fig:
         ax = fig.add_subplot()
         for i, column in enumerate(ys):
-            values = _numbers(table, column)
+            values = table.numbers(column)
             color = SERIES_COLORS[i % len(SERIES_COLORS)]
             # A column named for a quantity (time_us) reads as words; one named for an
             # implementation (naive, sdpa-math) keeps its name.
@@ -142,14 +133,7 @@ def line_figure(
                 (a, b) for a, b in zip(xs, values, strict=True) if a is not None and b is not None
             ]
             if pts:
-                ax.plot(
-                    *zip(*pts, strict=True),
-                    marker="o",
-                    markersize=3.5,
-                    color=color,
-                    label=name,
-                    linewidth=1.4,
-                )
+                ax.plot(*zip(*pts, strict=True), color=color, label=name, **LINE)
             missing = [a for a, b in zip(xs, values, strict=True) if a is not None and b is None]
             if missing:
                 ax.plot(
@@ -170,10 +154,7 @@ def line_figure(
         if logx:
             ax.set_xscale("log", base=2)
             # layout: ticks at the measured x values, in order
-            shown = _spaced(sorted({a for a in xs if a is not None and a > 0}))
-            if 1 < len(shown) <= 12:
-                ax.set_xticks(shown, [tick(a) for a in shown])
-                ax.minorticks_off()
+            measured_ticks(ax, _spaced(sorted({a for a in xs if a is not None and a > 0})))
         if logy:
             ax.set_yscale("log")
         # Lines of one unit: the ticks say it as the tables do (10 ms, 1 MB), the label not.
@@ -184,9 +165,7 @@ def line_figure(
         ax.set_xlabel(xlabel or _with_unit(table, x))
         shown = quantity_label(ys[0]) if unit else _with_unit(table, ys[0])
         ax.set_ylabel(ylabel or (shown if len(ys) == 1 else ""))
-        ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
-        ax.spines[["top", "right"]].set_visible(False)
-        ax.legend(frameon=False, fontsize=8)
+        frame_lines(ax)
         svg = to_svg(fig, f"{what} Against {_with_unit(table, x).lower()}: {'; '.join(alt_parts)}")
     return figure_html(svg, sourced, what)
 

@@ -13,9 +13,11 @@ from attention_docs.measurements.schema import Sourced
 from attention_docs.records.sweep import Sweep
 from attention_docs.render import words
 from attention_docs.render.figures import (
-    MUTED,
+    LINE,
     SERIES_COLORS,
     figure_html,
+    frame_lines,
+    measured_ticks,
     new_figure,
     to_svg,
     unit_ticks,
@@ -153,8 +155,13 @@ def sweep_figure(
                     xs, [f.low for _, f in measured], [f.high for _, f in measured],
                     color=color, alpha=0.2, linewidth=0,
                 )  # fmt: skip
-                ax.plot(xs, [f.value for _, f in measured], marker="o", markersize=3.5,
-                        color=color, label=_shown(line, names), linewidth=1.4)  # fmt: skip
+                ax.plot(
+                    xs,
+                    [f.value for _, f in measured],
+                    color=color,
+                    label=_shown(line, names),
+                    **LINE,
+                )
             stated = ", ".join(
                 f"{_x(found, p.x)} → "
                 + (
@@ -172,15 +179,10 @@ def sweep_figure(
             ax.set_yscale("log")
         if spec.unit:
             unit_ticks(ax.yaxis, spec.unit)
-        xs = [p.x for p in found.points]
-        if 1 < len(xs) <= 12:
-            ax.set_xticks(xs, [words.value(x, "") for x in xs])
-            ax.minorticks_off()
+        measured_ticks(ax, [p.x for p in found.points])
         ax.set_xlabel(x_label)
         ax.set_ylabel(ylabel or _heading(spec.metric))  # the ticks say the unit
-        ax.grid(color=MUTED, alpha=0.3, linewidth=0.5, which="both")
-        ax.spines[["top", "right"]].set_visible(False)
-        ax.legend(frameon=False, fontsize=8)
+        frame_lines(ax)
         against = words.quantity_label(spec.x).lower()
         band = "each band is the range over the rounds"
         svg = to_svg(fig, f"{what} Against {against}, {band}: {'; '.join(alt_parts)}")

@@ -59,8 +59,15 @@ def measurement_of(source: Sourced | Measurement | None) -> Measurement | None:
 
 
 def _cell_of(cell) -> str:
+    """A Fact stated with its id; a Timing as its time and interval; another float to three
+    significant figures in the column's unit, which the header names, with no prefix (one
+    column never reads "7,590" in one row and "16 k" in the next); — for None; else text."""
     if isinstance(cell, Fact):
         return words.fact(cell)
+    if isinstance(cell, Timing):
+        return words.timing(cell)
+    if isinstance(cell, float):
+        return words.number(cell)
     return "—" if cell is None else str(cell)
 
 
@@ -72,7 +79,7 @@ def step_table(
     FLOP/s (a matmul) or bytes/s (an element-wise step) that reaches; without it, the cost
     model's."""
     m = sourced.measurement
-    t = getattr(times, "measurement", times)
+    t = measurement_of(times)
     found = fs.steps(m, t)
     clock = "GPU kernel time, profiled" if m.device_kind == "cuda" else "profiled"
     header = f"Step | Time per forward ({clock}) | Share ({clock}) | "
@@ -116,18 +123,4 @@ def records_table(sourced: Sourced, name: str, columns: Sequence[str] | None = N
     table: Table = sourced.measurement.tables[name]
     columns = list(columns or table.columns)
     header = [words.quantity_label(c, table.units.get(c)) for c in columns]
-    rows = [[_cell(r[c]) for c in columns] for r in table.records()]
-    return captioned_table(header, rows, "", sourced)
-
-
-def _cell(value) -> str:
-    """Integers (shapes, counts) exactly; other numbers to three significant figures in the
-    column's unit, which the header names, with no prefix: one column never reads "7,590"
-    in one row and "16 k" in the next; a Timing as its time and interval; — for missing."""
-    if value is None:
-        return "—"
-    if isinstance(value, Timing):
-        return words.timing(value)
-    if isinstance(value, float):
-        return words.number(value)
-    return str(value)
+    return captioned_table(header, [[r[c] for c in columns] for r in table.records()], "", sourced)

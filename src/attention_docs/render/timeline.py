@@ -56,8 +56,6 @@ def ranges_settings(labels: Sequence[str], title: str) -> TimelineSettings:
 @dataclass(frozen=True)
 class Bar:
     row: int
-    start_us: float
-    dur_us: float
     color: str
     alpha: float
     label: str
@@ -65,7 +63,7 @@ class Bar:
 
     @property
     def tip(self) -> str:
-        return f"{self.span.name} · {fmt.time_us(self.dur_us)}"
+        return f"{self.span.name} · {fmt.time_us(self.span.dur_us)}"
 
 
 def layout(
@@ -105,7 +103,7 @@ def layout(
         color = colors.get(step or "", MUTED)
         alpha = 1.0 if (s in ranges or gpu) else 0.45
         label = s.name.removeprefix("attention.") if s in ranges else s.name
-        bar = Bar(row_of[(s.lane, depth)], s.start_us, s.dur_us, color, alpha, label, s)
+        bar = Bar(row_of[(s.lane, depth)], color, alpha, label, s)
         bars.append(bar)
         if s.flow is not None and s.kind in ("runtime", "kernel"):
             by_flow.setdefault(s.flow, []).append(bar)
@@ -133,18 +131,19 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
     rows, bars, flows = layout(trace, settings)
     height = 1.0 + settings.row_height_in * len(rows)
     # layout: the x axis spans every bar
-    end = max((b.start_us + b.dur_us for b in bars), default=1.0)
+    end = max((b.span.end_us for b in bars), default=1.0)
     with new_figure(settings.width_in, height) as fig:
         ax = fig.add_subplot()
         for b in bars:
             # layout: a bar at least a pixel wide
-            extent = [(b.start_us, max(b.dur_us, end * 1e-4))]
+            extent = [(b.span.start_us, max(b.span.dur_us, end * 1e-4))]
             drawn = ax.broken_barh(
                 extent, (b.row - 0.4, 0.8), facecolors=b.color, **BAR, alpha=b.alpha
             )
             tooltip(drawn, b.tip)
         for launch, kernel in flows if settings.show_flows else ():
-            start, end_ = (launch.start_us, launch.row + 0.4), (kernel.start_us, kernel.row - 0.4)
+            start = (launch.span.start_us, launch.row + 0.4)
+            end_ = (kernel.span.start_us, kernel.row - 0.4)
             ax.annotate("", xy=end_, xytext=start, arrowprops=ARROW)
         ax.set_yticks(range(len(rows)), rows)
         ax.set_ylim(len(rows) - 0.5, -0.5)
@@ -165,8 +164,8 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
         for b in bars:
             # A solid bar takes white or dark text, whichever contrasts more; a pale one, dark.
             color = text_color_for(b.color) if b.alpha == 1.0 else INK
-            end_us = b.start_us + b.dur_us
-            label_in_box(ax, b.start_us, end_us, b.row, b.label, full=b.tip, color=color)
+            s = b.span
+            label_in_box(ax, s.start_us, s.end_us, b.row, b.label, full=b.tip, color=color)
         return to_svg(fig, describe(trace, [label for label, _ in settings.colors]))
 
 

@@ -111,24 +111,20 @@ def _prefixed(value: float) -> tuple[str, str]:
     return number(value), ""
 
 
+def _with_prefix(v: float, unit: str) -> str:
+    """`v` with an SI prefix joined to `unit`: 33.6 M, 1.05 MB, 512 B."""
+    text, prefix = _prefixed(v)
+    return f"{text} {prefix}{unit}".rstrip()
+
+
 def count(n: float | None) -> str:
     """A large count with an SI prefix: 33.6 M, 1.07 G. Zero reads as 0, missing as —."""
-    if n is None:
-        return "—"
-    if n == 0:
-        return "0"
-    value, prefix = _prefixed(n)
-    return f"{value} {prefix}" if prefix else value
+    return "—" if n is None else "0" if n == 0 else _with_prefix(n, "")
 
 
 def nbytes(n: float | None) -> str:
     """Bytes with a decimal prefix (so that GB/s reads consistently): 1.05 MB, 512 B."""
-    if n is None:
-        return "—"
-    if n == 0:
-        return "0 B"
-    value, prefix = _prefixed(n)
-    return f"{value} {prefix}B"
+    return "—" if n is None else "0 B" if n == 0 else _with_prefix(n, "B")
 
 
 def time_us(us: float | None) -> str:
@@ -146,10 +142,7 @@ def time_us(us: float | None) -> str:
 
 def per_second(value: float | None, unit: str) -> str:
     """A rate already in units per second: per_second(2e12, "FLOP") -> '2 TFLOP/s'."""
-    if not value:
-        return "—"
-    number_text, prefix = _prefixed(value)
-    return f"{number_text} {prefix}{unit}/s"
+    return _with_prefix(value, f"{unit}/s") if value else "—"
 
 
 def rate(amount: float, us: float, unit: str) -> str:
@@ -259,7 +252,7 @@ _SAY = {
     "B": nbytes,
     "B/s": lambda v: per_second(v, "B"),
     "FLOP/s": lambda v: per_second(v, "FLOP"),
-    "FLOP": lambda v: "{} {}FLOP".format(*_prefixed(v)),
+    "FLOP": lambda v: _with_prefix(v, "FLOP"),
     "%": percent,
     "×": times,
     "FLOP/B": intensity,
@@ -373,20 +366,11 @@ QUANTITY_NAMES = {
     "batch_size": "Batch size",
     "cache_len": "Cache length",
     "kv_len": "Cache length",
-    "time_us": "Time",
-    "time_ms": "Time",
     "t_us": "Time",
-    "peak_bytes": "Peak memory",
-    "live_bytes": "Live memory",
-    "bytes": "Bytes",
     "flops": "FLOPs",
     "iqr_us": "Spread (IQR)",
-    "self_us": "Self time",
-    "total_us": "Total time",
-    "device_us": "Device time",
     "cpu_us": "CPU time",
     "block": "Block size",
-    "elements": "Elements",
 }
 UNIT_WORDS = {"B": "bytes", "B/s": "bytes/s"}
 # Column suffix -> the noun it stands for (the unit goes in the parentheses). Longest first.
