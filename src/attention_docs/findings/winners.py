@@ -278,43 +278,29 @@ def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[
         fused = fused_for(shape.dtype)
         # Each side's floor and realistic range; the model names itself in `detail`: another
         # chapter's model of the same quantity is another forecast, not a second value of it.
-        models = {
-            fwd.NAIVE: (gpus.naive_floor_us(gpu, shape), "floor: naive_floor_us", RANGE_OF_NAIVE),
-            fused: (
-                gpus.flash_forward(gpu, shape).floor_us,
-                "floor: flash_forward",
-                RANGE_OF_FLASH,
-            ),
-        }
-        floors, ranges = {}, {}
-        spans = {fwd.NAIVE: gpus.naive_range(gpu, shape), fused: gpus.flash_range(gpu, shape)}
-        for name, (us, model, detail) in models.items():
-            f = forecast(ffwd.FORWARD_TIME, name, gpu, us, "µs", shape=shape, detail=model)
-            floors[name] = check(f, measured and time_at(measured, name, shape))
-            ranges[name] = realistic(
-                ffwd.FORWARD_TIME, name, gpu, spans[name], "µs", shape=shape, detail=detail
+        sides = (
+            (fwd.NAIVE, gpus.naive_range(gpu, shape), "floor: naive_floor_us", RANGE_OF_NAIVE),
+            (fused, gpus.flash_range(gpu, shape), "floor: flash_forward", RANGE_OF_FLASH),
+        )
+        floors, ranges = [], []
+        for name, span, model, detail in sides:
+            f = forecast(
+                ffwd.FORWARD_TIME, name, gpu, span.floor_us, "µs", shape=shape, detail=model
             )
-            if ranges[name] is None:
+            floors.append(check(f, measured and time_at(measured, name, shape)))
+            r = realistic(ffwd.FORWARD_TIME, name, gpu, span, "µs", shape=shape, detail=detail)
+            if r is None:
                 raise ValueError(f"no cited efficiency for the {gpu.label}: no realistic range to rank by")  # fmt: skip
-        n_r, f_r = spans[fwd.NAIVE], spans[fused]
+            ranges.append(r)
+        (_, n_r, *_), (_, f_r, *_) = sides
         lead_q = forecast(ffwd.SPEED, f"{fused} vs {fwd.NAIVE}", gpu, 0.0, "×", shape=shape,
                           detail="realistic ranges: naive_range / flash_range").quantity  # fmt: skip
         lead = Fact(lead_q, None, "×", n_r.low_us / f_r.high_us, n_r.high_us / f_r.low_us)
-        v = None
-        if floors[fused].measured and floors[fwd.NAIVE].measured:
+        got = None
+        if all(c.measured for c in floors):
             v = ffwd.versus(measured, fused, fwd.NAIVE, shape)
-        got = v and ratio_fact(v.quantity, v.comparison)
-        out.append(
-            ForecastCell(
-                shape,
-                fused,
-                floors[fwd.NAIVE],
-                floors[fused],
-                ranges[fwd.NAIVE],
-                ranges[fused],
-                check(lead, got),
-            )
-        )
+            got = ratio_fact(v.quantity, v.comparison)
+        out.append(ForecastCell(shape, fused, *floors, *ranges, check(lead, got)))
     return out
 
 

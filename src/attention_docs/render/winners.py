@@ -5,6 +5,7 @@
 # each trick removed" table. Draws and fills templates; decides nothing. Pure: no torch.
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 
 from attention_docs.analytic import gpu as gpus
@@ -255,7 +256,7 @@ def _tab(title: str, m: Measurement, found: list[fwinners.Cell]) -> str:
     header = ["Implementation", *(f"seq_len {c.shape.seq_len}" for c in found)]
     rows = [[n, *(_time_cell(m, c, n) for c in found)] for n in names]
     table = markdown_table(header, rows, "l" + "r" * len(found))
-    return f'=== "{title}"\n\n' + "\n".join(f"    {line}" for line in table.splitlines()) + "\n"
+    return f'=== "{title}"\n\n{textwrap.indent(table, "    ")}\n'
 
 
 def times_tabs(times: Sourced, train: Sourced) -> str:
@@ -382,21 +383,13 @@ def summary_table(summary: Sourced, times: Sourced | Measurement) -> str:
         if r["status"] != fwd.OK:
             missing.append(f"- **{name}**: {why_not(name, r['status'], m.device_kind)}.")
             continue
-        v = ffwd.versus(t, name, fwd.NAIVE, shape)
-        peak = (
-            words.fact(fwinners.peak_fact(m, r)) if r["peak_bytes"] else "not seen by the profiler"
-        )
         f = ffwd.forward_time(t, name, shape)
         time = words.fact(f) if f else "—"
+        peak = words.fact(fwinners.peak_fact(m, r)) if r["peak_bytes"] else None
+        versus = cmp.versus_cell(ffwd.versus(t, name, fwd.NAIVE, shape))
+        work = words.count(r["work_per_forward"])
         rows.append(
-            [
-                name,
-                words.trick(name),
-                words.count(r["work_per_forward"]),
-                peak,
-                time,
-                cmp.versus_cell(v),
-            ]
+            [name, words.trick(name), work, peak or "not seen by the profiler", time, versus]
         )
     unit = "Kernels" if m.device_kind == "cuda" else "Ops (every depth)"
     header = ["Implementation", "What the trick removes", f"{unit} / forward", "Peak memory"]
