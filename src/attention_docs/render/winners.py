@@ -183,12 +183,9 @@ def finding(times: Sourced, train: Sourced, steps: Sourced) -> str:
     trains, dec = fwinners.cells(t, fwinners.TRAINING), fwinners.decode_cell(d)
     big = fwinners.largest_cell(model)
     cells = fwinners.forecast_cells(gpus.sheet())
-    closest, widest = fwinners.closest_lead(cells), fwinners.widest_lead(cells)
-    verdict = (
-        "a fused kernel wins every cell of the GPU map"
-        if all(c.winner == c.fused for c in cells)
-        else "a fused kernel wins most cells of the GPU map"
-    )
+    closest, widest = fwinners.lead_ends(cells)
+    every = all(c.winner == c.fused for c in cells)
+    verdict = f"a fused kernel wins {'every cell' if every else 'most cells'} of the GPU map"
     return (
         f"On {m.provenance.device.label}, the fastest forward beyond the noise is "
         f"{_count(teach, 'small shapes (4 heads, float32)')} and {_count(model, 'cells at 16 heads')};"
