@@ -93,13 +93,13 @@ def teaching_cells(m: Measurement) -> list[Cell]:
     return cells(m, where=fwd.GRIDS[m.device_kind].teaching.shapes())
 
 
-def map_shapes(kind: str, dtypes=("float32", "bfloat16")) -> list[Shape]:
+def map_shapes(kind: str) -> list[Shape]:
     """The model-like panel: the map slice's batch, heads and head_dim, causal, in both
     dtypes, at its sequence lengths (on a GPU the bfloat16 ones lie in the teaching slice)."""
     s = fwd.GRIDS[kind].slices[1]
     return [
         Shape(s.batch_size, s.num_heads, n, s.head_dims[0], dtype, True)
-        for dtype in dtypes
+        for dtype in ("float32", "bfloat16")
         for n in s.seq_lens
     ]
 

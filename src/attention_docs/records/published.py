@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -88,7 +88,7 @@ class Dataset:
     sources: dict[str, Source]
     efficiencies: tuple[Efficiency, ...]
     points: tuple[Point, ...]
-    constants: dict[str, Constant] = field(default_factory=dict)
+    constants: dict[str, Constant]
 
     def constant(self, key: str) -> Constant:
         if key not in self.constants:
