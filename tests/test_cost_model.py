@@ -296,8 +296,8 @@ def test_verdicts_use_unprofiled_times_and_the_ceilings_entry(roofline):
         assert p.bound.measured.time_us == pytest.approx(50.0)  # unprofiled, not profiled
         assert p.compute.value == pytest.approx(s.flops / 1e11 * 1e6)
         assert p.memory.value == pytest.approx(s.bytes / 1e10 * 1e6)
-        assert p.ratio.low == pytest.approx(45.0 / p.floor.value)
-        assert p.ratio.high == pytest.approx(55.0 / p.floor.value)
+        assert p.ratio.low == pytest.approx(45.0 / p.bound.floor_us)
+        assert p.ratio.high == pytest.approx(55.0 / p.bound.floor_us)
     table = render.roofline.verdicts(
         Sourced(roofline, "now", "x.json"), ceilings, times, sweep_for(roofline)
     )
@@ -493,7 +493,7 @@ def test_a_step_faster_than_its_roof_is_explained_by_the_roof_it_beat(roofline):
     ceilings = fake_ceilings(roofline)
     times = times_for(roofline, step_us=1e-4, spread=0.01)  # far faster than any roof
     r = fr.roofline(roofline, ceilings, times, sweep_for(roofline))
-    assert all(p.beats_roof for p in r.placed if p.floor.value)
+    assert all(p.beats_roof for p in r.placed if p.bound.floor_us)
     claim = text(
         render.roofline.verdicts(
             Sourced(roofline, "x", "x.json"), ceilings, times, sweep_for(roofline)

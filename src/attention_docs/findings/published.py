@@ -78,7 +78,6 @@ class Beside:
     gpu: SpecSheet
     published: Fact
     forecast: Fact
-    floor: Fact | None
     ratio: Fact
     where: str
     model: str
@@ -97,13 +96,9 @@ def _where(value: float, low: float, high: float) -> str:
     return ABOVE if value > high else WITHIN
 
 
-@dataclass(frozen=True)
-class _Forecast:
-    fact: Fact
-    floor: Fact | None
-    where: str
-    model: str
-    kernels: int | None = None
+# Each kind of point's forecast: (the forecast fact, where the value falls, the model, the
+# kernels a time forecast priced or None).
+_Forecast = tuple[Fact, str, str, int | None]
 
 
 def _count(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
@@ -115,8 +110,7 @@ def _count(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     else:
         raise UnforecastPointError(f"no kernel count forecast for {point.subject!r}")
     where = SAME_COUNT if value == count else (MORE if value > count else FEWER)
-    fact = _spec_fact(point, gpu, model, float(count), "kernels")
-    return _Forecast(fact, None, where, model)
+    return _spec_fact(point, gpu, model, float(count), "kernels"), where, model, None
 
 
 def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
@@ -132,11 +126,10 @@ def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     r = gpus.realistic(gpu, priced)
     floor = _spec_fact(point, gpu, f"floor: {model}", r.floor_us, "µs")
     if r.low_us is None:
-        return _Forecast(floor, floor, NO_RANGE, model, kernels)
+        return floor, NO_RANGE, model, kernels
     what = f"realistic range: {model} over cited efficiencies"
     fact = _spec_fact(point, gpu, what, None, "µs", low=r.low_us, high=r.high_us)
-    where = _where(value, r.low_us, r.high_us)
-    return _Forecast(fact, floor, where, model, kernels)
+    return fact, _where(value, r.low_us, r.high_us), model, kernels
 
 
 def _rate(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
@@ -148,11 +141,11 @@ def _rate(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     floor = _spec_fact(point, gpu, "the data sheet's peak", peak, unit)
     model = "the cited share of the data sheet's peak"
     if e is None:
-        return _Forecast(floor, floor, NO_RANGE, model)
+        return floor, NO_RANGE, model, None
     low, high = peak * e.low, peak * e.high
     fact = _spec_fact(point, gpu, model, None, unit, low=low, high=high)
     own = e.source is not None and e.source.key == point.source.key
-    return _Forecast(fact, floor, OWN_SOURCE if own else _where(value, low, high), model)
+    return fact, OWN_SOURCE if own else _where(value, low, high), model, None
 
 
 def _relative(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
@@ -164,10 +157,13 @@ def _relative(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
             f"no relative forecast for {point.subject!r} against {point.baseline!r}"
         )
     model = f"the same fused kernel as {point.baseline}"
-    fact = _spec_fact(point, gpu, model, 1.0, "%")
     off = value - 1.0
     where = AS_FAST if abs(off) <= AS_FAST_WITHIN else SLOWER if off < 0 else FASTER
-    return _Forecast(fact, None, where, model)
+    return _spec_fact(point, gpu, model, 1.0, "%"), where, model, None
+
+
+# A throughput or a share of the peak (TFLOP/s, %) is a rate.
+_FORECASTS = {"kernels": _count, "ms": _time, "µs": _time, "% of baseline": _relative}
 
 
 def beside(point: Point) -> Beside:
@@ -175,23 +171,16 @@ def beside(point: Point) -> Beside:
     gpu = gpus.sheet(point.gpu)
     published = published_fact(point)
     value = published.value
-    if point.unit == "kernels":
-        f = _count(point, gpu, value)
-    elif point.unit in ("ms", "µs"):
-        f = _time(point, gpu, value)
-    elif point.unit == "% of baseline":
-        f = _relative(point, gpu, value)
-    else:
-        f = _rate(point, gpu, value)
+    fact, where, model, kernels = _FORECASTS.get(point.unit, _rate)(point, gpu, value)
     ratio_q = Quantity(RATIO, point.subject, f"spec:{gpu.slug}", SPEC, point.shape,
                        f"{point.source.key}; {point.statistic}")  # fmt: skip
     # A forecast of one value (value set) or a range (low..high, value None).
-    low, high = (f.fact.low, f.fact.high) if f.fact.value is None else (f.fact.value,) * 2
+    low, high = (fact.low, fact.high) if fact.value is None else (fact.value,) * 2
     if low == high:
         ratio = Fact(ratio_q, value / low, "×")
     else:
         ratio = Fact(ratio_q, None, "×", value / high, value / low)
-    return Beside(point, gpu, published, f.fact, f.floor, ratio, f.where, f.model, f.kernels)
+    return Beside(point, gpu, published, fact, ratio, where, model, kernels)
 
 
 def every_point() -> tuple[Beside, ...]:

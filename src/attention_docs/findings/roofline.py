@@ -51,7 +51,6 @@ SAME_BYTES_RATIO = "time ÷ the time of a step moving the same bytes"
 class Placed:
     step: Step
     bound: Bound
-    floor: Fact  # max(FLOPs ÷ peak, bytes ÷ bandwidth) on the measured ceilings
     compute: Fact  # FLOPs ÷ peak
     memory: Fact  # bytes ÷ bandwidth
     ratio: Fact | None  # unprofiled time ÷ floor, range over the rounds
@@ -162,7 +161,6 @@ def _place(
     return Placed(
         s,
         b,
-        f("roofline floor", b.floor_us, "µs"),
         f("FLOPs ÷ peak", s.cost.flops / roof.peak_flops * 1e6, "µs"),
         f("bytes ÷ bandwidth", s.cost.bytes / roof.bandwidth * 1e6, "µs"),
         ratio,

@@ -34,8 +34,6 @@ from attention_docs.records.sweep import Sweep
 from attention_docs.records.timing import Timing
 
 FORWARD, TRAINING, DECODE = "forward", "training", "decode"
-TRAIN_TIME = "training step time"
-TRAIN_SPEED = "training speed ratio"
 
 
 @dataclass(frozen=True)
@@ -95,13 +93,13 @@ def teaching_cells(m: Measurement) -> list[Cell]:
     return cells(m, where=fwd.GRIDS[m.device_kind].teaching.shapes())
 
 
-def map_shapes(kind: str, dtypes=("float32", "bfloat16")) -> list[Shape]:
+def map_shapes(kind: str) -> list[Shape]:
     """The model-like panel: the map slice's batch, heads and head_dim, causal, in both
     dtypes, at its sequence lengths (on a GPU the bfloat16 ones lie in the teaching slice)."""
     s = fwd.GRIDS[kind].slices[1]
     return [
         Shape(s.batch_size, s.num_heads, n, s.head_dims[0], dtype, True)
-        for dtype in dtypes
+        for dtype in ("float32", "bfloat16")
         for n in s.seq_lens
     ]
 
@@ -128,7 +126,7 @@ def time_fact(m: Measurement, c: Cell, name: str) -> Fact | None:
     if c.view == DECODE:
         p = fdecode.point(m, "GQA", name)
         return fdecode.step_time(m, p) if p else None
-    q = Quantity(TRAIN_TIME, name, m.device_id, UNPROFILED, c.shape, "forward + backward")
+    q = Quantity("training step time", name, m.device_id, UNPROFILED, c.shape, "forward + backward")
     return Fact.of_timing(q, c.timings[name])
 
 
@@ -143,7 +141,8 @@ def lead_fact(m: Measurement, c: Cell, slow: str | None = None) -> Fact | None:
         a, b = (fdecode.point(m, "GQA", n) for n in (c.winner, slow))
         q = fdecode.versus(m, a, b).quantity
     else:
-        q = Quantity(TRAIN_SPEED, f"{c.winner} vs {slow}", m.device_id, UNPROFILED, c.shape)
+        subject = f"{c.winner} vs {slow}"
+        q = Quantity("training speed ratio", subject, m.device_id, UNPROFILED, c.shape)
     return ratio_fact(q, c.ranking.against_fastest[slow])
 
 
@@ -237,12 +236,6 @@ def steady_groups(found: Sequence[Trend]) -> dict[tuple[str, ...], list[Trend]]:
 # --- the GPU forecast ------------------------------------------------------------------------
 
 
-def fused_for(dtype: str) -> str:
-    """The fused SDPA kernel a GPU runs for `dtype`: FlashAttention takes only fp16/bf16; in
-    float32 the memory-efficient kernel is the fused one."""
-    return fwd.SDPA_FLASH if dtype in ("bfloat16", "float16") else fwd.SDPA_EFFICIENT
-
-
 @dataclass(frozen=True)
 class ForecastCell:
     """One cell of the GPU map: naive attention's floor, the fused kernel's, each one's
@@ -264,10 +257,7 @@ class ForecastCell:
         f = self.lead.forecast
         if f.low > 1:
             return self.fused
-        return fwd.NAIVE if f.high < 1 else WITHIN_RANGE
-
-
-WITHIN_RANGE = "within the forecast range"
+        return fwd.NAIVE if f.high < 1 else "within the forecast range"
 
 
 def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[ForecastCell]:
@@ -275,46 +265,34 @@ def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[
     the `measured` forward_times entry of that GPU when it holds the shape."""
     out = []
     for shape in map_shapes("cuda"):
-        fused = fused_for(shape.dtype)
+        # The fused SDPA kernel a GPU runs: FlashAttention takes only fp16/bf16; in float32
+        # the memory-efficient kernel is the fused one.
+        fused = fwd.SDPA_FLASH if shape.dtype in ("bfloat16", "float16") else fwd.SDPA_EFFICIENT
         # Each side's floor and realistic range; the model names itself in `detail`: another
         # chapter's model of the same quantity is another forecast, not a second value of it.
-        models = {
-            fwd.NAIVE: (gpus.naive_floor_us(gpu, shape), "floor: naive_floor_us", RANGE_OF_NAIVE),
-            fused: (
-                gpus.flash_forward(gpu, shape).floor_us,
-                "floor: flash_forward",
-                RANGE_OF_FLASH,
-            ),
-        }
-        floors, ranges = {}, {}
-        spans = {fwd.NAIVE: gpus.naive_range(gpu, shape), fused: gpus.flash_range(gpu, shape)}
-        for name, (us, model, detail) in models.items():
-            f = forecast(ffwd.FORWARD_TIME, name, gpu, us, "µs", shape=shape, detail=model)
-            floors[name] = check(f, measured and time_at(measured, name, shape))
-            ranges[name] = realistic(
-                ffwd.FORWARD_TIME, name, gpu, spans[name], "µs", shape=shape, detail=detail
+        sides = (
+            (fwd.NAIVE, gpus.naive_range(gpu, shape), "floor: naive_floor_us", RANGE_OF_NAIVE),
+            (fused, gpus.flash_range(gpu, shape), "floor: flash_forward", RANGE_OF_FLASH),
+        )
+        floors, ranges = [], []
+        for name, span, model, detail in sides:
+            f = forecast(
+                ffwd.FORWARD_TIME, name, gpu, span.floor_us, "µs", shape=shape, detail=model
             )
-            if ranges[name] is None:
+            floors.append(check(f, measured and time_at(measured, name, shape)))
+            r = realistic(ffwd.FORWARD_TIME, name, gpu, span, "µs", shape=shape, detail=detail)
+            if r is None:
                 raise ValueError(f"no cited efficiency for the {gpu.label}: no realistic range to rank by")  # fmt: skip
-        n_r, f_r = spans[fwd.NAIVE], spans[fused]
+            ranges.append(r)
+        (_, n_r, *_), (_, f_r, *_) = sides
         lead_q = forecast(ffwd.SPEED, f"{fused} vs {fwd.NAIVE}", gpu, 0.0, "×", shape=shape,
                           detail="realistic ranges: naive_range / flash_range").quantity  # fmt: skip
         lead = Fact(lead_q, None, "×", n_r.low_us / f_r.high_us, n_r.high_us / f_r.low_us)
-        v = None
-        if floors[fused].measured and floors[fwd.NAIVE].measured:
+        got = None
+        if all(c.measured for c in floors):
             v = ffwd.versus(measured, fused, fwd.NAIVE, shape)
-        got = v and ratio_fact(v.quantity, v.comparison)
-        out.append(
-            ForecastCell(
-                shape,
-                fused,
-                floors[fwd.NAIVE],
-                floors[fused],
-                ranges[fwd.NAIVE],
-                ranges[fused],
-                check(lead, got),
-            )
-        )
+            got = ratio_fact(v.quantity, v.comparison)
+        out.append(ForecastCell(shape, fused, *floors, *ranges, check(lead, got)))
     return out
 
 
@@ -324,11 +302,8 @@ def largest_cell(found: Sequence[Cell]) -> Cell:
     return max(found, key=lambda c: (c.shape.seq_len, c.shape.dtype == "bfloat16"))
 
 
-def closest_lead(found: Sequence[ForecastCell]) -> ForecastCell:
-    """The forecast cell whose realistic lead over naive attention can be smallest."""
-    return min(found, key=lambda c: c.lead.forecast.low)
-
-
-def widest_lead(found: Sequence[ForecastCell]) -> ForecastCell:
-    """The forecast cell whose realistic lead over naive attention can be largest."""
-    return max(found, key=lambda c: c.lead.forecast.high)
+def lead_ends(found: Sequence[ForecastCell]) -> tuple[ForecastCell, ForecastCell]:
+    """The forecast cells whose realistic lead over naive attention can be smallest and
+    largest."""
+    smallest = min(found, key=lambda c: c.lead.forecast.low)
+    return smallest, max(found, key=lambda c: c.lead.forecast.high)

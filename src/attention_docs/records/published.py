@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from attention_docs.records.device import SPEC_SHEETS
 from attention_docs.records.shape import Shape
 
 DATASET = Path(__file__).with_name("published.toml")
-UNITS = {"ms": 1e3, "µs": 1.0, "kernels": None, "TFLOP/s": None, "%": None, "% of baseline": None}
+UNITS = ("ms", "µs", "kernels", "TFLOP/s", "%", "% of baseline")
 STATED = "stated"  # an efficiency this project states without a citation
 
 
@@ -82,19 +82,13 @@ class Point:
         """The point's dtype ("" where the source states none)."""
         return self.shape.dtype if self.shape else self.sweep_dtype
 
-    @property
-    def time_us(self) -> float | None:
-        """The value in µs, for a time; None for a count or a rate."""
-        scale = UNITS[self.unit]
-        return None if scale is None else self.value * scale
-
 
 @dataclass(frozen=True)
 class Dataset:
     sources: dict[str, Source]
     efficiencies: tuple[Efficiency, ...]
     points: tuple[Point, ...]
-    constants: dict[str, Constant] = field(default_factory=dict)
+    constants: dict[str, Constant]
 
     def constant(self, key: str) -> Constant:
         if key not in self.constants:
@@ -145,21 +139,10 @@ def parse(text: str, name: str = DATASET.name) -> Dataset:
             raise DatasetError(f"{name}: {where} needs a shape or the sweep it is the best of")
         if p["unit"] == "% of baseline" and not p.get("baseline"):
             raise DatasetError(f"{name}: {where} is a share of a baseline and names none")
+        known = (p["gpu"], p["subject"], p["statistic"], float(p["value"]), p["unit"])
         shape = Shape.of(p["shape"]) if "shape" in p else None
-        points.append(
-            Point(
-                source(p["source"], where),
-                p["gpu"],
-                p["subject"],
-                p["statistic"],
-                float(p["value"]),
-                p["unit"],
-                shape,
-                p.get("sweep", ""),
-                p.get("dtype", ""),
-                p.get("baseline", ""),
-            )
-        )
+        optional = (p.get("sweep", ""), p.get("dtype", ""), p.get("baseline", ""))
+        points.append(Point(source(p["source"], where), *known, shape, *optional))
     constants = {}
     for c in data.get("constant", []):
         where = f"constant {c.get('key')!r}"

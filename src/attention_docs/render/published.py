@@ -42,12 +42,6 @@ def value(b: fpublished.Beside) -> str:
     return words.fact_span(b.published.id, words.as_published(b.point.value, b.point.unit))
 
 
-def source_link(point: Point) -> str:
-    s = point.source
-    link = f"[{s.title}]({s.url})"
-    return link + (f" ([scripts]({s.scripts}))" if s.scripts else "")
-
-
 def _shape(point: Point) -> str:
     if point.shape is not None:
         return point.shape.text()
@@ -77,7 +71,9 @@ def reference_table() -> str:
         first = found[0].point
         shapes = {_shape(b.point) for b in found}
         shared = len(shapes) == 1
-        lead = f"**{source_link(first)}** — {html.escape(first.source.software)}."
+        s = first.source
+        scripts = f" ([scripts]({s.scripts}))" if s.scripts else ""
+        lead = f"**[{s.title}]({s.url}){scripts}** — {html.escape(s.software)}."
         if shared:
             lead += f" Shape: {next(iter(shapes))}."
         rows = []
@@ -136,10 +132,8 @@ def accuracy() -> str:
             out.append(
                 f"{lead}: {words.series(f'{_named(b)} ({_ratio(b)} the range)' for b in found)}."
             )
-    counts = a.counts
-    same = [b for b in counts if b.where == fpublished.SAME_COUNT]
-    other = [b for b in counts if b.where != fpublished.SAME_COUNT]
-    sentence = f"Of {words.plural(len(counts), 'kernel count')}, {len(same)} match the forecast's"
+    same, other = a.where(fpublished.SAME_COUNT), a.where(fpublished.MORE, fpublished.FEWER)
+    sentence = f"Of {words.plural(len(a.counts), 'kernel count')}, {len(same)} match the forecast's"
     if other:
         sentence += "; " + words.series(
             f"{b.point.subject} launched {value(b)} where the forecast prices "

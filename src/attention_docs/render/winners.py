@@ -5,6 +5,7 @@
 # each trick removed" table. Draws and fills templates; decides nothing. Pure: no torch.
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 
 from attention_docs.analytic import gpu as gpus
@@ -182,12 +183,9 @@ def finding(times: Sourced, train: Sourced, steps: Sourced) -> str:
     trains, dec = fwinners.cells(t, fwinners.TRAINING), fwinners.decode_cell(d)
     big = fwinners.largest_cell(model)
     cells = fwinners.forecast_cells(gpus.sheet())
-    closest, widest = fwinners.closest_lead(cells), fwinners.widest_lead(cells)
-    verdict = (
-        "a fused kernel wins every cell of the GPU map"
-        if all(c.winner == c.fused for c in cells)
-        else "a fused kernel wins most cells of the GPU map"
-    )
+    closest, widest = fwinners.lead_ends(cells)
+    every = all(c.winner == c.fused for c in cells)
+    verdict = f"a fused kernel wins {'every cell' if every else 'most cells'} of the GPU map"
     return (
         f"On {m.provenance.device.label}, the fastest forward beyond the noise is "
         f"{_count(teach, 'small shapes (4 heads, float32)')} and {_count(model, 'cells at 16 heads')};"
@@ -255,7 +253,7 @@ def _tab(title: str, m: Measurement, found: list[fwinners.Cell]) -> str:
     header = ["Implementation", *(f"seq_len {c.shape.seq_len}" for c in found)]
     rows = [[n, *(_time_cell(m, c, n) for c in found)] for n in names]
     table = markdown_table(header, rows, "l" + "r" * len(found))
-    return f'=== "{title}"\n\n' + "\n".join(f"    {line}" for line in table.splitlines()) + "\n"
+    return f'=== "{title}"\n\n{textwrap.indent(table, "    ")}\n'
 
 
 def times_tabs(times: Sourced, train: Sourced) -> str:
@@ -382,21 +380,13 @@ def summary_table(summary: Sourced, times: Sourced | Measurement) -> str:
         if r["status"] != fwd.OK:
             missing.append(f"- **{name}**: {why_not(name, r['status'], m.device_kind)}.")
             continue
-        v = ffwd.versus(t, name, fwd.NAIVE, shape)
-        peak = (
-            words.fact(fwinners.peak_fact(m, r)) if r["peak_bytes"] else "not seen by the profiler"
-        )
         f = ffwd.forward_time(t, name, shape)
         time = words.fact(f) if f else "—"
+        peak = words.fact(fwinners.peak_fact(m, r)) if r["peak_bytes"] else None
+        versus = cmp.versus_cell(ffwd.versus(t, name, fwd.NAIVE, shape))
+        work = words.count(r["work_per_forward"])
         rows.append(
-            [
-                name,
-                words.trick(name),
-                words.count(r["work_per_forward"]),
-                peak,
-                time,
-                cmp.versus_cell(v),
-            ]
+            [name, words.trick(name), work, peak or "not seen by the profiler", time, versus]
         )
     unit = "Kernels" if m.device_kind == "cuda" else "Ops (every depth)"
     header = ["Implementation", "What the trick removes", f"{unit} / forward", "Peak memory"]
