@@ -67,10 +67,10 @@ def finding(sourced: Sourced) -> str:
 def count_table(sourced: Sourced) -> str:
     """Per implementation: matmul ops in each pass (profile) and their FLOPs (counter)."""
     rows = []
-    for p in _by_name(sourced).values():
-        flops = [words.fact(f) if f else "no formula" for f in p.flops]
+    for p in fb.passes(sourced.measurement):
         matmuls = " → ".join(words.fact(f) for f in p.matmuls)
-        rows.append([f"`{p.implementation}`", matmuls, *flops, words.fact(p.flop_ratio)])
+        flops = [f or "no formula" for f in p.flops]
+        rows.append([f"`{p.implementation}`", matmuls, *flops, p.flop_ratio])
     header = (
         "Implementation | Matmul ops, forward → backward (profile) | Forward FLOPs (counter) | "
         "Backward FLOPs (counter) | Backward ÷ forward FLOPs"
@@ -85,7 +85,7 @@ def count_table(sourced: Sourced) -> str:
 def time_table(sourced: Sourced) -> str:
     """Per implementation: both passes unprofiled, their ratio against the count, memory."""
     rows = []
-    for p in _by_name(sourced).values():
+    for p in fb.passes(sourced.measurement):
         facts = [words.fact(f) for f in (p.forward, p.backward, p.ratio, p.peak, p.saved)]
         rows.append([f"`{p.implementation}`", *facts[:3], VERDICT[p.verdict], *facts[3:]])
     header = [
@@ -105,7 +105,7 @@ def time_table(sourced: Sourced) -> str:
 def nodes_table(sourced: Sourced) -> str:
     """The autograd nodes each backward ran (`...Backward0`), by profiled time per step."""
     rows = [
-        [f"`{name}`", f"`{node}`", words.number(calls), words.fact(f)]
+        [f"`{name}`", f"`{node}`", words.number(calls), f]
         for name, node, calls, f in fb.nodes(sourced.measurement)
     ]
     header = ["Implementation", "Autograd node", "Calls", "Total time per step (profiled)"]
@@ -120,7 +120,7 @@ def step_timeline(sourced: Sourced) -> str:
 def saved_detail_table(sourced: Sourced) -> str:
     """Every storage autograd kept, per implementation, at the sweep's smallest seq_len."""
     rows = [
-        [f"`{name}`", shape, dtype, words.fact(f), role]
+        [f"`{name}`", shape, dtype, f, role]
         for name, shape, dtype, role, f in fb.saved_detail(sourced.measurement)
     ]
     what = (
