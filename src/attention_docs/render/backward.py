@@ -36,10 +36,6 @@ TRAINING_ROWS = (
 )
 
 
-def _by_name(sourced: Sourced) -> dict[str, fb.Passes]:
-    return {p.implementation: p for p in fb.passes(sourced.measurement)}
-
-
 def _ratio_sentence(p: fb.Passes) -> str:
     return (
         f"{NAMES[p.implementation]} backward takes {words.fact(p.ratio, emphasis=True)} its "
@@ -50,7 +46,8 @@ def _ratio_sentence(p: fb.Passes) -> str:
 
 def finding(sourced: Sourced) -> str:
     """The chapter's opening: each pass ratio against its count, and what flash keeps."""
-    m, ran = sourced.measurement, _by_name(sourced)
+    m = sourced.measurement
+    ran = {p.implementation: p for p in fb.passes(m)}
     text = f"On {m.provenance.device.label}, at {fb.shape(m).text()}, " + "; ".join(
         _ratio_sentence(ran[n]) for n in ("naive", "sdpa-flash") if n in ran
     )

@@ -59,7 +59,7 @@ def threads(sourced: Sourced) -> str:
     header = "Threads | Forward beside one busy process ÷ alone (unprofiled)"
     table = captioned_table(header, rows, "lr", sourced, what)
     every, worker = found.every_core, found.worker
-    base = words.plural(found.worker_threads, "thread")
+    base = words.plural(worker.threads, "thread")
     cores = words.plural(found.cores, "thread")
     if found.idle_comparison.tie:
         idle = f"On an idle machine {cores} and {base} were within noise of each other"

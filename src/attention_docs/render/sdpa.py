@@ -154,12 +154,10 @@ def rules_table() -> str:
         head = "any" if r.max_head_dim is None else f"≤ {r.max_head_dim}"
         if r.max_head_dim_hopper:
             head += f" (≤ {r.max_head_dim_hopper[0]} on sm_90, recent cuDNN)"
-        multiples = r.head_dim_multiple
         # layout: the rule's own order
-        for n in sorted(set(multiples.values()), reverse=True):
-            head += (
-                f"; a multiple of {n} in {' or '.join(d for d, k in multiples.items() if k == n)}"
-            )
+        for n in sorted(set(r.head_dim_multiple.values()), reverse=True):
+            dtypes = " or ".join(d for d, k in r.head_dim_multiple.items() if k == n)
+            head += f"; a multiple of {n} in {dtypes}"
         where = f"sm_{r.capability[0]}–sm_{r.capability[1]}" if r.capability else "any"
         mask = "yes" if r.attn_mask else "no"
         rows.append([f"`{r.backend}`", ", ".join(r.dtypes), head, mask, r.dropout, where])
