@@ -92,7 +92,7 @@ def work_table(sourced: Sourced, which: str) -> str:
             stated(m, "time per forward", subject, r["time_us"], "µs", clock=PROFILED),
         ])  # fmt: skip
     header = ["Op or kernel", "Steps it does", "Calls", "Time / forward (profiled)"]
-    what = "Eager: the work per forward." if which == "eager" else "Compiled: the work per forward."
+    what = f"{which.capitalize()}: the work per forward."
     return captioned_table(header, rows, "llrr", sourced, what)
 
 

@@ -197,8 +197,7 @@ def mask_table(sourced: Sourced) -> str:
     rows = []
     for r in m.tables["masks"].records():
         who = f"SDPA with the causal mask as {r['mask']}"
-        q, c = ratios.get(r["mask"], (None, None))
-        ratio = words.fact_span(q.id, words.versus(c)) if q else "1 (baseline)"
+        ratio = words.versus_fact(*ratios[r["mask"]]) if r["mask"] in ratios else "1 (baseline)"
         err, size = r["max_abs_error"], r["mask_bytes"]
         rows.append([
             r["mask"],

@@ -12,7 +12,6 @@ from attention_docs.render import words
 from attention_docs.render.plots import stacked_share_figure
 from attention_docs.render.tables import captioned_table
 
-fact = words.fact
 BASELINE = fv.BASELINE
 
 
@@ -148,10 +147,10 @@ def step_shares_claim(sweep: Measurement, naive: Measurement) -> str:
         top = s.largest.part
         rivals = words.series(f"`{x}`" for x in s.largest.rivals)
         tie = "" if s.largest.clear else f" (within noise: {rivals})"
-        parts.append(f"{s.label}: `{top}`, {fact(s.shares[top])}{tie}")
+        parts.append(f"{s.label}: `{top}`, {words.fact(s.shares[top])}{tie}")
     first, last = found[0], found[-1]
     return (
-        "The largest step per seq_len×head_dim: " + "; ".join(parts) + f". The two matmuls "
-        f"together take {fact(first.matmuls)} at {first.label} and {fact(last.matmuls)} at "
-        f"{last.label}."
+        "The largest step per seq_len×head_dim: " + "; ".join(parts) + ". The two matmuls "
+        f"together take {words.fact(first.matmuls)} at {first.label} and "
+        f"{words.fact(last.matmuls)} at {last.label}."
     )
