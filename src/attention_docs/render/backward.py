@@ -7,7 +7,6 @@ from __future__ import annotations
 from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_kernels, sheet
 from attention_docs.findings import backward as fb
 from attention_docs.measurements.schema import Sourced
-from attention_docs.records.device import SpecSheet
 from attention_docs.records.steps import PHASES
 from attention_docs.render import words
 from attention_docs.render.caption import caption_html
@@ -145,10 +144,10 @@ def saved_claim(sourced: Sourced) -> str:
     return f"Fitted log-log slopes of kept bytes against seq_len: {slopes}. At the longest: {kept}."
 
 
-def training_forecast(entries: list[Sourced], gpu: SpecSheet | None = None) -> str:
-    """The forecast box: a training step's floors on `gpu` (the site's forecast GPU), and the
+def training_forecast(entries: list[Sourced]) -> str:
+    """The forecast box: a training step's floors on the site's forecast GPU, and the
     recomputation trade; measured beside them when `entries` hold that GPU's entry."""
-    gpu = gpu or sheet()
+    gpu = sheet()
     checks = fb.training_checks(gpu, [s.measurement for s in entries])
     flops, probs = fb.trade(gpu)
     naive, flash = (BOUND[limit] for limit in fb.limits(gpu))

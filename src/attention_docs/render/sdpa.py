@@ -236,7 +236,7 @@ def empty_row_claim(m: Measurement) -> str:
     if skipped := [r for r in rows if r["empty_row"] == "did not run"]:
         why = "; ".join(dict.fromkeys(r["why_not_run"] for r in skipped))
         text += f" {words.series(r['implementation'] for r in skipped)} did not run here ({why})."
-    sdpa = [res for res, names in by_result.items() for n in names if n.startswith("SDPA")]
-    if sdpa and set(sdpa) == {"zeros"}:
+    sdpa = {res for res, names in by_result.items() for n in names if n.startswith("SDPA")}
+    if sdpa == {"zeros"}:
         text += " On the SDPA backends that ran, the wrong mask leaves not even a NaN to notice."
     return text
