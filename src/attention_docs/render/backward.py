@@ -1,7 +1,5 @@
-# Renderers for the backward-pass chapter: the finding, the counted and measured passes of
-# each implementation, the autograd nodes, what autograd keeps between the passes, and the
-# training step forecast for a GPU. Verdicts come from findings/backward.py, numbers from
-# render/words.py; nothing is decided here. Pure: no torch.
+# Renderers for the backward-pass chapter. Verdicts come from findings/backward.py, numbers
+# from render/words.py; nothing is decided here. Pure: no torch.
 from __future__ import annotations
 
 from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_kernels, sheet

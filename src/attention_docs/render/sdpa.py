@@ -1,8 +1,6 @@
-# Renderers for the scaled_dot_product_attention chapter: the pinned backends, the "why this
-# backend?" verdicts and their forecast for a GPU, what this torch offers to change the
-# choice, and the mask variants. Forward times and speed-ups come from `forward_times`
-# (render.compare); the backend each variant gets on a GPU from findings/sdpa.py; every number
-# is a fact (render.words). Pure: no torch, no I/O.
+# Renderers for the scaled_dot_product_attention chapter. Forward times and speed-ups come
+# from `forward_times` (render.compare), the backend each variant gets on a GPU from
+# findings/sdpa.py; every number is a fact (render.words). Pure: no torch, no I/O.
 from __future__ import annotations
 
 from attention_docs.analytic import sdpa_dispatch as rules
