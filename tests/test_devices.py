@@ -55,16 +55,14 @@ def test_the_same_forward_on_two_devices_side_by_side_with_their_ratio():
     assert {i.rsplit(";", 1)[-1] for i in values} >= {m.device_id for m in ms}
 
 
-def test_one_device_looks_as_it_would_without_tabs():
+def test_one_device_adds_nothing_and_two_put_the_pages_own_first():
     (one,) = both()[:1]
     assert render.devices.forward_table([one]) == ""
-    drawn = render.devices.tabs([one], lambda s: "the table")
-    assert drawn == "the table"
     entries = both()
-    two = render.devices.tabs(entries, lambda s: f"drawn on {s.measurement.device_id}")
-    first = entries[0].measurement.provenance.device.label
-    assert two.startswith(f'=== "{first}"')  # the page's own device first
-    assert two.count("=== ") == 2 and "    drawn on cpu-intel-xeon" in two
+    header = render.devices.forward_table(entries).splitlines()[0]
+    first, second = (s.measurement.provenance.device.label for s in entries)
+    assert header.index(first) < header.index(second)  # the page's own device first
+    assert header.endswith(f"| {second} ÷ {first} |")
 
 
 def test_a_built_page_shows_both_cpus_and_states_each_fact_once(tmp_path):

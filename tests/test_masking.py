@@ -180,7 +180,8 @@ def test_mask_variant_renderers_call_overlapping_rounds_a_tie(tiny_measurement):
     assert "cheapest" not in table
     found = fv.mask_variants(m)
     assert not found.cheapest.clear
-    assert found.variants[1].mask_ratio.id.startswith(
+    ratio, _ = found.variants[1].mask
+    assert ratio.id.startswith(
         "time ÷ rebuild's;mask step, masked_fill variant;b1 h2 n32 d16 float32 causal;unprofiled;"
     )
 

@@ -29,10 +29,6 @@ from attention_docs.records.shape import Shape
 FORWARD = "forward time, recording autograd"
 BACKWARD = "backward time"
 RATIO = "backward ÷ forward time"
-FLOP_RATIO = "backward ÷ forward matmul FLOPs"
-MATMULS = "matmul ops per pass"
-FLOPS = "matmul FLOPs per pass"
-PEAK = "peak memory, forward + backward"
 SAVED = "bytes kept for the backward"
 NODE = "autograd node time per step"
 SLOPE = "log-log slope of kept bytes against seq_len"
@@ -86,37 +82,35 @@ def _flop_ratio(m: Measurement, r: dict) -> Fact:
     else:
         value = backward_model.flop_ratio(shape(m), recompute=name in FUSED)
         clock, device_id = MODEL, MODEL_DEVICE
-    return Fact(Quantity(FLOP_RATIO, name, device_id, clock, shape(m)), value, "×")
-
-
-def _counted(m: Measurement, r: dict, metric: str, column: str, unit: str, *, detail: str = ""):
-    q = _q(m, metric, r["implementation"], COUNTED, detail)
-    return None if r[column] is None else Fact(q, r[column], unit)
+    q = Quantity("backward ÷ forward matmul FLOPs", name, device_id, clock, shape(m))
+    return Fact(q, value, "×")
 
 
 def passes(m: Measurement) -> list[Passes]:
     """Every implementation that ran, in the table's order."""
-    found = []
-    for r in (r for r in m.tables["compare"].records() if r["status"] == "ok"):
-        name, c = r["implementation"], compare(r["forward"], r["backward"])
-        flop_ratio = _flop_ratio(m, r)
-        found.append(
-            Passes(
-                name,
-                Fact.of_timing(_q(m, FORWARD, name, UNPROFILED), r["forward"]),
-                Fact.of_timing(_q(m, BACKWARD, name, UNPROFILED), r["backward"]),
-                ratio_fact(_q(m, RATIO, name, UNPROFILED), c),
-                flop_ratio,
-                against_count(c, flop_ratio.value),
-                tuple(_counted(m, r, MATMULS, f"{p}_matmuls", "", detail=p) for p in PASSES),
-                tuple(_counted(m, r, FLOPS, f"{p}_flops", "FLOP", detail=p) for p in PASSES),
-                _counted(m, r, PEAK, "step_peak_bytes", "B"),
-                _counted(
-                    m, r, SAVED, "saved_internal_bytes", "B", detail="beyond q, k, v and the output"
-                ),
-            )
-        )
-    return found
+    return [_passes(m, r) for r in m.tables["compare"].records() if r["status"] == "ok"]
+
+
+def _passes(m: Measurement, r: dict) -> Passes:
+    name, c = r["implementation"], compare(r["forward"], r["backward"])
+    flop_ratio = _flop_ratio(m, r)
+
+    def counted(metric: str, column: str, unit: str, detail: str = "") -> Fact | None:
+        q = _q(m, metric, name, COUNTED, detail)
+        return None if r[column] is None else Fact(q, r[column], unit)
+
+    return Passes(
+        name,
+        Fact.of_timing(_q(m, FORWARD, name, UNPROFILED), r["forward"]),
+        Fact.of_timing(_q(m, BACKWARD, name, UNPROFILED), r["backward"]),
+        ratio_fact(_q(m, RATIO, name, UNPROFILED), c),
+        flop_ratio,
+        against_count(c, flop_ratio.value),
+        tuple(counted("matmul ops per pass", f"{p}_matmuls", "", p) for p in PASSES),
+        tuple(counted("matmul FLOPs per pass", f"{p}_flops", "FLOP", p) for p in PASSES),
+        counted("peak memory, forward + backward", "step_peak_bytes", "B"),
+        counted(SAVED, "saved_internal_bytes", "B", "beyond q, k, v and the output"),
+    )
 
 
 def nodes(m: Measurement) -> list[tuple[str, str, float, Fact]]:

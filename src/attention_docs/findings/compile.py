@@ -17,7 +17,6 @@ from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
 from attention_docs.records.steps import ELEMENTWISE
 
-FIRST_CALL = "first-call time"
 BREAK_EVEN = "forwards to repay the compile"
 TIE, SLOWER = "within noise", "slower"
 
@@ -25,7 +24,7 @@ TIE, SLOWER = "within noise", "slower"
 def first_call(subject: str, device_id: str, shape: Shape, seconds: float, detail: str) -> Fact:
     """One first call of a compiled function (trace, compile, run), timed once: `detail`
     says which ("cold caches", "warm caches", "a new seq_len")."""
-    q = Quantity(FIRST_CALL, subject, device_id, UNPROFILED, shape, detail)
+    q = Quantity("first-call time", subject, device_id, UNPROFILED, shape, detail)
     return Fact(q, seconds * 1e6, "µs")
 
 
@@ -54,7 +53,6 @@ def break_even(compile: Fact, times: Measurement, fast: str, slow: str, shape: S
     return BreakEven(Fact(q, n, "forwards", low, high), None)
 
 
-ELEMENTWISE_SUBJECT = "scale + mask + softmax"
 SAVED_BY_FUSION = "time saved by fusion"
 RANGE_OF_COMPILED = "realistic range: compiled_floor_us over cited efficiencies"
 
@@ -77,7 +75,7 @@ def fusion_forecast(gpu: SpecSheet, shape: Shape, there: Measurement | None) -> 
     eager = fusion_model.eager_elementwise(gpu, shape)
     fused = fusion_model.fused_elementwise(gpu, shape)
     naive, compiled = naive_range(gpu, shape), fusion_model.compiled_range(gpu, shape)
-    kernels, what = naive_kernels(gpu, shape), ELEMENTWISE_SUBJECT
+    kernels, what = naive_kernels(gpu, shape), "scale + mask + softmax"
     floors = [
         forecast(metric, subject, gpu, value, unit, shape=shape)
         for metric, subject, value, unit in (

@@ -38,7 +38,6 @@ class Across:
     """One implementation at one shape on every device that timed it there."""
 
     implementation: str
-    shape: Shape
     times: tuple[Fact | None, ...]  # one per device, in the entries' order; None: not run
     # Each other device against the first: ratio = that device's time ÷ the first's.
     ratios: tuple[tuple[Fact, Comparison] | None, ...]
@@ -72,5 +71,5 @@ def across(entries: Sequence[Measurement], shape: Shape) -> list[Across]:
             q = Quantity(DEVICE_RATIO, subject, m.device_id, UNPROFILED, shape)
             ratios.append((ratio_fact(q, c), c))
         times = tuple(time_at(m, name, shape) for m in entries)
-        found.append(Across(name, shape, times, tuple(ratios)))
+        found.append(Across(name, times, tuple(ratios)))
     return found

@@ -89,9 +89,9 @@ class Neighbour:
 
 @dataclass(frozen=True)
 class Threads:
-    worker_threads: int  # what a worker gives torch: half the cores
     cores: int
-    neighbours: tuple[Neighbour, ...]  # per thread count, the worker's first
+    # Per thread count, the worker's first (what a worker gives torch: half the cores).
+    neighbours: tuple[Neighbour, ...]
     idle_speedup: Fact  # alone: the worker's threads' time ÷ one thread per core's
     idle_comparison: Comparison
 
@@ -130,4 +130,4 @@ def threads(m: Measurement) -> Threads | None:
         )
     idle = compare(times[counts[-1], False], times[counts[0], False])
     subject = f"forward alone, {counts[0]} threads ÷ {counts[-1]} threads"
-    return Threads(counts[0], m.facts["cores"], tuple(neighbours), fact(subject, idle), idle)
+    return Threads(m.facts["cores"], tuple(neighbours), fact(subject, idle), idle)

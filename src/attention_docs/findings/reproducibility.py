@@ -32,10 +32,6 @@ EQUAL_FLOPS_RATIO = 1.3  # two matmuls of equal FLOPs within this ratio of each 
 Run = Mapping[str, Timing]
 
 
-def overlaps(a: Timing, b: Timing) -> bool:
-    return a.low_us <= b.high_us and b.low_us <= a.high_us
-
-
 @dataclass(frozen=True)
 class Agreement:
     """How the times of two runs of the same timings agree (reported, not a target)."""
@@ -62,7 +58,7 @@ class Agreement:
 def agreement(a: Run, b: Run) -> Agreement:
     """The timings both runs hold, which of them overlap, and how far each time moved."""
     common = sorted(set(a) & set(b))
-    apart = tuple(n for n in common if not overlaps(a[n], b[n]))
+    apart = tuple(n for n in common if a[n].low_us > b[n].high_us or b[n].low_us > a[n].high_us)
     shifts = tuple(sorted(b[n].time_us / a[n].time_us for n in common))
     return Agreement(len(common), len(common) - len(apart), apart, shifts)
 

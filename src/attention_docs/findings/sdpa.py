@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from attention_docs.analytic import sdpa_dispatch as rules
 from attention_docs.analytic.gpu import FORECAST_SHAPE
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import UNPROFILED, Quantity
+from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, ratio_fact
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
@@ -59,13 +59,14 @@ def forecast(gpu: SpecSheet, big_head_dim: int) -> Forecast:
     return Forecast(gpu, variants, choices)
 
 
-def mask_ratios(m: Measurement) -> dict[str, tuple[Quantity, Comparison]]:
+def mask_ratios(m: Measurement) -> dict[str, tuple[Fact, Comparison]]:
     """Each way of asking for the causal mask after the first (is_causal) against is_causal:
-    the time ratio's quantity, and the comparison of their interleaved rounds."""
+    the time ratio as a fact, and the comparison of their interleaved rounds."""
     base, *rest = m.tables["masks"].records()
     out = {}
     for r in rest:
         who = f"SDPA with the causal mask as {r['mask']}"
         q = Quantity("time ratio to is_causal", who, m.device_id, UNPROFILED, Shape.of(m.params))
-        out[r["mask"]] = (q, compare(base["time"], r["time"]))
+        c = compare(base["time"], r["time"])
+        out[r["mask"]] = (ratio_fact(q, c), c)
     return out

@@ -28,20 +28,16 @@ COUNTS = (
 @dataclass(frozen=True)
 class Variant:
     name: str
-    mask: Comparison | None  # mask step ÷ the baseline's (None for the baseline)
-    mask_ratio: Fact | None
-    forward: Comparison | None
-    forward_ratio: Fact | None
-    allocations: Fact  # in the mask step, per forward (profiler)
-    allocated: Fact  # bytes allocated in the mask step, per forward
-    kept: Fact  # bytes of the mask kept between calls
+    # The mask step's and the forward's time ÷ the baseline's (None for the baseline).
+    mask: tuple[Fact, Comparison] | None
+    forward: tuple[Fact, Comparison] | None
+    counts: tuple[Fact, ...]  # COUNTS' facts, from the profiler
 
 
 @dataclass(frozen=True)
 class MaskVariants:
     variants: tuple[Variant, ...]
     cheapest: Ranking  # of the mask steps' unprofiled times
-    matrix: Fact  # one N×N score matrix, the unit allocations are read in
 
 
 def mask_variants(m: Measurement) -> MaskVariants:
@@ -52,31 +48,33 @@ def mask_variants(m: Measurement) -> MaskVariants:
     def q(metric: str, subject: str, clock: str = UNPROFILED) -> Quantity:
         return Quantity(metric, subject, m.device_id, clock, shape)
 
-    out = []
-    for name, r in rows.items():
-        ratios = []
-        for part, what in (("mask", "mask step"), ("forward", "forward")):
-            c = None if name == BASELINE else compare(base[part], r[part])
-            ratios += [c, c and ratio_fact(q(f"time ÷ {BASELINE}'s", f"{what}, {name} variant"), c)]
-        counted = [
-            Fact(q(metric, f"{what}, {name} variant", COUNTED), r[column], unit)
-            for metric, what, column, unit in COUNTS
-        ]
-        out.append(Variant(name, *ratios, *counted))
-    return MaskVariants(
-        tuple(out),
-        rank({name: r["mask"] for name, r in rows.items()}),
-        Fact(q("bytes", "one N×N score matrix", COUNTED), m.facts["matrix_bytes"], "B"),
-    )
+    def ratio(name: str, part: str, what: str) -> tuple[Fact, Comparison] | None:
+        if name == BASELINE:
+            return None
+        c = compare(base[part], rows[name][part])
+        return ratio_fact(q(f"time ÷ {BASELINE}'s", f"{what}, {name} variant"), c), c
+
+    out = [
+        Variant(
+            name,
+            ratio(name, "mask", "mask step"),
+            ratio(name, "forward", "forward"),
+            tuple(
+                Fact(q(metric, f"{what}, {name} variant", COUNTED), r[column], unit)
+                for metric, what, column, unit in COUNTS
+            ),
+        )
+        for name, r in rows.items()
+    ]
+    return MaskVariants(tuple(out), rank({name: r["mask"] for name, r in rows.items()}))
 
 
 @dataclass(frozen=True)
 class DtypeStep:
-    step: str  # a step label, or "forward"
-    dtype: str
+    """One step (or "forward") in one dtype against float32."""
+
     versus: Comparison  # this dtype's time ÷ float32's
     ratio: Fact
-    top: str | None  # the op (CPU, by self time) or kernel (GPU) that took the most time
     extra: tuple[tuple[str, Fact], ...]  # (name, calls per forward) float32 does not run
     # An extra op called a whole number of times per matrix of the batch (batch_size ×
     # num_heads): the batched product taken apart matrix by matrix. (name, calls per matrix)
@@ -95,7 +93,8 @@ class Dtypes:
 
     def top(self, dtype: str, step: str) -> str | None:
         """The op (CPU, by self time) or kernel (GPU) that took the most time in `step`."""
-        return _top(self.work.get((dtype, step), {}))
+        work = self.work.get((dtype, step), {})
+        return max(work, key=lambda n: work[n][1]) if work else None
 
     def matmuls_apart(self, dtype: str) -> bool:
         """The two matmuls' ratios to float32 differ beyond the noise."""
@@ -106,10 +105,6 @@ class Dtypes:
         """Both matmuls run the same extra work (or none) in this dtype."""
         a, b = ({n for n, _ in self.found[(x, dtype)].extra} for x in MATMULS)
         return a == b
-
-
-def _top(work: Mapping[str, tuple[float, float]]) -> str | None:
-    return max(work, key=lambda n: work[n][1]) if work else None
 
 
 def dtypes(m: Measurement) -> Dtypes:
@@ -123,28 +118,23 @@ def dtypes(m: Measurement) -> Dtypes:
             work[(r["dtype"], r["step"])][r["name"]] = (r["calls"], r["time_us"])
     matrices = int(m.params.get("batch_size", 1)) * int(m.params.get("num_heads", 1))
     found = {}
-    for d in names[1:]:
+    for d, step in ((d, step) for d in names[1:] for step in order):
         shape = Shape.of(m.params, dtype=d)
-        for step in order:
-            c = compare(timings[(step, names[0])], timings[(step, d)])
-            subject = "naive (eager)" if step == "forward" else step
-            detail = "forward" if step == "forward" else "step in the forward"
-            q = Quantity(f"time ÷ {names[0]}'s", subject, m.device_id, UNPROFILED, shape, detail)
-            here, base = work.get((d, step), {}), work.get((names[0], step), {})
+        c = compare(timings[(step, names[0])], timings[(step, d)])
+        subject = "naive (eager)" if step == "forward" else step
+        detail = "forward" if step == "forward" else "step in the forward"
+        q = Quantity(f"time ÷ {names[0]}'s", subject, m.device_id, UNPROFILED, shape, detail)
+        here, base = work.get((d, step), {}), work.get((names[0], step), {})
 
-            def calls_fact(name: str, calls: float, per: str, step=step, shape=shape) -> Fact:
-                counted = Quantity(f"calls per {per}", name, m.device_id, COUNTED, shape, step)
-                return Fact(counted, calls, "")
+        def calls(name: str, n: float, per: str, step=step, shape=shape) -> tuple[str, Fact]:
+            counted = Quantity(f"calls per {per}", name, m.device_id, COUNTED, shape, step)
+            return name, Fact(counted, n, "")
 
-            extra = tuple(
-                (n, calls_fact(n, here[n][0], "forward")) for n in sorted(here) if n not in base
-            )
-            whole = [
-                (n, calls_fact(n, f.value / matrices, "matrix of the batch"))
-                for n, f in extra
-                if f.value >= matrices and f.value % matrices == 0
-            ]
-            per_matrix = whole[0] if whole else None
-            top = _top(here)
-            found[(step, d)] = DtypeStep(step, d, c, ratio_fact(q, c), top, extra, per_matrix)
+        extra = tuple(calls(n, here[n][0], "forward") for n in sorted(here) if n not in base)
+        whole = [
+            calls(n, f.value / matrices, "matrix of the batch")
+            for n, f in extra
+            if f.value >= matrices and f.value % matrices == 0
+        ]
+        found[(step, d)] = DtypeStep(c, ratio_fact(q, c), extra, whole[0] if whole else None)
     return Dtypes(names, order, found, m.facts.get("cpu_capability"), matrices, work)

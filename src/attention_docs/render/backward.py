@@ -1,13 +1,10 @@
-# Renderers for the backward-pass chapter: the finding, the counted and measured passes of
-# each implementation, the autograd nodes, what autograd keeps between the passes, and the
-# training step forecast for a GPU. Verdicts come from findings/backward.py, numbers from
-# render/words.py; nothing is decided here. Pure: no torch.
+# Renderers for the backward-pass chapter. Verdicts come from findings/backward.py, numbers
+# from render/words.py; nothing is decided here. Pure: no torch.
 from __future__ import annotations
 
 from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_kernels, sheet
 from attention_docs.findings import backward as fb
 from attention_docs.measurements.schema import Sourced
-from attention_docs.records.device import SpecSheet
 from attention_docs.records.steps import PHASES
 from attention_docs.render import words
 from attention_docs.render.caption import caption_html
@@ -36,10 +33,6 @@ TRAINING_ROWS = (
 )
 
 
-def _by_name(sourced: Sourced) -> dict[str, fb.Passes]:
-    return {p.implementation: p for p in fb.passes(sourced.measurement)}
-
-
 def _ratio_sentence(p: fb.Passes) -> str:
     return (
         f"{NAMES[p.implementation]} backward takes {words.fact(p.ratio, emphasis=True)} its "
@@ -50,7 +43,8 @@ def _ratio_sentence(p: fb.Passes) -> str:
 
 def finding(sourced: Sourced) -> str:
     """The chapter's opening: each pass ratio against its count, and what flash keeps."""
-    m, ran = sourced.measurement, _by_name(sourced)
+    m = sourced.measurement
+    ran = {p.implementation: p for p in fb.passes(m)}
     text = f"On {m.provenance.device.label}, at {fb.shape(m).text()}, " + "; ".join(
         _ratio_sentence(ran[n]) for n in ("naive", "sdpa-flash") if n in ran
     )
@@ -67,10 +61,10 @@ def finding(sourced: Sourced) -> str:
 def count_table(sourced: Sourced) -> str:
     """Per implementation: matmul ops in each pass (profile) and their FLOPs (counter)."""
     rows = []
-    for p in _by_name(sourced).values():
-        flops = [words.fact(f) if f else "no formula" for f in p.flops]
+    for p in fb.passes(sourced.measurement):
         matmuls = " → ".join(words.fact(f) for f in p.matmuls)
-        rows.append([f"`{p.implementation}`", matmuls, *flops, words.fact(p.flop_ratio)])
+        flops = [f or "no formula" for f in p.flops]
+        rows.append([f"`{p.implementation}`", matmuls, *flops, p.flop_ratio])
     header = (
         "Implementation | Matmul ops, forward → backward (profile) | Forward FLOPs (counter) | "
         "Backward FLOPs (counter) | Backward ÷ forward FLOPs"
@@ -85,7 +79,7 @@ def count_table(sourced: Sourced) -> str:
 def time_table(sourced: Sourced) -> str:
     """Per implementation: both passes unprofiled, their ratio against the count, memory."""
     rows = []
-    for p in _by_name(sourced).values():
+    for p in fb.passes(sourced.measurement):
         facts = [words.fact(f) for f in (p.forward, p.backward, p.ratio, p.peak, p.saved)]
         rows.append([f"`{p.implementation}`", *facts[:3], VERDICT[p.verdict], *facts[3:]])
     header = [
@@ -105,7 +99,7 @@ def time_table(sourced: Sourced) -> str:
 def nodes_table(sourced: Sourced) -> str:
     """The autograd nodes each backward ran (`...Backward0`), by profiled time per step."""
     rows = [
-        [f"`{name}`", f"`{node}`", words.number(calls), words.fact(f)]
+        [f"`{name}`", f"`{node}`", words.number(calls), f]
         for name, node, calls, f in fb.nodes(sourced.measurement)
     ]
     header = ["Implementation", "Autograd node", "Calls", "Total time per step (profiled)"]
@@ -120,7 +114,7 @@ def step_timeline(sourced: Sourced) -> str:
 def saved_detail_table(sourced: Sourced) -> str:
     """Every storage autograd kept, per implementation, at the sweep's smallest seq_len."""
     rows = [
-        [f"`{name}`", shape, dtype, words.fact(f), role]
+        [f"`{name}`", shape, dtype, f, role]
         for name, shape, dtype, role, f in fb.saved_detail(sourced.measurement)
     ]
     what = (
@@ -148,10 +142,10 @@ def saved_claim(sourced: Sourced) -> str:
     return f"Fitted log-log slopes of kept bytes against seq_len: {slopes}. At the longest: {kept}."
 
 
-def training_forecast(entries: list[Sourced], gpu: SpecSheet | None = None) -> str:
-    """The forecast box: a training step's floors on `gpu` (the site's forecast GPU), and the
+def training_forecast(entries: list[Sourced]) -> str:
+    """The forecast box: a training step's floors on the site's forecast GPU, and the
     recomputation trade; measured beside them when `entries` hold that GPU's entry."""
-    gpu = gpu or sheet()
+    gpu = sheet()
     checks = fb.training_checks(gpu, [s.measurement for s in entries])
     flops, probs = fb.trade(gpu)
     naive, flash = (BOUND[limit] for limit in fb.limits(gpu))

@@ -1,45 +1,27 @@
-# Several devices on one page: content tabs, one per device (the page's own first), and the
-# ratio of the same quantity between devices. A page with one device's entry looks as it
-# would without this module.
+# Several devices on one page: the same quantity on each device (the page's own first), and
+# its ratio between them. A page with one device's entry looks as it would without this module.
 from __future__ import annotations
 
-import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from attention_docs.findings import devices as fdevices
 from attention_docs.measurements.schema import Sourced
-from attention_docs.records.shape import Shape
 from attention_docs.render import words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.tables import markdown_table, measurement_of
 
 
-def tabs(entries: Sequence[Sourced], draw: Callable[[Sourced], str]) -> str:
-    """`draw(entry)` for each device's entry: Material content tabs named by device, the
-    page's own device first; one entry, drawn as it is."""
-    if len(entries) == 1:
-        return draw(entries[0])
-    parts = []
-    for s in entries:
-        label = s.measurement.provenance.device.label.replace('"', "'")
-        parts.append(f'=== "{label}"\n\n{textwrap.indent(draw(s), "    ")}\n')
-    return "\n".join(parts)
-
-
-def forward_table(entries: Sequence[Sourced], shape: Shape | None = None) -> str:
-    """Each implementation's unprofiled forward time at `shape` (default: the first shape
-    every device's grid holds) on every device, and each other device's time against the
-    first's; empty with one device."""
+def forward_table(entries: Sequence[Sourced]) -> str:
+    """Each implementation's unprofiled forward time at the first shape every device's grid
+    holds, on every device, and each other device's time against the first's; empty with one
+    device."""
     if len(entries) < 2:
         return ""
     ms = [measurement_of(s) for s in entries]
-    if shape is None:
-        common = fdevices.common_shapes(ms)
-        if not common:
-            return (
-                "The devices' forward-time grids share no shape, so no time is set beside another."
-            )
-        shape = common[0]
+    common = fdevices.common_shapes(ms)
+    if not common:
+        return "The devices' forward-time grids share no shape, so no time is set beside another."
+    shape = common[0]
     rows = []
     for a in fdevices.across(ms, shape):
         times = [words.fact(t) if t else "did not run" for t in a.times]

@@ -1,8 +1,6 @@
-# Renderers for the fusion chapter (torch.compile on naive attention): the work before and
-# after fusion, compile and recompile costs, speed and memory beside eager and SDPA, and what
-# fusion saves on a GPU (a forecast). Forward times and ratios come from `forward_times`
-# (render.compare), break-evens from findings/compile.py, SDPA's peak memory from
-# `sdpa_backends`; every number is a fact (render.words). Pure: no torch, no I/O.
+# Renderers for the fusion chapter (torch.compile on naive attention). Forward times and
+# ratios come from `forward_times` (render.compare), break-evens from findings/compile.py,
+# SDPA's peak memory from `sdpa_backends`; every number is a fact. Pure: no torch, no I/O.
 from __future__ import annotations
 
 import html
@@ -92,7 +90,7 @@ def work_table(sourced: Sourced, which: str) -> str:
             stated(m, "time per forward", subject, r["time_us"], "µs", clock=PROFILED),
         ])  # fmt: skip
     header = ["Op or kernel", "Steps it does", "Calls", "Time / forward (profiled)"]
-    what = "Eager: the work per forward." if which == "eager" else "Compiled: the work per forward."
+    what = f"{which.capitalize()}: the work per forward."
     return captioned_table(header, rows, "llrr", sourced, what)
 
 

@@ -21,21 +21,16 @@ def steps_table(sourced: Sourced) -> str:
 def finding(sourced: Sourced) -> str:
     """What the five steps' times sum to, of the forward, timed alone and in sequence."""
     found = fmethod.steps(sourced.measurement)
-    alone = words.fact(found.alone)
-    seq = words.fact(found.in_sequence)
     said = {
         fmethod.ADDS_UP_TO: "within a fifth of it over their whole interval",
         fmethod.SHORT_OF: "short of it by more than a fifth over their whole interval",
         fmethod.UNDECIDED: "where the noise does not decide whether within a fifth of it",
     }
-    verdict = (
-        f"timed alone, {said[found.alone_verdict]}; in sequence, {said[found.in_sequence_verdict]}"
-    )
-    device_label = sourced.measurement.provenance.device.label
     return (
-        f"On {device_label}, naive attention's five steps timed alone sum to {alone} of the forward "
-        f"timed in the same run; timed in sequence, as this site times them, to {seq}: "
-        f"{verdict}."
+        f"On {sourced.measurement.provenance.device.label}, naive attention's five steps timed "
+        f"alone sum to {words.fact(found.alone)} of the forward timed in the same run; timed in "
+        f"sequence, as this site times them, to {words.fact(found.in_sequence)}: timed alone, "
+        f"{said[found.alone_verdict]}; in sequence, {said[found.in_sequence_verdict]}."
     )
 
 
@@ -58,8 +53,7 @@ def threads(sourced: Sourced) -> str:
     )
     header = "Threads | Forward beside one busy process ÷ alone (unprofiled)"
     table = captioned_table(header, rows, "lr", sourced, what)
-    every, worker = found.every_core, found.worker
-    base = words.plural(found.worker_threads, "thread")
+    base = words.plural(found.worker.threads, "thread")
     cores = words.plural(found.cores, "thread")
     if found.idle_comparison.tie:
         idle = f"On an idle machine {cores} and {base} were within noise of each other"
@@ -72,7 +66,7 @@ def threads(sourced: Sourced) -> str:
         "within noise of its time alone"
         if n.comparison.tie
         else f"{words.versus_fact(n.ratio, n.comparison)} its time alone"
-        for n in (every, worker)
+        for n in (found.every_core, found.worker)
     )
     text = f"{table}\n\n{idle}. Beside one busy process, the forward on {cores} took {slowed}, on {base} {kept}"
     if not found.every_core_hurt_more:

@@ -1,8 +1,6 @@
-# Renderers for the scaled_dot_product_attention chapter: the pinned backends, the "why this
-# backend?" verdicts and their forecast for a GPU, what this torch offers to change the
-# choice, and the mask variants. Forward times and speed-ups come from `forward_times`
-# (render.compare); the backend each variant gets on a GPU from findings/sdpa.py; every number
-# is a fact (render.words). Pure: no torch, no I/O.
+# Renderers for the scaled_dot_product_attention chapter. Forward times and speed-ups come
+# from `forward_times` (render.compare), the backend each variant gets on a GPU from
+# findings/sdpa.py; every number is a fact (render.words). Pure: no torch, no I/O.
 from __future__ import annotations
 
 from attention_docs.analytic import sdpa_dispatch as rules
@@ -154,12 +152,10 @@ def rules_table() -> str:
         head = "any" if r.max_head_dim is None else f"≤ {r.max_head_dim}"
         if r.max_head_dim_hopper:
             head += f" (≤ {r.max_head_dim_hopper[0]} on sm_90, recent cuDNN)"
-        multiples = r.head_dim_multiple
         # layout: the rule's own order
-        for n in sorted(set(multiples.values()), reverse=True):
-            head += (
-                f"; a multiple of {n} in {' or '.join(d for d, k in multiples.items() if k == n)}"
-            )
+        for n in sorted(set(r.head_dim_multiple.values()), reverse=True):
+            dtypes = " or ".join(d for d, k in r.head_dim_multiple.items() if k == n)
+            head += f"; a multiple of {n} in {dtypes}"
         where = f"sm_{r.capability[0]}–sm_{r.capability[1]}" if r.capability else "any"
         mask = "yes" if r.attn_mask else "no"
         rows.append([f"`{r.backend}`", ", ".join(r.dtypes), head, mask, r.dropout, where])
@@ -199,8 +195,7 @@ def mask_table(sourced: Sourced) -> str:
     rows = []
     for r in m.tables["masks"].records():
         who = f"SDPA with the causal mask as {r['mask']}"
-        q, c = ratios.get(r["mask"], (None, None))
-        ratio = words.fact_span(q.id, words.versus(c)) if q else "1 (baseline)"
+        ratio = words.versus_fact(*ratios[r["mask"]]) if r["mask"] in ratios else "1 (baseline)"
         err, size = r["max_abs_error"], r["mask_bytes"]
         rows.append([
             r["mask"],
@@ -239,7 +234,7 @@ def empty_row_claim(m: Measurement) -> str:
     if skipped := [r for r in rows if r["empty_row"] == "did not run"]:
         why = "; ".join(dict.fromkeys(r["why_not_run"] for r in skipped))
         text += f" {words.series(r['implementation'] for r in skipped)} did not run here ({why})."
-    sdpa = [res for res, names in by_result.items() for n in names if n.startswith("SDPA")]
-    if sdpa and set(sdpa) == {"zeros"}:
+    sdpa = {res for res, names in by_result.items() for n in names if n.startswith("SDPA")}
+    if sdpa == {"zeros"}:
         text += " On the SDPA backends that ran, the wrong mask leaves not even a NaN to notice."
     return text

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from attention_docs.findings import steps as fs
 from attention_docs.findings import variants as fv
+from attention_docs.findings.compare import Comparison
+from attention_docs.findings.facts import Fact
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import MATMULS, STEPS
 from attention_docs.render import words
 from attention_docs.render.plots import stacked_share_figure
 from attention_docs.render.tables import captioned_table
 
-fact = words.fact
 BASELINE = fv.BASELINE
 
 
-def _ratio(f, c) -> str:
-    return "baseline" if c is None else words.versus_fact(f, c)
+def _ratio(ratio: tuple[Fact, Comparison] | None) -> str:
+    return "baseline" if ratio is None else words.versus_fact(*ratio)
 
 
 def mask_variants(sourced: Sourced) -> str:
@@ -23,17 +24,7 @@ def mask_variants(sourced: Sourced) -> str:
     what the mask step allocates, and what is kept between calls; then the cheapest mask step,
     alone beyond the noise or not."""
     found = fv.mask_variants(sourced.measurement)
-    rows = [
-        (
-            f"`{v.name}`",
-            _ratio(v.mask_ratio, v.mask),
-            _ratio(v.forward_ratio, v.forward),
-            v.allocations,
-            v.allocated,
-            v.kept,
-        )
-        for v in found.variants
-    ]
+    rows = [(f"`{v.name}`", _ratio(v.mask), _ratio(v.forward), *v.counts) for v in found.variants]
     header = (
         f"Variant | Mask step ÷ `{BASELINE}`'s (unprofiled) | Forward ÷ `{BASELINE}`'s "
         f"(unprofiled) | Allocations in the step (profiler) | Allocated in the step | "
@@ -73,7 +64,8 @@ def dtypes(sourced: Sourced) -> str:
     rows = []
     for step in found.steps:
         ratios = [
-            _ratio(found.found[(step, d)].ratio, found.found[(step, d)].versus) for d in others
+            words.versus_fact(found.found[(step, d)].ratio, found.found[(step, d)].versus)
+            for d in others
         ]
         runs = [_short(found.top(d, step)) if step != "forward" else "" for d in found.dtypes]
         rows.append(["forward" if step == "forward" else f"`{step}`", *ratios, *runs])
@@ -88,7 +80,7 @@ def dtypes(sourced: Sourced) -> str:
     parts = [captioned_table(header, rows, align, sourced, what) + "\n\n"]
     for d in others:
         s = found.found[("forward", d)]
-        ratio = _ratio(s.ratio, s.versus)
+        ratio = words.versus_fact(s.ratio, s.versus)
         if s.versus.tie:
             parts.append(f"In {d} the unprofiled forward is **{ratio}** of float32's.")
         else:
@@ -103,7 +95,7 @@ def dtypes(sourced: Sourced) -> str:
     for d in others:
         for step in MATMULS:
             s = found.found[(step, d)]
-            text = f"In {d}, `{step}` spends most time in {_short(s.top)}"
+            text = f"In {d}, `{step}` spends most time in {_short(found.top(d, step))}"
             if s.extra:
                 listed = words.series(
                     f"{words.fact(n)} calls of {_short(x, 30)}" for x, n in s.extra
@@ -155,10 +147,10 @@ def step_shares_claim(sweep: Measurement, naive: Measurement) -> str:
         top = s.largest.part
         rivals = words.series(f"`{x}`" for x in s.largest.rivals)
         tie = "" if s.largest.clear else f" (within noise: {rivals})"
-        parts.append(f"{s.label}: `{top}`, {fact(s.shares[top])}{tie}")
+        parts.append(f"{s.label}: `{top}`, {words.fact(s.shares[top])}{tie}")
     first, last = found[0], found[-1]
     return (
-        "The largest step per seq_len×head_dim: " + "; ".join(parts) + f". The two matmuls "
-        f"together take {fact(first.matmuls)} at {first.label} and {fact(last.matmuls)} at "
-        f"{last.label}."
+        "The largest step per seq_len×head_dim: " + "; ".join(parts) + ". The two matmuls "
+        f"together take {words.fact(first.matmuls)} at {first.label} and "
+        f"{words.fact(last.matmuls)} at {last.label}."
     )
