@@ -348,8 +348,8 @@ def _seconds(variable: str, default: float) -> float:
     try:
         value = float(text)
     except ValueError:
-        value = float("nan")
-    if not value >= 0 or value == float("inf"):  # NaN fails the comparison
+        value = -1.0
+    if not 0 <= value < float("inf"):  # NaN fails the comparison
         raise PluginError(
             f"attention-docs: {variable}={text!r} is not a number of seconds (0 or more)"
         )
@@ -375,8 +375,6 @@ def block_sessions(markdown: str) -> dict[str, str]:
 def stable_cell_ids(html: str) -> str:
     """Notebook cells numbered in order: jupytext gives a `.py` notebook's cells random ids,
     and nbconvert writes them into the page, so two builds of one notebook would differ."""
-    if "cell-id=" not in html:
-        return html
     counter = itertools.count()
     return re.sub(r'id="cell-id=[^"]*"', lambda _: f'id="cell-id=cell-{next(counter)}"', html)
 
