@@ -187,10 +187,9 @@ def choose_device(  # noqa: PLR0911 - a return per selector reads as the rule it
     """The stored device id to use among `available`, or None: measure on `local`.
 
     The page's device (`page`, its first entry's) comes first when it has this entry.
-    Otherwise `prefer` is tried in order (see SELECTORS); "local" and a "local-gpu" that
-    applies stop the search, since a missing local entry is measured rather than taken from
-    elsewhere. "stored" takes this machine's entry, else the device with the most entries
-    in the store (`held`), else the first in order.
+    Otherwise `prefer` is tried in order (see SELECTORS, `held` counting entries per device
+    for "stored"); "local" and a "local-gpu" that applies stop the search, since a missing
+    local entry is measured rather than taken from elsewhere.
     """
     if page is not None and page in available:
         return page
@@ -287,9 +286,14 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
         found = store.get(experiment, key, chosen) if chosen else None
         if found is None and s.mode == "frozen":
             # A frozen build never measures, so rather than fail on a machine the store has
-            # never seen (CI on another CPU, say) it shows another device's entry; its
-            # caption names that device.
-            found = newest_entry(store, experiment, key, [d for d in available if d != chosen])
+            # never seen (CI on another CPU, say) it shows another device's newest entry;
+            # its caption names that device.
+            others = (store.get(experiment, key, d) for d in available if d != chosen)
+            found = max(
+                (m for m in others if m is not None),
+                key=lambda m: (m.provenance.date, m.device_id),
+                default=None,
+            )
         if found is not None:
             origin = "measured during this build" if fresh_this_build else "from the store"
             return _record(found, requested, origin, store, 0.0)
@@ -404,12 +408,6 @@ def _measure_calmly(
         kind="busy",
         busy=loads[-1],
     )
-
-
-def newest_entry(store: Store, experiment: str, key: str, devices: list[str]) -> Measurement | None:
-    """The most recently measured readable entry for (experiment, key) among `devices`."""
-    found = [m for d in devices if (m := store.get(experiment, key, d)) is not None]
-    return max(found, key=lambda m: (m.provenance.date, m.device_id), default=None)
 
 
 def command_line(experiment: str, requested: dict[str, Any], store: Path) -> str:

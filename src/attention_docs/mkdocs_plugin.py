@@ -174,8 +174,7 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
     def on_config(self, config):
         if self.reloader is not None:
             self.reloader.reload_changed()
-        root = Path(config.config_file_path).parent
-        self.root = root
+        self.root = root = Path(config.config_file_path).parent
         self.store = root / self.config.store
         self.requests_path = root / self.config.requests
         mode = os.environ.get("ATTENTION_DOCS_MODE") or self.config.mode
@@ -284,14 +283,11 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
             stem = posixpath.splitext(posixpath.basename(page.file.src_uri))[0]
             page.title = site_pages.notebook_title(page.markdown or "", stem)
             html = site_pages.notebook_page(html, stem, page.file.dest_uri, wheel=self.wheel)
-        directory = posixpath.dirname(page.file.dest_uri)
-        html = html.replace(SITE, posixpath.relpath(".", directory or ".") + "/")
-        if PLACEHOLDER not in html:
-            return html
-        prefix = posixpath.relpath("measurements", directory or ".") + "/"
+        here = posixpath.dirname(page.file.dest_uri) or "."
+        html = html.replace(SITE, posixpath.relpath(".", here) + "/")
         for rel in re.findall(re.escape(PLACEHOLDER) + r'([^"\'\s<>]+)', html):
             self.links.append((page.file.src_uri, rel))
-        return html.replace(PLACEHOLDER, prefix)
+        return html.replace(PLACEHOLDER, posixpath.relpath("measurements", here) + "/")
 
     def on_post_page(self, output, page, config):
         return stable_cell_ids(output)
