@@ -47,13 +47,11 @@ def write_archive(path: Path, store_root: Path, run_log: dict[str, Any]) -> Path
     Members are `run-log.json` then the store's files in sorted order, with relative names,
     mode 0644 and no dates, owners or gzip timestamp: the same inputs give the same bytes.
     """
-    files = sorted(
-        p
-        for p in Path(store_root).glob("*/*")
-        if p.is_file() and not p.name.startswith(".") and _ENTRY.fullmatch(_member(store_root, p))
-    )
     members = [(RUN_LOG, (json.dumps(run_log, indent=1, sort_keys=True) + "\n").encode())]
-    members += [(_member(store_root, p), p.read_bytes()) for p in files]
+    for p in sorted(Path(store_root).glob("*/*")):
+        name = f"{STORE_DIR}/{p.relative_to(store_root).as_posix()}"
+        if p.is_file() and not p.name.startswith(".") and _ENTRY.fullmatch(name):
+            members.append((name, p.read_bytes()))
     buffer = io.BytesIO()
     with (
         gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz,
@@ -66,10 +64,6 @@ def write_archive(path: Path, store_root: Path, run_log: dict[str, Any]) -> Path
     path = Path(path)
     write_atomically(path, buffer.getvalue())
     return path
-
-
-def _member(store_root: Path, path: Path) -> str:
-    return f"{STORE_DIR}/{path.relative_to(store_root).as_posix()}"
 
 
 def read_members(path: Path) -> dict[str, bytes]:
@@ -248,10 +242,9 @@ def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -
         )
     chosen = [e for e in contents.entries if allow_stale or e.stale is None]
     left_out = [e for e in contents.entries if e not in chosen]
-    store = Store(store_root)
-    written = []
     if not chosen:  # nothing to write: not even the lock file
-        return Imported(contents, written, left_out)
+        return Imported(contents, [], left_out)
+    store = Store(store_root)
     problem = store.write_problem()
     if problem:
         raise ArchiveError(f"{problem}: make it writable, or import into another with --store")
@@ -260,6 +253,7 @@ def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -
         problem = store.newer_problem(m.experiment, m.key, m.device_id)
         if problem:
             raise ArchiveError(problem)
+    written = []
     with store._lock():
         for entry in chosen:
             target = store.root / entry.name

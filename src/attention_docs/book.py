@@ -76,11 +76,6 @@ class Settings:
         """Every entry is measured anew on this machine (refresh, publish)."""
         return self.mode in ("refresh", "publish")
 
-    @property
-    def refuse_busy(self) -> bool:
-        """Busy entries fail the build instead of being kept flagged (publish)."""
-        return self.mode == "publish"
-
 
 @dataclass(frozen=True)
 class Fetch:
@@ -160,15 +155,6 @@ def build_log() -> BuildLog:
     return _log
 
 
-def local_device_kind(setting: str) -> str:
-    """cpu or cuda: what the device setting (auto, cpu, cuda) is on this machine. Read from the
-    device id's prefix, which a warm build remembers: a build that measures never imports
-    torch itself (its workers do)."""
-    if setting != "auto":
-        return setting
-    return local_device_id(setting).split("-", 1)[0]
-
-
 @functools.cache
 def local_device_id(setting: str) -> str:
     """This machine's device id for the device setting (auto, cpu or cuda), e.g.
@@ -187,8 +173,7 @@ def declaration(experiment: str) -> Experiment:
     """The experiment's declaration (params, key), without importing torch when it can."""
     if _log.declared is None:
         _log.declared = declarations.experiments(_settings.cache_dir)
-    found = _log.declared.get(experiment)
-    return found if found is not None else get(experiment)
+    return _log.declared.get(experiment) or get(experiment)
 
 
 def choose_device(  # noqa: PLR0911 - a return per selector reads as the rule it is
@@ -202,10 +187,9 @@ def choose_device(  # noqa: PLR0911 - a return per selector reads as the rule it
     """The stored device id to use among `available`, or None: measure on `local`.
 
     The page's device (`page`, its first entry's) comes first when it has this entry.
-    Otherwise `prefer` is tried in order (see SELECTORS); "local" and a "local-gpu" that
-    applies stop the search, since a missing local entry is measured rather than taken from
-    elsewhere. "stored" takes this machine's entry, else the device with the most entries
-    in the store (`held`), else the first in order.
+    Otherwise `prefer` is tried in order (see SELECTORS, `held` counting entries per device
+    for "stored"); "local" and a "local-gpu" that applies stop the search, since a missing
+    local entry is measured rather than taken from elsewhere.
     """
     if page is not None and page in available:
         return page
@@ -273,15 +257,12 @@ def measure_each_device(experiment: str, **requested: Any) -> list[Sourced]:
     first = measure(experiment, **requested)
     store = Store(_settings.store)
     key = first.measurement.key  # the same request's key on every device (never imports torch)
-    others = []
-    for device_id in store.devices(experiment, key):
-        if device_id == first.measurement.device_id:
-            continue
-        found = store.get(experiment, key, device_id)
-        if found is not None:
-            others.append(
-                _record(found, requested, "from the store", store, 0.0, side_by_side=True)
-            )
+    others = [
+        _record(found, requested, "from the store", store, 0.0, side_by_side=True)
+        for device_id in store.devices(experiment, key)
+        if device_id != first.measurement.device_id
+        and (found := store.get(experiment, key, device_id)) is not None
+    ]
     _log.problems.extend(str(p) for p in store.problems)
     return [first, *others]
 
@@ -305,9 +286,14 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
         found = store.get(experiment, key, chosen) if chosen else None
         if found is None and s.mode == "frozen":
             # A frozen build never measures, so rather than fail on a machine the store has
-            # never seen (CI on another CPU, say) it shows another device's entry; its
-            # caption names that device.
-            found = newest_entry(store, experiment, key, [d for d in available if d != chosen])
+            # never seen (CI on another CPU, say) it shows another device's newest entry;
+            # its caption names that device.
+            others = (store.get(experiment, key, d) for d in available if d != chosen)
+            found = max(
+                (m for m in others if m is not None),
+                key=lambda m: (m.provenance.date, m.device_id),
+                default=None,
+            )
         if found is not None:
             origin = "measured during this build" if fresh_this_build else "from the store"
             return _record(found, requested, origin, store, 0.0)
@@ -360,7 +346,7 @@ def _measure_calmly(
 
     The first attempt stores nothing if other work competed; after waiting up to
     `busy_wait_s` for the machine to calm, the second attempt is stored whatever the load,
-    flagged as busy when it was — except when publishing (`refuse_busy`): then a second busy
+    flagged as busy when it was — except when publishing: then a second busy
     result keeps the entry the store already holds for this machine, or fails the build
     saying how busy. With `busy_wait_s` 0 there is no calm to wait for, and no second
     attempt: the first is kept flagged (publishing refuses it at once). Returns None when
@@ -370,7 +356,9 @@ def _measure_calmly(
 
     s = _settings
     what = f"{experiment}({params_text(requested)})"
-    kind = local_device_kind(s.device_setting)
+    # Read from the device id, which a warm build remembers: a build that measures never
+    # imports torch itself (its workers do).
+    kind = local.split("-", 1)[0] if s.device_setting == "auto" else s.device_setting
     loads = []
     attempts = 2 if s.busy_wait_s > 0 else 1
     for attempt in range(attempts):
@@ -381,7 +369,7 @@ def _measure_calmly(
                 kind,
                 s.store,
                 s.timeout_s,
-                allow_busy=attempt == attempts - 1 and not s.refuse_busy,
+                allow_busy=attempt == attempts - 1 and s.mode != "publish",
                 imports=imports,
             )
         except MeasurementError as exc:
@@ -420,12 +408,6 @@ def _measure_calmly(
         kind="busy",
         busy=loads[-1],
     )
-
-
-def newest_entry(store: Store, experiment: str, key: str, devices: list[str]) -> Measurement | None:
-    """The most recently measured readable entry for (experiment, key) among `devices`."""
-    found = [m for d in devices if (m := store.get(experiment, key, d)) is not None]
-    return max(found, key=lambda m: (m.provenance.date, m.device_id), default=None)
 
 
 def command_line(experiment: str, requested: dict[str, Any], store: Path) -> str:

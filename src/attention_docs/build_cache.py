@@ -22,7 +22,7 @@ import sys
 import time
 import tokenize
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -149,18 +149,6 @@ class SourceGraph:
     def files(self, module: str) -> tuple[Path, ...]:
         return tuple(p for p in map(self.file, self.closure(module)) if p is not None)
 
-    def digest(self, module: str, tokens: Callable[[Path], str] | None = None) -> str:
-        """Hash of the token streams of `module`'s closure (comments and layout ignored).
-
-        `tokens(path)` gives a file's token-stream hash (default: tokenize it now).
-        """
-        tokens = tokens or (lambda path: hashlib.sha256(file_tokens(path).encode()).hexdigest())
-        h = hashlib.sha256()
-        for path in self.files(module):
-            h.update(path.relative_to(self.root).as_posix().encode() + b"\0")
-            h.update(tokens(path).encode() + b"\0")
-        return h.hexdigest()
-
 
 class TokenMemo:
     """File bytes' hash -> token stream's hash, kept in a JSON file between builds.
@@ -225,8 +213,13 @@ class RenderCache:
         """(digest, files) of `module`'s closure, computed once per build."""
         known = self._code.get(module)
         if known is None:
-            known = (self.graph.digest(module, self.tokens), self.graph.files(module))
-            self._code[module] = known
+            # The token streams of the closure's files: comments and layout change no key.
+            files = self.graph.files(module)
+            h = hashlib.sha256()
+            for path in files:
+                h.update(path.relative_to(self.graph.root).as_posix().encode() + b"\0")
+                h.update(self.tokens(path).encode() + b"\0")
+            known = self._code[module] = (h.hexdigest(), files)
         return known
 
     def _measurement(self, m: Measurement) -> str:
@@ -277,7 +270,7 @@ class RenderCache:
         """`func(*args, **kwargs)`, from the cache when this exact call was made before."""
         self.used_files.update(self.code(func.__module__)[1])
         key = self.key(func, args, kwargs) if self.folder else None
-        path = self.folder / key[:2] / f"{key}.txt" if key and self.folder else None
+        path = self.folder / key[:2] / f"{key}.txt" if key else None
         if path is not None and path.is_file():
             try:
                 text = path.read_text(encoding="utf-8")
@@ -308,44 +301,29 @@ class RenderProxy(types.ModuleType):
     public submodules (`render.compare`) are proxied too, everything else is the module's own.
 
     The real module stays untouched (the library's own imports use it); only the name that
-    blocks import, `attention_docs.render`, points here during a build.
+    blocks import, `attention_docs.render`, points here during a build. Nothing is kept
+    between lookups, so a module reloaded by `mkdocs serve` is seen at once.
     """
 
     def __init__(self, module: types.ModuleType, cache: RenderCache) -> None:
         super().__init__(module.__name__, module.__doc__)
-        object.__setattr__(self, "_module", module)
-        object.__setattr__(self, "_cache", cache)
-        object.__setattr__(self, "_wrapped", {})
+        self._module = module
+        self._cache = cache
 
     def __getattr__(self, name: str) -> Any:
-        module, cache, wrapped = self._module, self._cache, self._wrapped
-        value = getattr(module, name)
+        value = getattr(self._module, name)
         if name.startswith("_"):
             return value
-        known = wrapped.get(name)
-        if known is not None and known[0] is value:
-            return known[1]
         if inspect.isfunction(value):
-            proxy: Any = _cached(value, cache)
-        elif isinstance(value, types.ModuleType) and value.__name__.startswith(
-            module.__name__ + "."
-        ):
-            proxy = RenderProxy(value, cache)
-        else:
-            return value
-        wrapped[name] = (value, proxy)
-        return proxy
 
-    def __dir__(self) -> Iterable[str]:
-        return dir(self._module)
+            @functools.wraps(value)
+            def cached(*args: Any, **kwargs: Any) -> Any:
+                return self._cache.call(value, args, kwargs)
 
-
-def _cached(func: Callable, cache: RenderCache) -> Callable:
-    @functools.wraps(func)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return cache.call(func, args, kwargs)
-
-    return call
+            return cached
+        if isinstance(value, types.ModuleType) and value.__name__.startswith(f"{self.__name__}."):
+            return RenderProxy(value, self._cache)
+        return value
 
 
 def install(cache: RenderCache) -> None:
@@ -355,11 +333,3 @@ def install(cache: RenderCache) -> None:
 
     real = sys.modules["attention_docs.render"]
     attention_docs.render = RenderProxy(real, cache)  # type: ignore[attr-defined]
-
-
-def uninstall() -> None:
-    import attention_docs
-
-    real = sys.modules.get("attention_docs.render")
-    if real is not None:
-        attention_docs.render = real  # type: ignore[attr-defined]

@@ -48,10 +48,6 @@ def _declared_only(ctx, **params):
     raise RuntimeError("an indexed declaration cannot run; use experiments.registry.get")
 
 
-def _extra_modules() -> list[str]:
-    return [m.strip() for m in os.environ.get("ATTENTION_DOCS_EXPERIMENTS", "").split(",") if m]
-
-
 def sources_digest() -> str:
     """Hash of every source file the declarations can depend on (bytes: fast, not tokens).
 
@@ -61,7 +57,8 @@ def sources_digest() -> str:
     h = hashlib.sha256()
     render = PACKAGE_ROOT / "render"
     files = sorted(p for p in PACKAGE_ROOT.rglob("*.py") if not p.is_relative_to(render))
-    for module in _extra_modules():
+    extra = os.environ.get("ATTENTION_DOCS_EXPERIMENTS", "").split(",")
+    for module in (m.strip() for m in extra if m):
         spec = importlib.util.find_spec(module)
         h.update(f"module {module}\0".encode())
         if spec and spec.origin:
@@ -134,7 +131,7 @@ def device_id(setting: str, cache_dir: Path | None, compute: Callable[[str], str
     """`compute(setting)` (which imports torch): the device id of the device setting (auto,
     cpu, cuda) on this machine, remembered for this boot of this machine."""
     machine = _machine(setting) if cache_dir else None
-    if machine is None or cache_dir is None:
+    if machine is None:
         return compute(setting)
     path = cache_dir / "device.json"
     try:

@@ -71,14 +71,14 @@ class ModuleReloader:
         self.since = time.time_ns()
 
     def changed(self) -> list[str]:
+        """The loaded modules whose source changed since they were loaded (not deleted ones:
+        there is nothing to load)."""
         modules = self._modules()
-        changed = []
-        for name, recorded in self.loaded.items():
-            path = modules.get(name)
-            now = _tokens(path) if path is not None else None
-            if now is not None and now != recorded:  # None: deleted, nothing to load
-                changed.append(name)
-        return sorted(changed)
+        return sorted(
+            name
+            for name, recorded in self.loaded.items()
+            if name in modules and _tokens(modules[name]) not in (None, recorded)
+        )
 
     def reload_changed(self) -> list[str]:
         """Reload changed modules and their importers; returns the modules reloaded."""
@@ -108,7 +108,7 @@ class ModuleReloader:
             except Exception as exc:  # a syntax error mid-edit, say: keep serving the old code
                 log.warning("could not reload %s (%s: %s)", name, type(exc).__name__, exc)
                 _unregister(name)
-                _register(dropped)
+                _registry().update(dropped)  # what the old code registered
                 failed.add(name)
                 self.failed[name] = f"{type(exc).__name__}: {exc}"
                 continue
@@ -132,9 +132,8 @@ class ModuleReloader:
                 m for m in remaining if not (set(self.graph.closure(m)) - {m}) & (modules - done)
             ]
             pick = ready or remaining[:1]
-            for m in pick:
-                ordered.append(m)
-                done.add(m)
+            ordered += pick
+            done.update(pick)
             remaining = [m for m in remaining if m not in done]
         return ordered
 
@@ -150,24 +149,17 @@ def _tokens(path: Path) -> str | None:
         return None
 
 
+def _registry() -> dict:
+    """The experiments registered so far ({} before the registry is imported)."""
+    registry = sys.modules.get(f"{PACKAGE}.experiments.registry")
+    return registry.REGISTRY if registry is not None else {}
+
+
 def _unregister(module: str) -> dict:
     """Drop the experiments `module` registered, so that reloading it registers them again;
     returns them."""
-    registry = sys.modules.get(f"{PACKAGE}.experiments.registry")
-    if registry is None:
-        return {}
-    dropped = {
-        name: exp
-        for name, exp in registry.REGISTRY.items()
-        if getattr(exp.func, "__module__", None) == module
-    }
+    registry = _registry()
+    dropped = {n: e for n, e in registry.items() if getattr(e.func, "__module__", None) == module}
     for name in dropped:
-        del registry.REGISTRY[name]
+        del registry[name]
     return dropped
-
-
-def _register(experiments: dict) -> None:
-    """Put back what `_unregister` dropped (the module failed to reload)."""
-    registry = sys.modules.get(f"{PACKAGE}.experiments.registry")
-    if registry is not None:
-        registry.REGISTRY.update(experiments)

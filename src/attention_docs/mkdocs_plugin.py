@@ -174,8 +174,7 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
     def on_config(self, config):
         if self.reloader is not None:
             self.reloader.reload_changed()
-        root = Path(config.config_file_path).parent
-        self.root = root
+        self.root = root = Path(config.config_file_path).parent
         self.store = root / self.config.store
         self.requests_path = root / self.config.requests
         mode = os.environ.get("ATTENTION_DOCS_MODE") or self.config.mode
@@ -284,14 +283,11 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
             stem = posixpath.splitext(posixpath.basename(page.file.src_uri))[0]
             page.title = site_pages.notebook_title(page.markdown or "", stem)
             html = site_pages.notebook_page(html, stem, page.file.dest_uri, wheel=self.wheel)
-        directory = posixpath.dirname(page.file.dest_uri)
-        html = html.replace(SITE, posixpath.relpath(".", directory or ".") + "/")
-        if PLACEHOLDER not in html:
-            return html
-        prefix = posixpath.relpath("measurements", directory or ".") + "/"
+        here = posixpath.dirname(page.file.dest_uri) or "."
+        html = html.replace(SITE, posixpath.relpath(".", here) + "/")
         for rel in re.findall(re.escape(PLACEHOLDER) + r'([^"\'\s<>]+)', html):
             self.links.append((page.file.src_uri, rel))
-        return html.replace(PLACEHOLDER, prefix)
+        return html.replace(PLACEHOLDER, posixpath.relpath("measurements", here) + "/")
 
     def on_post_page(self, output, page, config):
         return stable_cell_ids(output)
@@ -348,8 +344,8 @@ def _seconds(variable: str, default: float) -> float:
     try:
         value = float(text)
     except ValueError:
-        value = float("nan")
-    if not value >= 0 or value == float("inf"):  # NaN fails the comparison
+        value = -1.0
+    if not 0 <= value < float("inf"):  # NaN fails the comparison
         raise PluginError(
             f"attention-docs: {variable}={text!r} is not a number of seconds (0 or more)"
         )
@@ -375,8 +371,6 @@ def block_sessions(markdown: str) -> dict[str, str]:
 def stable_cell_ids(html: str) -> str:
     """Notebook cells numbered in order: jupytext gives a `.py` notebook's cells random ids,
     and nbconvert writes them into the page, so two builds of one notebook would differ."""
-    if "cell-id=" not in html:
-        return html
     counter = itertools.count()
     return re.sub(r'id="cell-id=[^"]*"', lambda _: f'id="cell-id=cell-{next(counter)}"', html)
 
