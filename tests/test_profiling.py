@@ -11,7 +11,9 @@ from conftest import DATA
 from attention_docs.analytic.cost import step_costs
 from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.inputs import make_qkv
+from attention_docs.profiling import profile as profile_module
 from attention_docs.profiling.device import DeviceError, describe, resolve_device
+from attention_docs.profiling.environment import MMAP_THRESHOLD_MAX
 from attention_docs.profiling.profile import Schedule, profile_callable
 from attention_docs.profiling.timing import time_callable
 from attention_docs.records.timing import Timing, interval_ranks
@@ -102,6 +104,40 @@ def test_in_step_rebases_one_step(naive_run):
     assert min(s.start_us for s in one.spans) >= 0
     assert {s.step for s in one.spans} == {last}
     assert [s.name for s in one.spans if s.kind == "range"] == list(STEPS)
+
+
+def test_a_profile_counts_the_page_faults_of_its_profiled_calls_only(monkeypatch):
+    # Call i of the schedule takes i faults; the profiled ones are calls 3, 4 and 5.
+    taken = {"faults": 0, "calls": 0}
+
+    def fn():
+        taken["faults"] += taken["calls"]
+        taken["calls"] += 1
+        return torch.ones(4).sum()
+
+    monkeypatch.setattr(profile_module, "minor_faults", lambda: taken["faults"])
+    run = profile_callable(fn, torch.device("cpu"), sched=Schedule(1, 2, 3))
+    assert taken["calls"] == 6
+    assert run.page_faults == 4.0
+    monkeypatch.setattr(profile_module, "minor_faults", lambda: None)
+    assert profile_callable(fn, torch.device("cpu"), sched=Schedule(0, 1, 1)).page_faults is None
+
+
+def test_settling_the_heap_touches_and_frees_its_blocks(monkeypatch):
+    made = []
+    real_ones = torch.ones
+
+    def ones(*args, **kwargs):
+        made.append(real_ones(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(profile_module.torch, "ones", ones)
+    profile_module.settle_heap()
+    assert len(made) == profile_module.SETTLE_BLOCKS
+    # Each block is written (ones, not empty: its pages are mapped) and below the mmap
+    # threshold a worker's malloc keeps (profiling/environment.py), so it comes from the heap.
+    assert all(int(b.sum()) == profile_module.SETTLE_BLOCK for b in made)
+    assert profile_module.SETTLE_BLOCK < MMAP_THRESHOLD_MAX
 
 
 def test_trace_json_round_trip(naive_run):

@@ -65,5 +65,6 @@ def observe_forward(
         facts={
             "profiled_steps": sched.active,
             "profile_schedule": f"wait={sched.wait}, warmup={sched.warmup}, active={sched.active}",
+            "page_faults_per_forward": run.page_faults,
         },
     )
