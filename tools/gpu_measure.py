@@ -150,14 +150,6 @@ def estimate(request: dict, known: dict[str, float], device_kind: str) -> tuple[
     return found.seconds, "counted" if counted else "default"
 
 
-def run_order(requests: list[dict]) -> list[dict]:
-    """The order of attention_docs/gpu_plan.py: what the pages need most first."""
-    from attention_docs.gpu_plan import chapter_order
-    from attention_docs.gpu_plan import run_order as order
-
-    return order(requests, chapter_order(ROOT / "docs" / "chapters"))
-
-
 def resolve(request: dict, device_kind: str) -> tuple[dict | None, str | None]:
     """(the parameters the request runs with on `device_kind`, or the reason it is invalid)."""
     from attention_docs.experiments.registry import get
@@ -186,10 +178,9 @@ def probe(device_kind: str, timeout_s: float) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def print_plan(order: list[dict], device_kind: str, known: dict[str, float], budget: float) -> int:
-    from attention_docs.gpu_plan import chapter_order
-
-    shown = chapter_order(ROOT / "docs" / "chapters")
+def print_plan(
+    order: list[dict], shown: dict[str, list[str]], device_kind: str, known: dict, budget: float
+) -> int:
     elapsed, total, bad, skipped = 0.0, 0.0, 0, []
     print(f"{len(order)} requests, in run order, with their parameters on {device_kind}:")
     for i, request in enumerate(order, 1):
@@ -271,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         "--plan", action="store_true", help="list what would run, with its parameters; run nothing"
     )
     args = parser.parse_args(argv)
+    from attention_docs.gpu_plan import chapter_order, run_order
     from attention_docs.measurements.manifest import read_requests
 
     try:
@@ -283,9 +275,11 @@ def main(argv: list[str] | None = None) -> int:
             "entries' durations estimate the requests, or leave it out"
         )
     known = estimates(args.estimates or args.requests.parent, args.device)
-    order = run_order(requests)
+    # What the pages need most first (gpu_plan.py).
+    shown = chapter_order(ROOT / "docs" / "chapters")
+    order = run_order(requests, shown)
     if args.plan:
-        return print_plan(order, args.device, known, args.budget_s)
+        return print_plan(order, shown, args.device, known, args.budget_s)
     if args.out is None:
         parser.error("--out is required unless --plan is given")
     problem = out_problem(args.out)
@@ -339,10 +333,7 @@ def run_request(
         }
     else:
         try:  # stopped when the budget runs out, so that the archive is written in time
-            imports = get(name).imports
-            run_worker(
-                name, requested, device_kind, store, remaining, allow_busy=True, imports=imports
-            )
+            run_worker(name, requested, device_kind, store, remaining, imports=get(name).imports)
             record["status"] = "ok"
         except MeasurementError as exc:
             lines = str(exc).strip().splitlines()
@@ -409,12 +400,10 @@ def measure_all(order: list[dict], args: argparse.Namespace, known: dict[str, fl
             )
             log["total_s"] = round(elapsed(), 2)
             write_archive(archive, store, log)  # after every request: a killed call keeps it
-        log["complete"] = True
-        log["total_s"] = round(elapsed(), 2)
         counts = {
             s: sum(r["status"] == s for r in log["requests"]) for s in ("ok", "failed", "skipped")
         }
-        log["counts"] = counts
+        log |= {"complete": True, "total_s": round(elapsed(), 2), "counts": counts}
         write_archive(archive, store, log)
     # The log again, outside the archive: it comes back even if the archive is too large to.
     (args.out / "run-log.json").write_text(json.dumps(log, indent=1, sort_keys=True) + "\n")

@@ -117,9 +117,8 @@ FLEX_COMPILE_S = 10.0  # one FlexAttention mod: a kernel of its own
 TRITON_S = 30.0  # the site's Triton kernel, first compile in a process (Triton's start too)
 TRITON_SPEC_S = 8.0  # each further specialisation (dtype, head_dim, causal)
 PROFILE_S = 0.5  # one profiler session: start, warm-up and active steps, trace processing
-TIMED_S = (
-    0.2  # one callable at one shape: 20 rounds of 3 CUDA-event runs, each after a warm-up call
-)
+# One callable at one shape: 20 rounds of 3 CUDA-event runs, each after a warm-up call.
+TIMED_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -325,22 +324,20 @@ class Experiment:
                 f" for one batch_size×num_heads×seq_len² score matrix of "
                 f"{params.get('dtype', 'float32')} ({dims} elements)"
             )
+        # The parameters that differ from their CPU default (`seq_len=100000`).
+        changed = [
+            f"{n}={v}"
+            for n, v in params.items()
+            if n in self.params and v != self.params[n].default
+        ]
         return (
-            f"{self.name} with {_changed_text(self, params)} needs at least "
+            f"{self.name} with {', '.join(changed) or 'its default parameters'} needs at least "
             f"{bytes_text(need)}{how}, but {where} has {bytes_text(free_bytes)} free; "
             "choose smaller parameters (see `python -m attention_docs list`)"
         )
 
 
 REGISTRY: dict[str, Experiment] = {}
-
-
-def _changed_text(exp: Experiment, params: Mapping[str, Any]) -> str:
-    """The parameters that differ from their CPU default (`seq_len=100000`), else "defaults"."""
-    changed = [
-        f"{n}={v}" for n, v in params.items() if n in exp.params and v != exp.params[n].default
-    ]
-    return ", ".join(changed) or "its default parameters"
 
 
 def experiment(
