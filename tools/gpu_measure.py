@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "src"
 
 
 def package_folder(argv: list[str]) -> Path:
@@ -59,7 +58,7 @@ def package_folder(argv: list[str]) -> Path:
         elif arg.startswith("--package="):
             wheel = arg.split("=", 1)[1]
     if not wheel:
-        return SRC
+        return ROOT / "src"
     import zipfile
 
     try:
@@ -81,8 +80,8 @@ def package_folder(argv: list[str]) -> Path:
 
 
 def use_package(folder: Path) -> None:
-    """Import attention_docs from `folder`, here and in the workers (`python -m
-    attention_docs` processes, which must find the same code)."""
+    """Import attention_docs from `folder`, here and in the workers, which must find the same
+    code."""
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -117,7 +116,7 @@ print(json.dumps({
 def estimates(store: Path, device_kind: str) -> dict[str, float]:
     """Seconds each request took when the store's entries for this device kind were measured
     (the worker's start added), keyed by `experiment + canonical requested JSON`."""
-    from attention_docs.gpu_plan import START_S
+    from attention_docs.experiments.registry import START_S
 
     found: dict[str, float] = {}
     for path in sorted(store.glob("*/*.json")):
@@ -262,11 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         "--plan", action="store_true", help="list what would run, with its parameters; run nothing"
     )
     args = parser.parse_args(argv)
-    from attention_docs.gpu_plan import chapter_order, run_order
-    from attention_docs.measurements.manifest import read_requests
+    from attention_docs.gpu_plan import planned
 
-    try:
-        requests = read_requests(args.requests)
+    try:  # what the pages need most first (gpu_plan.py)
+        order, shown = planned(args.requests, ROOT / "docs" / "chapters")
     except ValueError as exc:
         parser.error(str(exc))
     if args.estimates is not None and not args.estimates.is_dir():
@@ -275,9 +273,6 @@ def main(argv: list[str] | None = None) -> int:
             "entries' durations estimate the requests, or leave it out"
         )
     known = estimates(args.estimates or args.requests.parent, args.device)
-    # What the pages need most first (gpu_plan.py).
-    shown = chapter_order(ROOT / "docs" / "chapters")
-    order = run_order(requests, shown)
     if args.plan:
         return print_plan(order, shown, args.device, known, args.budget_s)
     if args.out is None:

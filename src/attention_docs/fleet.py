@@ -123,14 +123,12 @@ def job_specs(
 def ordered_manifest(manifest: Path, target: Path) -> Path:
     """`manifest`'s requests in the order the pages need them (gpu_plan.py), written to
     `target`: the job has no chapters to order them by."""
-    from attention_docs.gpu_plan import chapter_order, run_order
-    from attention_docs.measurements.manifest import read_requests
+    from attention_docs.gpu_plan import planned
 
     try:
-        requests = read_requests(manifest)
+        order, _ = planned(manifest, PROJECT / "docs" / "chapters")
     except ValueError as exc:
         raise FleetError(str(exc)) from None
-    order = run_order(requests, chapter_order(PROJECT / "docs" / "chapters"))
     target.write_text(json.dumps(order, indent=1) + "\n", encoding="utf-8")
     return target
 

@@ -90,10 +90,6 @@ class Finished:
     outcome: dict | None = None
 
 
-class WorkerTimeoutError(Exception):
-    """The worker ran past its time limit and was killed."""
-
-
 def run_worker(
     experiment: str,
     requested: dict,
@@ -125,7 +121,7 @@ def run_worker(
     log.info("measuring %s on %s in a worker process", what, device_kind)
     try:
         proc = run(job, timeout_s)
-    except WorkerTimeoutError:
+    except TimeoutError:  # the worker ran past its time limit and was killed
         raise MeasurementError(
             f"{what} did not finish within {seconds_text(timeout_s)} s and was stopped; its parameters "
             "are probably too large for this machine: choose smaller ones",
@@ -208,7 +204,7 @@ def _run_new_interpreter(job: dict, timeout_s: float) -> Finished:
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     except subprocess.TimeoutExpired:
-        raise WorkerTimeoutError from None
+        raise TimeoutError from None
     finally:
         os.close(write_end)
         outcome = _outcome(read_end)
@@ -294,7 +290,7 @@ class _Server:
             except TimeoutError:
                 _kill(pid)
                 self._answer(None)  # the server reaps it
-                raise WorkerTimeoutError from None
+                raise
             except _ServerGoneError:
                 _kill(pid)  # its server is gone: the request is made again elsewhere
                 raise
