@@ -374,7 +374,7 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
     params = parse_params(extra)
     requested = exp.canonical(params)
     if args.store and not args.store.is_dir():  # a mistyped path, not an empty store
-        raise UsageError(arguments.missing_store(args.store, COMMITTED_STORE))
+        raise UsageError(arguments.missing_store(args.store))
     stores = [args.store] if args.store else [COMMITTED_STORE, SCRATCH_STORE]
     # Under the key every device shares, then under the key a run on the command line gives
     # when a parameter equals that device's default (often the same key).
@@ -435,7 +435,7 @@ def existing_store(path: Path) -> Path:
     from attention_docs.measurements.store import Store
 
     if not path.is_dir():
-        raise UsageError(arguments.missing_store(path, COMMITTED_STORE))
+        raise UsageError(arguments.missing_store(path))
     if not Store(path).entry_paths():
         raise UsageError(
             f"{path} holds no measurement entries (<experiment>/<key>.<device id>.json): is it "

@@ -227,14 +227,9 @@ class Experiment:
     func: Callable[..., Observed]
     params: Mapping[str, Param]
     measures: tuple[str, ...]  # package-relative source files whose code is measured
-    # The least memory a run with these (resolved) parameters needs, or None if unknown;
-    # `run` and the worker (for `book.measure`) refuse parameters that cannot fit before the
-    # experiment starts.
+    # As `experiment()` declares them (its docstring says what each is for).
     estimate_bytes: EstimateBytes | None = score_matrix_bytes
-    # The modules imported before the experiment starts (PRELOAD unless it declares less).
     imports: tuple[str, ...] = PRELOAD
-    # Its work on the lent GPU at (resolved) parameters, or None: gpu_plan.py then assumes
-    # its DEFAULT, and tests/test_gpu_run.py fails until the experiment declares its own.
     gpu_work: EstimateWork | None = None
     # The file that declares it (absolute): part of its fingerprint. Default: `func`'s.
     file: str = ""
@@ -352,14 +347,16 @@ def experiment(
 ) -> Callable[[Callable[..., Observed]], Callable[..., Observed]]:
     """Register `func(ctx, **params) -> Observed` as experiment `name`.
 
-    `estimate_bytes(params)` says the least memory a run needs (default: one
-    batch_size×num_heads×seq_len² matrix when the experiment has a `seq_len`); pass your own
+    `estimate_bytes(params)` says the least memory a run at resolved parameters needs
+    (default: one batch_size×num_heads×seq_len² matrix when the experiment has a `seq_len`),
+    and `run` and the worker refuse parameters that cannot fit before it starts; pass your own
     for an experiment that never materialises one, or None to skip the check. `imports`: what
     must be imported before it starts (PRELOAD: an experiment that neither profiles nor
     compiles may say `("torch",)`, and its worker starts seconds sooner). `gpu_work(params)`:
     what a run does on the lent GPU at its GPU parameters (compiles, profiles, timed
-    callables), from which gpu_plan.py orders and sizes a call; it is no part of the
-    fingerprint (measurements/keys.py), so an estimate edit re-measures nothing.
+    callables), from which gpu_plan.py orders and sizes a call (without it, gpu_plan's DEFAULT,
+    and tests/test_gpu_run.py fails until it is declared); it is no part of the fingerprint
+    (measurements/keys.py), so an estimate edit re-measures nothing.
     """
 
     def register(func: Callable[..., Observed]) -> Callable[..., Observed]:
