@@ -275,27 +275,21 @@ def main(argv: list[str] | None = None) -> int:
     known = estimates(args.estimates or args.requests.parent, args.device)
     if args.plan:
         return print_plan(order, shown, args.device, known, args.budget_s)
-    if args.out is None:
+    out = args.out
+    if out is None:
         parser.error("--out is required unless --plan is given")
-    problem = out_problem(args.out)
-    if problem:
-        parser.error(problem)
-    return measure_all(order, args, known)
-
-
-def out_problem(out: Path) -> str | None:
-    """Why the archive cannot be written into `out` (made if missing), before anything is
-    measured; None when it can."""
     if out.exists() and not out.is_dir():
-        return f"--out {out} is a file, not a folder; give the folder the archive goes in"
+        parser.error(f"--out {out} is a file, not a folder; give the folder the archive goes in")
     from attention_docs.files import try_writing
 
-    try:
+    try:  # before anything is measured
         out.mkdir(parents=True, exist_ok=True)
         try_writing(out)
     except OSError as exc:
-        return f"--out {out} cannot be written ({exc.strerror or exc}); give a folder you can write"
-    return None
+        parser.error(
+            f"--out {out} cannot be written ({exc.strerror or exc}); give a folder you can write"
+        )
+    return measure_all(order, args, known)
 
 
 def run_request(
