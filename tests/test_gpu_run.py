@@ -18,7 +18,7 @@ import torch
 from attention_docs import cli
 from attention_docs.archive import RUN_LOG, write_archive
 from attention_docs.book import local_device_id
-from attention_docs.experiments.registry import get
+from attention_docs.experiments.registry import COMPILE_S, START_S, Work, get
 from attention_docs.measurements.manifest import read_requests
 from attention_docs.measurements.store import Store
 
@@ -199,7 +199,7 @@ def test_every_experiment_declares_its_gpu_work():
         work, counted = plan.work(name, exp.resolve({}, "cuda"))
         if not counted:
             missing.append(name)
-        assert work.seconds > plan.START_S, name
+        assert work.seconds > START_S, name
     assert missing == [], f"declare gpu_work= with these experiments: {missing}"
     # ... and at the parameters the site requests: an estimate that fails on them (a renamed
     # parameter) would plan the GPU call with the default.
@@ -253,7 +253,7 @@ def x(ctx, *, seq_len):
 
 def test_an_estimate_grows_with_the_work_it_counts():
     plan = load_plan()
-    assert plan.Work(compiles=2).seconds - plan.Work(compiles=1).seconds == plan.COMPILE_S
+    assert Work(compiles=2).seconds - Work(compiles=1).seconds == COMPILE_S
     decode = get("decode_steps").resolve({}, "cuda")
     longer = {**decode, "max_cache_len": 4 * decode["max_cache_len"]}
     assert (
@@ -299,7 +299,7 @@ def test_a_stored_gpu_duration_beats_the_counted_estimate(tmp_path):
     known = script.estimates(tmp_path, "cuda")
     request = {"experiment": "naive_steps", "requested": entry["requested"]}
     seconds, source = script.estimate(request, known, "cuda")
-    assert source == "measured" and seconds == 123.0 + load_plan().START_S
+    assert source == "measured" and seconds == 123.0 + START_S
 
 
 def test_plan_lists_the_parameters_each_request_gets_on_cuda(tmp_path, capsys):

@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "src"
 
 
 def package_folder(argv: list[str]) -> Path:
@@ -59,7 +58,7 @@ def package_folder(argv: list[str]) -> Path:
         elif arg.startswith("--package="):
             wheel = arg.split("=", 1)[1]
     if not wheel:
-        return SRC
+        return ROOT / "src"
     import zipfile
 
     try:
@@ -81,8 +80,8 @@ def package_folder(argv: list[str]) -> Path:
 
 
 def use_package(folder: Path) -> None:
-    """Import attention_docs from `folder`, here and in the workers (`python -m
-    attention_docs` processes, which must find the same code)."""
+    """Import attention_docs from `folder`, here and in the workers, which must find the same
+    code."""
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -117,7 +116,7 @@ print(json.dumps({
 def estimates(store: Path, device_kind: str) -> dict[str, float]:
     """Seconds each request took when the store's entries for this device kind were measured
     (the worker's start added), keyed by `experiment + canonical requested JSON`."""
-    from attention_docs.gpu_plan import START_S
+    from attention_docs.experiments.registry import START_S
 
     found: dict[str, float] = {}
     for path in sorted(store.glob("*/*.json")):
@@ -150,14 +149,6 @@ def estimate(request: dict, known: dict[str, float], device_kind: str) -> tuple[
     return found.seconds, "counted" if counted else "default"
 
 
-def run_order(requests: list[dict]) -> list[dict]:
-    """The order of attention_docs/gpu_plan.py: what the pages need most first."""
-    from attention_docs.gpu_plan import chapter_order
-    from attention_docs.gpu_plan import run_order as order
-
-    return order(requests, chapter_order(ROOT / "docs" / "chapters"))
-
-
 def resolve(request: dict, device_kind: str) -> tuple[dict | None, str | None]:
     """(the parameters the request runs with on `device_kind`, or the reason it is invalid)."""
     from attention_docs.experiments.registry import get
@@ -186,10 +177,9 @@ def probe(device_kind: str, timeout_s: float) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def print_plan(order: list[dict], device_kind: str, known: dict[str, float], budget: float) -> int:
-    from attention_docs.gpu_plan import chapter_order
-
-    shown = chapter_order(ROOT / "docs" / "chapters")
+def print_plan(
+    order: list[dict], shown: dict[str, list[str]], device_kind: str, known: dict, budget: float
+) -> int:
     elapsed, total, bad, skipped = 0.0, 0.0, 0, []
     print(f"{len(order)} requests, in run order, with their parameters on {device_kind}:")
     for i, request in enumerate(order, 1):
@@ -271,10 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         "--plan", action="store_true", help="list what would run, with its parameters; run nothing"
     )
     args = parser.parse_args(argv)
-    from attention_docs.measurements.manifest import read_requests
+    from attention_docs.gpu_plan import planned
 
-    try:
-        requests = read_requests(args.requests)
+    try:  # what the pages need most first (gpu_plan.py)
+        order, shown = planned(args.requests, ROOT / "docs" / "chapters")
     except ValueError as exc:
         parser.error(str(exc))
     if args.estimates is not None and not args.estimates.is_dir():
@@ -283,30 +273,23 @@ def main(argv: list[str] | None = None) -> int:
             "entries' durations estimate the requests, or leave it out"
         )
     known = estimates(args.estimates or args.requests.parent, args.device)
-    order = run_order(requests)
     if args.plan:
-        return print_plan(order, args.device, known, args.budget_s)
-    if args.out is None:
+        return print_plan(order, shown, args.device, known, args.budget_s)
+    out = args.out
+    if out is None:
         parser.error("--out is required unless --plan is given")
-    problem = out_problem(args.out)
-    if problem:
-        parser.error(problem)
-    return measure_all(order, args, known)
-
-
-def out_problem(out: Path) -> str | None:
-    """Why the archive cannot be written into `out` (made if missing), before anything is
-    measured; None when it can."""
     if out.exists() and not out.is_dir():
-        return f"--out {out} is a file, not a folder; give the folder the archive goes in"
+        parser.error(f"--out {out} is a file, not a folder; give the folder the archive goes in")
     from attention_docs.files import try_writing
 
-    try:
+    try:  # before anything is measured
         out.mkdir(parents=True, exist_ok=True)
         try_writing(out)
     except OSError as exc:
-        return f"--out {out} cannot be written ({exc.strerror or exc}); give a folder you can write"
-    return None
+        parser.error(
+            f"--out {out} cannot be written ({exc.strerror or exc}); give a folder you can write"
+        )
+    return measure_all(order, args, known)
 
 
 def run_request(
@@ -339,10 +322,7 @@ def run_request(
         }
     else:
         try:  # stopped when the budget runs out, so that the archive is written in time
-            imports = get(name).imports
-            run_worker(
-                name, requested, device_kind, store, remaining, allow_busy=True, imports=imports
-            )
+            run_worker(name, requested, device_kind, store, remaining, imports=get(name).imports)
             record["status"] = "ok"
         except MeasurementError as exc:
             lines = str(exc).strip().splitlines()
@@ -409,12 +389,10 @@ def measure_all(order: list[dict], args: argparse.Namespace, known: dict[str, fl
             )
             log["total_s"] = round(elapsed(), 2)
             write_archive(archive, store, log)  # after every request: a killed call keeps it
-        log["complete"] = True
-        log["total_s"] = round(elapsed(), 2)
         counts = {
             s: sum(r["status"] == s for r in log["requests"]) for s in ("ok", "failed", "skipped")
         }
-        log["counts"] = counts
+        log |= {"complete": True, "total_s": round(elapsed(), 2), "counts": counts}
         write_archive(archive, store, log)
     # The log again, outside the archive: it comes back even if the archive is too large to.
     (args.out / "run-log.json").write_text(json.dumps(log, indent=1, sort_keys=True) + "\n")

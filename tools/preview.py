@@ -81,12 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         # A page is a file under docs/, named relative to it: `../README.md` and an absolute
         # path are files too, and reached mkdocs as pages it could not have.
         path = (docs / page).resolve()
-        if (
-            not page
-            or Path(page).is_absolute()
-            or not path.is_relative_to(docs)
-            or not path.is_file()
-        ):
+        if Path(page).is_absolute() or not path.is_relative_to(docs) or not path.is_file():
             parser.error(f"{page!r} is not a page under docs/ (e.g. {EXAMPLE_PAGE})")
     store = args.store.resolve()
     if store.exists() and not store.is_dir():

@@ -91,19 +91,12 @@ def main(argv: list[str]) -> int:
     foreign: list[str] = []
     suffix = ("-dark" if args.dark else "") + (f"-{args.width}" if args.width != 1280 else "")
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         page = browser.new_page(
             viewport={"width": args.width, "height": 900},
             color_scheme="dark" if args.dark else "light",
         )
-        page.on(
-            "request",
-            lambda r: (
-                None
-                if r.url.startswith(base) or r.url.startswith("data:")
-                else foreign.append(r.url)
-            ),
-        )
+        page.on("request", lambda r: r.url.startswith((base, "data:")) or foreign.append(r.url))
         for path in args.paths:
             page.goto(base + path, wait_until="networkidle")
             stem = (path.strip("/").replace("/", "_") or "index") + suffix

@@ -202,24 +202,6 @@ def cmd_list(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def _check_request(name: str, params: dict[str, Any], device_setting: str) -> tuple[Any, dict, str]:
-    """(experiment, canonical request, device kind), refusing parameters that cannot fit."""
-    from attention_docs.experiments.registry import get
-    from attention_docs.profiling.device import resolve_device
-    from attention_docs.profiling.headroom import free_memory_bytes
-
-    exp = get(name)
-    target = resolve_device(device_setting)
-    # A parameter given at this device's default lands on the key the chapters use.
-    requested = exp.canonical(params, target.type)
-    problem = exp.memory_problem(
-        exp.resolve(requested, target.type), free_memory_bytes(target), f"this {target.type}"
-    )
-    if problem:
-        raise UsageError(problem)
-    return exp, requested, target.type
-
-
 def _read_manifest(path: Path) -> list[dict[str, Any]]:
     from attention_docs.measurements.manifest import read_requests
 
@@ -262,7 +244,10 @@ def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from attention_docs.book import local_device_id
+    from attention_docs.experiments.registry import get
     from attention_docs.measurements.store import Store
+    from attention_docs.profiling.device import resolve_device
+    from attention_docs.profiling.headroom import free_memory_bytes
     from attention_docs.records.device import DEVICE_CHOICES
 
     if args.device not in DEVICE_CHOICES:
@@ -280,7 +265,17 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         return _run_requests(args, store)
     if not args.name:
         raise UsageError(f"run needs an experiment name (see `{PROG} list`)")
-    exp, requested, kind = _check_request(args.name, parse_params(extra), args.device)
+    exp = get(args.name)
+    target = resolve_device(args.device)
+    kind = target.type
+    # A parameter given at this device's default lands on the key the chapters use.
+    requested = exp.canonical(parse_params(extra), kind)
+    # Refused here, before a worker starts, in the command line's words.
+    problem = exp.memory_problem(
+        exp.resolve(requested, kind), free_memory_bytes(target), f"this {kind}"
+    )
+    if problem:
+        raise UsageError(problem)
     if store is None:
         with tempfile.TemporaryDirectory(prefix=folders.owned("attention-docs-run-")) as tmp:
             return _run_in_worker(args, exp, requested, kind, Path(tmp), keep=False)
@@ -324,10 +319,11 @@ def _run_in_worker(args, exp, requested: dict, kind: str, store: Path, *, keep: 
         elif exc.details:
             print(f"{PROG}: the worker's last output: add --traceback", file=sys.stderr)
         return 1 if exc.kind == "failed" else 2
-    found = Store(store).get(exp.name, exp.key(requested), local_device_id(kind))
+    stored = Store(store)
+    found = stored.get(exp.name, exp.key(requested), local_device_id(kind))
     if found is None:
         raise UsageError(f"the worker finished but left no readable entry of {exp.name} in {store}")
-    rel = Store(store).relative(found.experiment, found.key, found.device_id)
+    rel = stored.relative(found.experiment, found.key, found.device_id)
     if keep:
         print_measurement(Sourced(found, "measured now", rel, base=f"{store}/"))
     else:
@@ -378,16 +374,16 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
     params = parse_params(extra)
     requested = exp.canonical(params)
     if args.store and not args.store.is_dir():  # a mistyped path, not an empty store
-        raise UsageError(arguments.missing_store(args.store, COMMITTED_STORE))
+        raise UsageError(arguments.missing_store(args.store))
     stores = [args.store] if args.store else [COMMITTED_STORE, SCRATCH_STORE]
+    # Under the key every device shares, then under the key a run on the command line gives
+    # when a parameter equals that device's default (often the same key).
+    keys = [exp.key(requested)] + [exp.key(exp.canonical(params, k)) for k in ("cuda", "cpu")]
     problems, elsewhere = [], set()
     for root in stores:
         # Problems are reported here, once each: the store's own warning says an entry "will
         # be measured again", which is a build's doing, never show's.
         store = Store(root, warn=False)
-        # Under the key every device shares, then under the key a run on the command line
-        # gives when a parameter equals that device's default (often the same key).
-        keys = [exp.key(requested)] + [exp.key(exp.canonical(params, k)) for k in ("cuda", "cpu")]
         found = [
             (key, device_id)
             for key in dict.fromkeys(keys)
@@ -434,13 +430,13 @@ def _unreadable(problem, name: str, requested: dict, store: Path) -> str:
     )
 
 
-def existing_store(path: Path, *, empty_ok: bool = False) -> Path:
+def existing_store(path: Path) -> Path:
     """`path`, if it is a store folder; a mistyped path is a usage error, not an empty store."""
     from attention_docs.measurements.store import Store
 
     if not path.is_dir():
-        raise UsageError(arguments.missing_store(path, COMMITTED_STORE))
-    if not empty_ok and not Store(path).entry_paths():
+        raise UsageError(arguments.missing_store(path))
+    if not Store(path).entry_paths():
         raise UsageError(
             f"{path} holds no measurement entries (<experiment>/<key>.<device id>.json): is it "
             f"a store? The committed store is {COMMITTED_STORE}; give another with --store"

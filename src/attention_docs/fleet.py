@@ -88,10 +88,6 @@ def flavors_known() -> list[str]:
     return [h.value for h in JobHardware]
 
 
-def device_of(flavor: str) -> str:
-    return "cpu" if flavor.startswith("cpu-") else "cuda"
-
-
 def job_specs(
     flavors: list[str],
     *,
@@ -106,7 +102,7 @@ def job_specs(
     manifest) are uploaded by run_uv_job and mounted at /data; the output is a volume."""
     specs = []
     for flavor in dict.fromkeys(flavors):
-        device_kind = device_of(flavor)
+        device_kind = "cpu" if flavor.startswith("cpu-") else "cuda"
         args = ["--package", str(wheel), "--requests", str(manifest), "--out", OUT_MOUNT]
         args += ["--device", device_kind, "--budget-s", f"{budget_s:g}"]
         specs.append(
@@ -127,14 +123,12 @@ def job_specs(
 def ordered_manifest(manifest: Path, target: Path) -> Path:
     """`manifest`'s requests in the order the pages need them (gpu_plan.py), written to
     `target`: the job has no chapters to order them by."""
-    from attention_docs.gpu_plan import chapter_order, run_order
-    from attention_docs.measurements.manifest import read_requests
+    from attention_docs.gpu_plan import planned
 
     try:
-        requests = read_requests(manifest)
+        order, _ = planned(manifest, PROJECT / "docs" / "chapters")
     except ValueError as exc:
         raise FleetError(str(exc)) from None
-    order = run_order(requests, chapter_order(PROJECT / "docs" / "chapters"))
     target.write_text(json.dumps(order, indent=1) + "\n", encoding="utf-8")
     return target
 
@@ -237,14 +231,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print the jobs it would submit, with their prices when the Hub answers; submit none",
     )
-    parser.set_defaults(handler=lambda args, extra: cmd_fleet(args))
+    parser.set_defaults(handler=cmd_fleet)
 
 
-def cmd_fleet(args: argparse.Namespace, prog: str = "python -m attention_docs") -> int:
+def cmd_fleet(args: argparse.Namespace, extra: list[str]) -> int:
     try:
         return run_fleet(args)
     except FleetError as exc:
-        print(f"{prog} fleet: error: {exc}", file=sys.stderr)
+        print(f"python -m attention_docs fleet: error: {exc}", file=sys.stderr)
         return 2
 
 

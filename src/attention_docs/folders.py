@@ -53,8 +53,8 @@ def claim(path: Path) -> None:
         path.with_name(f"{path.name}.pid").write_text(f"{os.getpid()}\n", encoding="utf-8")
 
 
-def clear_dead(folder: Path, prefixes: Iterable[str], claimed: Iterable[str] = ()) -> list[Path]:
-    """Remove what dead processes left in `folder`; returns what was removed.
+def clear_dead(folder: Path, prefixes: Iterable[str], claimed: Iterable[str] = ()) -> None:
+    """Remove what dead processes left in `folder`.
 
     That is each entry named `<prefix><pid>` or `<prefix><pid>-...` for one of `prefixes`,
     and each entry named `<claimed prefix>...` whose `<name>.pid` file names a pid, when that
@@ -62,36 +62,31 @@ def clear_dead(folder: Path, prefixes: Iterable[str], claimed: Iterable[str] = (
     """
     named = [re.compile(rf"{re.escape(p)}(?P<pid>\d+)(?:-.*)?") for p in prefixes]
     claimed = tuple(claimed)
-    removed = []
     try:
         entries = sorted(folder.iterdir())
     except OSError:
-        return removed
+        return
     for entry in entries:
         marker = entry.with_name(f"{entry.name}.pid")
         if entry.name.endswith(".pid"):
             # A claimed folder's owner removed the folder itself (mkdocs serve does on exit).
             owner = entry.with_name(entry.name.removesuffix(".pid"))
             if owner.name.startswith(claimed) and not owner.exists():
-                _clear(entry, _pid_in(entry), removed)
+                _clear(entry, _pid_in(entry))
             continue
         matches = [m for pattern in named if (m := pattern.fullmatch(entry.name))]
         if matches:
-            _clear(entry, int(matches[0].group("pid")), removed)
-        elif entry.name.startswith(claimed) and _clear(entry, _pid_in(marker), removed):
+            _clear(entry, int(matches[0].group("pid")))
+        elif entry.name.startswith(claimed) and _clear(entry, _pid_in(marker)):
             _remove(marker)
-    return removed
 
 
-def _clear(entry: Path, pid: int | None, removed: list[Path]) -> bool:
+def _clear(entry: Path, pid: int | None) -> bool:
     """Remove `entry` if `pid` names a process that no longer runs; whether it is gone."""
     if pid is None or running(pid):
         return False
     _remove(entry)
-    if entry.exists():
-        return False
-    removed.append(entry)
-    return True
+    return not entry.exists()
 
 
 def _pid_in(marker: Path) -> int | None:

@@ -23,9 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attention_docs.experiments.registry import COMPILE_S, REGISTRY, START_S, Work
-
-__all__ = ["COMPILE_S", "CORE", "DEFAULT", "START_S", "Work", "chapter_order", "run_order", "work"]
+from attention_docs.experiments.registry import REGISTRY, Work
 
 # What the pages need most, in order (issue 18: the heart of the reference post first).
 CORE = (
@@ -84,3 +82,12 @@ def run_order(requests: Iterable[dict], shown: Mapping[str, list[str]]) -> list[
         return (2, 0)
 
     return sorted(requests, key=rank)
+
+
+def planned(manifest: Path, chapters: Path) -> tuple[list[dict], dict[str, list[str]]]:
+    """The manifest's requests in run order, and the pages of `chapters` that show each
+    experiment (`chapter_order`); raises ValueError naming a manifest that cannot be read."""
+    from attention_docs.measurements.manifest import read_requests
+
+    shown = chapter_order(chapters)
+    return run_order(read_requests(manifest), shown), shown

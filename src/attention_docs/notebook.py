@@ -7,21 +7,11 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 
 # The site's markup a notebook has no use for: fact spans (the site-wide test reads them)
 # and the placeholders the MkDocs plugin turns into page-relative links.
 _FACT = re.compile(r'<span class="ad-fact" data-fact="[^"]*">(.*?)</span>', re.S)
 _METHOD_LINK = re.compile(r'<a href="@site/method/">([^<]*)</a>')
-MEASUREMENTS = "@measurements/"
-METHOD = "how every number is measured is a page of the site"
-
-
-def readable(text: str, store: Path) -> str:
-    """`text` as a notebook shows it: values without their fact spans, links to the raw data
-    pointing into `store`, and the method page named rather than linked."""
-    text = _METHOD_LINK.sub(METHOD, _FACT.sub(r"\1", text))
-    return text.replace(MEASUREMENTS, store.as_posix().rstrip("/") + "/")
 
 
 def show(text: str) -> None:
@@ -29,7 +19,11 @@ def show(text: str) -> None:
     printed elsewhere (a script, `python notebook.py`)."""
     from attention_docs import book
 
-    text = readable(text, book.settings().store)
+    store = book.settings().store.as_posix().rstrip("/") + "/"
+    text = _METHOD_LINK.sub(
+        "how every number is measured is a page of the site", _FACT.sub(r"\1", text)
+    )
+    text = text.replace("@measurements/", store)
     shell = sys.modules.get("IPython")
     ipython = shell.get_ipython() if shell is not None else None
     if ipython is None or not getattr(ipython, "kernel", None):

@@ -81,17 +81,13 @@ class MeasurementError(RuntimeError):
 
 @dataclass(frozen=True)
 class Finished:
-    """What a worker left: its exit code (negative: killed by that signal), its output, and
-    the outcome it reported (None if it reported none: it crashed or was killed)."""
+    """What a worker left: its exit code (negative: killed by that signal), its output (what
+    it printed on stdout is no part of it), and the outcome it reported (None if it reported
+    none: it crashed or was killed)."""
 
     returncode: int
-    stdout: str
     stderr: str
     outcome: dict | None = None
-
-
-class WorkerTimeoutError(Exception):
-    """The worker ran past its time limit and was killed."""
 
 
 def run_worker(
@@ -125,7 +121,7 @@ def run_worker(
     log.info("measuring %s on %s in a worker process", what, device_kind)
     try:
         proc = run(job, timeout_s)
-    except WorkerTimeoutError:
+    except TimeoutError:  # the worker ran past its time limit and was killed
         raise MeasurementError(
             f"{what} did not finish within {seconds_text(timeout_s)} s and was stopped; its parameters "
             "are probably too large for this machine: choose smaller ones",
@@ -197,7 +193,8 @@ def _run_new_interpreter(job: dict, timeout_s: float) -> Finished:
                 "attention_docs.workers",
                 json.dumps({**job, "outcome_fd": write_end}),
             ],
-            capture_output=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
             timeout=timeout_s,
             check=False,
@@ -207,11 +204,11 @@ def _run_new_interpreter(job: dict, timeout_s: float) -> Finished:
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     except subprocess.TimeoutExpired:
-        raise WorkerTimeoutError from None
+        raise TimeoutError from None
     finally:
         os.close(write_end)
         outcome = _outcome(read_end)
-    return Finished(proc.returncode, proc.stdout, proc.stderr, outcome)
+    return Finished(proc.returncode, proc.stderr, outcome)
 
 
 def _outcome(read_end: int) -> dict | None:
@@ -280,15 +277,8 @@ class _Server:
 
     def run(self, job: dict, timeout_s: float) -> Finished:
         with self.lock:
-            out = Path(self.folder.name) / "stdout"
             err = Path(self.folder.name) / "stderr"
-            request = {
-                "job": job,
-                "cwd": str(Path.cwd()),
-                "env": _child_env(),
-                "stdout": str(out),
-                "stderr": str(err),
-            }
+            request = {"job": job, "cwd": str(Path.cwd()), "env": _child_env(), "stderr": str(err)}
             try:
                 self.proc.stdin.write(json.dumps(request).encode() + b"\n")
                 self.proc.stdin.flush()
@@ -300,13 +290,13 @@ class _Server:
             except TimeoutError:
                 _kill(pid)
                 self._answer(None)  # the server reaps it
-                raise WorkerTimeoutError from None
+                raise
             except _ServerGoneError:
                 _kill(pid)  # its server is gone: the request is made again elsewhere
                 raise
             finally:
                 self.in_flight = None
-            return Finished(answer["returncode"], _read(out), _read(err), answer.get("outcome"))
+            return Finished(answer["returncode"], _read(err), answer.get("outcome"))
 
     def _answer(self, timeout_s: float | None) -> dict:
         if timeout_s is not None:
@@ -487,7 +477,7 @@ def _child(request: dict) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        for fd, path in ((1, os.devnull), (2, request["stderr"])):
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(target, fd)
             os.close(target)

@@ -117,9 +117,8 @@ FLEX_COMPILE_S = 10.0  # one FlexAttention mod: a kernel of its own
 TRITON_S = 30.0  # the site's Triton kernel, first compile in a process (Triton's start too)
 TRITON_SPEC_S = 8.0  # each further specialisation (dtype, head_dim, causal)
 PROFILE_S = 0.5  # one profiler session: start, warm-up and active steps, trace processing
-TIMED_S = (
-    0.2  # one callable at one shape: 20 rounds of 3 CUDA-event runs, each after a warm-up call
-)
+# One callable at one shape: 20 rounds of 3 CUDA-event runs, each after a warm-up call.
+TIMED_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -228,14 +227,9 @@ class Experiment:
     func: Callable[..., Observed]
     params: Mapping[str, Param]
     measures: tuple[str, ...]  # package-relative source files whose code is measured
-    # The least memory a run with these (resolved) parameters needs, or None if unknown;
-    # `run` and the worker (for `book.measure`) refuse parameters that cannot fit before the
-    # experiment starts.
+    # As `experiment()` declares them (its docstring says what each is for).
     estimate_bytes: EstimateBytes | None = score_matrix_bytes
-    # The modules imported before the experiment starts (PRELOAD unless it declares less).
     imports: tuple[str, ...] = PRELOAD
-    # Its work on the lent GPU at (resolved) parameters, or None: gpu_plan.py then assumes
-    # its DEFAULT, and tests/test_gpu_run.py fails until the experiment declares its own.
     gpu_work: EstimateWork | None = None
     # The file that declares it (absolute): part of its fingerprint. Default: `func`'s.
     file: str = ""
@@ -325,22 +319,20 @@ class Experiment:
                 f" for one batch_size×num_heads×seq_len² score matrix of "
                 f"{params.get('dtype', 'float32')} ({dims} elements)"
             )
+        # The parameters that differ from their CPU default (`seq_len=100000`).
+        changed = [
+            f"{n}={v}"
+            for n, v in params.items()
+            if n in self.params and v != self.params[n].default
+        ]
         return (
-            f"{self.name} with {_changed_text(self, params)} needs at least "
+            f"{self.name} with {', '.join(changed) or 'its default parameters'} needs at least "
             f"{bytes_text(need)}{how}, but {where} has {bytes_text(free_bytes)} free; "
             "choose smaller parameters (see `python -m attention_docs list`)"
         )
 
 
 REGISTRY: dict[str, Experiment] = {}
-
-
-def _changed_text(exp: Experiment, params: Mapping[str, Any]) -> str:
-    """The parameters that differ from their CPU default (`seq_len=100000`), else "defaults"."""
-    changed = [
-        f"{n}={v}" for n, v in params.items() if n in exp.params and v != exp.params[n].default
-    ]
-    return ", ".join(changed) or "its default parameters"
 
 
 def experiment(
@@ -355,14 +347,16 @@ def experiment(
 ) -> Callable[[Callable[..., Observed]], Callable[..., Observed]]:
     """Register `func(ctx, **params) -> Observed` as experiment `name`.
 
-    `estimate_bytes(params)` says the least memory a run needs (default: one
-    batch_size×num_heads×seq_len² matrix when the experiment has a `seq_len`); pass your own
+    `estimate_bytes(params)` says the least memory a run at resolved parameters needs
+    (default: one batch_size×num_heads×seq_len² matrix when the experiment has a `seq_len`),
+    and `run` and the worker refuse parameters that cannot fit before it starts; pass your own
     for an experiment that never materialises one, or None to skip the check. `imports`: what
     must be imported before it starts (PRELOAD: an experiment that neither profiles nor
     compiles may say `("torch",)`, and its worker starts seconds sooner). `gpu_work(params)`:
     what a run does on the lent GPU at its GPU parameters (compiles, profiles, timed
-    callables), from which gpu_plan.py orders and sizes a call; it is no part of the
-    fingerprint (measurements/keys.py), so an estimate edit re-measures nothing.
+    callables), from which gpu_plan.py orders and sizes a call (without it, gpu_plan's DEFAULT,
+    and tests/test_gpu_run.py fails until it is declared); it is no part of the fingerprint
+    (measurements/keys.py), so an estimate edit re-measures nothing.
     """
 
     def register(func: Callable[..., Observed]) -> Callable[..., Observed]:
