@@ -186,14 +186,27 @@ def test_profiled_and_unprofiled_forward_are_set_side_by_side(tiny_measurement):
         {s.label: [100.0, 110.0, 120.0] for s in tiny_measurement.steps},
     )  # five steps: 500, 550 and 600 µs per forward; their lower quartile 525 µs
     times = forward_times_for(m, (400.0, 390.0, 410.0))
+    # A profile counts its forwards' page faults (profiling/profile.py); an older one did not.
+    assert m.facts["page_faults_per_forward"] >= 0
+    facts = {k: v for k, v in m.facts.items() if k != "page_faults_per_forward"}
+    m = replace(m, facts=facts)
     claim = text(render.claims.profiled_vs_unprofiled(m, times))
     assert "sum to **525 µs (500–600 µs)** per forward" in claim
     assert "without it the forward takes 400 µs (390–410 µs)" in claim
-    assert "**125 µs** per forward" in claim and "this page does not split them" in claim
-    # Fresh pages are named as a contributor, not placed "early in a fresh process": a
-    # profile that records shapes can keep a forward faulting pages in on every call.
-    assert "fresh pages of memory the profiled calls touched" in claim
-    assert "early in a fresh process" not in claim
+    assert "**125 µs** per forward" in claim and "each, were it all bookkeeping)" in claim
+    # Page faults are named only as counted: not counted, they are said to be unknown ...
+    assert "(page faults were not counted)." in claim and "fresh memory" not in claim
+    # ... counted, the profiled forwards' faults are a contributor the page does not split off
+    # ("early in a fresh process" was once said and never measured) ...
+    faulted = replace(m, facts={**m.facts, "page_faults_per_forward": 512.0})
+    claim = text(render.claims.profiled_vs_unprofiled(faulted, times))
+    assert "and the 512 page faults each profiled forward took on fresh memory" in claim
+    assert "this page does not split them" in claim and "early in a fresh process" not in claim
+    # ... and none counted, fresh memory is ruled out, with why (the profile settles the heap).
+    settled = replace(m, facts={**m.facts, "page_faults_per_forward": 0.0})
+    claim = text(render.claims.profiled_vs_unprofiled(settled, times))
+    assert "Fresh memory is no part of it: the profiled forwards took 0 page faults each" in claim
+    assert "this page does not split them" not in claim
     shorter = render.claims.profiled_vs_unprofiled(m, forward_times_for(m, (700.0, 690.0, 710.0)))
     # Shorter, the difference is negative: said as a difference, never "−175 µs shorter".
     assert "minus the forward is −175 µs" in text(shorter) and "the sum is shorter" in text(shorter)

@@ -174,11 +174,17 @@ class Profiled:
     difference: Fact  # profiled sum minus the unprofiled forward (negative: shorter)
     events: int  # events in one profiled forward (ranges, ops, runtime calls)
     per_event: Fact | None  # the difference over those events, when positive and not a tie
+    faults: Fact | None  # page faults per profiled forward (None: not counted)
 
     @property
     def shorter(self) -> bool:
         """The profiled sum is the shorter of the two (`difference` negative)."""
         return self.difference.value < 0
+
+    @property
+    def faulted(self) -> bool:
+        """The profiled forwards took page faults (fresh memory was part of what they paid)."""
+        return self.faults is not None and self.faults.value > 0
 
 
 def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | None:
@@ -201,7 +207,15 @@ def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | Non
         per_event = Fact(q("profiler time per event"), diff / events, "µs")
     added = Fact(q("profiler time added per forward"), diff, "µs")
     unprofiled_fact = forward_time(times, fwd.NAIVE, shape)
-    return Profiled(found.summed, unprofiled_fact, c, added, events, per_event)
+    counted = m.facts.get("page_faults_per_forward")
+    faults = None
+    if counted is not None:
+        faults = Fact(
+            Quantity("page faults per profiled forward", fwd.NAIVE, m.device_id, COUNTED, shape),
+            counted,
+            "",
+        )
+    return Profiled(found.summed, unprofiled_fact, c, added, events, per_event, faults)
 
 
 # --- Shares per shape -------------------------------------------------------------------------

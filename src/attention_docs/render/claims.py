@@ -60,14 +60,28 @@ def profiled_vs_unprofiled(m: Measurement, times: Sourced | Measurement) -> str:
     if p.versus.tie:
         return text + " The two are within noise of each other."
     if p.per_event is not None:
+        paid = (
+            f"the profiler's bookkeeping for the {p.events} events it recorded "
+            f"({fact(p.per_event)} each, were it all bookkeeping)"
+        )
+        if p.faults is None:
+            pages = " (page faults were not counted)."
+        elif p.faulted:
+            pages = (
+                f" and the {fact(p.faults)} page faults each profiled forward took on fresh "
+                f"memory. [Reading a profile](01-reading-a-profile.md#why-the-first-step-lies) "
+                f"measures each; this page does not split them."
+            )
+        else:
+            pages = (
+                f". Fresh memory is no part of it: the profiled forwards took "
+                f"{fact(p.faults)} page faults each, for the heap was grown and freed before "
+                f"the profile began ([why](01-reading-a-profile.md#why-the-first-step-lies))."
+            )
         return text + (
             f" The difference, **{fact(p.difference)}** per forward, is not the forward's "
-            f"work but what the profiled runs paid on top of it: the profiler's bookkeeping for "
-            f"the {p.events} events it recorded ({fact(p.per_event)} each, were it all "
-            f"bookkeeping) and fresh pages of memory the profiled calls touched. "
-            f"[Reading a profile](01-reading-a-profile.md#why-the-first-step-lies) measures "
-            f"each; this page does not split them. Profiled times are for shares, never for "
-            f"speed."
+            f"work but what the profiled runs paid on top of it: {paid}{pages} Profiled times "
+            f"are for shares, never for speed."
         )
     if p.shorter:
         return text + (
