@@ -353,8 +353,8 @@ def test_profiled_sum_is_set_against_the_unprofiled_forward(roofline):
     claim = text(render.claims.profiled_vs_unprofiled(roofline, times))
     summed = quantile(sums, 0.25)  # the profiled forwards' lower quartile (records/timing.py)
     assert f"**{render.words.time_us(summed)} (" in claim
-    assert "were it all bookkeeping" in claim and "within noise" not in claim
-    assert f"**{render.words.time_us(summed - low)}** per forward" in claim
+    assert "timed in separate processes" in claim and "within noise" not in claim
+    assert render.words.time_us(summed - low) not in claim  # no difference is stated
     tie = forward_times_for(roofline, (sorted(sums)[1], min(sums), max(sums)))
     assert "within noise of each other" in render.claims.profiled_vs_unprofiled(roofline, tie)
 

@@ -166,25 +166,17 @@ def steps(m: Measurement, times: Measurement | None = None) -> Steps:
 
 @dataclass(frozen=True)
 class Profiled:
-    """The profiled steps' sum against the unprofiled forward of the same shape."""
+    """The profiled steps' sum beside the unprofiled forward of the same shape.
+
+    The two are timed in separate processes (naive_steps, forward_times), and on a shared
+    machine a process's times can move as a whole (docs/method.md, "Reproducible, and
+    checked"): their difference is no measure of the profiler's cost, which chapter 01 takes
+    within one process. Only a tie is stated."""
 
     summed: Fact
     unprofiled: Fact
     versus: Comparison  # ratio = profiled sum ÷ unprofiled forward
-    difference: Fact  # profiled sum minus the unprofiled forward (negative: shorter)
-    events: int  # events in one profiled forward (ranges, ops, runtime calls)
-    per_event: Fact | None  # the difference over those events, when positive and not a tie
     faults: Fact | None  # page faults per profiled forward (None: not counted)
-
-    @property
-    def shorter(self) -> bool:
-        """The profiled sum is the shorter of the two (`difference` negative)."""
-        return self.difference.value < 0
-
-    @property
-    def faulted(self) -> bool:
-        """The profiled forwards took page faults (fresh memory was part of what they paid)."""
-        return self.faults is not None and self.faults.value > 0
 
 
 def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | None:
@@ -193,29 +185,13 @@ def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | Non
     if unprofiled is None:
         return None
     found = steps(m)
-    c = compare(unprofiled, found.total)
-    diff = found.total.time_us - unprofiled.time_us
-    spans = m.timeline.spans if m.timeline else ()
-    events = sum(1 for s in spans if s.kind in ("range", "op", "runtime"))
-
-    def q(metric: str) -> Quantity:
-        detail = "profiled sum minus unprofiled forward"
-        return Quantity(metric, fwd.NAIVE, m.device_id, PROFILED, shape, detail)
-
-    per_event = None
-    if diff > 0 and not c.tie and events and m.device_kind != "cuda":
-        per_event = Fact(q("profiler time per event"), diff / events, "µs")
-    added = Fact(q("profiler time added per forward"), diff, "µs")
-    unprofiled_fact = forward_time(times, fwd.NAIVE, shape)
     counted = m.facts.get("page_faults_per_forward")
     faults = None
     if counted is not None:
-        faults = Fact(
-            Quantity("page faults per profiled forward", fwd.NAIVE, m.device_id, COUNTED, shape),
-            counted,
-            "",
-        )
-    return Profiled(found.summed, unprofiled_fact, c, added, events, per_event, faults)
+        what = Quantity("page faults per profiled forward", fwd.NAIVE, m.device_id, COUNTED, shape)
+        faults = Fact(what, counted, "")
+    unprofiled_fact = forward_time(times, fwd.NAIVE, shape)
+    return Profiled(found.summed, unprofiled_fact, compare(unprofiled, found.total), faults)
 
 
 # --- Shares per shape -------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def dominant_step(m: Measurement) -> str:
 
 
 def profiled_vs_unprofiled(m: Measurement, times: Sourced | Measurement) -> str:
-    """The five profiled steps' sum against the unprofiled forward of `forward_times`."""
+    """The five profiled steps' sum beside the unprofiled forward of `forward_times`."""
     p = fs.profiled_vs_unprofiled(m, _m(times))
     if p is None:
         return ""
@@ -58,38 +58,18 @@ def profiled_vs_unprofiled(m: Measurement, times: Sourced | Measurement) -> str:
         f"forward takes {fact(p.unprofiled)}."
     )
     if p.versus.tie:
-        return text + " The two are within noise of each other."
-    if p.per_event is not None:
-        paid = (
-            f"the profiler's bookkeeping for the {p.events} events it recorded "
-            f"({fact(p.per_event)} each, were it all bookkeeping)"
+        text += " The two are within noise of each other."
+    else:
+        text += (
+            " The two were timed in separate processes, and a process's times can move as a "
+            "whole ([how much](../method.md#reproducible-and-checked)), so their difference "
+            "is no measure of the profiler's cost: "
+            "[Reading a profile](01-reading-a-profile.md#what-the-profiler-costs) takes that "
+            "within one process."
         )
-        if p.faults is None:
-            pages = " (page faults were not counted)."
-        elif p.faulted:
-            pages = (
-                f" and the {fact(p.faults)} page faults each profiled forward took on fresh "
-                f"memory. [Reading a profile](01-reading-a-profile.md#why-the-first-step-lies) "
-                f"measures each; this page does not split them."
-            )
-        else:
-            pages = (
-                f". Fresh memory is no part of it: the profiled forwards took "
-                f"{fact(p.faults)} page faults each, for the heap was grown and freed before "
-                f"the profile began ([why](01-reading-a-profile.md#why-the-first-step-lies))."
-            )
-        return text + (
-            f" The difference, **{fact(p.difference)}** per forward, is not the forward's "
-            f"work but what the profiled runs paid on top of it: {paid}{pages} Profiled times "
-            f"are for shares, never for speed."
-        )
-    if p.shorter:
-        return text + (
-            f" The profiled sum minus the forward is {fact(p.difference)}: the sum is shorter, "
-            f"by time between and outside the ranges that no step covers, which the "
-            f"profiler's cost does not make up."
-        )
-    return text + f" The profiled sum is {fact(p.difference)} longer."
+    if p.faults is not None:
+        text += f" Each profiled forward took {fact(p.faults)} page faults."
+    return text + " Profiled times are for shares, never for speed."
 
 
 def mask_step_claim(m: Measurement, times: Sourced | Measurement) -> str:
