@@ -65,8 +65,25 @@ def test_the_method_page_states_the_recorded_run_with_its_verdicts():
         fmethod.SHORT_OF: "short of it",
         fmethod.UNDECIDED: "does not decide",
     }
-    assert said[found.alone_verdict] in text.split("; in sequence,")[0]
-    assert said[found.in_sequence_verdict] in text.split("; in sequence,")[1]
+    if found.alike:  # one verdict for both, said once
+        assert f": both {said[found.alone_verdict]}" in text and "; in sequence," not in text
+    else:
+        assert said[found.alone_verdict] in text.split("; in sequence,")[0]
+        assert said[found.in_sequence_verdict] in text.split("; in sequence,")[1]
+    # Either way round, from made-up rounds: the steps adding up in sequence and not alone,
+    # then adding up both ways.
+    forward = [1000.0 * (1 + 0.05 * (i % 7)) for i in range(20)]
+    unlike = with_steps(
+        s.measurement, [f * 0.12 for f in forward], [f * 0.2 for f in forward], forward
+    )
+    text = rm.finding(replace(s, measurement=unlike))
+    assert "timed alone, short of it" in text and "; in sequence, within a fifth" in text
+    alike = with_steps(
+        s.measurement, [f * 0.2 for f in forward], [f * 0.2 for f in forward], forward
+    )
+    text = rm.finding(replace(s, measurement=alike))
+    assert ": both within a fifth of it over their whole interval." in text
+    assert "timed alone, within" not in text
     table = rm.steps_table(s)
     assert table.count("| `attention.") == 5 and 'class="ad-caption"' in table
 

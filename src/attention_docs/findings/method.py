@@ -56,6 +56,11 @@ class Steps:
     in_sequence_verdict: str
     ratios: tuple[StepRatio, ...]
 
+    @property
+    def alike(self) -> bool:
+        """Both ways of timing the steps reach the same verdict."""
+        return self.alone_verdict == self.in_sequence_verdict
+
 
 def _verdict(f: Fact) -> str:
     if f.low >= 1 - ADDS_UP and f.high <= 1 + ADDS_UP:

@@ -26,11 +26,16 @@ def finding(sourced: Sourced) -> str:
         fmethod.SHORT_OF: "short of it by more than a fifth over their whole interval",
         fmethod.UNDECIDED: "where the noise does not decide whether within a fifth of it",
     }
+    verdicts = (
+        f"both {said[found.alone_verdict]}"
+        if found.alike
+        else f"timed alone, {said[found.alone_verdict]}; in sequence, "
+        f"{said[found.in_sequence_verdict]}"
+    )
     return (
         f"On {sourced.measurement.provenance.device.label}, naive attention's five steps timed "
         f"alone sum to {words.fact(found.alone)} of the forward timed in the same run; timed in "
-        f"sequence, as this site times them, to {words.fact(found.in_sequence)}: timed alone, "
-        f"{said[found.alone_verdict]}; in sequence, {said[found.in_sequence_verdict]}."
+        f"sequence, as this site times them, to {words.fact(found.in_sequence)}: {verdicts}."
     )
 
 
