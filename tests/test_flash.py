@@ -687,7 +687,7 @@ def test_block_table_and_claim_rank_within_the_noise():
     claim = render.flash.block_claim(tie)
     blocks = tie.tables["blocks"].column("block")
     # A leader within noise of others is never called "fastest" (findings/rank: a tie).
-    assert f"lowest median is with {blocks[1]}×{blocks[1]} tiles" in claim
+    assert f"lowest time is with {blocks[1]}×{blocks[1]} tiles" in claim
     assert "(tied for fastest)" in claim and "is fastest" not in claim
     assert "within noise of it" in claim and "faster" not in claim
     clear = sweep_of([10750.0, 3033.0, *([4000.0 + 100 * i for i in range(n - 2)])])

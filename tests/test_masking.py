@@ -176,7 +176,7 @@ def test_mask_variant_renderers_call_overlapping_rounds_a_tie(tiny_measurement):
     assert "| `masked_fill` | 0.5× (0.409–0.611×) | within noise (0.99×) |" in table
     assert "| `rebuild` | baseline | baseline |" in table
     # A leader within noise of another is not called "the cheapest" (findings/rank: a tie).
-    assert "lowest median is `masked_fill_`'s, within noise of `additive`'s" in table
+    assert "lowest time is `masked_fill_`'s, within noise of `additive`'s" in table
     assert "cheapest" not in table
     found = fv.mask_variants(m)
     assert not found.cheapest.clear

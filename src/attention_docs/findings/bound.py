@@ -24,11 +24,11 @@ class Bound:
     floor_us: float  # max(flops / peak, bytes / bandwidth)
     measured: Timing | None
     verdict: str | None  # None without a measurement
-    settled: bool  # the verdict holds for every round, not only the median
+    settled: bool  # the verdict holds for every round, not only the time it states
 
     @property
     def ratio(self) -> float | None:
-        """Measured median over the floor (how far above its roof the step runs)."""
+        """Measured time over the floor (how far above its roof the step runs)."""
         if self.measured is None or not self.floor_us:
             return None
         return self.measured.time_us / self.floor_us

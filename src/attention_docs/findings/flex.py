@@ -21,7 +21,7 @@ from attention_docs.records.timing import Timing
 
 BUILD = "BlockMask build time"
 FIRST_BUILD = "first call with this mask_mod in the worker process, one sample"
-WARM_BUILD = "repeated calls, median over rounds"
+WARM_BUILD = "repeated calls, lower quartile of rounds"
 # The build-cost sweep, a view over flexattention_cost's table (records/sweep.py): one line,
 # create_block_mask, against seq_len; its facts are the build times the chapter states.
 BUILD_SWEEP = Sweep(

@@ -12,7 +12,7 @@ from attention_docs.records.timing import Timing
 
 @dataclass(frozen=True)
 class Ranking:
-    """Names ordered fastest first (by median), with the leaders: the fastest and every
+    """Names ordered fastest first (by the time each states), with the leaders: the fastest and every
     name whose range overlaps it. `against_fastest[name]` compares the fastest with it."""
 
     order: tuple[str, ...]

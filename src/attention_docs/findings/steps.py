@@ -58,7 +58,7 @@ class Step:
     label: str
     calls: int
     cost: StepCost
-    profiled: Fact  # per forward: median over the profiled forwards, their range
+    profiled: Fact  # per forward: the profiled forwards' lower quartile, their range
     share: Fact  # of the profiled steps' sum, forward by forward
     flops: Fact  # the cost model's
     bytes: Fact  # the cost model's minimum

@@ -316,7 +316,7 @@ def block_claim(m: Measurement) -> str:
     else:
         others = [tile(b) for b in r.leaders[1:]]
         text = (
-            f"The loop's lowest median is with {tile(r.fastest)} tiles, and "
+            f"The loop's lowest time is with {tile(r.fastest)} tiles, and "
             f"{words.series(others)} {'is' if len(others) == 1 else 'are'} within noise of it "
             "(tied for fastest)"
         )

@@ -86,7 +86,7 @@ def mask_table(fm: Sourced, times: Sourced) -> str:
     ]  # fmt: skip
     header = ["Mask", "Compiled", "Unfused fallback", "SDPA + dense mask", "Fallback ÷ compiled", "SDPA + dense ÷ compiled"]  # fmt: skip
     note = "\n\nCompiled: the causal mask's time is the FlexAttention row of the site's forward-time table; the sliding window's is the sparsity sweep's point at that width."
-    what = "One forward per mask, unprofiled. The fallback and SDPA were timed in interleaved rounds, with the compiled kernel of every mask but the two whose compiled times come from other runs (above). Times are medians over their rounds; a ratio's range pairs the ends of the two times' ranges."
+    what = "One forward per mask, unprofiled. The fallback and SDPA were timed in interleaved rounds, with the compiled kernel of every mask but the two whose compiled times come from other runs (above). Each time is its rounds' lower quartile; a ratio's range pairs the ends of the two times' ranges."
     table = markdown_table(header, rows, "lrrrrr") + note + whole_window_note(fm, times)
     return f"{table}\n\n{caption_html(fm, what)}"
 

@@ -95,7 +95,11 @@ def step_table(
     ]
     total = f"**{words.fact(found.summed)}**"
     rows.append((f"**{total_label}**", total, "", "", ""))
-    what = f"Per step, median over {found.forwards} profiled forward(s) with their range" + (
+    over = words.plural(found.forwards, "profiled forward")
+    what = (
+        f"Per step over {over}: the time is their lower quartile (as every timing states), "
+        f"the share their median, each with their range"
+    ) + (
         "; unprofiled: the five steps timed one after another as the forward runs them, in "
         "interleaved rounds, achieving FLOP/s (a matmul) or bytes/s (an element-wise step)."
         if alone

@@ -41,9 +41,7 @@ def mask_variants(sourced: Sourced) -> str:
         return f"{lead}the cheapest mask step is `{r.fastest}`'s, beyond the noise of every other."
     # "Cheapest" only of a clear leader (findings/rank): a leader within noise of others ties.
     others = words.series(f"`{x}`'s" for x in r.leaders[1:])
-    return (
-        f"{lead}the mask step with the lowest median is `{r.fastest}`'s, within noise of {others}."
-    )
+    return f"{lead}the mask step with the lowest time is `{r.fastest}`'s, within noise of {others}."
 
 
 # --- float32 or bfloat16 ---------------------------------------------------------------------
