@@ -21,15 +21,16 @@ try:
 except ImportError:  # not a Unix: no page-fault count
     resource = None
 
-# What the profiler's bookkeeping does to a heap that keeps its memory (a worker's malloc
-# keeps what it frees: profiling/environment.py): its records grow between the ops it times
-# and take blocks those ops freed, so a tensor of the next profiled call lands on pages the
-# heap has just grown by and faults on every one. On the 2-core guest the site is built on,
-# profiled naive forwards faulted 256–1,024 fresh pages each (1–4 MB) while unprofiled ones
-# faulted none: the allocating steps were charged for the hypervisor's page faults. Touched
-# and freed before the profiler starts, 64 MiB of heap (in blocks below malloc's mmap
-# threshold, so that they come from the heap and stay in it) serves both; every profile
-# counts its calls' faults to show it.
+# Fresh pages under the profiler. A worker's malloc keeps what it frees
+# (profiling/environment.py), and still, on the 2-core guest the site is built on, profiled
+# naive forwards faulted 256–1,024 fresh pages each (1–4 MB) while the same forwards
+# unprofiled faulted none: the allocating steps were charged for the hypervisor's page
+# faults. The likely cause, not measured apart: the profiler allocates its records between
+# the ops it times, takes blocks those ops freed, and the next call's tensors land on pages
+# the heap has just grown by. Touched and freed before the profiler starts, 64 MiB of heap
+# (in blocks below malloc's mmap threshold, so that they come from the heap and stay in it)
+# took those faults to none in a process of its own and to tens per forward in a build's
+# worker; every profile counts its calls' faults (`page_faults`), and chapter 02 states them.
 SETTLE_BLOCK = 16 * 1024 * 1024
 SETTLE_BLOCKS = 4
 
