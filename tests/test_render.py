@@ -207,6 +207,10 @@ def test_profiled_and_unprofiled_forward_are_set_side_by_side(tiny_measurement):
     assert "Each profiled forward took 512 page faults." in claim
     settled = replace(m, facts={**m.facts, "page_faults_per_forward": 0.0})
     assert "took 0 page faults" in text(render.claims.profiled_vs_unprofiled(settled, times))
+    # On a GPU the steps are kernel times, which host page faults do not pay for: not stated.
+    gpu = replace(counted.provenance.device, kind="cuda", name="NVIDIA H200")
+    on_gpu = replace(counted, provenance=replace(counted.provenance, device=gpu))
+    assert "page faults" not in text(render.claims.profiled_vs_unprofiled(on_gpu, times))
     # Shorter, the same: neither a difference nor "shorter" is stated.
     shorter = text(
         render.claims.profiled_vs_unprofiled(m, forward_times_for(m, (700.0, 690.0, 710.0)))

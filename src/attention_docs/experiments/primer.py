@@ -22,15 +22,10 @@ from attention_docs.experiments.registry import Observed, Param, Work, experimen
 from attention_docs.inputs import make_qkv, resolve_dtype
 from attention_docs.measurements.schema import Table
 from attention_docs.profiling.device import synchronize
-from attention_docs.profiling.profile import activities_on, chrome_of
+from attention_docs.profiling.profile import activities_on, chrome_of, minor_faults
 from attention_docs.profiling.timing import time_callables
 from attention_docs.records.timing import Timing
 from attention_docs.records.trace import Trace, trim_chrome
-
-try:  # page-fault counters: POSIX only; elsewhere the column stays empty
-    import resource
-except ImportError:  # pragma: no cover - Windows
-    resource = None
 
 MEASURES = (
     "attention/naive.py",
@@ -67,14 +62,14 @@ class PerCall:
     @contextmanager
     def call(self) -> Iterator[None]:
         cuda = self.device.type == "cuda"
-        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else None
+        faults = minor_faults()  # None where the operating system does not count them
         reserved = torch.cuda.memory_reserved(self.device) if cuda else None
         started = time.perf_counter()
         yield
         synchronize(self.device)  # GPU work is asynchronous: wait for it before reading the clock
         self.wall_us.append((time.perf_counter() - started) * 1e6)
         if faults is not None:
-            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+            faults = minor_faults() - faults
         self.page_faults.append(faults)
         self.reserve_growth.append(
             torch.cuda.memory_reserved(self.device) - reserved if cuda else None
@@ -157,10 +152,6 @@ def first_call_extra(trace: Trace, limit: int = 12) -> Table:
     )
 
 
-def _minor_faults() -> int | None:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else None
-
-
 PAGE = 4096
 
 
@@ -177,7 +168,7 @@ def fault_cost(device: torch.device, nbytes: int) -> dict | None:
     """
     import mmap
 
-    if device.type != "cpu" or resource is None:
+    if device.type != "cpu" or minor_faults() is None:
         return None
     size = max(nbytes // PAGE, 1) * PAGE
     kept_pages = torch.frombuffer(mmap.mmap(-1, size), dtype=torch.uint8)[::PAGE]
@@ -194,10 +185,10 @@ def fault_cost(device: torch.device, nbytes: int) -> dict | None:
         kept_pages.fill_(1)
 
     fresh()
-    before, calls = _minor_faults(), 16
+    before, calls = minor_faults(), 16
     for _ in range(calls):
         fresh()
-    faults = (_minor_faults() - before) / calls
+    faults = (minor_faults() - before) / calls
     t = time_callables({"fresh": fresh, "mapped": mapped}, device, min_run_time=0.3)
     return {
         "buffer_bytes": size,

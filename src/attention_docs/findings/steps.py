@@ -171,12 +171,14 @@ class Profiled:
     The two are timed in separate processes (naive_steps, forward_times), and on a shared
     machine a process's times can move as a whole (docs/method.md, "Reproducible, and
     checked"): their difference is no measure of the profiler's cost, which chapter 01 takes
-    within one process. Only a tie is stated."""
+    within one process, and is never stated: only whether the two tie."""
 
     summed: Fact
     unprofiled: Fact
     versus: Comparison  # ratio = profiled sum ÷ unprofiled forward
-    faults: Fact | None  # page faults per profiled forward (None: not counted)
+    # Page faults per profiled forward on a CPU, where a step's time pays for them; None on a
+    # GPU (kernel times do not) and where they were not counted.
+    faults: Fact | None
 
 
 def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | None:
@@ -187,7 +189,7 @@ def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | Non
     found = steps(m)
     counted = m.facts.get("page_faults_per_forward")
     faults = None
-    if counted is not None:
+    if counted is not None and m.device_kind != "cuda":
         what = Quantity("page faults per profiled forward", fwd.NAIVE, m.device_id, COUNTED, shape)
         faults = Fact(what, counted, "")
     unprofiled_fact = forward_time(times, fwd.NAIVE, shape)

@@ -54,7 +54,8 @@ class ProfileRun:
     trace: Trace
     flops_by_op: dict[str, float]  # per profiled step, as counted by torch.profiler
     schedule: Schedule
-    # Page faults per profiled call (settle_heap's comment says why); None where not counted.
+    # Page faults per profiled call (the comment above SETTLE_BLOCK says why); None where
+    # the operating system does not count them.
     page_faults: float | None = None
 
 
