@@ -1,7 +1,9 @@
 """Tasks: `nox -s docs`, `serve`, `tests`, `lint`, `bench`, `browser`, `fleet`.
 
 This file is the only place that knows how to install things. Every session installs the
-project with torch pinned by `constraints.txt` (2.13.0, a small CPU build on PyPI) and keeps
+project with torch pinned by `constraints.txt` (2.13.0: on Linux x86-64, PyPI's wheel is the
+CUDA build with gigabytes of NVIDIA libraries; the README gives the variable that takes
+PyTorch's CPU build instead) and the lint tools pinned there too, and keeps
 compile caches and temporary files inside `.cache/` in the project. `docs`, `serve` and
 `bench` share one environment (.nox/docs), installed once and again only when
 pyproject.toml or constraints.txt change.
@@ -93,16 +95,23 @@ def _store_args(session: nox.Session) -> dict[str, str]:
     -> ATTENTION_DOCS_* variables."""
     env = {}
     args = list(session.posargs)
+    modes = ("--refresh", "--frozen", "--auto", "--publish")
     while args:
         arg = args.pop(0)
-        if arg in ("--refresh", "--frozen", "--auto", "--publish"):
-            env["ATTENTION_DOCS_MODE"] = arg.removeprefix("--")
+        if arg in modes:
+            given = env.setdefault("ATTENTION_DOCS_MODE", arg.removeprefix("--"))
+            if given != arg.removeprefix("--"):
+                session.error(
+                    f"--{given} and {arg} contradict each other: give one of {', '.join(modes)}"
+                )
         elif arg == "--this-machine":
             env["ATTENTION_DOCS_THIS_MACHINE"] = "1"
-        elif arg == "--device" and args:
-            env["ATTENTION_DOCS_DEVICE"] = args.pop(0)
-        elif arg.startswith("--device="):
-            env["ATTENTION_DOCS_DEVICE"] = arg.split("=", 1)[1]
+        elif arg == "--device" or arg.startswith("--device="):
+            value = arg.split("=", 1)[1] if "=" in arg else (args.pop(0) if args else "")
+            if env.setdefault("ATTENTION_DOCS_DEVICE", value) != value:
+                session.error(
+                    f"--device is given twice ({env['ATTENTION_DOCS_DEVICE']} and {value}): give it once"
+                )
         else:
             session.error(
                 f"unknown argument {arg!r}; nox -s docs accepts --refresh, --frozen, --auto, "
@@ -117,9 +126,9 @@ def _store_args(session: nox.Session) -> dict[str, str]:
 def docs(session: nox.Session) -> None:
     """Build the site into site/, strictly: any warning fails the build, and a failed build
     leaves the previous site/ as it was (tools/build_site.py builds beside it and swaps)."""
+    env = _store_args(session)  # bad arguments are refused before anything is installed
     _install(session, "docs")
-    env = {**_env(), **_store_args(session)}
-    session.run("python", "tools/build_site.py", "--site-dir", "site", env=env)
+    session.run("python", "tools/build_site.py", "--site-dir", "site", env={**_env(), **env})
 
 
 @nox.session(python=False)
@@ -131,12 +140,15 @@ def serve(session: nox.Session) -> None:
     the file, with the changed modules reloaded — no restart. Renderer outputs are reused
     from .cache/, so a reload redraws only what changed.
     """
+    env = _store_args(session)
     bin_dir = _docs_env(session)
-    env = {**_env(), **_store_args(session)}
+    env = {**_env(), **env}
     session.run(
         str(bin_dir / "mkdocs"),
         "serve",
         "--dirty",
+        # With click 8.3, mkdocs serve starts with live reload off unless asked for it.
+        "--livereload",
         "--dev-addr",
         "127.0.0.1:8000",
         env=env,
@@ -206,7 +218,7 @@ def browser(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check, and the import layers (import-linter's contracts in
     pyproject.toml)."""
-    session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
+    session.install("-c", "constraints.txt", *nox.project.dependency_groups(PYPROJECT, "lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     # import-linter reads the source without importing it: the package need not be installed

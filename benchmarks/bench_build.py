@@ -129,6 +129,7 @@ class Server:
                 *MKDOCS,
                 "serve",
                 "--dirty",
+                "--livereload",
                 "-f",
                 str(config),
                 "--dev-addr",

@@ -9,11 +9,13 @@ import logging
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
 from attention_docs import book
 from attention_docs.measurements.store import Store
+from attention_docs.records.load import Load
 from attention_docs.render.caption import caption_text
 from attention_docs.workers import MeasurementError, run_worker
 
@@ -85,6 +87,20 @@ def test_a_busy_machine_never_fails_a_readers_build_and_publishing_refuses_it(
     with pytest.raises(MeasurementError) as again:
         book.measure("_test_timed")
     assert again.value is refused.value
+    # One refusal ends the publish: a later request measures nothing and says why.
+    with pytest.raises(MeasurementError, match="publishing stopped when _test_timed was refused"):
+        book.measure("_test_quick", seq_len=8)
+    assert entries(tmp_path) == stored
+
+
+def test_publishing_needs_an_idle_machine_not_only_one_that_is_not_busy():
+    # A newcomer's publish beside two CPU-bound processes on 2 cores: others used 54 % of
+    # the CPU, under the share that flags a reader's entry busy, so it was published.
+    beside_two = Load(2, 1, 2.17, 2.17, other_cpu_share=0.544, busiest_share=0.6, busy_windows=0.0)
+    assert not beside_two.busy and not beside_two.idle
+    idle = Load(2, 1, 0.1, 0.2, other_cpu_share=0.005, busiest_share=0.02, busy_windows=0.0)
+    assert idle.idle
+    assert not replace(idle, busy_windows=0.5).idle  # busy in bursts is not idle either
 
 
 def test_timing_uses_no_more_threads_than_the_process_has_cores(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import python_prints
+from conftest import ROOT, python_prints
 
 
 @dataclass(frozen=True)
@@ -393,6 +393,10 @@ WRONG_TYPES = [
     (lambda d: d.__setitem__("provenance", []), "malformed measurement"),
     (lambda d: d["provenance"]["device"].__setitem__("name", 7), "provenance.device.name is 7"),
     (lambda d: d.__setitem__("tables", {"t": {"columns": "ab", "rows": 5}}), "malformed"),
+    # Numbers no measurement holds: json.dumps writes NaN and Infinity unless told not to.
+    (lambda d: d["steps"][0].__setitem__("time_us", float("nan")), "it holds NaN"),
+    (lambda d: d["steps"][0].__setitem__("cpu_us", float("-inf")), "it holds -Infinity"),
+    (lambda d: d["steps"][0].__setitem__("time_us", -5.0), "time_us is -5.0, a negative time"),
 ]
 
 
@@ -489,6 +493,23 @@ def test_import_archive_checks_the_run_log_before_writing(
     assert files(target) == {}
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -5.0, "1e999"])
+def test_an_archive_entry_with_a_number_no_time_can_be_is_refused_and_replaces_nothing(
+    tmp_path, store, capsys, value
+):
+    (entry,) = store.glob("_test_quick/*.json")
+    target = tmp_path / "target"
+    shutil.copytree(store, target)  # the good entry, committed
+    before = files(target)
+    data = json.loads(entry.read_text())
+    data["steps"][0]["time_us"] = value
+    entry.write_text(json.dumps(data).replace('"1e999"', "1e999"))
+    archive = _archive(tmp_path, store, {})
+    code, _, err = main(capsys, "import-archive", archive, "--store", target)
+    one_line_error(code, err, f"_test_quick/{entry.name} is not a measurement this build can read")
+    assert files(target) == before
+
+
 def test_import_of_an_archive_without_entries_is_an_error(tmp_path, capsys):
     empty = tmp_path / "empty-store"
     empty.mkdir()
@@ -501,8 +522,6 @@ def test_import_of_an_archive_without_entries_is_an_error(tmp_path, capsys):
 
 def project(tmp_path) -> Path:
     """Just enough of the project for `new-chapter`: experiments, mkdocs.yml, docs."""
-    from conftest import ROOT
-
     package = tmp_path / "src" / "attention_docs"
     shutil.copytree(ROOT / "src" / "attention_docs" / "experiments", package / "experiments")
     (tmp_path / "docs" / "chapters").mkdir(parents=True)
@@ -960,3 +979,18 @@ def test_prune_unrequested_names_the_request_of_requests_json_it_cannot_use(stor
     code, _, err = main(capsys, "prune", "--store", store, "--unrequested")
     one_line_error(code, err, f"request 0 of {manifest} is not valid: experiment _test_quick has")
     assert "nothing was deleted" in err and files(store) == before
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "naive_steps"]])
+def test_output_into_a_closed_pipe_ends_quietly(command):
+    """`list | head -1`: the reader closed the pipe before the command wrote to it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attention_docs", *command],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert (proc.returncode, err.decode()) == (0, "")

@@ -270,7 +270,7 @@ class Served:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.proc = subprocess.Popen(
-            [*MKDOCS, "serve", "--dirty", "--dev-addr", f"127.0.0.1:{self.port}"],
+            [*MKDOCS, "serve", "--dirty", "--livereload", "--dev-addr", f"127.0.0.1:{self.port}"],
             cwd=root,
             env=env,
             stdout=subprocess.DEVNULL,

@@ -60,6 +60,10 @@ def test_a_downloaded_notebook_runs_alone_and_shows_rendered_tables(reader, tmp_
         # Not the suite's: the reader's environment knows nothing of tests/.
         "PYTHONPATH": "",
         "ATTENTION_DOCS_EXPERIMENTS": "",
+        # What has a small size of its own is measured at it (forward_times' whole grid
+        # took two of the three minutes this test took): every other experiment at the
+        # chapter's size, as a reader's run measures it.
+        "ATTENTION_DOCS_TINY": "1",
     }
     env.pop("ATTENTION_DOCS_STORE", None)
     env.pop("ATTENTION_DOCS_MODE", None)

@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(preview_config(args.pages, store))
         if args.serve:
-            command = [sys.executable, "-m", "mkdocs", "serve", "--dirty", "-f", str(config)]
+            command = [sys.executable, "-m", "mkdocs", "serve", "--dirty", "--livereload"]
+            command += ["-f", str(config)]
             command += ["--dev-addr", "127.0.0.1:8000"]
             return folders.run_child(command, cwd=ROOT, env=env)
         site = args.site.resolve()

@@ -57,6 +57,9 @@ class Settings:
     # Where declarations.py remembers experiment declarations and this machine's device id,
     # so that a build with nothing to measure never imports torch; None: always compute.
     cache_dir: Path | None = None
+    # What a notebook measures, it measures at the small size an experiment declares as its
+    # `tiny` parameter (ATTENTION_DOCS_TINY, which the tests set): see for_notebook.
+    tiny: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -100,9 +103,8 @@ class BuildLog:
     used_files: set[Path] = field(default_factory=set)
     # Every experiment's declaration, read once per build (see declaration()).
     declared: dict[str, Experiment] | None = None
-    # Requests measured busy twice this build: the stored entry kept, or the error raised
-    # (asked again, they answer the same without measuring a third time).
-    kept: set[tuple[str, str]] = field(default_factory=set)
+    # Requests a publish refused for a busy machine: asked again, they answer the same
+    # without measuring a third time.
     busy_failures: dict[tuple[str, str], MeasurementError] = field(default_factory=dict)
     # The page being rendered, the device its entries come from (its first entry's), and the
     # pages that had to show more than one device: {page: device ids}.
@@ -143,11 +145,14 @@ def for_notebook(start: Path | None = None) -> Settings:
     handled as a reader's build handles it: measured again once calm, then kept flagged.
     ATTENTION_DOCS_STORE names another store (a clone's `docs/measurements`, to read the
     site's own entries); ATTENTION_DOCS_MODE=frozen never measures (any device's entry is
-    shown, its caption naming the device), =refresh measures everything again."""
+    shown, its caption naming the device), =refresh measures everything again.
+    ATTENTION_DOCS_TINY=1 measures what has a small size of its own (a `tiny` parameter)
+    at that size: minutes become seconds, for the tests or a first look."""
     here = (start or Path.cwd()).resolve()
     store = Path(os.environ.get("ATTENTION_DOCS_STORE", "").strip() or here / "measurements")
     mode = os.environ.get("ATTENTION_DOCS_MODE", "").strip() or "auto"
-    configure(Settings(store=store.resolve(), mode=mode, prefer=THIS_MACHINE))
+    tiny = bool(os.environ.get("ATTENTION_DOCS_TINY")) and mode != "frozen"
+    configure(Settings(store=store.resolve(), mode=mode, prefer=THIS_MACHINE, tiny=tiny))
     return _settings
 
 
@@ -272,6 +277,8 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     exp = declaration(experiment)
     _log.used_files.update(PACKAGE_ROOT / f for f in exp.source_files)
     _log.used_files.add(Path(exp.file))
+    if s.tiny and "tiny" in exp.params:
+        requested = {**requested, "tiny": True}
     requested = exp.canonical(requested)
     key = exp.key(requested)
     local = local_device_id(s.device_setting)
@@ -279,7 +286,16 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     fresh_this_build = (experiment, key) in _log.refreshed
     if (experiment, key) in _log.busy_failures:
         raise _log.busy_failures[experiment, key]
-    if not s.fresh or fresh_this_build or (experiment, key) in _log.kept:
+    if s.mode == "publish" and _log.busy_failures:
+        # One refusal ends a publish: every later request would wait for calm and be refused
+        # the same way, for minutes, and none of its entries could be published anyway.
+        (first, _), _error = next(iter(_log.busy_failures.items()))
+        raise MeasurementError(
+            f"{what} was not measured: publishing stopped when {first} was refused for a "
+            "busy machine. Publish from an idle machine",
+            kind="busy",
+        )
+    if not s.fresh or fresh_this_build:
         available = store.devices(experiment, key)
         prefer = ("local",) if s.fresh else s.prefer
         chosen = choose_device(available, prefer, local, page=_log.page_device, held=_held(store))
@@ -306,14 +322,11 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     # neither the experiments nor torch to measure (nor makes a CUDA context of its own).
     started = time.perf_counter()
     try:
-        kept = _measure_calmly(store, experiment, requested, key, local, imports=exp.imports)
+        _measure_calmly(experiment, requested, local, imports=exp.imports)
     except MeasurementError as exc:
         if exc.kind == "busy":
             _log.busy_failures[experiment, key] = exc
         raise
-    if kept is not None:
-        _log.kept.add((experiment, key))
-        return _record(kept, requested, "from the store", store, 0.0)
     elapsed = time.perf_counter() - started
     found = store.get(experiment, key, local)
     if found is None:
@@ -334,23 +347,16 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
 
 
 def _measure_calmly(
-    store: Store,
-    experiment: str,
-    requested: dict,
-    key: str,
-    local: str,
-    *,
-    imports: tuple[str, ...],
-) -> Measurement | None:
+    experiment: str, requested: dict, local: str, *, imports: tuple[str, ...]
+) -> None:
     """Measure into the store; a busy result is measured once more when the machine calms.
 
     The first attempt stores nothing if other work competed; after waiting up to
     `busy_wait_s` for the machine to calm, the second attempt is stored whatever the load,
-    flagged as busy when it was — except when publishing: then a second busy
-    result keeps the entry the store already holds for this machine, or fails the build
-    saying how busy. With `busy_wait_s` 0 there is no calm to wait for, and no second
-    attempt: the first is kept flagged (publishing refuses it at once). Returns None when
-    the store now holds the fresh entry.
+    flagged as busy when it was — except when publishing, which stores only what an idle
+    machine measured (`Load.idle`): a second such refusal fails, saying how busy, and the
+    store keeps what it held. With `busy_wait_s` 0 there is no calm to wait for, and no
+    second attempt: the first is kept flagged (publishing refuses it at once).
     """
     from attention_docs.profiling.load import wait_until_calm
 
@@ -370,6 +376,7 @@ def _measure_calmly(
                 s.store,
                 s.timeout_s,
                 allow_busy=attempt == attempts - 1 and s.mode != "publish",
+                require_idle=s.mode == "publish",
                 imports=imports,
             )
         except MeasurementError as exc:
@@ -387,20 +394,9 @@ def _measure_calmly(
                 )
                 wait_until_calm(s.busy_wait_s)
             continue
-        return None
+        return
     how = f"; then, after waiting up to {s.busy_wait_s:.0f} s for it to calm, ".join(loads)
     times = "twice" if len(loads) > 1 else "once, with no wait for calm (busy_wait 0),"
-    previous = store.get(experiment, key, local)
-    if previous is not None and not previous.provenance.busy:
-        log.warning(
-            "%s was measured %s while other work competed for the machine (%s); the stored "
-            "entry measured on %s is kept",
-            what,
-            times,
-            how,
-            previous.provenance.date[:10],
-        )
-        return previous
     raise MeasurementError(
         f"{what} was measured {times} while other work competed for the machine ({how}), "
         "and publishing refuses a busy machine's timings. Publish from an idle machine; a "

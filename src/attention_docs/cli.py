@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -560,3 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ExperimentError, DeviceError, BusyMachineError, ScaffoldError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `show ... | head -1`: the reader has what they wanted
+        # Python flushes stdout again at exit, into the closed pipe: point it elsewhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

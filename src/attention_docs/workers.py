@@ -98,6 +98,7 @@ def run_worker(
     timeout_s: float,
     *,
     allow_busy: bool = True,
+    require_idle: bool = False,
     imports: Sequence[str],
 ) -> None:
     """Run one experiment in a fresh process that writes its result into `store`: a child
@@ -116,6 +117,7 @@ def run_worker(
         "device_kind": device_kind,
         "store": str(store),
         "allow_busy": allow_busy,
+        "require_idle": require_idle,
         "imports": list(imports),  # what the server imports before it forks the child
     }
     log.info("measuring %s on %s in a worker process", what, device_kind)
@@ -531,6 +533,7 @@ def work(job: dict) -> int:
             device_setting=job["device_kind"],
             store=Store(job["store"]),
             allow_busy=job["allow_busy"],
+            require_idle=job.get("require_idle", False),
         )
     except BusyMachineError as exc:
         return _report(job, REFUSED, {"refused": str(exc), "busy": exc.load})

@@ -43,12 +43,14 @@ def run_experiment(
     device_setting: str = "auto",
     store: Store | None = None,
     allow_busy: bool = True,
+    require_idle: bool = False,
 ) -> Measurement:
     """Run experiment `name` with `requested` parameters on the device `device_setting` names
     (auto, cpu or cuda); store it if `store` is given.
 
     A run during which other work competed for the machine is flagged in its provenance;
-    with `allow_busy=False` it is not stored and `BusyMachineError` says why.
+    with `allow_busy=False` it is not stored and `BusyMachineError` says why; with
+    `require_idle` (publishing) neither is a run beside any other work to speak of.
     """
     exp = get(name)
     requested = exp.canonical(requested or {})
@@ -100,6 +102,12 @@ def run_experiment(
         facts=observed.facts,
         notes=observed.notes,
     )
+    if require_idle and not monitor.load.idle:
+        raise BusyMachineError(
+            f"{name} was measured beside other work ({monitor.load.describe()}), and publishing "
+            "needs an idle machine: it was not stored.",
+            monitor.load.describe(),
+        )
     if measurement.provenance.busy and not allow_busy:
         raise BusyMachineError(
             f"{name} was measured while other work competed for the machine "

@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -271,10 +273,27 @@ class Measurement:
     @classmethod
     def loads(cls, text: str) -> Measurement:
         try:
-            data = json.loads(text)
+            data = json.loads(text, parse_float=_finite, parse_constant=_not_a_number)
         except json.JSONDecodeError as exc:
             raise SchemaError(f"not valid JSON ({exc})") from exc
         return cls.from_json(data)
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float, refused when it does not fit one (`1e999`): `dumps` writes no
+    such number, so a file that holds one was damaged or written by hand."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise SchemaError(f"malformed measurement: it holds {text}, a number out of range")
+    return value
+
+
+def _not_a_number(name: str) -> float:
+    raise SchemaError(f"malformed measurement: it holds {name}, which is not a number")
+
+
+# Fields that hold a time or a size: never negative (a time of -5 µs is a damaged file).
+_AMOUNT = re.compile(r"(_us|_s|_bytes)$|^(bytes|flops|calls|runs)$")
 
 
 def check_types(record: Any, where: str = "") -> None:
@@ -331,6 +350,9 @@ def _check(value: Any, hint: Any, where: str) -> None:  # noqa: PLR0912 - one ca
         ok = isinstance(value, expected)
     if not ok:
         raise SchemaError(f"malformed measurement: {where} is {value!r:.60}, not {_name(hint)}")
+    field_name = re.sub(r"\[\d+\]$", "", where).rsplit(".", 1)[-1]
+    if expected in (int, float) and value < 0 and _AMOUNT.search(field_name):
+        raise SchemaError(f"malformed measurement: {where} is {value!r}, a negative time or size")
     if expected in (tuple, list) and args:
         items = args[:1] * len(value) if args[-1] is Ellipsis or expected is list else args
         if len(items) != len(value):

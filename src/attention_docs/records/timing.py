@@ -83,6 +83,9 @@ class Timing:
         object.__setattr__(self, "rounds_us", tuple(self.rounds_us))
         if not self.rounds_us:
             raise ValueError("a Timing needs its rounds")
+        bad = [x for x in self.rounds_us if not (math.isfinite(x) and x >= 0)]
+        if bad:
+            raise ValueError(f"a Timing's rounds are times, never {bad[0]!r} µs")
 
     @classmethod
     def from_rounds(
