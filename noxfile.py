@@ -124,8 +124,11 @@ def _store_args(session: nox.Session) -> dict[str, str]:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the site into site/, strictly: any warning fails the build, and a failed build
-    leaves the previous site/ as it was (tools/build_site.py builds beside it and swaps)."""
+    """Build the site into site/, strictly: a block that raises, a broken link, a missing
+    figure or any other MkDocs warning fails the build. The warnings about stored entries (a
+    busy machine's, an unreadable one measured again) do not: the build summary repeats them.
+    A failed build leaves the previous site/ as it was (tools/build_site.py builds beside it
+    and swaps)."""
     env = _store_args(session)  # bad arguments are refused before anything is installed
     _install(session, "docs")
     session.run("python", "tools/build_site.py", "--site-dir", "site", env={**_env(), **env})

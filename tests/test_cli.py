@@ -994,3 +994,71 @@ def test_output_into_a_closed_pipe_ends_quietly(command):
     err = proc.stderr.read()
     proc.wait(timeout=120)
     assert (proc.returncode, err.decode()) == (0, "")
+
+
+def test_show_of_an_entry_file_links_files_that_exist_and_prints_no_markup(
+    store, capsys, monkeypatch
+):
+    (entry,) = store.glob("_test_quick/*.json")
+    monkeypatch.chdir(store.parent)  # the second path is relative
+    for shown in (entry, entry.relative_to(store.parent)):
+        code, out, err = main(capsys, "show", shown)
+        assert code == 0, err
+        raw = next(line for line in out.splitlines() if line.startswith("raw data: "))
+        trace = next(line for line in out.splitlines() if line.startswith("trace: "))
+        assert Path(raw.removeprefix("raw data: ")).resolve() == entry.resolve()
+        assert Path(trace.removeprefix("trace: ").split(" (open it")[0]).is_file()
+        assert "<span" not in out and "</" not in out and "&amp;" not in out
+
+
+def test_run_of_an_empty_manifest_says_there_is_nothing_to_measure(tmp_path, capsys):
+    manifest = tmp_path / "requests.json"
+    manifest.write_text("[]\n")
+    code, _, err = main(capsys, "run", "--requests", manifest, "--no-store")
+    one_line_error(code, err, "holds no requests: there is nothing to measure")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["reading-a-profile"],
+            "chapters/01-reading-a-profile.md has the slug 'reading-a-profile'",
+        ),
+        (["profiles", "--title", "reading a PROFILE"], "has the title 'reading a PROFILE' already"),
+    ],
+)
+def test_new_chapter_refuses_a_chapter_the_book_has_already(tmp_path, capsys, argv, message):
+    root = project(tmp_path)
+    first = root / "docs" / "chapters" / "01-reading-a-profile.md"
+    first.write_text((ROOT / "docs" / "chapters" / first.name).read_text(encoding="utf-8"))
+    before = files(root)
+    one_line_error(*main(capsys, "new-chapter", *argv, "--root", root)[::2], message)
+    assert files(root) == before
+
+
+def test_an_unreadable_legacy_entry_is_said_by_migrate_and_deleted_by_prune(store, capsys):
+    legacy = store / "_test_quick" / f"{'0' * 16}.cpu.json"
+    legacy.write_text("{not json")
+    code, out, _ = main(capsys, "migrate", "--store", store)
+    assert code == 0 and f"left {legacy}: it cannot be read as a measurement" in out
+    assert "0 entries renamed, 0 superseded" in out and legacy.exists()
+    code, out, _ = main(capsys, "prune", "--store", store)
+    assert code == 0 and f"deleted {legacy} (unreadable: " in out and not legacy.exists()
+
+
+def test_a_sweep_whose_ends_are_swapped_is_refused_before_it_runs(capsys):
+    code, _, err = main(
+        capsys, "run", "decode_steps", "--min-cache-len", 8192, "--max-cache-len", 512, "--no-store"
+    )
+    one_line_error(code, err, "min_cache_len=8192 is more than max_cache_len=512: the sweep")
+
+
+def test_every_experiments_defaults_are_sweeps_in_order():
+    from attention_docs.experiments import load_all
+    from attention_docs.experiments.registry import REGISTRY
+
+    load_all()
+    for exp in REGISTRY.values():
+        for kind in ("cpu", "cuda"):
+            exp.resolve({}, kind)  # raises on a swapped pair

@@ -3,6 +3,7 @@
 # the store's behaviour inside MkDocs, on a minimal site in a temporary folder.
 from __future__ import annotations
 
+import atexit
 import functools
 import gzip
 import json
@@ -410,6 +411,7 @@ def _warm_cache() -> Path:
     from attention_docs import book, declarations
 
     folder = Path(tempfile.mkdtemp(prefix="warm-cache-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # the worker's, gone with it
     declarations.experiments(folder)
     declarations.device_id("auto", folder, book._describe_device)
     return folder
@@ -457,6 +459,8 @@ def test_prose_edit_reruns_nothing_and_frozen_needs_an_entry(tmp_path, quick_ent
         "_test_quick(seq_len=8) is not in the store" in frozen.stderr
         and "quick-table" in frozen.stderr
     )
+    # The sentence says what to do: no traceback of the build's own code comes with it.
+    assert "Traceback" not in frozen.stderr and 'File "' not in frozen.stderr
     # Measured (as a build measures it: tests below show a build measuring a missing entry).
     with_entries(quick_entries, tmp_path, 8)
     first = mkdocs_build(config, tmp_path / "site")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -366,3 +367,26 @@ def test_the_fleet_is_listed_with_the_other_commands(capsys):
         cli.main(["fleet", "--help"])
     help_text = capsys.readouterr().out
     assert "--dry-run" in help_text and "--budget-s" in help_text
+
+
+def test_a_dry_run_quotes_its_commands_and_leaves_nothing_it_staged_behind(tmp_path):
+    spaced = tmp_path / "with space"
+    spaced.mkdir()
+    proc = fleet_cli(spaced, "h200", "--dry-run", HF_HUB_OFFLINE="1")
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if "hf jobs uv run" in x)
+    words = shlex.split(line)
+    assert words[words.index("--package") + 1] == str(spaced / "fleet" / site_pages.WHEEL)
+    # Without --folder it stages under .cache/fleet/<stamp>/, and takes that away again.
+    staged = ROOT / ".cache" / "fleet"
+    before = sorted(staged.iterdir()) if staged.is_dir() else []
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    environ |= {"HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_OFFLINE": "1"}
+    store = spaced / "store"
+    done = subprocess.run(
+        [sys.executable, "-m", "attention_docs", "fleet", "h200", "--dry-run", "--store", store],
+        capture_output=True, text=True, env=environ, cwd=ROOT, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "--folder keeps what it stages" in done.stdout
+    assert (sorted(staged.iterdir()) if staged.is_dir() else []) == before

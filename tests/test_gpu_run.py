@@ -7,6 +7,7 @@ import gzip
 import importlib.util
 import io
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -496,3 +497,22 @@ def test_a_plan_with_an_invalid_request_says_it_cannot_run_and_spends_no_budget(
     assert '_test_quick {"bogus": 1} [not run: INVALID]' in out
     assert "1 of the 2 requests can run, and fit the budget; 1 cannot (INVALID above)" in out
     assert "all 2 requests fit" not in out
+
+
+def test_gpu_measure_with_a_python_that_lacks_the_dependencies_says_so(tmp_path):
+    """The README's lent-machine command, run with a Python that has none of the package's
+    dependencies (a fresh virtual environment): one sentence, not ModuleNotFoundError."""
+    import venv
+
+    venv.create(tmp_path / "bare")  # no pip, no torch, no filelock
+    bare = tmp_path / "bare" / ("Scripts" if sys.platform == "win32" else "bin") / "python"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [bare, str(ROOT / "tools" / "gpu_measure.py"), "--plan"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "lacks torch, numpy, filelock: run the script with the Python that has torch" in (
+        done.stderr
+    )
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

@@ -425,3 +425,44 @@ def test_the_requests_manifest_is_read_one_way_and_refused_in_one_sentence(tmp_p
             path.write_text(content)
         with pytest.raises(ValueError, match=message):
             read_requests(target)
+
+
+@pytest.fixture
+def build_into(tmp_path, monkeypatch):
+    """`measure` as a build calls it, into the store at tmp_path, where measuring fails the
+    test: what cannot be kept must be said before anything is measured."""
+    from attention_docs import book
+
+    monkeypatch.setattr(book, "run_worker", lambda *a, **k: pytest.fail("it measured"))
+    book.configure(book.Settings(store=tmp_path, busy_wait_s=0))
+    yield book
+    book.configure(book.Settings())
+
+
+def test_a_read_only_store_is_said_before_measuring_and_once_per_build(tmp_path, build_into):
+    from conftest import read_only
+
+    from attention_docs.workers import MeasurementError
+
+    (tmp_path / "_test_quick").mkdir()
+    with read_only(tmp_path):
+        with pytest.raises(MeasurementError, match="cannot be written") as refused:
+            build_into.measure("_test_quick", seq_len=8)
+        assert refused.value.message.startswith("_test_quick(seq_len=8) was not measured: ")
+        with pytest.raises(MeasurementError) as again:  # another block asks for it
+            build_into.measure("_test_quick", seq_len=8)
+    assert again.value is refused.value
+
+
+def test_a_newer_checkouts_entry_is_said_before_measuring_and_kept(tmp_path, build_into):
+    from attention_docs.workers import MeasurementError
+
+    exp = build_into.declaration("_test_quick")
+    key = exp.key(exp.canonical({"seq_len": 8}))
+    newer = Store(tmp_path).path("_test_quick", key, build_into.local_device_id("auto"))
+    newer.parent.mkdir(parents=True)
+    newer.write_text(json.dumps({"schema_version": SCHEMA_VERSION + 1}))
+    before = newer.read_bytes()
+    with pytest.raises(MeasurementError, match="written by a newer version of attention_docs"):
+        build_into.measure("_test_quick", seq_len=8)
+    assert newer.read_bytes() == before

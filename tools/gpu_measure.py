@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import importlib.util
 import json
 import os
 import shutil
@@ -261,6 +262,14 @@ def main(argv: list[str] | None = None) -> int:
         "--plan", action="store_true", help="list what would run, with its parameters; run nothing"
     )
     args = parser.parse_args(argv)
+    # The package's own dependencies (pyproject.toml): a Python without them is the wrong one.
+    missing = [m for m in ("torch", "numpy", "filelock") if importlib.util.find_spec(m) is None]
+    if missing:
+        parser.error(
+            f"this Python ({sys.executable}) lacks {', '.join(missing)}: run the script with "
+            "the Python that has torch (on a lent machine, its own python3), or install the "
+            "project into this one first (pip install -e .)"
+        )
     from attention_docs.gpu_plan import planned
 
     try:  # what the pages need most first (gpu_plan.py)

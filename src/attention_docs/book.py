@@ -103,9 +103,9 @@ class BuildLog:
     used_files: set[Path] = field(default_factory=set)
     # Every experiment's declaration, read once per build (see declaration()).
     declared: dict[str, Experiment] | None = None
-    # Requests a publish refused for a busy machine: asked again, they answer the same
-    # without measuring a third time.
-    busy_failures: dict[tuple[str, str], MeasurementError] = field(default_factory=dict)
+    # Requests that could not be measured this build: asked again (by another block), they
+    # answer the same without measuring again.
+    failures: dict[tuple[str, str], MeasurementError] = field(default_factory=dict)
     # The page being rendered, the device its entries come from (its first entry's), and the
     # pages that had to show more than one device: {page: device ids}.
     page: str | None = None
@@ -284,12 +284,13 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     local = local_device_id(s.device_setting)
     what = f"{experiment}({params_text(requested)})"
     fresh_this_build = (experiment, key) in _log.refreshed
-    if (experiment, key) in _log.busy_failures:
-        raise _log.busy_failures[experiment, key]
-    if s.mode == "publish" and _log.busy_failures:
+    if (experiment, key) in _log.failures:
+        raise _log.failures[experiment, key]
+    busy = [name for (name, _), e in _log.failures.items() if e.kind == "busy"]
+    if s.mode == "publish" and busy:
         # One refusal ends a publish: every later request would wait for calm and be refused
         # the same way, for minutes, and none of its entries could be published anyway.
-        (first, _), _error = next(iter(_log.busy_failures.items()))
+        first = busy[0]
         raise MeasurementError(
             f"{what} was not measured: publishing stopped when {first} was refused for a "
             "busy machine. Publish from an idle machine",
@@ -322,10 +323,14 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     # neither the experiments nor torch to measure (nor makes a CUDA context of its own).
     started = time.perf_counter()
     try:
+        # A store that cannot take the result, or that holds a newer checkout's entry in its
+        # place, is said before anything is measured.
+        problem = store.write_problem() or store.newer_problem(experiment, key, local)
+        if problem:
+            raise MeasurementError(f"{what} was not measured: {problem}", kind="refused")
         _measure_calmly(experiment, requested, local, imports=exp.imports)
     except MeasurementError as exc:
-        if exc.kind == "busy":
-            _log.busy_failures[experiment, key] = exc
+        _log.failures[experiment, key] = exc
         raise
     elapsed = time.perf_counter() - started
     found = store.get(experiment, key, local)

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
 import re
@@ -151,8 +152,8 @@ def parse_params(extra: Sequence[str]) -> dict[str, str]:
 
 
 def _plain(markdown: str) -> str:
-    """Tables for a terminal: captions' HTML tags removed."""
-    return re.sub(r"<[^>]+>", "", markdown)
+    """Text for a terminal: HTML tags (captions', facts') removed, entities read."""
+    return html.unescape(re.sub(r"<[^>]+>", "", markdown))
 
 
 def print_measurement(sourced, *, kept: bool = True) -> None:
@@ -161,12 +162,12 @@ def print_measurement(sourced, *, kept: bool = True) -> None:
     from attention_docs import render
 
     m = sourced.measurement
-    print(f"# {m.experiment} — {render.caption.caption_text(sourced)}\n")
+    print(f"# {m.experiment} — {_plain(render.caption.caption_text(sourced))}\n")
     if m.steps:
         print(_plain(render.tables.step_table(sourced)) + "\n")
-        print(render.claims.dominant_step(m) + "\n")
+        print(_plain(render.claims.dominant_step(m)) + "\n")
     if m.timing:
-        print(render.claims.forward_time(m) + "\n")
+        print(_plain(render.claims.forward_time(m)) + "\n")
     if m.ops:
         print(_plain(render.tables.op_table(sourced)) + "\n")
     for name in sorted(m.tables):
@@ -219,6 +220,8 @@ def _run_requests(args: argparse.Namespace, store: Path | None) -> int:
     from attention_docs.records.load import BusyMachineError
 
     requests = _read_manifest(args.requests)
+    if not requests:
+        raise UsageError(f"{args.requests} holds no requests: there is nothing to measure")
     target = Store(store) if store else None
     failures = 0
     for request in requests:
@@ -369,7 +372,10 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
     path = Path(args.name)
     if path.suffix in (".json", ".gz") or path.is_file() or "/" in args.name:
         m = _read_entry(path)
-        print_measurement(Sourced(m, "from the store", path.name, base=f"{path.parent}/"))
+        # Links are the store's: from its root, which holds the entry's experiment folder.
+        root = path.parent.parent if path.parent.name == m.experiment else path.parent
+        rel = path.relative_to(root).as_posix()
+        print_measurement(Sourced(m, "from the store", rel, base=f"{root}/"))
         return 0
     exp = get(args.name)
     params = parse_params(extra)
@@ -527,7 +533,9 @@ def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:
         writable_store(args.store, "nothing was renamed")
     done = store.migrate()
     for d in done:
-        if d.newer_schema is not None:
+        if d.unreadable:
+            print(f"left {d.old}: it cannot be read as a measurement; `{PROG} prune` deletes it")
+        elif d.newer_schema is not None:
             print(
                 f"kept {d.old.name}: {d.new.name} was written by a newer version of "
                 f"attention_docs (schema {d.newer_schema}, this checkout reads "
@@ -537,7 +545,7 @@ def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:
             print(f"deleted {d.old.name}: {d.new.name}, measured later on that device, is kept")
         else:
             print(f"renamed {d.old.name} -> {d.new.name}")
-    done = [d for d in done if d.newer_schema is None]
+    done = [d for d in done if d.newer_schema is None and not d.unreadable]
     renamed = sum(not d.superseded for d in done)
     print(
         f"{renamed} entr{'y' if renamed == 1 else 'ies'} renamed, {len(done) - renamed} superseded"

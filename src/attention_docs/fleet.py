@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -74,11 +76,9 @@ class JobSpec:
 
     def command(self) -> str:
         """The same job by hand, with the `hf` command line (its `-v` syncs the folder)."""
-        args = " ".join(self.script_args)
-        return (
-            f"hf jobs uv run --flavor {self.flavor} --timeout {self.timeout_s}s "
-            f"-v ./{self.flavor}:{OUT_MOUNT}:rw {self.script} {args}"
-        )
+        volume = f"./{self.flavor}:{OUT_MOUNT}:rw"
+        hf = ["hf", "jobs", "uv", "run", "--flavor", self.flavor, "--timeout"]
+        return shlex.join([*hf, f"{self.timeout_s}s", "-v", volume, self.script, *self.script_args])
 
 
 def flavors_known() -> list[str]:
@@ -284,8 +284,8 @@ def run_fleet(args: argparse.Namespace) -> int:
         commit=commit_of(PROJECT),
     )
     api = huggingface_hub.HfApi()
-    if args.dry_run:
-        return dry_run(api, specs)
+    if args.dry_run:  # what it staged under .cache/ is for jobs that are never submitted
+        return dry_run(api, specs, None if args.folder else staging)
     if huggingface_hub.get_token() is None:
         raise FleetError(
             "no Hugging Face token: log in with `hf auth login` (or set HF_TOKEN); the jobs "
@@ -314,7 +314,8 @@ def run_fleet(args: argparse.Namespace) -> int:
         raise FleetError(problem) from None
 
 
-def dry_run(api: Any, specs: list[JobSpec]) -> int:
+def dry_run(api: Any, specs: list[JobSpec], staged: Path | None = None) -> int:
+    """Print each job and its price; submit none, and remove `staged`, if given."""
     try:
         price = prices(api)
     except Exception as exc:
@@ -331,6 +332,9 @@ def dry_run(api: Any, specs: list[JobSpec]) -> int:
         print(f"{spec.flavor} ({spec.device_kind}; {cost} for its {spec.timeout_s} s timeout)")
         print(f"  {spec.command()}")
     print(f"{len(specs)} job(s) would be submitted; none was (--dry-run)")
+    if staged is not None:
+        shutil.rmtree(staged, ignore_errors=True)
+        print(f"(removed {staged}, staged for them: --folder keeps what it stages)")
     return 0
 
 

@@ -68,17 +68,31 @@ class BlockFailure:
     cause: str | None = None  # the earlier block of the same session this one failed because of
 
 
-def exception_line(message: str) -> str:
-    """The first line of the exception a markdown-exec failure message ends with."""
+# A measurement a page needs that could not be had (missing from a frozen store, refused, a
+# busy publish, a worker's failure with its last lines): its message is the whole story.
+SAID = "attention_docs.workers.MeasurementError: "
+
+
+def said(error: str) -> str:
+    return error.removeprefix(SAID)
+
+
+def exception_text(message: str) -> str:
+    """The exception a markdown-exec failure message ends with, without its traceback."""
     output = message.split("Output is:", 1)[-1]
     lines = [line[2:] if line.startswith("  ") else line for line in output.splitlines()]
     lines = [line for line in lines if line.strip() and not line.startswith("```")]
     frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
     start = frames[-1] + 1 if frames else 0
-    for line in lines[start:]:
+    for i, line in enumerate(lines[start:], start):
         if not line.startswith(" ") and not line.startswith("Traceback"):
-            return line.strip()
+            return "\n".join(lines[i:]).strip()
     return lines[-1].strip() if lines else "unknown error"
+
+
+def exception_line(message: str) -> str:
+    """The first line of the exception a markdown-exec failure message ends with."""
+    return exception_text(message).splitlines()[0]
 
 
 class BlockFailures(logging.Handler):
@@ -118,6 +132,10 @@ class BlockFailures(logging.Handler):
                 f"executed block '{block}' in {self.page} failed with {error}: a consequence of "
                 f"block '{root.block}' failing earlier in session '{session}' (see above)"
             )
+        elif error.startswith(SAID):  # one sentence says what failed and what to do
+            self.failures.append(BlockFailure(self.page, block, session, error))
+            text = said(exception_text(message))  # a worker's last lines follow the sentence
+            record.msg = f"executed block '{block}' in {self.page} failed: {text}"
         else:
             self.failures.append(BlockFailure(self.page, block, session, error))
             record.msg = message.replace(
@@ -138,9 +156,10 @@ class BlockFailures(logging.Handler):
                 if followers
                 else ""
             )
+            where = "" if root.error.startswith(SAID) else " (its traceback is above)"
             lines.append(
-                f"executed block '{root.block}' in {root.page} failed: {root.error}{after} "
-                "(its traceback is above)"
+                f"executed block '{root.block}' in {root.page} failed: {said(root.error)}{after}"
+                f"{where}"
             )
         return lines
 
@@ -174,6 +193,10 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
     def on_config(self, config):
         if self.reloader is not None:
             self.reloader.reload_changed()
+        # mkdocs-jupyter says two lines per notebook per build ("Cache hit", "Copied jupyter
+        # file"): two dozen lines above the build summary that say nothing went wrong.
+        for name in ("mkdocs.plugins.mkdocs_jupyter", "mkdocs.mkdocs-jupyter"):
+            logging.getLogger(name).setLevel(logging.WARNING)
         self.root = root = Path(config.config_file_path).parent
         self.store = root / self.config.store
         self.requests_path = root / self.config.requests
@@ -603,7 +626,7 @@ def _device_item(device_id: str, row: dict, used: int) -> str:
     return (
         f"<li><code>{html.escape(device_id)}</code>: {html.escape(p.device.label)}{memory}; "
         f"{html.escape(versions)}; {html.escape(sheet)}; {row['entries']} entries in the "
-        f"store, {used} shown on these pages</li>"
+        f"store, read {used} times by these pages (one entry can back several)</li>"
     )
 
 

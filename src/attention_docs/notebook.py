@@ -7,11 +7,20 @@ from __future__ import annotations
 
 import re
 import sys
+import textwrap
 
 # The site's markup a notebook has no use for: fact spans (the site-wide test reads them)
 # and the placeholders the MkDocs plugin turns into page-relative links.
 _FACT = re.compile(r'<span class="ad-fact" data-fact="[^"]*">(.*?)</span>', re.S)
 _METHOD_LINK = re.compile(r'<a href="@site/method/">([^<]*)</a>')
+# MkDocs' admonitions (`!!! info "Title"` and an indented body), which Jupyter's Markdown
+# shows as they are typed: a notebook shows them as a quote under its title.
+_ADMONITION = re.compile(r'^!!! \w+ "([^"]*)"\n\n((?:(?:    .*)?\n?)*)', re.M)
+
+
+def _quoted(found: re.Match) -> str:
+    body = textwrap.dedent(found.group(2)).strip().splitlines()
+    return "\n".join([f"> **{found.group(1)}**", ">", *(f"> {line}".rstrip() for line in body)])
 
 
 def show(text: str) -> None:
@@ -23,7 +32,7 @@ def show(text: str) -> None:
     text = _METHOD_LINK.sub(
         "how every number is measured is a page of the site", _FACT.sub(r"\1", text)
     )
-    text = text.replace("@measurements/", store)
+    text = _ADMONITION.sub(_quoted, text.replace("@measurements/", store))
     shell = sys.modules.get("IPython")
     ipython = shell.get_ipython() if shell is not None else None
     if ipython is None or not getattr(ipython, "kernel", None):

@@ -222,6 +222,21 @@ def _with_nav(text: str, chapter: str, notebook: str) -> tuple[str, bool | None]
     return "".join(lines), done == 2
 
 
+def _same_chapter(chapters: Path, slug: str, title: str) -> str | None:
+    """The existing chapter that has this slug or this title, said; None when none has."""
+    for page in sorted(chapters.glob("*.md")):
+        if page.stem.split("-", 1)[-1] == slug:
+            return f"chapters/{page.name} has the slug {slug!r} already"
+        try:
+            head = page.read_text(encoding="utf-8")[:2000]
+        except (OSError, UnicodeDecodeError):
+            continue
+        found = re.search(r"^title:\s*(.+?)\s*$", head, re.M)
+        if found and found.group(1).strip("\"'").casefold() == title.casefold():
+            return f"chapters/{page.name} has the title {title!r} already"
+    return None
+
+
 def _top_level_names(source: str) -> set[str]:
     """The names a module's top level binds: imports, functions, classes, assignments."""
     names = set()
@@ -304,6 +319,9 @@ def new_chapter(root: Path, slug: str, title: str | None = None) -> list[str]:
         raise ScaffoldError(f"{problem}; choose another slug")
     number = _next_number(chapters)
     title = title or slug.replace("-", " ").capitalize()
+    same = _same_chapter(chapters, slug, title)
+    if same:
+        raise ScaffoldError(f"{same}; choose another slug or give another --title")
     notebook = f"{number:02d}_{name}"
     new_files = {
         package / "experiments" / f"{name}.py": EXPERIMENT,

@@ -16,6 +16,7 @@ import html
 import posixpath
 import re
 from collections.abc import Callable
+from importlib import metadata
 
 from attention_docs import __version__
 
@@ -85,11 +86,23 @@ def download_links(stem: str, page_dest_uri: str, *, wheel: bool = True) -> str:
     )
 
 
+def _torch_built_with() -> str:
+    """The torch version this site is built with (read without importing torch)."""
+    try:
+        return metadata.version("torch").split("+", 1)[0]
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+TORCH = f"torch=={_torch_built_with()}" if _torch_built_with() else "torch"
 INSTALL_CELL = f"""\
 # Installs the package this notebook runs, where it is missing: from ATTENTION_DOCS_PACKAGE
 # if you set it (the wheel's path or URL, a clone's folder), else from {WHEEL}
-# beside this notebook (the notebook's page on the site links it). pip takes torch, NumPy
-# and matplotlib with it; on a machine with a CUDA GPU the experiments use it.
+# beside this notebook (the notebook's page on the site links it). pip takes NumPy and
+# matplotlib with it and, where torch is missing too, {TORCH}, the torch this site was
+# built with: set ATTENTION_DOCS_TORCH to choose another (say "torch>=2.6"). On Linux, PyPI's
+# torch is the CUDA build, gigabytes; without a GPU, set PIP_EXTRA_INDEX_URL to
+# https://download.pytorch.org/whl/cpu for the CPU build. With a CUDA GPU the experiments use it.
 import glob, importlib.util, os, subprocess, sys
 
 if importlib.util.find_spec("attention_docs") is None:
@@ -101,7 +114,14 @@ if importlib.util.find_spec("attention_docs") is None:
             "attention_docs is not installed here: download {WHEEL} from this notebook's "
             "page into this folder (or set ATTENTION_DOCS_PACKAGE to it) and run this cell again"
         )
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", package], check=True)
+    wanted = [package]
+    if importlib.util.find_spec("torch") is None:
+        wanted.append(os.environ.get("ATTENTION_DOCS_TORCH") or "{TORCH}")
+    if subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *wanted]).returncode:
+        raise SystemExit(
+            "pip could not install " + " ".join(wanted) + " (its own message is above): "
+            "connect to the network, or install them yourself, then run this cell again"
+        )
     importlib.invalidate_caches()
 """
 

@@ -279,7 +279,17 @@ class Experiment:
     def resolve(self, requested: Mapping[str, Any], device_kind: str) -> dict[str, Any]:
         """Every parameter's value for a run on `device_kind`."""
         checked = self.check(requested)
-        return {n: checked.get(n, p.default_for(device_kind)) for n, p in self.params.items()}
+        params = {n: checked.get(n, p.default_for(device_kind)) for n, p in self.params.items()}
+        # A sweep from min_X to max_X (decode's cache lengths, the wall's sequences) whose
+        # ends are swapped would sweep nothing, and say nothing about it.
+        for low in (n for n in params if n.startswith("min_")):
+            high = "max_" + low.removeprefix("min_")
+            if high in params and params[low] > params[high]:
+                raise ExperimentError(
+                    f"parameter {low}={params[low]} is more than {high}={params[high]}: the "
+                    "sweep between them would be empty; swap them"
+                )
+        return params
 
     def canonical(
         self, requested: Mapping[str, Any], device_kind: str | None = None

@@ -208,7 +208,7 @@ class Store:
         The device id comes from the entry's own provenance; its trace moves with it. When
         the store already holds that device's entry for the key, the newer of the two is
         kept and the older goes, with its own trace only. An entry that cannot be read is
-        left where it is (and reported by `entries`).
+        left where it is, and said (`unreadable`): `prune` deletes it.
         """
         done = []
         legacy = [p for p in self.entry_paths() if p.name.endswith(LEGACY_SUFFIXES)]
@@ -218,6 +218,7 @@ class Store:
             for path in legacy:
                 m = self._readable(path)
                 if m is None:
+                    done.append(Migration(path, path, superseded=False, unreadable=True))
                     continue
                 target = self.path(m.experiment, m.key, m.device_id)
                 version = _newer_file(target)
@@ -294,6 +295,7 @@ class Migration:
     new: Path
     superseded: bool
     newer_schema: int | None = None  # `new` is of this newer schema: `old` was left as it is
+    unreadable: bool = False  # `old` cannot be read: left as it is
 
 
 def _newer_file(path: Path) -> int | None:
