@@ -1062,3 +1062,10 @@ def test_every_experiments_defaults_are_sweeps_in_order():
     for exp in REGISTRY.values():
         for kind in ("cpu", "cuda"):
             exp.resolve({}, kind)  # raises on a swapped pair
+
+
+def test_a_block_longer_than_the_sequence_is_refused(capsys):
+    code, _, err = main(
+        capsys, "run", "flash_block_sweep", "--blocks", "32,99999999999", "--no-store"
+    )
+    one_line_error(code, err, "a block of 99999999999 is longer than seq_len=")

@@ -544,7 +544,7 @@ def test_the_guides_example_is_what_new_chapter_writes_and_it_builds(tmp_path):
         env=env,
         check=False,
     )
-    assert again.returncode == 2 and "exists already" in again.stderr
+    assert again.returncode == 2 and "has the slug 'mask-cost' already" in again.stderr
 
 
 def test_experiment_modules_are_found_without_a_list(tmp_path, monkeypatch):

@@ -118,3 +118,12 @@ def test_a_figures_linear_axis_reads_in_one_style(high):
     plain = [t for t in labels if "," in t]
     prefixed = [t for t in labels if t.endswith((" k", " M"))]
     assert labels and not (plain and prefixed), labels
+
+
+@pytest.mark.parametrize(
+    ("x", "text"),
+    [(1e300, "1×10^300"), (-2.5e22, "−2.5×10^22"), (1.23456e20, "123,000,000,000,000,000,000")],
+)
+def test_an_absurdly_large_number_is_not_a_wall_of_digits(x, text):
+    assert words.number(x) == text
+    assert words.per_second(x, "FLOP")  # prefixed, it still reads back

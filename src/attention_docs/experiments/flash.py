@@ -306,6 +306,11 @@ def flash_block_sweep(
         ) from None
     if not sizes or min(sizes) < 1:
         raise ExperimentError(f"blocks={blocks!r}: give at least one block size of 1 or more")
+    if max(sizes) > seq_len:  # one tile would hold the whole matrix, and more
+        raise ExperimentError(
+            f"blocks={blocks!r}: a block of {max(sizes)} is longer than seq_len={seq_len}; give "
+            "blocks up to seq_len"
+        )
     sizes = sorted(set(sizes))
 
     def loop(b: int) -> Callable[[], torch.Tensor]:

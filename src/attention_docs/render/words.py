@@ -70,6 +70,10 @@ def work_counted(device_kind: str) -> str:
 _EXTRA_DIGITS: contextvars.ContextVar[int] = contextvars.ContextVar("extra_digits", default=0)
 
 
+# Past this no quantity the site states (a GPU's FLOP/s is 1e15) is a number to write out.
+ABSURD = 1e21
+
+
 def number(x: float | None, significant: int | None = None) -> str:
     """`x` to three significant figures, as a reader writes it: 1,710 · 2.5 · 0.000123.
 
@@ -81,6 +85,10 @@ def number(x: float | None, significant: int | None = None) -> str:
         return "0"
     if significant is None:
         significant = SIGNIFICANT + _EXTRA_DIGITS.get()
+    if abs(x) >= ABSURD:  # a damaged value: no wall of digits (1e300 had 300 of them)
+        mantissa, exponent = f"{x:.{significant - 1}e}".split("e")
+        mantissa = mantissa.rstrip("0").rstrip(".")
+        return f"{mantissa}×10^{int(exponent)}".replace("-", "−")
     digits = significant - 1 - math.floor(math.log10(abs(x)))
     rounded = round(float(x), digits)
     # Rounding can carry into a new digit (999.7 -> 1000): recount once.
@@ -96,6 +104,8 @@ def number(x: float | None, significant: int | None = None) -> str:
 
 def _rounded(x: float) -> float:
     """`x` as `number` states it, read back (999.7 -> 1000.0)."""
+    if abs(x) >= ABSURD:
+        return float(x)
     return float(number(x).replace(",", "").replace("−", "-"))
 
 
