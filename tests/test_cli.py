@@ -981,11 +981,11 @@ def test_prune_unrequested_names_the_request_of_requests_json_it_cannot_use(stor
     assert "nothing was deleted" in err and files(store) == before
 
 
-@pytest.mark.parametrize("command", [["list"], ["show", "naive_steps"]])
-def test_output_into_a_closed_pipe_ends_quietly(command):
-    """`list | head -1`: the reader closed the pipe before the command wrote to it."""
+def test_output_into_a_closed_pipe_ends_quietly():
+    """`show ... | head -1` (or `list`: main catches it for every command): the reader closed
+    the pipe before the command wrote to it."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "attention_docs", *command],
+        [sys.executable, "-m", "attention_docs", "show", "naive_steps"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

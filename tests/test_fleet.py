@@ -203,10 +203,15 @@ def test_a_folder_with_an_earlier_runs_archive_is_refused(tmp_path):
 
 
 def test_a_dry_run_prints_each_job_and_submits_none(tmp_path):
+    tmp_path = tmp_path / "with space"  # the commands it prints quote what they must
+    tmp_path.mkdir()
     proc = fleet_cli(tmp_path, *FLAVORS, "--dry-run", "--budget-s", "600", HF_HUB_OFFLINE="1")
     assert proc.returncode == 0, proc.stderr
     for flavor in FLAVORS:
         assert f"hf jobs uv run --flavor {flavor} --timeout {600 + fleet.SETUP_S}s" in proc.stdout
+        line = next(x for x in proc.stdout.splitlines() if f"--flavor {flavor} " in x)
+        words = shlex.split(line)
+        assert words[words.index("--package") + 1] == str(tmp_path / "fleet" / site_pages.WHEEL)
     assert f"price: see {fleet.PRICING} (the Hub did not answer)" in proc.stdout
     assert "4 job(s) would be submitted; none was (--dry-run)" in proc.stdout
     # The manifest it would send holds the store's requests, in the pages' order.
@@ -369,20 +374,14 @@ def test_the_fleet_is_listed_with_the_other_commands(capsys):
     assert "--dry-run" in help_text and "--budget-s" in help_text
 
 
-def test_a_dry_run_quotes_its_commands_and_leaves_nothing_it_staged_behind(tmp_path):
-    spaced = tmp_path / "with space"
-    spaced.mkdir()
-    proc = fleet_cli(spaced, "h200", "--dry-run", HF_HUB_OFFLINE="1")
-    assert proc.returncode == 0, proc.stderr
-    line = next(x for x in proc.stdout.splitlines() if "hf jobs uv run" in x)
-    words = shlex.split(line)
-    assert words[words.index("--package") + 1] == str(spaced / "fleet" / site_pages.WHEEL)
+def test_a_dry_run_without_a_folder_leaves_nothing_it_staged_behind(tmp_path):
     # Without --folder it stages under .cache/fleet/<stamp>/, and takes that away again.
     staged = ROOT / ".cache" / "fleet"
     before = sorted(staged.iterdir()) if staged.is_dir() else []
     environ = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     environ |= {"HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_OFFLINE": "1"}
-    store = spaced / "store"
+    store = tmp_path / "store"
+    store.mkdir()
     done = subprocess.run(
         [sys.executable, "-m", "attention_docs", "fleet", "h200", "--dry-run", "--store", store],
         capture_output=True, text=True, env=environ, cwd=ROOT, timeout=300, check=False,
