@@ -67,6 +67,7 @@ BUILD_AND_SAY = (
 class Built:
     site: Path
     imported_torch: bool
+    log: str
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +88,8 @@ def built(tmp_path_factory) -> Built:
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "ATTENTION_DOCS_MODE": "frozen"},
     )
     assert result.returncode == 0, f"strict build failed:\n{result.stderr[-6000:]}"
-    return Built(out, result.stdout.strip().splitlines()[-1] == "torch imported")
+    torch_imported = result.stdout.strip().splitlines()[-1] == "torch imported"
+    return Built(out, torch_imported, result.stderr)
 
 
 @pytest.fixture(scope="module")
@@ -311,6 +313,13 @@ def test_index_summarises_the_build(site):
     text = (site / "index.html").read_text(encoding="utf-8")
     assert "attention-docs:build-summary" not in text
     assert re.search(r"It rendered <strong>\d+</strong> measurements", text)
+    # An entry can back several tables: the count of reads is said as such.
+    assert re.search(r"\d+ entries in the store, read \d+ times by these pages", text)
+
+
+def test_the_build_log_ends_with_its_summary_not_a_line_per_notebook(built):
+    assert re.search(r"attention_docs: \d+ measurements: \d+ from the store", built.log)
+    assert "Copied jupyter file" not in built.log and "Cache hit:" not in built.log
 
 
 FACT = re.compile(r'<span class="ad-fact" data-fact="([^"]+)">(.*?)</span>', re.S)
