@@ -1,5 +1,5 @@
-# `python -m attention_docs list | run | show | prune | migrate | new-chapter`: the
-# experiments outside the docs. Every bad input ends in one sentence saying what was wrong
+# `python -m attention_docs list | run | show | prune | migrate | new-chapter | trace`: the
+# experiments outside the docs, and what a reader's own profile says. Every bad input ends in one sentence saying what was wrong
 # and what to do, exit code 2 — never a traceback.
 #
 # Adding a command from another module: give it a `register(sub)` that calls
@@ -125,11 +125,12 @@ def _parser() -> argparse.ArgumentParser:
     migrate.add_argument("--store", type=arguments.path, default=COMMITTED_STORE)
     migrate.set_defaults(handler=cmd_migrate)
 
-    from attention_docs import archive, fleet, scaffold
+    from attention_docs import archive, fleet, scaffold, trace_command
 
     archive.add_parser(sub)
     fleet.add_parser(sub)
     scaffold.register(sub)
+    trace_command.register(sub)
 
     return parser
 
@@ -560,13 +561,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra and not getattr(args, "takes_params", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from attention_docs.experiments.registry import ExperimentError
+    from attention_docs.findings.gpu_trace import TraceError
     from attention_docs.profiling.device import DeviceError
     from attention_docs.records.load import BusyMachineError
     from attention_docs.scaffold import ScaffoldError
 
     try:
         return args.handler(args, extra)
-    except (UsageError, ExperimentError, DeviceError, BusyMachineError, ScaffoldError) as exc:
+    except (
+        UsageError,
+        ExperimentError,
+        DeviceError,
+        BusyMachineError,
+        ScaffoldError,
+        TraceError,
+    ) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `show ... | head -1`: the reader has what they wanted

@@ -120,11 +120,13 @@ def ops_from_chrome(events: Iterable[Mapping], steps: Sequence[str]) -> tuple[Re
         if step is None:
             continue
         within = tuple(o["name"] for o in ops[:i] if o is not op and inside(op, o))
-        out.append(RecordedOp(step, op["name"], within, _inputs(op.get("args", {}))))
+        out.append(RecordedOp(step, op["name"], within, tensor_inputs(op.get("args", {}))))
     return tuple(out)
 
 
-def _inputs(args: Mapping) -> tuple[TensorArg, ...]:
+def tensor_inputs(args: Mapping) -> tuple[TensorArg, ...]:
+    """The tensor inputs of a recorded op, from its Chrome-trace `args` ("Input Dims",
+    "Input type"), in order; scalars, lists and tensors of other dtypes are left out."""
     dims, types = args.get("Input Dims", []), args.get("Input type", [])
     return tuple(
         TensorArg(tuple(d), _DTYPES[t])

@@ -1,0 +1,144 @@
+"""`python -m attention_docs trace` on real H100 traces recorded by others
+(tests/data/cited/tracelens-h100/), and on bad input. CPU only: nothing here runs a GPU."""
+
+import gzip
+import json
+from pathlib import Path
+from statistics import median
+
+import pytest
+from conftest import ROOT
+from test_cli import cli
+
+CITED = ROOT / "tests/data/cited/tracelens-h100"
+QWEN = CITED / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+TIMESFORMER = CITED / "facebook_timesformer-base-finetuned-k400__1016002.json.gz"
+BERT = CITED / "gaunernst_bert-small-uncased__1016001.json.gz"
+STEP_KEYS = {"step", "kernels", "gpu_us", "forecast"}
+SITE_KEYS = {"kind", "shape", "calls", "gpu_us", "forecast", "steps"}
+SHAPE_KEYS = {"batch_heads", "seq_len", "kv_len", "head_dim", "dtype"}
+RANGE_KEYS = {"floor_us", "low_us", "high_us"}
+
+
+def traced(path, *flags) -> dict:
+    ran = cli("trace", path, "--json", *flags)
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout)
+
+
+def site(found: dict, kind: str, batch_heads: int) -> dict:
+    (only,) = [
+        s
+        for s in found["attention"]
+        if (s["kind"], s["shape"]["batch_heads"]) == (kind, batch_heads)
+    ]
+    return only
+
+
+def test_qwen_sdpa_flash_matches_the_raw_kernels():
+    found = traced(QWEN)
+    s = site(found, "sdpa-flash", 256)
+    assert found["gpu"] == "h100-sxm"  # from the trace's deviceProperties
+    assert s["shape"] == {
+        "batch_heads": 256, "seq_len": 559, "kv_len": 559, "head_dim": 64, "dtype": "bfloat16"
+    }  # fmt: skip
+    assert s["calls"] == 24
+    # The reference, read straight from the events: every flash kernel's duration (ten of
+    # them ran before the profiled step, their launches not recorded).
+    events = json.loads(gzip.decompress(QWEN.read_bytes()))["traceEvents"]
+    flash = [
+        e["dur"] for e in events if e.get("cat") == "kernel" and "flash_fwd_kernel" in e["name"]
+    ]
+    assert s["gpu_us"] == pytest.approx(median(flash), rel=0.1)
+
+
+def test_timesformer_naive_attention_has_its_steps():
+    s = site(traced(TIMESFORMER), "naive", 96)
+    assert (s["shape"]["seq_len"], s["shape"]["kv_len"], s["shape"]["head_dim"]) == (3137, 3137, 64)
+    steps = {t["step"]: t["gpu_us"] for t in s["steps"]}
+    assert set(steps) == {
+        "attention.scores", "attention.scale", "attention.softmax", "attention.weighted_sum"
+    }  # fmt: skip
+    assert max(steps, key=steps.get) == "attention.softmax"
+    assert all(t["kernels"] and t["gpu_us"] > 0 for t in s["steps"])
+    assert s["gpu_us"] == pytest.approx(sum(steps.values()), rel=0.05)
+
+
+def test_bert_small_sdpa_flash():
+    s = site(traced(BERT), "sdpa-flash", 8)
+    assert (s["shape"]["seq_len"], s["shape"]["head_dim"]) == (141, 64)
+
+
+@pytest.mark.parametrize("path", [QWEN, TIMESFORMER, BERT], ids=["qwen", "timesformer", "bert"])
+def test_json_keys_and_launch_picture(path):
+    found = traced(path)
+    assert set(found) == {"gpu", "attention", "launch"}
+    assert found["attention"]
+    for s in found["attention"]:
+        assert set(s) == SITE_KEYS and set(s["shape"]) == SHAPE_KEYS
+        assert s["forecast"] is None or set(s["forecast"]) == RANGE_KEYS
+        for t in s["steps"]:
+            assert set(t) == STEP_KEYS
+            assert t["forecast"] is None or set(t["forecast"]) == RANGE_KEYS
+    launch = found["launch"]
+    assert set(launch) == {"median_delay_us", "gpu_busy_share", "verdict"}
+    assert launch["median_delay_us"] > 0 and 0 < launch["gpu_busy_share"] <= 1
+    assert launch["verdict"] == ("cpu-bound" if launch["gpu_busy_share"] < 0.5 else "gpu-bound")
+
+
+def test_gpu_flag_and_human_output():
+    assert traced(BERT, "--gpu", "a100-sxm4-80gb")["gpu"] == "a100-sxm4-80gb"
+    ran = cli("trace", BERT)
+    assert ran.returncode == 0 and "sdpa-flash" in ran.stdout and "attention.sdpa" in ran.stdout
+    assert "cpu-bound" in ran.stdout
+
+
+def test_unknown_gpu_in_the_trace_gives_no_forecast(tmp_path):
+    chrome = json.loads(gzip.decompress(BERT.read_bytes()))
+    chrome["deviceProperties"][0]["name"] = "Some Future GPU"
+    path = tmp_path / "future.json"
+    path.write_text(json.dumps(chrome))
+    found = traced(path)
+    assert found["gpu"] is None and all(s["forecast"] is None for s in found["attention"])
+    assert "no forecast" in cli("trace", path).stdout
+
+
+def test_gpu_events_without_attention_say_so(tmp_path):
+    chrome = json.loads(gzip.decompress(BERT.read_bytes()))
+    chrome["traceEvents"] = [
+        e for e in chrome["traceEvents"] if "scaled_dot_product" not in str(e.get("name"))
+    ]
+    path = tmp_path / "no_attention.json"
+    path.write_text(json.dumps(chrome))
+    assert traced(path)["attention"] == []
+    assert "no attention" in cli("trace", path).stdout
+
+
+# A trace of CPU ops only: what torch.profiler writes without CUDA activity.
+CPU_ONLY = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}]}
+
+
+def _bad_inputs(tmp: Path) -> dict[str, Path]:
+    cases = {
+        "not json": ("notes.json", b"hello, not json"),
+        "not gzip": ("fake.json.gz", b"{}"),
+        "truncated gzip": ("cut.json.gz", BERT.read_bytes()[:5000]),
+        "no traceEvents": ("other.json", json.dumps({"events": []}).encode()),
+        "no kernels": ("cpu.json", json.dumps(CPU_ONLY).encode()),
+    }
+    for name, data in cases.values():
+        (tmp / name).write_bytes(data)
+    return {"missing": tmp / "missing.json"} | {case: tmp / n for case, (n, _) in cases.items()}
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["missing", "not json", "not gzip", "truncated gzip", "no traceEvents", "no kernels", "slug"],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
+    args = [BERT, "--gpu", "no-such-gpu"] if case == "slug" else [_bad_inputs(tmp_path)[case]]
+    ran = cli("trace", *args)
+    assert ran.returncode == 2 and ran.stdout == ""
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("python -m attention_docs: error:")
+    assert "Traceback" not in ran.stderr
