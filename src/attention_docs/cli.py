@@ -1,6 +1,6 @@
 # `python -m attention_docs list | run | show | prune | migrate | new-chapter | trace`: the
-# experiments outside the docs, and what a reader's own profile says. Every bad input ends in one sentence saying what was wrong
-# and what to do, exit code 2 — never a traceback.
+# experiments outside the docs, and what a reader's own profile says. Every bad input ends in
+# one sentence saying what was wrong and what to do, exit code 2 — never a traceback.
 #
 # Adding a command from another module: give it a `register(sub)` that calls
 # `sub.add_parser(...)` and `set_defaults(handler=fn)` (fn(args, extra) -> exit code; raise
