@@ -62,6 +62,17 @@ def path(text: str) -> Path:
     return Path(text)
 
 
+def positive_int(text: str) -> int:
+    """A whole number of at least 1 (a size: a batch, heads, a length)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
+    return value
+
+
 def word(text: str) -> str:
     """A name that is not empty."""
     if not text.strip():

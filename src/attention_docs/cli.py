@@ -1,6 +1,7 @@
-# `python -m attention_docs list | run | show | prune | migrate | new-chapter | trace`: the
-# experiments outside the docs, and what a reader's own profile says. Every bad input ends in
-# one sentence saying what was wrong and what to do, exit code 2 — never a traceback.
+# `python -m attention_docs list | run | show | prune | migrate | new-chapter | trace |
+# forecast`: the experiments outside the docs, what a reader's own profile says, and what the
+# site forecasts for any shape on a named GPU. Every bad input ends in one sentence saying
+# what was wrong and what to do, exit code 2 — never a traceback.
 #
 # Adding a command from another module: give it a `register(sub)` that calls
 # `sub.add_parser(...)` and `set_defaults(handler=fn)` (fn(args, extra) -> exit code; raise
@@ -125,12 +126,13 @@ def _parser() -> argparse.ArgumentParser:
     migrate.add_argument("--store", type=arguments.path, default=COMMITTED_STORE)
     migrate.set_defaults(handler=cmd_migrate)
 
-    from attention_docs import archive, fleet, scaffold, trace_command
+    from attention_docs import archive, fleet, forecast_command, scaffold, trace_command
 
     archive.add_parser(sub)
     fleet.add_parser(sub)
     scaffold.register(sub)
     trace_command.register(sub)
+    forecast_command.register(sub)
 
     return parser
 
@@ -561,6 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra and not getattr(args, "takes_params", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from attention_docs.experiments.registry import ExperimentError
+    from attention_docs.findings.gpu_forecast import ForecastError
     from attention_docs.findings.gpu_trace import TraceError
     from attention_docs.profiling.device import DeviceError
     from attention_docs.records.load import BusyMachineError
@@ -575,6 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         BusyMachineError,
         ScaffoldError,
         TraceError,
+        ForecastError,
     ) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
