@@ -325,14 +325,14 @@ def fact_values(html: str) -> dict[str, set[str]]:
     """Each data-fact id in `html` with the values (first number and unit) it is stated with."""
     found: dict[str, set[str]] = {}
     for fact_id, text in re.findall(r'data-fact="([^"]+)">(.*?)</span>', html):
-        value = re.search(r"\d[\d.,]*\s?[^\s(]*", re.sub(r"<[^>]+>", "", text)).group(0)
+        value = re.search(r"\d[\d.,]*\s?[^\s(]*", _plain(text)).group(0)
         found.setdefault(fact_id, set()).add(value)
     return found
 
 
 def test_one_step_is_one_fact_in_the_table_the_sweeps_and_the_finding():
     """The bug this experiment fixes: the GQA step at batch 1 stated with two values."""
-    m, c = decode_steps(), None
+    m = decode_steps()
     c = ceilings(m)
     page = "".join(
         (
@@ -404,12 +404,11 @@ def test_a_working_set_inside_the_last_level_cache_is_said_not_hidden():
     # once, where "67.1 MB, 67.1 MB and 67.1 MB in all" read as three.
     last = [fdecode.cache_series(m, v)[-1] for v in fdecode.VARIANTS]
     assert len(fdecode.working_sets(last)) == 3  # this fixture: 4 layers each, three sizes
-    assert "Its layers (262 kB, 131 kB and 65.5 kB in all)" in re.sub(
-        r"<[^>]+>", "", render.decode._resident(last, with_llc(1e12))
-    )
+    said = _plain(render.decode._resident(last, with_llc(1e12)))
+    assert "Its layers (262 kB, 131 kB and 65.5 kB in all)" in said
     same = [replace(p, layers=held // p.cost.cache_bytes) for p in last]
     assert [f.value for f in fdecode.working_sets(same)] == [held]
-    said = re.sub(r"<[^>]+>", "", render.decode._resident(same, with_llc(1e12)))
+    said = _plain(render.decode._resident(same, with_llc(1e12)))
     assert f"Each variant's layers ({render.words.nbytes(held)} in all) fit" in said
 
 
@@ -433,6 +432,11 @@ def test_a_step_proportional_to_its_bytes_has_slope_one():
 
 def test_prefill_against_decode_splits_decode_into_bytes_and_steps_when_it_can():
     m = prefill_vs_decode()  # decode 2,400 µs; 24 steps on a one-token cache of 20 µs
+    # Prefill reads the 24 tokens' K/V once, decode t of them at step t; both read q once and
+    # write the output once (batch 1, 4 heads, 2 k/v heads, head_dim 8, float32).
+    kv_token, q_and_out = 2 * 2 * 8 * 4, 2 * 4 * 24 * 8 * 4
+    assert fdecode.moved_bytes(m, fdecode.PREFILL) == kv_token * 24 + q_and_out
+    assert fdecode.moved_bytes(m, fdecode.DECODE) == kv_token * 24 * 25 / 2 + q_and_out
     c = ceilings(m, bandwidth=20e9)
     s = fdecode.split(m, c)
     assert s.holds and s.steps_dominate
@@ -535,7 +539,7 @@ def test_the_cache_sweep_is_a_view_whose_facts_are_the_step_facts_of_its_points(
         assert (fact.id, fact.value, fact.low, fact.high) == (
             want[key].id, want[key].value, want[key].low, want[key].high,
         ), key  # fmt: skip
-    claim = re.sub(r"<[^>]+>", "", render.decode.cache_claim(steps))
+    claim = _plain(render.decode.cache_claim(steps))
     assert "k/v heads" in claim and "at cache length" in claim
     figure = render.decode.cache_figure(steps)
     assert "each band is the range over the rounds" in figure and "MQA (1 k/v head):" in figure

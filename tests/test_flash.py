@@ -513,19 +513,20 @@ def test_tile_fits_against_shared_memory():
 def test_generations_are_counted_for_the_forecast_gpu():
     g = fflash.generations()
     s = gpu.FORECAST_SHAPE
-    assert g.gpu.slug == gpu.FORECAST_GPU and g.shape == s
+    assert gpu.sheet().slug == gpu.FORECAST_GPU
+    assert all(f.quantity.shape == s for f in (*g.programs, *g.rescale_us, g.tiles, g.matmul_us))
     assert [f.value for f in g.programs] == [
         programs(s.batch_size, s.num_heads, s.seq_len),
         programs(s.batch_size, s.num_heads, s.seq_len, gpu.FLASH_BLOCK_Q),
     ]
-    assert g.per_sm[1].value == g.programs[1].value / g.gpu.sm_count
+    assert g.per_sm[1].value == g.programs[1].value / gpu.sheet().sm_count
     assert g.per_sm[0].value < 1 < g.per_sm[1].value  # FA1 leaves SMs idle at this shape
     r = output_rescale_flops(*s.dims, causal=True, block_q=128, block_k=64)
     assert (g.rescale_flops[0].value, g.rescale_flops[1].value) == (r.fa1, r.fa2)
-    assert g.rescale_us[1].value == pytest.approx(r.fa2 / gpu.vector_peak(g.gpu) * 1e6)
+    assert g.rescale_us[1].value == pytest.approx(r.fa2 / gpu.vector_peak(gpu.sheet()) * 1e6)
     counts = tile_counts(tile_grid(s.seq_len, 128, 64, causal=True))
     assert (g.tiles.value, g.skipped.value) == (counts["tiles"], counts["skipped"])
-    assert g.matmul_us.value == pytest.approx(gpu.flash_forward(g.gpu).compute_us)
+    assert g.matmul_us.value == pytest.approx(gpu.flash_forward(gpu.sheet()).compute_us)
     assert all(f.quantity.device_id == "spec:h200" for f in (*g.per_sm, *g.rescale_us))
 
 
@@ -533,15 +534,15 @@ def test_tiles_and_bytes_for_the_forecast_gpu():
     t = fflash.tiles()
     assert t.capacity.value == gpu.sheet().shared_memory_per_block_kb * 1024
     assert t.register_capacity.value == 4 * 64 * 1024
-    assert [r.fit.fits for r in t.rows] == [
-        r.shared.value <= t.capacity.value and r.registers.value <= t.register_capacity.value
-        for r in t.rows
+    assert [fit.fits for fit, *_ in t.rows] == [
+        shared.value <= t.capacity.value and registers.value <= t.register_capacity.value
+        for _, shared, registers, *_ in t.rows
     ]
-    naive = fflash.naive_bytes(gpu.sheet()).value
+    naive = fflash.naive_bytes().value
     assert naive == sum(k.bytes for k in gpu.naive_steps(gpu.sheet()))
-    traffic = [r.traffic.value for r in t.rows]
+    traffic = [moved.value for *_, moved, _ in t.rows]
     assert traffic == sorted(traffic, reverse=True)  # taller tiles re-read k and v less
-    assert all(r.fewer.value == pytest.approx(naive / r.traffic.value) for r in t.rows)
+    assert all(fewer.value == pytest.approx(naive / moved.value) for *_, moved, fewer in t.rows)
 
 
 def forward_entry(device_id_of, rows, *, base):
@@ -598,13 +599,8 @@ def test_the_gpu_forecast_box_sets_a_stored_h200_entry_beside_its_forecast():
 
 
 def test_published_figures_are_cited_facts_and_ranges_read_as_ranges():
-    for f in (
-        fflash.FA1_ON_A100,
-        fflash.FA2_ON_A100,
-        fflash.FA2_ON_H100,
-        fflash.FA3_FP16,
-        fflash.FA3_FP8,
-    ):
+    for key in ("fa1-a100-share", "fa2-a100-share", "fa2-h100-share", "fa3-fp16", "fa3-fp8"):
+        f = fflash.cited(key)
         assert f.quantity.clock == PUBLISHED and f.quantity.device_id.startswith("paper:")
     text = render.flash.fa2_papers()
     assert (
@@ -617,8 +613,9 @@ def test_published_figures_are_cited_facts_and_ranges_read_as_ranges():
     from attention_docs.records.published import dataset
 
     c = dataset().constant("fa2-a100-share")
-    assert (fflash.FA2_ON_A100.low, fflash.FA2_ON_A100.high) == (c.low, c.high)
-    assert fflash.FA3_FP16.value == dataset().constant("fa3-fp16").value
+    fa2 = fflash.cited("fa2-a100-share")
+    assert (fa2.low, fa2.high) == (c.low, c.high)
+    assert fflash.cited("fa3-fp16").value == dataset().constant("fa3-fp16").value
     assert "[Dao, 2023](https://arxiv.org/abs/2307.08691)" in text
 
 
@@ -758,7 +755,7 @@ def test_a_flop_rate_above_the_measured_matmul_ceiling_is_refused():
     m = gpu_kernels(
         base, [kernel_row(1024, fwd.TRITON, 2000.0), kernel_row(2048, fwd.TRITON, 800.0)]
     )
-    found = {k.seq_len: k for k in fflash.kernels(m, ceilings_of(m))}
+    found = {k.seq_len: k for k in fflash.kernels(m, ceilings_of(m)).rows}
     assert found[1024].share.value == pytest.approx(500 / 800) and not found[1024].suspect
     assert found[2048].suspect and found[2048].share is None
     table = render.flash.kernel_table(Sourced(m, "x", "x.json"), ceilings_of(m))
@@ -766,9 +763,9 @@ def test_a_flop_rate_above_the_measured_matmul_ceiling_is_refused():
     assert "156%" not in table
     # Inside the ceiling's own round range is not above it.
     edge = gpu_kernels(base, [kernel_row(1024, fwd.TRITON, 1e12 / 805e12 * 1e6)])
-    assert not fflash.kernels(edge, ceilings_of(edge))[0].suspect
+    assert not fflash.kernels(edge, ceilings_of(edge)).rows[0].suspect
     # A ceiling measured on another device is no ceiling for this one.
-    assert fflash.kernels(m, ceilings_of(base))[0].share is None
+    assert fflash.kernels(m, ceilings_of(base)).rows[0].share is None
 
 
 def test_triton_against_sdpa_flash_is_a_ratio_with_its_noise():
@@ -783,7 +780,8 @@ def test_triton_against_sdpa_flash_is_a_ratio_with_its_noise():
             (2048, fwd.SDPA_CUDNN, 1e12, None, "not available on this device"),
         ],
     )
-    assert fflash.triton_vs_sdpa(m, 2048).comparison.tie
+    at = {k.seq_len: k for k in fflash.kernels(m, None).rows}
+    assert at[2048].versus_sdpa.comparison.tie and not at[1024].versus_sdpa.comparison.tie
     table = render.flash.triton_section(Sourced(m, "x", "x.json"), ceilings_of(m))
     assert "2× (1.96–2.04×)" in table and "within noise (0.98×)" in table
     assert "not available on this device" in table and "SDPA cudnn (kernel time)" in table
@@ -800,10 +798,10 @@ def test_triton_against_sdpa_flash_is_a_ratio_with_its_noise():
     )
     assert "each band is the range over the rounds" in table
     assert "as long as" not in text  # the table's ratio column says it: no second id for it
-    kernel = next(k for k in fflash.kernels(m, None) if k.seq_len == 2048 and k.time)
     shape = fwd.Shape.of({**m.params, "seq_len": 2048})
-    q = Quantity("kernel time", kernel.name, m.device_id, KERNEL, shape, "L2 flushed")
-    assert kernel.time.id == q.id and f'data-fact="{q.id}"' in html.unescape(table)
+    q = Quantity("kernel time", fwd.TRITON, m.device_id, KERNEL, shape, "L2 flushed")
+    assert at[2048].times[fwd.TRITON].id == q.id and f'data-fact="{q.id}"' in html.unescape(table)
+    assert at[2048].times[fwd.SDPA_CUDNN] == "not available on this device"
 
 
 def facts_in(page: str) -> list[str]:

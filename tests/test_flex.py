@@ -282,7 +282,7 @@ def test_the_window_sweep_says_where_time_does_not_follow_the_tiles():
         (512, 12, 18, stated(27.0, 26.0, 28.0)),
         (1024, 8, 28, stated(21.0, 20.0, 22.0)),  # more tiles, faster: does not
     )
-    steps = fflex.tile_steps(fm.measurement)
+    steps = fflex.sparsity(fm.measurement).steps
     assert [(s.narrow, s.wide, s.follows) for s in steps] == [
         (64, 128, False), (128, 256, True), (256, 512, True), (512, 1024, False)
     ]  # fmt: skip
@@ -301,6 +301,6 @@ def test_the_window_sweep_follows_the_tiles_within_noise():
         (256, 14, 7, stated(14.0, 13.0, 15.0)),
         (512, 12, 18, stated(14.5, 13.5, 15.5)),  # more tiles, a tie: not faster
     )
-    assert all(s.follows for s in fflex.tile_steps(fm.measurement))
+    assert all(s.follows for s in fflex.sparsity(fm.measurement).steps)
     claim = render_flex.sparsity_claim(fm)
     assert claim.startswith("Timed in the same rounds, the widths' times follow their tiles")

@@ -41,28 +41,24 @@ def test_peak_formula_matches_the_tensors_and_scratch_is_the_rest(shape, causal,
     assert predicted.inputs_bytes == sum(t.numel() * t.element_size() for t in (q, k, v))
 
 
+def mem(ts, nbytes, addr=0, device=0):
+    """A `[memory]` instant event: an allocation (a free when `nbytes` is negative)."""
+    args = {"Bytes": nbytes, "Device Type": device, "Addr": addr}
+    return {"ph": "i", "name": "[memory]", "ts": ts, "args": args}
+
+
+def span(cat, name, ts, dur):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
+
+
 def scratch_chrome():
     """A matmul that allocates its output and a scratch block it frees before returning, and
     a free of the output after the op (not scratch)."""
-
-    def mem(ts, nbytes, addr):
-        args = {"Bytes": nbytes, "Device Type": 0, "Addr": addr}
-        return {"ph": "i", "name": "[memory]", "ts": ts, "args": args}
-
-    def op(name, ts, dur):
-        return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur}
-
     return {
         "traceEvents": [
-            {
-                "ph": "X",
-                "cat": "user_annotation",
-                "name": "attention.scores",
-                "ts": 0.0,
-                "dur": 50.0,
-            },
-            op("aten::matmul", 1.0, 20.0),
-            op("aten::bmm", 2.0, 18.0),
+            span("user_annotation", "attention.scores", 0.0, 50.0),
+            span("cpu_op", "aten::matmul", 1.0, 20.0),
+            span("cpu_op", "aten::bmm", 2.0, 18.0),
             mem(3.0, 1000, 1),  # the output: outlives the op
             mem(4.0, 300, 2),  # scratch
             mem(9.0, -300, 2),
@@ -114,23 +110,11 @@ def test_max_seq_len_is_the_last_length_that_fits(memory, causal):
 
 def fake_chrome():
     """Two labelled ranges and memory events inside, between and after them."""
-
-    def mem(ts, nbytes, device=0):
-        return {
-            "ph": "i",
-            "name": "[memory]",
-            "ts": ts,
-            "args": {"Bytes": nbytes, "Device Type": device},
-        }
-
-    def rng(name, ts, dur):
-        return {"ph": "X", "cat": "user_annotation", "name": name, "ts": ts, "dur": dur}
-
     return {
         "traceEvents": [
-            rng("attention.scores", 100.0, 10.0),
-            rng("attention.softmax", 120.0, 10.0),
-            rng("something.else", 140.0, 10.0),
+            span("user_annotation", "attention.scores", 100.0, 10.0),
+            span("user_annotation", "attention.softmax", 120.0, 10.0),
+            span("user_annotation", "something.else", 140.0, 10.0),
             mem(101.0, 400),
             mem(115.0, 8),  # between the ranges
             mem(121.0, 400),

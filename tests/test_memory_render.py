@@ -11,6 +11,7 @@ from attention_docs import render
 from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.memory import fused_peak, naive_peak
 from attention_docs.findings import memory as fmemory
+from attention_docs.findings import wall as fwall
 from attention_docs.findings.facts import UNPROFILED
 from attention_docs.measurements import Measurement, Sourced, Table
 from attention_docs.records.device import DeviceInfo
@@ -134,10 +135,6 @@ def test_the_forecast_is_the_analytic_model_of_the_h200():
     assert f"{h200.reported_mib / 1024:.1f} GiB" in text
     assert render.words.nbytes(h200.memory_gb * 1e9) in text  # the data sheet's, labelled
     # A sheet without the driver's figure falls back to its GB and says so.
-    from dataclasses import replace
-
-    from attention_docs.findings import memory as fmemory
-
     bare = replace(h200, reported_mib=None)
     assert gpus.memory_bytes(bare) == bare.memory_gb * 1e9
     assert "memory MiB" not in fmemory.forecasts(bare)
@@ -182,8 +179,6 @@ def test_dtype_renderers():
 def test_both_chapters_state_the_longest_naive_seq_len_on_a_gpu_with_one_fact():
     """The memory and the wall chapters forecast where naive attention stops fitting: one
     quantity, so one fact id and one value, at the forecast shape without its seq_len."""
-    from attention_docs.findings import wall as fwall
-
     h200 = gpus.sheet("h200")
     memory, (wall, _) = fmemory.forecasts(h200)["longest"].forecast, fwall.forecasts(h200)
     assert memory == wall and memory.value == gpus.longest_naive_seq_len(h200)

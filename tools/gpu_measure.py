@@ -46,52 +46,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def package_folder(argv: list[str]) -> Path:
-    """Where `attention_docs` is imported from: the wheel given with `--package`, unpacked
-    into a temporary folder (a Hugging Face job has this script and its arguments' files,
-    no source tree), else the source tree beside this script."""
-    wheel = None
-    for i, arg in enumerate(argv):
-        if arg == "--package" and i + 1 < len(argv):
-            wheel = argv[i + 1]
-        elif arg.startswith("--package="):
-            wheel = arg.split("=", 1)[1]
-    if not wheel:
-        return ROOT / "src"
-    import zipfile
-
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            names = archive.namelist()
-            if "attention_docs/__init__.py" not in names:
-                raise SystemExit(
-                    f"tools/gpu_measure.py: error: --package {wheel} is not a wheel of "
-                    "attention_docs (it holds no attention_docs/__init__.py)"
-                )
-            folder = Path(tempfile.mkdtemp(prefix=f"gpu-measure-{os.getpid()}-package-"))
-            atexit.register(shutil.rmtree, folder, ignore_errors=True)
-            archive.extractall(folder, [n for n in names if n.startswith("attention_docs/")])
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise SystemExit(
-            f"tools/gpu_measure.py: error: --package {wheel} cannot be read as a wheel: {exc}"
-        ) from None
-    return folder
-
-
-def use_package(folder: Path) -> None:
-    """Import attention_docs from `folder`, here and in the workers, which must find the same
-    code."""
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        dict.fromkeys(
-            filter(None, [str(folder), *os.environ.get("PYTHONPATH", "").split(os.pathsep)])
-        )
-    )
-
-
 MAX_RETURNED_BYTES = 16 * 2**20  # the most the device tool brings back in one file from $OUT
 PROBE = """
 import json, platform, sys
@@ -112,6 +66,39 @@ print(json.dumps({
     "package": attention_docs.__file__,
 }))
 """
+
+
+def use_package(argv: list[str]) -> None:
+    """Import attention_docs, here and in the workers (which must find the same code), from
+    the wheel given with `--package`, unpacked into a temporary folder (a Hugging Face job has
+    this script and its arguments' files, no source tree), else from the source tree beside
+    this script. Read before the parser, which comes from the package."""
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--package")
+    wheel = early.parse_known_args(argv)[0].package
+    folder = ROOT / "src"
+    if wheel:
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(wheel) as archive:
+                names = archive.namelist()
+                if "attention_docs/__init__.py" not in names:
+                    raise SystemExit(
+                        f"tools/gpu_measure.py: error: --package {wheel} is not a wheel of "
+                        "attention_docs (it holds no attention_docs/__init__.py)"
+                    )
+                folder = Path(tempfile.mkdtemp(prefix=f"gpu-measure-{os.getpid()}-package-"))
+                atexit.register(shutil.rmtree, folder, ignore_errors=True)
+                archive.extractall(folder, [n for n in names if n.startswith("attention_docs/")])
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise SystemExit(
+                f"tools/gpu_measure.py: error: --package {wheel} cannot be read as a wheel: {exc}"
+            ) from None
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    paths = [str(folder), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(filter(None, paths)))
 
 
 def estimates(store: Path, device_kind: str) -> dict[str, float]:
@@ -181,42 +168,41 @@ def probe(device_kind: str, timeout_s: float) -> dict[str, Any]:
 def print_plan(
     order: list[dict], shown: dict[str, list[str]], device_kind: str, known: dict, budget: float
 ) -> int:
-    elapsed, total, bad, skipped = 0.0, 0.0, 0, []
+    elapsed, total, bad, skipped = 0.0, 0.0, 0, 0
+    losses: dict[str, list[str]] = {}  # page -> the experiments it would lose
     print(f"{len(order)} requests, in run order, with their parameters on {device_kind}:")
     for i, request in enumerate(order, 1):
+        name = request["experiment"]
         params, error = resolve(request, device_kind)
         seconds, source = estimate(request, known, device_kind)
-        bad += error is not None
-        total += seconds if error is None else 0.0
-        shown_params = (
-            json.dumps(params, separators=(",", ":")) if params is not None else f"INVALID: {error}"
-        )
         # As the run decides: an invalid request fails at once, spending none of the
         # budget; a request whose estimate the rest of the budget cannot hold is skipped,
         # and the next one is tried.
         if error is not None:
+            bad += 1
             when = "not run: INVALID"
         elif seconds > budget - elapsed:
-            skipped.append(request)
+            skipped += 1
+            for page in shown.get(name, ["(no chapter)"]):
+                losses.setdefault(page, []).append(name)
             when = f"~{seconds:.0f} s {source}: SKIPPED, {max(budget - elapsed, 0):.0f} s left"
         else:
             elapsed += seconds
             when = f"~{seconds:.0f} s {source}, done by ~{elapsed:.0f} s"
-        pages = ", ".join(shown.get(request["experiment"], [])) or "no chapter"
-        print(f"{i:3}. {request['experiment']} {json.dumps(request['requested'])} [{when}]")
-        print(f"       {shown_params}")
-        print(f"       shown on: {pages}")
+        total += seconds if error is None else 0.0
+        print(f"{i:3}. {name} {json.dumps(request['requested'])} [{when}]")
+        print(
+            "       "
+            + (json.dumps(params, separators=(",", ":")) if error is None else f"INVALID: {error}")
+        )
+        print(f"       shown on: {', '.join(shown.get(name, [])) or 'no chapter'}")
     print(
         f"estimated total: ~{total:.0f} s against a budget of {budget:.0f} s (estimates: "
         "measured = the store's entry from this device kind; counted = from the request's "
         "work its experiment declares (gpu_work=); default = an experiment that declares none)"
     )
     if skipped:
-        print(f"{len(skipped)} requests would be skipped; these pages would lose them:")
-        losses: dict[str, list[str]] = {}
-        for request in skipped:
-            for page in shown.get(request["experiment"], ["(no chapter)"]):
-                losses.setdefault(page, []).append(request["experiment"])
+        print(f"{skipped} requests would be skipped; these pages would lose them:")
         for page in sorted(losses):
             print(f"  {page}: {', '.join(losses[page])}")
     elif bad:
@@ -231,7 +217,7 @@ def print_plan(
 
 
 def main(argv: list[str] | None = None) -> int:
-    use_package(package_folder(sys.argv[1:] if argv is None else [str(a) for a in argv]))
+    use_package(sys.argv[1:] if argv is None else [str(a) for a in argv])
     from attention_docs import arguments
 
     parser = arguments.Parser(prog="tools/gpu_measure.py", description=__doc__.split("\n\n")[0])

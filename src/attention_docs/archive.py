@@ -196,10 +196,8 @@ def check_archive(path: Path) -> Contents:
 
 
 def _check_run_log(run_log: Any, name: str) -> None:
-    """The run log's shape, as tools/gpu_measure.py writes it; raises ArchiveError.
-
-    Checked before anything is written, so that a damaged log cannot stop an import halfway.
-    """
+    """The run log's shape, as tools/gpu_measure.py writes it, checked before anything is
+    written so that a damaged log cannot stop an import halfway; raises ArchiveError."""
     where = f"{name}: {RUN_LOG}"
     if not isinstance(run_log, dict):
         raise ArchiveError(f"{where} does not hold a JSON object")
@@ -225,10 +223,8 @@ class Imported:
 
 
 def import_archive(path: Path, store_root: Path, *, allow_stale: bool = False) -> Imported:
-    """Copy the archive's entries (stale ones only with `allow_stale`) into the store.
-
-    Nothing is written unless every entry of the archive is readable.
-    """
+    """Copy the archive's entries (stale ones only with `allow_stale`) into the store;
+    nothing is written unless every entry of the archive is readable."""
     from attention_docs.measurements.store import Store
 
     contents = check_archive(path)
@@ -318,11 +314,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=lambda args, extra: cmd_import_archive(args))
 
 
-def cmd_import_archive(args: argparse.Namespace, prog: str = "python -m attention_docs") -> int:
+def cmd_import_archive(args: argparse.Namespace) -> int:
     try:
         result = import_archive(args.file, args.store, allow_stale=args.allow_stale)
     except ArchiveError as exc:
-        print(f"{prog}: error: {exc}; nothing was imported.", file=sys.stderr)
+        print(f"python -m attention_docs: error: {exc}; nothing was imported.", file=sys.stderr)
         return 2
     for line in _run_summary(result.contents.run_log):
         print(line)

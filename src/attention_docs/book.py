@@ -11,7 +11,6 @@ import functools
 import logging
 import os
 import re
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,8 +86,6 @@ class Fetch:
     experiment: str
     requested: dict[str, Any]
     origin: str
-    device_label: str  # as captions say it
-    seconds: float
     device_id: str = ""
     busy: str | None = None  # how busy the machine was, when other work competed
 
@@ -263,7 +260,7 @@ def measure_each_device(experiment: str, **requested: Any) -> list[Sourced]:
     store = Store(_settings.store)
     key = first.measurement.key  # the same request's key on every device (never imports torch)
     others = [
-        _record(found, requested, "from the store", store, 0.0, side_by_side=True)
+        _record(found, requested, "from the store", store, side_by_side=True)
         for device_id in store.devices(experiment, key)
         if device_id != first.measurement.device_id
         and (found := store.get(experiment, key, device_id)) is not None
@@ -313,7 +310,7 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
             )
         if found is not None:
             origin = "measured during this build" if fresh_this_build else "from the store"
-            return _record(found, requested, origin, store, 0.0)
+            return _record(found, requested, origin, store)
         if s.mode == "frozen":
             raise MeasurementError(
                 frozen_message(store, exp, requested, key, local), kind="missing"
@@ -321,7 +318,6 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     # Parameters that cannot fit in this machine's free memory are refused by the worker
     # before the experiment starts (run_experiment checks them): the build process imports
     # neither the experiments nor torch to measure (nor makes a CUDA context of its own).
-    started = time.perf_counter()
     try:
         # A store that cannot take the result, or that holds a newer checkout's entry in its
         # place, is said before anything is measured.
@@ -332,7 +328,6 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
     except MeasurementError as exc:
         _log.failures[experiment, key] = exc
         raise
-    elapsed = time.perf_counter() - started
     found = store.get(experiment, key, local)
     if found is None:
         raise MeasurementError(
@@ -348,7 +343,7 @@ def _measure(store: Store, experiment: str, requested: dict[str, Any]) -> Source
             what,
             found.provenance.load.describe(),
         )
-    return _record(found, requested, "measured during this build", store, elapsed)
+    return _record(found, requested, "measured during this build", store)
 
 
 def _measure_calmly(
@@ -467,7 +462,6 @@ def _record(
     requested: dict,
     origin: str,
     store: Store,
-    seconds: float,
     *,
     side_by_side: bool = False,
 ) -> Sourced:
@@ -477,7 +471,5 @@ def _record(
         _on_page(p.device_id, f"{m.experiment}({params_text(requested)})")
     busy = p.load.describe() if p.busy and p.load else None
     _log.used_files.add(store.path(m.experiment, m.key, m.device_id).resolve())
-    _log.fetches.append(
-        Fetch(m.experiment, dict(requested), origin, p.device.label, seconds, p.device_id, busy)
-    )
+    _log.fetches.append(Fetch(m.experiment, dict(requested), origin, p.device_id, busy))
     return Sourced(m, origin, store.relative(m.experiment, m.key, m.device_id))

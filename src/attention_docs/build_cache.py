@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import enum
 import functools
@@ -150,43 +151,6 @@ class SourceGraph:
         return tuple(p for p in map(self.file, self.closure(module)) if p is not None)
 
 
-class TokenMemo:
-    """File bytes' hash -> token stream's hash, kept in a JSON file between builds.
-
-    Tokenizing the ~25 files behind the renderers costs about half a second per build;
-    hashing their bytes costs nothing, and the same bytes always have the same tokens.
-    """
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.known: dict[str, str] = {}
-        self.dirty = False
-        if path is not None:
-            try:
-                loaded = json.loads(path.read_text(encoding="utf-8"))
-                if isinstance(loaded, dict):
-                    self.known = loaded
-            except (OSError, ValueError):
-                pass
-
-    def __call__(self, path: Path) -> str:
-        raw = hashlib.sha256(path.read_bytes()).hexdigest()
-        found = self.known.get(raw)
-        if found is None:
-            try:
-                found = hashlib.sha256(file_tokens(path).encode()).hexdigest()
-            except (SyntaxError, tokenize.TokenError):
-                return raw  # a file mid-edit: its bytes name it well enough
-            self.known[raw] = found
-            self.dirty = True
-        return found
-
-    def save(self) -> None:
-        if self.path is not None and self.dirty:  # one short line per version of a file
-            write_atomically(self.path, json.dumps(self.known, sort_keys=True))
-            self.dirty = False
-
-
 class UncacheableError(TypeError):
     """An argument whose value cannot be named by a hash (a function, an open file...)."""
 
@@ -206,8 +170,36 @@ class RenderCache:
         self.used_files: set[Path] = set()
         self._digests: dict[int, tuple[Measurement, str]] = {}
         self._code: dict[str, tuple[str, tuple[Path, ...]]] = {}
-        self.tokens = TokenMemo(folder / "tokens.json" if folder else None)
-        self._salt = f"{CACHE_VERSION}\0{_library_versions()}"
+        # File bytes' hash -> token stream's hash, kept between builds: tokenizing the ~25
+        # files behind the renderers costs about half a second a build, hashing them nothing.
+        self._memo_path = folder / "tokens.json" if folder else None
+        self._tokens: dict[str, str] = {}
+        with contextlib.suppress(OSError, ValueError, TypeError):  # none kept, or damaged
+            if self._memo_path is not None:
+                self._tokens = dict(json.loads(self._memo_path.read_text(encoding="utf-8")))
+        self._new_tokens = False
+        # The libraries whose output a renderer returns as is (an SVG's bytes).
+        try:
+            matplotlib = importlib.metadata.version("matplotlib")
+        except importlib.metadata.PackageNotFoundError:
+            matplotlib = "none"
+        self._salt = f"{CACHE_VERSION}\0matplotlib={matplotlib}"
+
+    def _file_tokens(self, path: Path) -> str:
+        raw = hashlib.sha256(path.read_bytes()).hexdigest()
+        if raw not in self._tokens:
+            try:
+                self._tokens[raw] = hashlib.sha256(file_tokens(path).encode()).hexdigest()
+            except (SyntaxError, tokenize.TokenError):
+                return raw  # a file mid-edit: its bytes name it well enough
+            self._new_tokens = True
+        return self._tokens[raw]
+
+    def save(self) -> None:
+        """Keep the token hashes learnt this build (one short line per version of a file)."""
+        if self._memo_path is not None and self._new_tokens:
+            write_atomically(self._memo_path, json.dumps(self._tokens, sort_keys=True))
+            self._new_tokens = False
 
     def code(self, module: str) -> tuple[str, tuple[Path, ...]]:
         """(digest, files) of `module`'s closure, computed once per build."""
@@ -218,7 +210,7 @@ class RenderCache:
             h = hashlib.sha256()
             for path in files:
                 h.update(path.relative_to(self.graph.root).as_posix().encode() + b"\0")
-                h.update(self.tokens(path).encode() + b"\0")
+                h.update(self._file_tokens(path).encode() + b"\0")
             known = self._code[module] = (h.hexdigest(), files)
         return known
 
@@ -286,14 +278,6 @@ class RenderCache:
             if path is not None and time.perf_counter() - started >= MIN_SECONDS:
                 write_atomically(path, result)
         return result
-
-
-def _library_versions() -> str:
-    """Versions of the libraries whose output a renderer returns as is (an SVG's bytes)."""
-    try:
-        return f"matplotlib={importlib.metadata.version('matplotlib')}"
-    except importlib.metadata.PackageNotFoundError:
-        return "matplotlib=none"
 
 
 class RenderProxy(types.ModuleType):

@@ -1,13 +1,14 @@
 # What a warm build needs to know about experiments and this machine, without importing
-# torch (2–4 s of a build that otherwise only reads the store and renders): each
-# experiment's declaration (parameters, measured files, fingerprint) and this machine's
-# device id, remembered under .cache/. The experiment index is valid while no source file
-# of the package (nor an out-of-tree experiment module) changes; the device id while the
-# machine has not rebooted and torch is the same. Anything that measures still loads the
-# real registry.
+# torch (2–4 s of a build that otherwise only reads the store and renders; experiment modules
+# import it at their top): each experiment's declaration (parameters, measured files,
+# fingerprint) and this machine's device id, remembered under .cache/. The experiment index
+# is valid while no source file of the package (nor an out-of-tree experiment module)
+# changes; the device id while the machine has not rebooted and torch is the same. Anything
+# that measures still loads the real registry.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -16,19 +17,18 @@ import os
 import pickle
 import platform
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from attention_docs.experiments.registry import REGISTRY, Experiment
 from attention_docs.files import write_atomically
 from attention_docs.measurements.keys import PACKAGE_ROOT
 
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 # Bump when records/device.py names devices differently: a remembered id is then computed anew.
 DEVICE_IDS = 2
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class IndexedExperiment(Experiment):
     """An experiment's declaration read from the index: keys and fingerprints, no function."""
 
@@ -46,6 +46,17 @@ class IndexedExperiment(Experiment):
 def _declared_only(ctx, **params):
     """What an indexed declaration holds in place of its function: it is never run."""
     raise RuntimeError("an indexed declaration cannot run; use experiments.registry.get")
+
+
+def _indexed(exp: Experiment) -> IndexedExperiment:
+    fields = {f.name: getattr(exp, f.name) for f in dataclasses.fields(Experiment)}
+    # Functions stay out: unpickling one imports its module, and so torch.
+    fields |= {"func": _declared_only, "estimate_bytes": None, "gpu_work": None}
+    return IndexedExperiment(
+        **fields | {"params": dict(exp.params)},
+        stored_fingerprint=exp.fingerprint(),
+        stored_sources=exp.source_files,
+    )
 
 
 def sources_digest() -> str:
@@ -86,53 +97,33 @@ def experiments(cache_dir: Path | None) -> dict[str, Experiment]:
         return known[1]
     path = cache_dir / "experiments.pickle"
     try:
-        data = pickle.loads(path.read_bytes())
-        if data["version"] == INDEX_VERSION and data["digest"] == digest:
-            found = {
-                name: IndexedExperiment(name=name, func=_declared_only, estimate_bytes=None, **d)
-                for name, d in data["experiments"].items()
-            }
-            _memo[cache_dir] = (digest, found)
-            return found
-    except (OSError, pickle.UnpicklingError, EOFError, KeyError, TypeError, AttributeError):
-        pass  # missing, damaged or from another version: rebuilt below
+        version, stored, found = pickle.loads(path.read_bytes())
+    except Exception:  # missing, damaged or of another version (any error): rebuilt below
+        version = stored = found = None
+    if (version, stored) == (INDEX_VERSION, digest):
+        _memo[cache_dir] = (digest, found)
+        return found
     load_all()
-    index = {
-        name: {
-            "summary": exp.summary,
-            "file": exp.file,
-            "params": dict(exp.params),
-            "measures": exp.measures,
-            "imports": exp.imports,
-            "stored_fingerprint": exp.fingerprint(),
-            "stored_sources": exp.source_files,
-        }
-        for name, exp in REGISTRY.items()
-    }
-    data = {"version": INDEX_VERSION, "digest": digest, "experiments": index}
+    index = {name: _indexed(exp) for name, exp in REGISTRY.items()}
     with contextlib.suppress(OSError, pickle.PicklingError, AttributeError, TypeError):
-        write_atomically(path, pickle.dumps(data))
+        write_atomically(path, pickle.dumps((INDEX_VERSION, digest, index)))
     _memo[cache_dir] = (digest, REGISTRY)
     return REGISTRY
 
 
-def _machine(setting: str) -> str | None:
-    """What a device id is valid for: this boot of this machine, this torch, these GPUs."""
+def device_id(setting: str, cache_dir: Path | None, compute: Callable[[str], str]) -> str:
+    """`compute(setting)` (which imports torch): the device id of the device setting (auto,
+    cpu, cuda) on this machine, remembered for this boot of this machine, this torch and
+    these visible GPUs."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
         torch_version = importlib.metadata.version("torch")
     except (OSError, importlib.metadata.PackageNotFoundError):
-        return None
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    return f"{setting}|{platform.node()}|{boot}|torch {torch_version}|{visible}|{DEVICE_IDS}"
-
-
-def device_id(setting: str, cache_dir: Path | None, compute: Callable[[str], str]) -> str:
-    """`compute(setting)` (which imports torch): the device id of the device setting (auto,
-    cpu, cuda) on this machine, remembered for this boot of this machine."""
-    machine = _machine(setting) if cache_dir else None
-    if machine is None:
+        cache_dir = None
+    if cache_dir is None:
         return compute(setting)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    machine = f"{setting}|{platform.node()}|{boot}|torch {torch_version}|{visible}|{DEVICE_IDS}"
     path = cache_dir / "device.json"
     try:
         known = json.loads(path.read_text(encoding="utf-8"))

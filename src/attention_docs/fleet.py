@@ -2,14 +2,11 @@
 (README.md, "Many GPUs", says what it does for a reader).
 
 One job per flavor runs tools/gpu_measure.py (a PEP 723 script) with this checkout's package
-as a wheel and the requests manifest in the order the pages need them, and writes its
-archive into a read-write bucket volume (one folder per job). When every job has ended,
-each folder is fetched under `.cache/fleet/<stamp>/<flavor>/` and imported with the checks
-of `import-archive`; an archive that cannot be imported stays where it was fetched.
-
-Everything up to the network is plain code tested here (`job_specs`, the wheel, the
-manifest); the Hub is reached only through huggingface_hub's job API, never an HTTP client
-of our own.
+as a wheel and the requests manifest in run order, and writes its archive into a read-write
+bucket volume (one folder per job). When every job has ended, each folder is fetched under
+`.cache/fleet/<stamp>/<flavor>/` and imported as `import-archive` would; an archive that
+cannot be imported stays there. Everything up to the network is plain code tested here; the
+Hub is reached only through huggingface_hub's job API, never an HTTP client of our own.
 """
 
 from __future__ import annotations
@@ -121,8 +118,8 @@ def job_specs(
 
 
 def ordered_manifest(manifest: Path, target: Path) -> Path:
-    """`manifest`'s requests in the order the pages need them (gpu_plan.py), written to
-    `target`: the job has no chapters to order them by."""
+    """`manifest`'s requests in run order (gpu_plan.py), written to `target`: the job has no
+    chapters to order them by."""
     from attention_docs.gpu_plan import planned
 
     try:
@@ -187,16 +184,6 @@ def network_problem(exc: Exception) -> str | None:
             "needs a network; nothing was submitted"
         )
     return None
-
-
-def prices(api: Any) -> dict[str, tuple[float, str]]:
-    """Flavor -> (US dollars per hour, pretty name), from the Hub's live hardware list."""
-    found = {}
-    for hw in api.list_jobs_hardware():
-        per = {"minute": 60.0, "hour": 1.0, "second": 3600.0}.get(hw.unit_label)
-        if per is not None:
-            found[hw.name] = (hw.unit_cost_usd * per, hw.pretty_name)
-    return found
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -316,12 +303,15 @@ def run_fleet(args: argparse.Namespace) -> int:
 
 def dry_run(api: Any, specs: list[JobSpec], staged: Path | None = None) -> int:
     """Print each job and its price; submit none, and remove `staged`, if given."""
+    price = {}  # flavor -> (US dollars per hour, pretty name), from the Hub's live list
     try:
-        price = prices(api)
+        for hw in api.list_jobs_hardware():
+            per = {"minute": 60.0, "hour": 1.0, "second": 3600.0}.get(hw.unit_label)
+            if per is not None:
+                price[hw.name] = (hw.unit_cost_usd * per, hw.pretty_name)
     except Exception as exc:
         if network_problem(exc) is None:
             raise
-        price = {}
     for spec in specs:
         hourly = price.get(spec.flavor)
         cost = (

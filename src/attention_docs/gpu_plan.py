@@ -6,14 +6,12 @@ timeline, the SDPA backends, FlashAttention and Triton, the winners map), then e
 experiment in the order the chapters first show it (their `measure("name")` calls), then
 anything no chapter shows. A new experiment needs no edit here to be placed.
 
-Estimate: seconds on one H200 with 16 cores, counted from each request's work at the
-parameters it gets on the GPU, which each experiment declares with itself
-(`@experiment(..., gpu_work=lambda p: Work(...))`, experiments/registry.py): the worker's
-start, cold and warm compiles, FlexAttention and Triton compiles, profiler sessions,
-callables timed in interleaved rounds, and the device's own time where forwards are large.
-Where the store holds a GPU entry of the request, its recorded duration is used instead (a
-measurement beats a model). An experiment that declares no `gpu_work` gets DEFAULT, and
-tests/test_gpu_run.py fails until it declares its own.
+Estimate: seconds on one H200 with 16 cores, from the work each experiment declares with
+itself at the parameters it gets on the GPU (`@experiment(..., gpu_work=lambda p:
+Work(...))`, experiments/registry.py says what a Work counts). Where the store holds a GPU
+entry of the request, its recorded duration is used instead (a measurement beats a model).
+An experiment that declares no `gpu_work` gets DEFAULT, and tests/test_gpu_run.py fails
+until it declares its own.
 """
 
 from __future__ import annotations

@@ -122,22 +122,22 @@ class BlockFailures(logging.Handler):
             (
                 f
                 for f in self.failures
-                if session and f.page == self.page and f.session == session and f.cause is None
+                if session and (f.page, f.session, f.cause) == (self.page, session, None)
             ),
             None,
         )
-        if root is not None and error.startswith("NameError"):
-            self.failures.append(BlockFailure(self.page, block, session, error, root.block))
+        cause = root.block if root is not None and error.startswith("NameError") else None
+        self.failures.append(BlockFailure(self.page, block, session, error, cause))
+        if cause:
             record.msg = (
                 f"executed block '{block}' in {self.page} failed with {error}: a consequence of "
-                f"block '{root.block}' failing earlier in session '{session}' (see above)"
+                f"block '{cause}' failing earlier in session '{session}' (see above)"
             )
         elif error.startswith(SAID):  # one sentence says what failed and what to do
             self.failures.append(BlockFailure(self.page, block, session, error))
             text = said(exception_text(message))  # a worker's last lines follow the sentence
             record.msg = f"executed block '{block}' in {self.page} failed: {text}"
         else:
-            self.failures.append(BlockFailure(self.page, block, session, error))
             record.msg = message.replace(
                 match.group(0), f"code block '{block}' in {self.page} exited with", 1
             )
@@ -281,13 +281,13 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         uri = page.file.src_uri
         book.start_page(uri)
         self.failures.page = uri
-        self.failures.sessions = block_sessions(markdown)
         self.cache.used_files.clear()
         book.build_log().used_files.clear()
         self.snippets = {
             (self.root / m.group(1).rsplit(":", 1)[0]).resolve() for m in SNIPPET.finditer(markdown)
         }
-        return wrap_blocks(markdown, uri)
+        markdown, self.failures.sessions = wrap_blocks(markdown, uri)
+        return markdown
 
     def on_page_content(self, html, page, config, files, **kwargs):
         from mkdocs.structure.pages import _RelativePathTreeprocessor
@@ -342,7 +342,7 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
             summary = summary_html(fetches, book.build_log(), self.store)
             index.write_text(text.replace(SUMMARY_MARKER, summary), encoding="utf-8")
         world_readable(site)
-        self.cache.tokens.save()
+        self.cache.save()
         measured = sum(f.origin == "measured during this build" for f in fetches)
         log.info(
             "%d measurements: %d from the store, %d measured during this build; "
@@ -378,17 +378,6 @@ def _seconds(variable: str, default: float) -> float:
 def _short(paths: list[Path]) -> str:
     names = [p.name if p.suffix == ".json" else p.as_posix().split("/src/")[-1] for p in paths]
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-
-
-def block_sessions(markdown: str) -> dict[str, str]:
-    """Executed blocks' ids mapped to their session names, for one page."""
-    sessions = {}
-    for _, _, info in executed_blocks(markdown):
-        block = re.search(r'\bid="([^"]+)"', info)
-        session = re.search(r'\bsession="([^"]+)"', info)
-        if block and session:
-            sessions[block.group(1)] = session.group(1)
-    return sessions
 
 
 def stable_cell_ids(html: str) -> str:
@@ -553,30 +542,32 @@ def top_level_fences(markdown: str) -> list[tuple[int, int, str]]:
     return found
 
 
-def executed_blocks(markdown: str) -> list[tuple[int, int, str]]:
-    return [f for f in top_level_fences(markdown) if EXECUTED.search(f[2])]
-
-
-def wrap_blocks(markdown: str, page: str) -> str:
-    """Wrap each top-level executed block in `<div class="ad-block" data-block="ID">`.
+def wrap_blocks(markdown: str, page: str) -> tuple[str, dict[str, str]]:
+    """Wrap each top-level executed block in `<div class="ad-block" data-block="ID">`; and
+    the blocks' ids mapped to their session names.
 
     The wrapper lets the tests check that every block produced output, and the id names the
     block in error messages; a block without an id is reported.
     """
     lines = markdown.split("\n")
-    for first, last, info in reversed(executed_blocks(markdown)):
+    sessions = {}
+    for first, last, info in reversed(top_level_fences(markdown)):
+        if not EXECUTED.search(info):
+            continue
         found = re.search(r'\bid="([^"]+)"', info)
         if not found:
             log.warning(
                 'an executed block in %s has no id="..."; give it one (see contributing.md)', page
             )
             continue
+        if session := re.search(r'\bsession="([^"]+)"', info):
+            sessions[found.group(1)] = session.group(1)
         lines[last + 1 : last + 1] = ["", "</div>"]
         lines[first:first] = [
             f'<div class="ad-block" data-block="{found.group(1)}" markdown="1">',
             "",
         ]
-    return "\n".join(lines)
+    return "\n".join(lines), sessions
 
 
 def _show_library_warnings() -> None:

@@ -1,32 +1,32 @@
-# Where experiments run: each in a process of its own (DESIGN principle 6), started quickly.
-# `run_worker` (what a build, `run` and the GPU tool call) sends a job here, and the worker
-# process calls the runner directly (experiments/runner.py), never the command line.
+# Where experiments run: each in a process of its own (DESIGN principle 6). `run_worker` (what
+# a build, `run` and the GPU tool call) sends a job; the worker calls the runner directly
+# (experiments/runner.py), never the command line.
 #
 # A new interpreter costs 2-3 s before the experiment begins (importing torch), and another
 # 2-3 s in every experiment that compiles or profiles (Dynamo and Inductor): two minutes of
 # imports on a cold build. So on Linux one *worker server* imports them once and forks a
-# fresh child per experiment. Each request names what its experiment imports before it
-# starts (its declaration's `imports`); the server imports what it lacks of them before
-# forking and keeps them, so no experiment's first compile or profiled call times an import,
-# whichever path ran it. A child starts with no CUDA context, no allocator state and nothing
-# compiled: the server never runs a torch operation and never imports this package's
-# measured code (a child imports it afresh from disk, so an edit under `mkdocs serve` is
-# measured as edited). A child gets what a new process would: the requester's working folder
-# and environment at the time of the request.
+# fresh child per experiment. Before forking, the server imports what the request's
+# declaration says its experiment imports (`imports`) and keeps it, so that no first compile
+# or profiled call times an import, whichever path ran it. A child starts with no CUDA
+# context, no allocator state and nothing compiled: the server never runs a torch operation
+# and never imports this package's measured code (a child imports it afresh from disk, so an
+# edit under `mkdocs serve` is measured as edited). A child gets what a new process would:
+# the requester's working folder and environment at the time of the request.
 #
 # The server reads one JSON request per line and answers with the child's pid, then with its
-# exit code and outcome. A worker's outcome (stored, or refused and why) is a JSON object it
-# writes into a pipe the job names (`outcome_fd`), never a line of output to be parsed; its
-# output is shown only when it failed. The server ends when its requester closes the pipe
-# (or exits), killing a child still running, so a stopped build writes nothing into the
-# store afterwards. Where fork is not safe (macOS, Windows), or the server cannot start,
-# each experiment gets a new interpreter (`python -m attention_docs.workers JOB`), which on
-# Linux the kernel stops when its requester dies.
+# exit code and outcome. The outcome (stored, or refused and why) is JSON the worker writes
+# into a pipe the job names (`outcome_fd`), never output to be parsed; its output is shown
+# only when it failed. The server ends when its requester closes the pipe (or exits), killing
+# a child still running, so that a stopped build writes nothing into the store afterwards.
+# Where fork is not safe (macOS, Windows), or the server cannot start, each experiment gets a
+# new interpreter (`python -m attention_docs.workers JOB`), which on Linux the kernel stops
+# when its requester dies.
 from __future__ import annotations
 
 import atexit
 import contextlib
 import importlib
+import io
 import json
 import logging
 import os
@@ -48,19 +48,16 @@ log = logging.getLogger("attention_docs")
 _IMPORT_TIME_ENV = re.compile(
     r"(PYTHON|TORCH|PYTORCH|INDUCTOR|TRITON|CUDA|NVIDIA|OMP_|MKL|KMP_|GOMP|KINETO|LD_)"
 )
-# A worker's exit code when it refused a request (bad parameters, parameters too large for
-# the device's free memory, no such device, a busy machine); its outcome says why.
-REFUSED = 2
+REFUSED = 2  # a worker's exit code when it refused a request (`work`); its outcome says why
 
 
 class MeasurementError(RuntimeError):
     """A measurement a page needs could not be had; the message names the experiment.
 
     `message` is one sentence (cause and fix); `details` (a worker's last lines of output)
-    follow it in the build log, and the command line leaves them out. `kind` says what went
-    wrong: "missing" (frozen store), "timeout", "killed", "refused" (the worker rejected
-    the request: bad or too large parameters, no such device), "busy" (measured while other
-    work competed) or "failed" (the experiment raised).
+    follow it in the build log, and the command line leaves them out. `kind`: "missing"
+    (frozen store), "timeout", "killed", "refused" (bad or too large parameters, no such
+    device), "busy" (measured while other work competed) or "failed" (the experiment raised).
     """
 
     def __init__(
@@ -81,9 +78,8 @@ class MeasurementError(RuntimeError):
 
 @dataclass(frozen=True)
 class Finished:
-    """What a worker left: its exit code (negative: killed by that signal), its output (what
-    it printed on stdout is no part of it), and the outcome it reported (None if it reported
-    none: it crashed or was killed)."""
+    """A worker's exit code (negative: the signal that killed it), its stderr, and the outcome
+    it reported (None if none: it crashed or was killed)."""
 
     returncode: int
     stderr: str
@@ -101,11 +97,9 @@ def run_worker(
     require_idle: bool = False,
     imports: Sequence[str],
 ) -> None:
-    """Run one experiment in a fresh process that writes its result into `store`: a child
-    of the worker server (`run`). Raises MeasurementError, one sentence saying why.
-
-    `imports`: what the experiment's declaration says it imports before it starts (every
-    requester holds the declaration; this process may not have imported torch, and need not).
+    """Run one experiment in a fresh process that writes its result into `store`; raises
+    MeasurementError, one sentence saying why. `imports`: what the experiment's declaration
+    says it imports before it starts (this process need not have imported torch).
     """
     from attention_docs.arguments import seconds_text
     from attention_docs.measurements.keys import params_text
@@ -155,8 +149,7 @@ def run_worker(
 
 
 def run(job: dict, timeout_s: float) -> Finished:
-    """Run `job` (see `run_worker`) in a fresh worker process and wait for it: a child of the
-    worker server, or (where fork is unsafe, or the server cannot start) a new interpreter."""
+    """Run `job` in a child of the worker server, or else in a new interpreter, and wait."""
     found = _server()
     if found is not None:
         try:
@@ -214,10 +207,9 @@ def _run_new_interpreter(job: dict, timeout_s: float) -> Finished:
 
 
 def _outcome(read_end: int) -> dict | None:
-    """The outcome a worker wrote into its pipe (then closed here), or None if it wrote none.
-
-    Read without blocking: the worker has ended, so what it wrote is in the pipe, and a
-    process it started that still holds the write end must not keep this one waiting."""
+    """The outcome a worker wrote into its pipe (closed here), or None if it wrote none. Read
+    without blocking: the worker has ended, so what it wrote is there, and a process it
+    started that still holds the write end must not keep this one waiting."""
     os.set_blocking(read_end, False)
     data = b""
     try:
@@ -235,8 +227,7 @@ def _outcome(read_end: int) -> dict | None:
 
 
 def _die_with_parent() -> None:
-    """In a new worker process (Linux): be killed when the requester dies, as a forked child
-    is by its server, so that a stopped build writes nothing into the store afterwards."""
+    """In a new interpreter (Linux): be killed when the requester dies, as a forked child is."""
     import ctypes
 
     pr_set_pdeathsig = 1
@@ -252,12 +243,11 @@ class _Server:
     """The requester's side of one worker server process."""
 
     def __init__(self) -> None:
-        from attention_docs import folders  # the requester's side: a server imports only this
+        from attention_docs import folders
 
         self.env = _import_time_env()
-        # A killed requester leaves its server's folder behind: it names the requester, so
-        # the next server clears it once that process is gone (and whatever else dead
-        # processes left there).
+        # A killed requester leaves its server's folder behind; it names the requester, so
+        # a later server clears it once that process is gone.
         temp = Path(tempfile.gettempdir())
         folders.clear_dead(temp, folders.TEMP_PREFIXES, [folders.MKDOCS_SERVE_PREFIX])
         self.folder = tempfile.TemporaryDirectory(prefix=folders.owned("attention-docs-workers-"))
@@ -382,33 +372,33 @@ def _read(path: Path) -> str:
 
 
 def preload(modules: list[str]) -> None:
-    """Import `modules` (a request's); one that cannot be imported is left to the child, whose
-    error names it. Imported modules stay: each is imported once per server."""
+    """Import `modules`, once per server; one that cannot be imported is left to the child,
+    whose error names it."""
     for name in modules:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
 
 
 def serve() -> None:
-    """The worker server's loop: one forked child per request on stdin, forked once what the
-    request's experiment imports first is imported here."""
+    """The worker server's loop: one forked child per request on stdin."""
     # Ctrl-C reaches the whole process group: the requester decides, and closes the pipe.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Keep the pipes for the protocol, and point the server's own stdout at its log, so that
-    # nothing a library prints can be read as an answer.
-    requests = _Requests(os.dup(0))
+    # nothing a library prints can be read as an answer. Requests are read unbuffered (byte
+    # by byte), so that `select` on them tells the truth.
+    requests = os.fdopen(os.dup(0), "rb", buffering=0)
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    while (line := requests.line()) is not None:
+    while line := requests.readline():
         request = json.loads(line)
         preload(request["job"].get("imports", []))
         read_end, write_end = os.pipe()
         request["job"]["outcome_fd"] = write_end
         pid = os.fork()
         if pid == 0:
-            os.close(requests.fd)
+            requests.close()
             os.close(read_end)
             answers.close()
             _child(request)  # never returns
@@ -424,46 +414,21 @@ def serve() -> None:
         answers.flush()
 
 
-class _Requests:
-    """The server's end of the request pipe, read unbuffered so that `select` tells the truth."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.pending = b""
-        self.closed = False
-
-    def read(self) -> None:
-        chunk = os.read(self.fd, 65536)
-        self.closed = not chunk
-        self.pending += chunk
-
-    def line(self) -> bytes | None:
-        """The next request, or None once the requester has closed the pipe."""
-        while b"\n" not in self.pending:
-            if self.closed:
-                return None
-            self.read()
-        line, _, self.pending = self.pending.partition(b"\n")
-        return line
-
-
-def _wait(pid: int, requests: _Requests) -> int | None:
-    """The child's exit code; None when the requester went away first: then the child is
-    killed, since no one would read its result and it must not write one later."""
+def _wait(pid: int, requests: io.RawIOBase) -> int | None:
+    """The child's exit code; None when the requester went away first, and the child with it."""
     try:
         pidfd = os.pidfd_open(pid)  # readable when the child ends (Linux 5.3 and later)
     except (AttributeError, OSError):
         pidfd = None
-    watched = [requests.fd] if pidfd is None else [requests.fd, pidfd]
+    watched = [requests.fileno()] if pidfd is None else [requests.fileno(), pidfd]
     try:
         while True:
             ready, _, _ = select.select(watched, [], [], 0.1 if pidfd is None else None)
-            if requests.fd in ready:
-                requests.read()  # a requester sends nothing while its child runs, but EOF
-                if requests.closed:
-                    _kill(pid)
-                    os.waitpid(pid, 0)
-                    return None
+            # A requester sends nothing while its child runs: readable is the end of the pipe.
+            if requests.fileno() in ready and not os.read(requests.fileno(), 1):
+                _kill(pid)
+                os.waitpid(pid, 0)
+                return None
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 return os.waitstatus_to_exitcode(status)
@@ -513,12 +478,11 @@ def _child(request: dict) -> None:
 def work(job: dict) -> int:
     """Run one job's experiment in this process and store it: the worker's whole work.
 
-    Parameters that cannot fit in the device's free memory are refused before it starts
-    (run_experiment checks them), and a result whose place in the store holds an entry of a
-    newer schema after it ends (the store never overwrites one). Returns the exit code: 0
-    stored; REFUSED (2) refused. The outcome — `{"stored": true}`, or `{"refused": reason}`
-    with `"busy": load` for a busy machine — goes to the job's `outcome_fd` as JSON. Any other
-    failure raises, reports no outcome, and its traceback is the worker's output.
+    Returns 0 (stored) or REFUSED: bad parameters, too large for the device's free memory
+    (checked before it starts), no such device, a busy machine, or an entry of a newer schema
+    in its place (never overwritten). The outcome, `{"stored": true}` or `{"refused": reason}`
+    (with `"busy": load`), goes to the job's `outcome_fd` as JSON. Any other failure raises,
+    reports no outcome, and its traceback is the worker's output.
     """
     from attention_docs.experiments.registry import ExperimentError
     from attention_docs.experiments.runner import BusyMachineError, run_experiment
@@ -538,7 +502,6 @@ def work(job: dict) -> int:
     except BusyMachineError as exc:
         return _report(job, REFUSED, {"refused": str(exc), "busy": exc.load})
     except (ExperimentError, DeviceError, NewerSchemaError) as exc:
-        # NewerSchemaError: the store keeps the entry a newer checkout wrote in its place.
         return _report(job, REFUSED, {"refused": str(exc)})
     return _report(job, 0, {"stored": True})
 

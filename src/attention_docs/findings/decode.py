@@ -1,16 +1,16 @@
-# Facts and verdicts of KV-cache decoding, from the one `decode_steps` entry of a device (every
-# decode step timed once, per layer) and the `decode_prefill_vs_decode` entry: a step's time,
-# the rate it reads its cache at and its share of the measured copy bandwidth, the cost
-# model's bytes and intensity, how a step's time grows with the cache, where batching stops
-# paying, what prefill and decode cost for the same tokens, and the H200 forecasts the chapter
-# sets beside them. Rates are computed from unprofiled times only. No words here.
+# Facts and verdicts of KV-cache decoding, from a device's one `decode_steps` entry (every
+# decode step timed once, per layer) and its `decode_prefill_vs_decode` entry, under
+# machine_ceilings' roof where that was measured on the same device, and the H200 forecast
+# the chapter sets beside them. Rates use unprofiled times only. No words here.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from attention_docs.analytic import cost
 from attention_docs.analytic import decode as decode_model
 from attention_docs.analytic import gpu as gpus
+from attention_docs.findings import sweep as fsw
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import (
     PROFILED,
@@ -21,6 +21,7 @@ from attention_docs.findings.facts import (
     model_fact,
 )
 from attention_docs.findings.forecast import Check, check, forecast
+from attention_docs.findings.forward import ceiling
 from attention_docs.findings.share import Largest, largest, shares
 from attention_docs.findings.trend import end_to_end
 from attention_docs.measurements.schema import Measurement
@@ -61,7 +62,7 @@ CACHE = Sweep(
 
 @dataclass(frozen=True)
 class Point:
-    """One timed decode step: a variant on a path at a shape, per layer."""
+    """One timed decode step: a variant on a path at a shape, per layer (a steps row)."""
 
     variant: str
     impl: str
@@ -72,19 +73,24 @@ class Point:
 
     @property
     def cost(self) -> decode_model.DecodeCost:
-        s = self.shape
-        return decode_model.decode_cost(
-            s.batch_size, s.num_heads, s.keys, s.head_dim, s.dtype, num_kv_heads=s.kv_heads
-        )
+        return cost_of(self.shape)
 
     @property
-    def key(self) -> tuple[str, str, int, int]:
-        """(variant, impl, batch_size, cache_len), as the experiment's table names the point."""
-        return self.variant, self.impl, self.shape.batch_size, self.shape.keys
+    def token_time(self) -> Timing | None:
+        """The step's time per sequence of its batch."""
+        return self.time.scaled(1 / self.shape.batch_size) if self.time else None
 
     @property
     def label(self) -> str:
         return f"{self.variant} · {self.impl}"
+
+
+def cost_of(s: Shape) -> decode_model.DecodeCost:
+    """The cost model's FLOPs and bytes of `s.seq_len` new tokens against `s.keys` cached."""
+    return decode_model.decode_cost(
+        s.batch_size, s.num_heads, s.keys, s.head_dim, s.dtype,
+        num_kv_heads=s.kv_heads, q_len=s.seq_len,
+    )  # fmt: skip
 
 
 def step_shape(s: Shape, cache_len: int) -> Shape:
@@ -92,62 +98,44 @@ def step_shape(s: Shape, cache_len: int) -> Shape:
     return replace(s, seq_len=1, causal=False, kv_len=cache_len)
 
 
-def points(m: Measurement) -> list[Point]:
-    """Every point of a decode_steps entry, in its order."""
+def points(m: Measurement, **want: Any) -> list[Point]:
+    """The points of a decode_steps entry whose row holds every value in `want`
+    (`impl="sdpa"`, `batch_size=1`), in their order."""
+
+    def shape(r) -> Shape:  # as CACHE's view derives it: a table cell and a sweep cell agree
+        return fsw.quantity(CACHE, m.params, m.device_id, r["variant"], r["cache_len"], row=r).shape
+
     return [
-        Point(
-            r["variant"],
-            r["impl"],
-            Shape.of(
-                m.params,
-                batch_size=r["batch_size"],
-                seq_len=1,
-                num_kv_heads=r["num_kv_heads"],
-                kv_len=r["cache_len"],
-            ),
-            r["layers"],
-            r["time"],
-            r["status"],
-        )
+        Point(r["variant"], r["impl"], shape(r), r["layers"], r["time"], r["status"])
         for r in m.tables["steps"].records()
+        if all(r[k] == v for k, v in want.items())
     ]
 
 
-def select(m: Measurement, variant=None, impl="sdpa", batch_size=None, cache_len=None):
-    """The points of a decode_steps entry that match every field given (None: any)."""
-    want = (variant, impl, batch_size, cache_len)
-    return [p for p in points(m) if all(w in (None, h) for w, h in zip(want, p.key, strict=True))]
+def base_points(m: Measurement, **want: Any) -> list[Point]:
+    """Every path at the base batch and cache (the chapter's table and roofline)."""
+    return points(m, batch_size=m.params["batch_size"], cache_len=m.params["cache_len"], **want)
 
 
 def point(m: Measurement, variant: str, impl: str = "sdpa") -> Point | None:
-    """The point of `variant` on `impl` at the base batch and cache."""
-    found = select(m, variant, impl, m.params["batch_size"], m.params["cache_len"])
-    return found[0] if found else None
-
-
-def base_points(m: Measurement) -> list[Point]:
-    """Every path at the base point (the chapter's table and roofline)."""
-    return select(m, None, None, m.params["batch_size"], m.params["cache_len"])
+    return next(iter(base_points(m, variant=variant, impl=impl)), None)
 
 
 def cache_series(m: Measurement, variant: str) -> list[Point]:
-    """`variant` on SDPA at batch 1 as the cache grows."""
-    return sorted(select(m, variant, batch_size=1), key=lambda p: p.shape.keys)
+    """`variant` as the cache grows: the rows CACHE's view is (SDPA at batch 1)."""
+    found = points(m, variant=variant, **dict(CACHE.where))
+    return sorted(found, key=lambda p: p.shape.keys)
 
 
 def batch_series(m: Measurement) -> list[Point]:
     """Grouped-query on SDPA at the base cache as the batch grows."""
-    found = select(m, "GQA", cache_len=m.params["cache_len"])
+    found = points(m, variant="GQA", impl="sdpa", cache_len=m.params["cache_len"])
     return sorted(found, key=lambda p: p.shape.batch_size)
 
 
-def _quantity(m: Measurement, p: Point, metric: str, detail: str = "") -> Quantity:
-    detail = detail + CACHE.detail.format(**m.params)
+def _quantity(m: Measurement, p: Point, metric: str) -> Quantity:
+    detail = CACHE.detail.format(**m.params)
     return Quantity(metric, p.impl, m.device_id, UNPROFILED, p.shape, detail)
-
-
-def _divided(q: Quantity, t: Timing, n: float) -> Fact:
-    return Fact(q, t.time_us / n, "µs", t.low_us / n, t.high_us / n)
 
 
 def _rate(q: Quantity, amount: float, t: Timing, unit: str) -> Fact:
@@ -167,7 +155,7 @@ def step_time(m: Measurement, p: Point) -> Fact | None:
 
 
 def per_token(m: Measurement, p: Point) -> Fact | None:
-    return _divided(_quantity(m, p, PER_TOKEN), p.time, p.shape.batch_size) if p.time else None
+    return Fact.of_timing(_quantity(m, p, PER_TOKEN), p.token_time) if p.time else None
 
 
 def read_rate(m: Measurement, p: Point) -> Fact | None:
@@ -177,16 +165,14 @@ def read_rate(m: Measurement, p: Point) -> Fact | None:
     return _rate(_quantity(m, p, "cache read rate"), p.cost.bytes, p.time, "B/s")
 
 
-def roof(m: Measurement, ceilings: Measurement | None) -> tuple[float | None, float | None]:
-    """machine_ceilings' copy bandwidth and matmul rate in `m`'s dtype, where measured on
-    `m`'s device (else None)."""
+def roof(m: Measurement, ceilings: Measurement | None) -> tuple[Fact | None, Fact | None]:
+    """machine_ceilings' copy bandwidth and matmul rate in `m`'s dtype, each where measured
+    on `m`'s device (else None)."""
     if ceilings is None or ceilings.device_id != m.device_id:
         return None, None
-    return ceilings.facts.get("bandwidth_bs"), ceilings.facts.get(matmul_key(m))
-
-
-def matmul_key(m: Measurement) -> str:
-    return f"peak_flops_{m.params['dtype']}"
+    keys = ("bandwidth_bs", f"peak_flops_{m.params['dtype']}")
+    bw, peak = (ceiling(ceilings, k) if ceilings.facts.get(k) else None for k in keys)
+    return bw, peak
 
 
 def copy_share(m: Measurement, p: Point, ceilings: Measurement | None) -> Fact | None:
@@ -194,8 +180,8 @@ def copy_share(m: Measurement, p: Point, ceilings: Measurement | None) -> Fact |
     bw, rate = roof(m, ceilings)[0], read_rate(m, p)
     if bw is None or rate is None:
         return None
-    q = _quantity(m, p, "share of copy bandwidth")
-    return Fact(q, rate.value / bw, "%", rate.low / bw, rate.high / bw)
+    q, v = _quantity(m, p, "share of copy bandwidth"), bw.value
+    return Fact(q, rate.value / v, "%", rate.low / v, rate.high / v)
 
 
 def working_set(p: Point) -> Fact:
@@ -285,7 +271,7 @@ def bytes_test(m: Measurement, more: Point, fewer: Point) -> BytesTest | None:
 def ridge(m: Measurement, ceilings: Measurement | None) -> float | None:
     """FLOP per byte where the measured matmul rate meets the measured copy bandwidth."""
     bw, peak = roof(m, ceilings)
-    return peak / bw if bw and peak else None
+    return peak.value / bw.value if bw and peak else None
 
 
 def below_ridge(m: Measurement, ceilings: Measurement | None, p: Point) -> bool | None:
@@ -305,20 +291,16 @@ def tail_slope(m: Measurement, variant: str) -> Fact | None:
     if len(tail) < 2:
         return None
     s = end_to_end([p.shape.keys for p in tail], [p.time for p in tail])
-    detail = f"cache_len {tail[0].shape.keys}–{tail[-1].shape.keys}, "
-    q = _quantity(m, tail[-1], "log-log slope of step time over cache length", detail)
-    return Fact(replace(q, subject=variant), s.slope, "", s.low, s.high)
-
-
-def _per_token(series: list[Point]) -> list[Timing]:
-    return [p.time.scaled(1 / p.shape.batch_size) for p in series]
+    q = _quantity(m, tail[-1], "log-log slope of step time over cache length")
+    detail = f"cache_len {tail[0].shape.keys}–{tail[-1].shape.keys}, {q.detail}"
+    return Fact(replace(q, subject=variant, detail=detail), s.slope, "", s.low, s.high)
 
 
 def saturation(m: Measurement) -> Point | None:
     """The first batch from which no larger batch decodes a token faster beyond the noise;
     None when the time per token still falls at the largest batch measured."""
     series = [p for p in batch_series(m) if p.time is not None]
-    tokens = _per_token(series)
+    tokens = [p.token_time for p in series]
     for i, t in enumerate(tokens[:-1]):
         if all(compare(x, t).tie or x.time_us >= t.time_us for x in tokens[i + 1 :]):
             return series[i]
@@ -333,7 +315,7 @@ def token_gain(m: Measurement) -> tuple[Quantity, Comparison] | None:
     first, last = series[0], series[-1]
     subject = f"batch {last.shape.batch_size} vs batch {first.shape.batch_size}, per token"
     q = replace(_quantity(m, last, SPEED), subject=subject)
-    return q, compare(*_per_token([last, first]))
+    return q, compare(last.token_time, first.token_time)
 
 
 # --- prefill against decode ------------------------------------------------------------------
@@ -354,10 +336,9 @@ def moved_bytes(m: Measurement, mode: str) -> float:
     """The least bytes each way must move: prefill reads the cache once, decode re-reads it at
     every step; both read the queries and write the outputs once."""
     s = prompt_shape(m)
-    e, n = cost.itemsize(s.dtype), s.seq_len
-    kv_token = 2.0 * s.batch_size * s.kv_heads * s.head_dim * e
-    q_and_out = 2.0 * s.batch_size * s.num_heads * n * s.head_dim * e
-    return kv_token * (n if mode == PREFILL else n * (n + 1) / 2) + q_and_out
+    if mode == PREFILL:
+        return cost_of(s).bytes
+    return sum(cost_of(step_shape(s, t)).bytes for t in range(1, s.seq_len + 1))
 
 
 def _mode_quantity(m: Measurement, metric: str, mode: str) -> Quantity:
@@ -378,9 +359,8 @@ def mode_time(m: Measurement, mode: str) -> Fact:
 
 
 def mode_per_token(m: Measurement, mode: str) -> Fact:
-    subject = mode_time(m, mode).quantity.subject
-    q = Quantity(PER_TOKEN, subject, m.device_id, UNPROFILED, prompt_shape(m))
-    return _divided(q, _times(m)[mode], m.params["prompt_len"])
+    t = _times(m)[mode].scaled(1 / m.params["prompt_len"])
+    return Fact.of_timing(_mode_quantity(m, PER_TOKEN, mode), t)
 
 
 def mode_costs(m: Measurement, mode: str) -> tuple[Fact, Fact, Fact]:
@@ -425,7 +405,7 @@ def split(m: Measurement, ceilings: Measurement | None) -> Split | None:
     if not bw:
         return None
     t, n, s = _times(m), m.params["prompt_len"], prompt_shape(m)
-    bytes_us, steps_us = moved_bytes(m, DECODE) / bw * 1e6, n * t[FLOOR].time_us
+    bytes_us, steps_us = moved_bytes(m, DECODE) / bw.value * 1e6, n * t[FLOOR].time_us
 
     def share(subject: str, part_us: float) -> Fact:
         q = Quantity("share of decode time", subject, m.device_id, UNPROFILED, s)
@@ -475,7 +455,7 @@ def floor_checks(
 ) -> list[tuple[str, int, int, Check]]:
     """A decode step's floor (bytes ÷ bandwidth) on `gpu` at each forecast point, beside the
     SDPA step `measured` on that GPU when its decode_steps entry holds the same shape."""
-    sdpa = {p.shape: p for p in points(measured) if p.impl == "sdpa"} if measured else {}
+    sdpa = {p.shape: p for p in points(measured, impl="sdpa")} if measured else {}
     rows = []
     for variant in VARIANTS:
         for b, c in GPU_POINTS:

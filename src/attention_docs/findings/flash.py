@@ -1,10 +1,9 @@
-# The FlashAttention chapter's facts and verdicts, decided once: what tiling buys at the
-# measured shape (peak memory, forward times from forward_times), which block size is fastest
-# within the noise, the Triton kernel's numerics and kernel times, and the forecasts for a
-# named GPU counted on the tile grid (FlashAttention 2's parallelism, its deferred
-# normalisation, causal tile skipping, tiles that fit in one block's shared memory, HBM
-# bytes) with the two papers' published figures cited as such. No words: render/flash.py
-# says them.
+# The FlashAttention chapter's facts and verdicts: what tiling buys at the measured shape
+# (peak memory beside forward_times' times), which block size is fastest within the noise,
+# the Triton kernel's numerics and kernel times, and forecasts for a named GPU counted on the
+# tile grid (FlashAttention 2's parallelism and deferred normalisation, causal tile skipping,
+# tiles that fit one block, HBM bytes), with the papers' figures cited as such. No words:
+# render/flash.py says them.
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -38,18 +37,16 @@ from attention_docs.findings.facts import (
 from attention_docs.findings.forecast import RANGE_OF_FLASH, Check, check, forecast, measured_on
 from attention_docs.findings.forecast import realistic as forecast_range
 from attention_docs.findings.rank import Ranking
-from attention_docs.findings.sweep import Point, sweep_findings
+from attention_docs.findings.sweep import CLEAR, TIE, sweep_findings
 from attention_docs.findings.trend import table_slopes
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
-from attention_docs.records.device import SpecSheet
 from attention_docs.records.published import dataset
 from attention_docs.records.shape import Shape
 from attention_docs.records.sweep import Sweep
 
 ERROR = "relative error"  # the unit of a relative error (render/words says it)
 USEFUL = "4·b·h·d FLOPs per visible (query, key) pair ÷ time"
-TRAFFIC_RATE = "modelled bytes ÷ time"
 
 
 @dataclass(frozen=True)
@@ -80,30 +77,12 @@ def _timed(times: Measurement | None, name: str, shape: Shape, device_id: str = 
         return None
 
 
-# --- papers --------------------------------------------------------------------------------
-
-
-# The papers, and their headline figures as chapter 08 quotes them: cited constants from the
-# reference dataset (records/published.toml), never typed here.
-FA2_PAPER = dataset().sources["dao2023"]
-FA3_PAPER = dataset().sources["shah2024"]
-
-
-def _cited(key: str) -> Fact:
+def cited(key: str) -> Fact:
+    """A paper's figure as chapter 08 quotes it: a constant of the reference dataset
+    (records/published.toml), never typed here."""
     c = dataset().constant(key)
     q = Quantity(c.metric, c.subject, f"paper:{c.source.key}", PUBLISHED)
     return Fact(q, c.value, c.unit, c.low, c.high)
-
-
-FA1_ON_A100 = _cited("fa1-a100-share")
-FA2_ON_A100 = _cited("fa2-a100-share")
-FA2_SPEEDUP = _cited("fa2-speedup")
-FA2_ON_H100 = _cited("fa2-h100-share")
-FA3_SPEEDUP = _cited("fa3-speedup")
-FA3_FP16 = _cited("fa3-fp16")
-FA3_FP16_SHARE = _cited("fa3-fp16-share")
-FA3_FP8 = _cited("fa3-fp8")
-FA3_FP8_ERROR = _cited("fa3-fp8-error")
 
 
 # --- what tiling buys at the measured shape ------------------------------------------------
@@ -123,16 +102,15 @@ class Implementation:
     status: str
     forward: Fact | None = None  # unprofiled, from forward_times (None: not run, not in grid)
     versus_naive: ffwd.Versus | None = None
+    achieved: Fact | None = None  # useful FLOP/s over the unprofiled forward time
     peak: Fact | None = None
     less_memory: Fact | None = None  # naive's peak ÷ this one's
     error: Fact | None = None
-    achieved: Fact | None = None  # useful FLOP/s over the unprofiled forward time
 
 
 def implementations(m: Measurement, times: Measurement) -> list[Implementation]:
     """Peak memory and error (this experiment's) beside each forward time (forward_times')."""
     on = _On.of(m)
-    shape = on.shape
     rows = {r["implementation"]: r for r in m.tables["implementations"].records()}
     naive = rows.get(fwd.NAIVE)
     naive_peak = naive["peak_bytes"] if naive and naive["status"] == fwd.OK else None
@@ -141,61 +119,50 @@ def implementations(m: Measurement, times: Measurement) -> list[Implementation]:
         if r["status"] != fwd.OK:
             out.append(Implementation(name, r["status"]))
             continue
-        forward = _timed(times, name, shape, m.device_id)
+        forward = _timed(times, name, on.shape, m.device_id)
         versus = achieved = less = None
         if forward is not None:
             if name != fwd.NAIVE:
-                versus = ffwd.versus(times, name, fwd.NAIVE, shape)
-            flops = useful_flops(shape) / (forward.value * 1e-6)
+                versus = ffwd.versus(times, name, fwd.NAIVE, on.shape)
+            flops = useful_flops(on.shape) / (forward.value * 1e-6)
             achieved = on("achieved FLOP/s", name, UNPROFILED, flops, "FLOP/s", detail=USEFUL)
         if naive_peak is not None and name != fwd.NAIVE and r["peak_bytes"]:
             ratio = naive_peak / r["peak_bytes"]
             less = on("peak memory ratio", f"{fwd.NAIVE} vs {name}", COUNTED, ratio, "×")
         peak = on("peak memory", name, COUNTED, r["peak_bytes"], "B")
         err = on(ERROR, f"{name} vs float64", NUMERIC, r["rel_error"], ERROR)
-        out.append(Implementation(name, r["status"], forward, versus, peak, less, err, achieved))
+        out.append(Implementation(name, r["status"], forward, versus, achieved, peak, less, err))
     return out
 
 
 def finding(m: Measurement, times: Measurement) -> dict[str, Implementation] | None:
-    """The chapter's finding, each implementation by name; None when naive or the tiled loop
-    did not run here."""
+    """Each implementation by name; None when naive or the tiled loop did not run here (the
+    loop's memory ratio exists only where naive ran too)."""
     rows = {r.name: r for r in implementations(m, times)}
-    # The loop's memory ratio exists only where naive ran too.
     return rows if fwd.TILED in rows and rows[fwd.TILED].less_memory is not None else None
 
 
-@dataclass(frozen=True)
-class Traffic:
-    model: str  # the table's model label, as the experiment stored it
-    bytes: Fact
-    relative: Fact  # ÷ naive's bytes
-    achieved: Fact | None  # bytes ÷ the matching implementation's unprofiled forward time
-
-
-def traffic(m: Measurement, times: Measurement) -> list[Traffic]:
-    """The three traffic models; the naive and loop models over their implementations'
-    unprofiled forward times (no timed implementation moves the fused model's bytes here)."""
+def traffic(m: Measurement, times: Measurement) -> list[tuple[str, Fact, Fact, Fact | None]]:
+    """The three traffic models: each one's label, bytes, bytes ÷ naive's, and bytes over the
+    matching implementation's unprofiled forward time (the naive and loop models; no timed
+    implementation moves the fused model's bytes here)."""
     on = _On.of(m)
-    shape = on.shape
     records = m.tables["traffic"].records()
     out = []
     for r, impl in zip(records, (fwd.NAIVE, fwd.TILED, None), strict=True):
         model, moved = r["model"], r["bytes"]
-        t = _timed(times, impl, shape, m.device_id) if impl else None
-        achieved = None
+        t = _timed(times, impl, on.shape, m.device_id) if impl else None
+        rate = None
         if t is not None:
-            rate = moved / (t.value * 1e-6)
-            achieved = on("achieved B/s", impl, UNPROFILED, rate, "B/s", detail=TRAFFIC_RATE)
+            rate = on("achieved B/s", impl, UNPROFILED, moved / (t.value * 1e-6), "B/s",
+                      detail="modelled bytes ÷ time")  # fmt: skip
         ratio = moved / records[0]["bytes"]
-        out.append(
-            Traffic(
-                model,
-                model_fact("modelled bytes", model, shape, moved, "B"),
-                model_fact("modelled bytes ratio", f"{model} vs naive", shape, ratio, "×"),
-                achieved,
-            )
-        )
+        out.append((
+            model,
+            model_fact("modelled bytes", model, on.shape, moved, "B"),
+            model_fact("modelled bytes ratio", f"{model} vs naive", on.shape, ratio, "×"),
+            rate,
+        ))  # fmt: skip
     return out
 
 
@@ -210,14 +177,25 @@ class OnlineTile:
     grew: bool  # the running max rose at this tile (the first tile sets it)
 
 
-def online_softmax(m: Measurement) -> list[OnlineTile]:
-    """One query's running max and sum, tile by tile (computed in float64 from the inputs)."""
+@dataclass(frozen=True)
+class Online:
+    """One query's running max and sum, tile by tile (computed in float64 from the inputs);
+    how many tiles after the first raised the max; how far the online log-sum-exp ends from
+    the whole row's."""
+
+    tiles: list[OnlineTile]
+    grew: int
+    lse_gap: float  # |(m + log l) − the whole row's log-sum-exp|
+    exact: bool  # no gap at all
+
+
+def online_softmax(m: Measurement) -> Online:
     on, q = _On.of(m), m.facts["online_query"]
-    out = []
+    tiles = []
     for r in m.tables["online_softmax_row"].records():
         keys = f"query {q} of head 0, keys {r['first_key']}–{r['end_key'] - 1}"
         first = r["tile"] == 0
-        out.append(
+        tiles.append(
             OnlineTile(
                 r["first_key"],
                 r["end_key"] - 1,
@@ -228,24 +206,8 @@ def online_softmax(m: Measurement) -> list[OnlineTile]:
                 first or r["alpha"] < 1.0,
             )
         )
-    return out
-
-
-@dataclass(frozen=True)
-class OnlineSummary:
-    """What the online softmax table shows: how many tiles after the first raised the running
-    max, and how far the online log-sum-exp ends from the whole row's."""
-
-    grew: int
-    after_first: int
-    lse_gap: float  # |(m + log l) − the whole row's log-sum-exp|
-    exact: bool  # no gap at all
-
-
-def online_summary(m: Measurement) -> OnlineSummary:
-    tiles = online_softmax(m)
     gap = abs(m.facts["online_lse"] - m.facts["whole_row_lse"])
-    return OnlineSummary(sum(t.grew for t in tiles[1:]), len(tiles) - 1, gap, gap == 0)
+    return Online(tiles, sum(t.grew for t in tiles[1:]), gap, gap == 0)
 
 
 MEMORY_LINES = ("naive_peak", "tiled_peak", "sdpa_flash_peak")
@@ -276,51 +238,47 @@ def memory_growth(m: Measurement) -> MemoryGrowth | None:
 
 
 @dataclass(frozen=True)
-class Phase:
-    label: str
-    calls: int
-    share: Fact  # of the four phases' profiled time: structure, not speed
-    flops: Fact
-    bytes: Fact
+class Schedule:
+    counts: dict[str, int]  # the tile grid at the measurement's shape and blocks
+    calls: int | None  # tiles of scores the profile saw computed (None: no profile)
+    as_scheduled: bool
 
 
-def phases(m: Measurement) -> list[Phase]:
-    """The loop's phases under the profiler, with their modelled work at these tiles."""
+def schedule(m: Measurement) -> Schedule:
+    p = m.params
+    c = tile_counts(tile_grid(p["seq_len"], p["block_q"], p["block_k"], causal=p["causal"]))
+    calls = next((s.calls for s in m.steps if s.label == "tiled.scores"), None)
+    return Schedule(c, calls, calls == c["computed"])
+
+
+def phases(m: Measurement) -> list[tuple[str, int, Fact, Fact, Fact]]:
+    """The loop's phases under the profiler: label, calls, share of the four's profiled time
+    (structure, not speed), and the phase's modelled FLOPs and bytes at these tiles."""
     on, p = _On.of(m), m.params
     tiles = f"{p['block_q']}×{p['block_k']} tiles"
     found = fshare.shares({s.label: [s.time_us] for s in m.steps}) if m.steps else {}
-    out = []
-    for s in m.steps:
-        share = found[s.label].fraction
-        out.append(
-            Phase(
-                s.label,
-                s.calls,
-                on("share of profiled time", s.label, PROFILED, share, "%", detail=tiles),
-                model_fact("modelled FLOPs", s.label, on.shape, s.flops, "FLOP", detail=tiles),
-                model_fact("modelled bytes", s.label, on.shape, s.bytes, "B", detail=tiles),
-            )
+    return [
+        (
+            s.label,
+            s.calls,
+            on("share of profiled time", s.label, PROFILED, found[s.label].fraction, "%",
+               detail=tiles),
+            model_fact("modelled FLOPs", s.label, on.shape, s.flops, "FLOP", detail=tiles),
+            model_fact("modelled bytes", s.label, on.shape, s.bytes, "B", detail=tiles),
         )
-    return out
+        for s in m.steps
+    ]  # fmt: skip
 
 
 # --- the block size ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Block:
-    block: int
-    tiles: Fact
-    scores_share: Fact  # share of the score matrix inside computed tiles
-    time: Fact | None
-    peak: Fact | None
-    fused_bytes: Fact
-    working_set: Fact
-
-
-@dataclass(frozen=True)
 class BlockSweep:
-    rows: list[Block]
+    # Per block size: the size; CLEAR or TIE where it leads the ranking, else ""; the score
+    # tiles computed and their share of the score matrix; the time and peak (None: not
+    # timed); the fused kernel's modelled bytes and on-chip bytes per program at that tile.
+    rows: list[tuple[int, str, Fact, Fact, Fact | None, Fact | None, Fact, Fact]]
     ranking: Ranking | None  # fastest first (blocks as str), with every block within its noise
     slowest_vs_fastest: ffwd.Versus | None
 
@@ -339,40 +297,37 @@ BLOCKS = Sweep(
 
 def block_sweep(m: Measurement) -> BlockSweep:
     on = _On.of(m)
-    shape = on.shape
     found = sweep_findings(m, spec=BLOCKS)
     times = {p.x: p.facts["time"] for p in found.points}
+    r = found.across
+    lead = (CLEAR if r.clear else TIE) if r else ""
     rows = []
-    for r in m.tables["blocks"].records():
-        b = r["block"]
+    for row in m.tables["blocks"].records():
+        b = row["block"]
         tiles, loop, time = f"{b}×{b} tiles", BLOCKS.subject_of("time", b), times.get(b)
-        rows.append(
-            Block(
-                b,
-                model_fact("score tiles computed", loop, shape, r["tiles_computed"], ""),
-                model_fact("computed share of scores", loop, shape, r["scores_computed"], "%"),
-                time,
-                None if time is None else on("peak memory", loop, COUNTED, r["peak_bytes"], "B"),
-                model_fact(
-                    "modelled bytes", f"fused kernel, {tiles}", shape, r["fused_bytes"], "B"
-                ),
-                model_fact("on-chip bytes per program", tiles, shape, r["tile_working_set"], "B"),
-            )
-        )
-    ranking = found.across
-    if ranking is None or len(ranking.order) < 2:
-        return BlockSweep(rows, ranking, None)
-    fast, slow = (f"{b}×{b} tiles" for b in (ranking.fastest, ranking.order[-1]))
-    subject = f"tiled (Python loop), {fast} vs {slow}"
-    q = Quantity(ffwd.SPEED, subject, m.device_id, UNPROFILED, shape)
-    against = ranking.against_fastest[ranking.order[-1]]
-    return BlockSweep(rows, ranking, ffwd.Versus(q, fast, slow, against))
+        rows.append((
+            b,
+            lead if r and str(b) in r.leaders else "",
+            model_fact("score tiles computed", loop, on.shape, row["tiles_computed"], ""),
+            model_fact("computed share of scores", loop, on.shape, row["scores_computed"], "%"),
+            time,
+            None if time is None else on("peak memory", loop, COUNTED, row["peak_bytes"], "B"),
+            model_fact("modelled bytes", f"fused kernel, {tiles}", on.shape, row["fused_bytes"],
+                       "B"),
+            model_fact("on-chip bytes per program", tiles, on.shape, row["tile_working_set"], "B"),
+        ))  # fmt: skip
+    if r is None or len(r.order) < 2:
+        return BlockSweep(rows, r, None)
+    fast, slow = (f"{b}×{b} tiles" for b in (r.fastest, r.order[-1]))
+    q = Quantity(ffwd.SPEED, f"tiled (Python loop), {fast} vs {slow}", m.device_id, UNPROFILED,
+                 on.shape)  # fmt: skip
+    return BlockSweep(rows, r, ffwd.Versus(q, fast, slow, r.against_fastest[r.order[-1]]))
 
 
 # --- the Triton kernel ---------------------------------------------------------------------
 
 
-def interpreter_errors(m: Measurement) -> list[tuple[str, list[Fact | None]]]:
+def interpreter_errors(m: Measurement) -> list[tuple[str, Fact | None, Fact | None, Fact | None]]:
     """Per dtype: the kernel (under the interpreter) against float64, SDPA flash against
     float64, and the kernel against SDPA flash, as relative errors."""
     subjects = {
@@ -383,26 +338,10 @@ def interpreter_errors(m: Measurement) -> list[tuple[str, list[Fact | None]]]:
     out = []
     for r in m.tables["interpreter"].records() if "interpreter" in m.tables else []:
         on = _On.of(m, dtype=r["dtype"])
-        errors = [
-            None if r[c] is None else on(ERROR, s, NUMERIC, r[c], ERROR)
-            for c, s in subjects.items()
-        ]
-        out.append((r["dtype"], errors))
+        errors = (None if r[c] is None else on(ERROR, s, NUMERIC, r[c], ERROR)
+                  for c, s in subjects.items())  # fmt: skip
+        out.append((r["dtype"], *errors))
     return out
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """One kernel at one length: its kernel time, achieved FLOP/s and share of the measured
-    matmul ceiling; `suspect` when the rate is above the ceiling's fastest round."""
-
-    seq_len: int
-    name: str
-    status: str
-    time: Fact | None = None
-    rate: Fact | None = None
-    share: Fact | None = None
-    suspect: bool = False
 
 
 # The GPU kernel sweep, a view over flash_triton_vs_sdpa's long table (records/sweep.py):
@@ -421,69 +360,77 @@ KERNELS = Sweep(
 )
 
 
-def _kernel_points(m: Measurement) -> Sequence[Point]:
-    return sweep_findings(m, spec=KERNELS).points if "kernels" in m.tables else ()
+@dataclass(frozen=True)
+class KernelsAt:
+    """The kernels at one length: each one's kernel time (its status where it did not run),
+    the Triton kernel's achieved FLOP/s and share of the measured matmul ceiling, and its
+    time against SDPA flash's (ratio: Triton's ÷ SDPA's)."""
+
+    seq_len: int
+    times: dict[str, Fact | str]
+    rate: Fact | None = None
+    share: Fact | None = None  # None where suspect
+    suspect: bool = False
+    versus_sdpa: ffwd.Versus | None = None
 
 
-def kernels(m: Measurement, ceilings: Measurement | None) -> list[Kernel]:
-    """Kernel rows of a GPU `flash_triton_vs_sdpa` entry, by seq_len, judged against the
-    matmul ceiling of its dtype measured on the same device (none from another device)."""
-    key, dev = f"peak_flops_{m.params['dtype']}", m.device_id
+@dataclass(frozen=True)
+class Kernels:
+    rows: list[KernelsAt]  # by seq_len
+    names: tuple[str, ...]  # every kernel the entry holds
+    suspects: tuple[str, ...]  # kernels whose rate somewhere is above the ceiling, by name
+    error: Fact | None  # the Triton kernel's against float64, at the shortest length
+
+
+def kernels(m: Measurement, ceilings: Measurement | None) -> Kernels:
+    """A GPU `flash_triton_vs_sdpa` entry's kernels, judged against the matmul ceiling of its
+    dtype measured on the same device (none from another device). A rate above the ceiling's
+    fastest round is suspect and claims no share: no attention kernel outruns the matmul it
+    is built from."""
+    if "kernels" not in m.tables:
+        return Kernels([], (), (), None)
+    key = f"peak_flops_{m.params['dtype']}"
     ceiling = None
-    if ceilings is not None and ceilings.device_id == dev and key in ceilings.facts:
+    if ceilings is not None and ceilings.device_id == m.device_id and key in ceilings.facts:
         ceiling = ffwd.ceiling(ceilings, key)
-    out = []
-    for p in _kernel_points(m):
-        for name, r in p.rows.items():
-            time = p.facts[name]
-            if time is None:
-                out.append(Kernel(p.x, name, r["status"]))
-                continue
-            on, value = _On.of(m, seq_len=p.x), r["flops"] / (time.value * 1e-6)
-            suspect = ceiling is not None and value > (
-                ceiling.value if ceiling.high is None else ceiling.high
-            )
-            share = None
-            if ceiling and not suspect:
-                ratio = value / ceiling.value
-                share = on("share of the matmul ceiling", name, KERNEL, ratio, "%")
-            rate = on("achieved FLOP/s", name, KERNEL, value, "FLOP/s", detail=USEFUL)
-            out.append(Kernel(p.x, name, r["status"], time, rate, share, suspect))
-    return out
-
-
-def kernel_error(m: Measurement) -> Fact | None:
-    """The GPU kernel's relative error against float64, at the sweep's shortest length."""
+    top = None if ceiling is None else ceiling.value if ceiling.high is None else ceiling.high
+    rows, suspects = [], set()
+    for p in sweep_findings(m, spec=KERNELS).points:
+        on, t = _On.of(m, seq_len=p.x), p.timings
+        rates = {n: p.rows[n]["flops"] / (f.value * 1e-6) for n, f in p.facts.items() if f}
+        above = {n for n, value in rates.items() if top is not None and value > top}
+        suspects |= above
+        rate = share = versus = None
+        if fwd.TRITON in rates:
+            value = rates[fwd.TRITON]
+            rate = on("achieved FLOP/s", fwd.TRITON, KERNEL, value, "FLOP/s", detail=USEFUL)
+            if ceiling and fwd.TRITON not in above:
+                share = on("share of the matmul ceiling", fwd.TRITON, KERNEL,
+                           value / ceiling.value, "%")  # fmt: skip
+        if fwd.TRITON in t and fwd.SDPA_FLASH in t:
+            q = Quantity("kernel time ratio", f"{fwd.SDPA_FLASH} vs {fwd.TRITON}", m.device_id,
+                         KERNEL, on.shape)  # fmt: skip
+            c = compare(t[fwd.SDPA_FLASH], t[fwd.TRITON])
+            versus = ffwd.Versus(q, fwd.SDPA_FLASH, fwd.TRITON, c)
+        times = {n: p.facts[n] or r["status"] for n, r in p.rows.items()}
+        rows.append(KernelsAt(p.x, times, rate, share, fwd.TRITON in above, versus))
+    names = tuple(dict.fromkeys(n for r in rows for n in r.times))
     err = m.facts.get("triton_rel_error")
-    if err is None or "kernels" not in m.tables:
-        return None
-    on = _On.of(m, seq_len=min(m.tables["kernels"].column("seq_len")))
-    return on(ERROR, f"{fwd.TRITON} vs float64", NUMERIC, err, ERROR)
-
-
-def triton_vs_sdpa(m: Measurement, seq_len: int) -> ffwd.Versus | None:
-    """The Triton kernel against SDPA flash at one length (ratio: Triton's time ÷ SDPA's)."""
-    t = next((p.timings for p in _kernel_points(m) if p.x == seq_len), {})
-    if fwd.TRITON not in t or fwd.SDPA_FLASH not in t:
-        return None
-    subject = f"{fwd.SDPA_FLASH} vs {fwd.TRITON}"
-    q = Quantity(
-        "kernel time ratio", subject, m.device_id, KERNEL, _On.of(m, seq_len=seq_len).shape
-    )
-    return ffwd.Versus(q, fwd.SDPA_FLASH, fwd.TRITON, compare(t[fwd.SDPA_FLASH], t[fwd.TRITON]))
+    if err is not None:
+        on = _On.of(m, seq_len=min(m.tables["kernels"].column("seq_len")))
+        err = on(ERROR, f"{fwd.TRITON} vs float64", NUMERIC, err, ERROR)
+    return Kernels(rows, names, tuple(sorted(suspects)), err)
 
 
 # --- forecasts for a named GPU, counted on the tile grid -----------------------------------
+# All for analytic.gpu's forecast GPU (gpu.sheet()) at its FORECAST_SHAPE, on the fused
+# kernel's FLASH_BLOCK_Q × FLASH_BLOCK_K tiles.
 
 
 @dataclass(frozen=True)
 class Generations:
-    """FlashAttention 1's and 2's schedules at one shape on one GPU, as (FA1, FA2) pairs."""
+    """FlashAttention 1's and 2's schedules, as (FA1, FA2) pairs."""
 
-    gpu: SpecSheet
-    shape: Shape
-    block_q: int
-    block_k: int
     sms: Fact
     fp32_peak: Fact
     programs: tuple[Fact, Fact]
@@ -497,14 +444,9 @@ class Generations:
     skipped_flops: Fact  # the matmul FLOPs the skipped tiles would have cost
 
 
-def generations(
-    gpu_sheet: SpecSheet | None = None,
-    shape: Shape = gpu.FORECAST_SHAPE,
-    *,
-    block_q: int = gpu.FLASH_BLOCK_Q,
-    block_k: int = gpu.FLASH_BLOCK_K,
-) -> Generations:
-    g = gpu_sheet or gpu.sheet()
+def generations() -> Generations:
+    g, shape = gpu.sheet(), gpu.FORECAST_SHAPE
+    block_q, block_k = gpu.FLASH_BLOCK_Q, gpu.FLASH_BLOCK_K
     if g.sm_count is None:
         raise ValueError(f"the data sheet of the {g.label} records no SM count")
     tiles = f"{block_q}×{block_k} tiles"
@@ -514,11 +456,11 @@ def generations(
     def spec(metric: str, subject: str, value: float, unit: str) -> Fact:
         return forecast(metric, subject, g, value, unit, shape=shape)
 
-    def pair(of, metric: str, values, unit: str, vs: str = "") -> tuple[Fact, Fact]:
-        return tuple(of(metric, v + vs, x, unit) for v, x in zip(versions, values, strict=True))
-
     def model(metric: str, subject: str, value: float, unit: str) -> Fact:
         return model_fact(metric, subject, shape, value, unit)
+
+    def pair(of, metric: str, values, unit: str, vs: str = "") -> tuple[Fact, Fact]:
+        return tuple(of(metric, v + vs, x, unit) for v, x in zip(versions, values, strict=True))
 
     progs = (programs(*shape.dims[:3]), programs(*shape.dims[:3], block_q))
     rescale = output_rescale_flops(*shape.dims, block_q=block_q, block_k=block_k, **mask)
@@ -527,10 +469,6 @@ def generations(
     rescale_us = [f / gpu.vector_peak(g) * 1e6 for f in (rescale.fa1, rescale.fa2)]
     skipped = cost.attention_flops(*shape.dims, kv_seq_len=shape.kv_len) - flash.flops
     return Generations(
-        g,
-        shape,
-        block_q,
-        block_k,
         forecast("streaming multiprocessors", g.label, g, g.sm_count, "SMs"),
         forecast("FP32 peak", g.label, g, gpu.vector_peak(g), "FLOP/s"),
         pair(model, "programs", progs, "programs"),
@@ -547,21 +485,13 @@ def generations(
 
 
 @dataclass(frozen=True)
-class TileRow:
-    fit: TileFit
-    shared: Fact  # q, k and v tiles, in shared memory
-    registers: Fact  # score tile, accumulator, running max and sum, in registers
-    traffic: Fact  # bytes a fused forward moves with these tiles (k, v once per query tile)
-    fewer: Fact  # naive's bytes ÷ these
-
-
-@dataclass(frozen=True)
 class Tiles:
-    gpu: SpecSheet
-    shape: Shape
     capacity: Fact  # the most shared memory one thread block may use
     register_capacity: Fact  # the most register bytes one thread block may hold
-    rows: list[TileRow]
+    # Per tile size: its fit; the q, k and v tiles' bytes in shared memory; the score tile's,
+    # accumulator's, running max's and sum's in registers; the bytes a fused forward moves
+    # with these tiles (k, v once per query tile); naive's bytes ÷ those.
+    rows: list[tuple[TileFit, Fact, Fact, Fact, Fact]]
 
 
 def _fused(shape: Shape, block_q: int, block_k: int) -> float:
@@ -572,39 +502,35 @@ def _fused(shape: Shape, block_q: int, block_k: int) -> float:
     )  # fmt: skip
 
 
-def tiles(gpu_sheet: SpecSheet | None = None, shape: Shape = gpu.FORECAST_SHAPE) -> Tiles:
-    """Which tile sizes fit one block on `gpu` — q, k, v tiles in its shared memory, the
-    score tile and accumulator in its registers, as FlashAttention 2 and 3 keep them — and
-    the bytes each moves."""
-    g = gpu_sheet or gpu.sheet()
+def tiles() -> Tiles:
+    """Which tile sizes fit one block — q, k, v tiles in its shared memory, the score tile
+    and accumulator in its registers, as FlashAttention 2 and 3 keep them — and the bytes
+    each moves."""
+    g, shape = gpu.sheet(), gpu.FORECAST_SHAPE
     if g.shared_memory_per_block_kb is None:
         raise ValueError(f"the data sheet of the {g.label} records no shared memory per block")
     capacity = g.shared_memory_per_block_kb * 1024
-    naive = naive_bytes(g, shape).value
+    naive = naive_bytes().value
     rows = []
     for fit in tile_fits(capacity, shape.head_dim, shape.dtype):
         tile = f"{fit.block_q}×{fit.block_k} tiles"
         subject, moved = f"fused forward, {tile}", _fused(shape, fit.block_q, fit.block_k)
-        rows.append(
-            TileRow(
-                fit,
-                model_fact("shared-memory bytes per program", tile, shape, fit.shared, "B"),
-                model_fact("register bytes per program", tile, shape, fit.registers, "B"),
-                model_fact(
-                    "modelled bytes", subject, shape, moved, "B", detail="k, v once per query tile"
-                ),
-                model_fact(
-                    "modelled bytes ratio", f"naive vs {subject}", shape, naive / moved, "×"
-                ),
-            )
-        )
+        rows.append((
+            fit,
+            model_fact("shared-memory bytes per program", tile, shape, fit.shared, "B"),
+            model_fact("register bytes per program", tile, shape, fit.registers, "B"),
+            model_fact("modelled bytes", subject, shape, moved, "B",
+                       detail="k, v once per query tile"),
+            model_fact("modelled bytes ratio", f"naive vs {subject}", shape, naive / moved, "×"),
+        ))  # fmt: skip
     cap = forecast("shared memory per block", g.label, g, capacity, "B")
     regs = forecast("register bytes per block", g.label, g, 4 * REGISTERS_PER_BLOCK, "B")
-    return Tiles(g, shape, cap, regs, rows)
+    return Tiles(cap, regs, rows)
 
 
-def naive_bytes(g: SpecSheet, shape: Shape = gpu.FORECAST_SHAPE) -> Fact:
+def naive_bytes() -> Fact:
     """Naive attention's five kernels' HBM bytes (each step through memory)."""
+    g, shape = gpu.sheet(), gpu.FORECAST_SHAPE
     total = sum(k.bytes for k in gpu.naive_steps(g, shape))
     return forecast("HBM bytes", fwd.NAIVE, g, total, "B", shape=shape)
 
@@ -614,10 +540,6 @@ class GpuForecast:
     """The forecast box: HBM bytes naive vs fused, and the fused forward's time, each with
     the measurement of the same quantity on that GPU when the store holds one."""
 
-    gpu: SpecSheet
-    shape: Shape
-    block_q: int
-    block_k: int
     l2_serves_rereads: bool
     naive_bytes: Check
     flash_bytes: Check
@@ -628,16 +550,12 @@ class GpuForecast:
     triton_floor: Check
 
 
-def gpu_forecast(
-    times_by_device: Sequence[Measurement],
-    gpu_sheet: SpecSheet | None = None,
-    shape: Shape = gpu.FORECAST_SHAPE,
-) -> GpuForecast:
-    """Forecasts for `gpu` at `shape`, checked against that GPU's forward_times entry among
-    `times_by_device` (every device's, as `measure_each_device` returns them) when present."""
-    g = gpu_sheet or gpu.sheet()
+def gpu_forecast(times_by_device: Sequence[Measurement]) -> GpuForecast:
+    """Checked against the forecast GPU's forward_times entry among `times_by_device` (every
+    device's, as `measure_each_device` returns them) when present."""
+    g, shape = gpu.sheet(), gpu.FORECAST_SHAPE
     flash = gpu.flash_forward(g, shape)
-    naive = naive_bytes(g, shape)
+    naive = naive_bytes()
     l2 = gpu.l2_serves_rereads(g, shape)
     measured = measured_on(times_by_device, g)
 
@@ -654,10 +572,6 @@ def gpu_forecast(
 
     tiled = _fused(shape, gpu.FLASH_BLOCK_Q, gpu.FLASH_BLOCK_K)
     return GpuForecast(
-        g,
-        shape,
-        gpu.FLASH_BLOCK_Q,
-        gpu.FLASH_BLOCK_K,
         l2,
         check(naive, None),
         check(spec("HBM bytes", "FlashAttention forward", flash.bytes, "B"), None),

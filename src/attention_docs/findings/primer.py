@@ -1,9 +1,9 @@
 # Verdicts of the profiler primer: how the first profiled calls of a fresh process compare
 # with the settled ones and with the unprofiled forward; how page faults per call are
-# distributed and what each group costs; what each profiler setting adds per forward and per
-# event; and the two regimes of a size sweep (a per-call floor, then time in proportion to the
-# bytes), with the size that moved bytes fastest. Facts and flags only: render/primer.py says
-# them.
+# distributed and what each group costs; the dispatch chain of one labelled range; what each
+# profiler setting adds per forward and per event; and the two regimes of a size sweep (a
+# per-call floor, then time in proportion to the bytes), with the size that moved bytes
+# fastest. Facts and flags only: render/primer.py says them.
 from __future__ import annotations
 
 import statistics
@@ -32,6 +32,7 @@ from attention_docs.records.trace import Span, Trace
 # A warm call's page faults explain "most" of it when even the least costly reading is half
 # the forward, a "small" part when even the costliest is under a tenth.
 MOST, SMALL = 0.5, 0.1
+SMALLEST = 4  # the sizes of a sweep whose medians make its per-call floor
 
 
 def _q(m: Measurement, metric: str, clock: str, detail: str = "", subject=fwd.NAIVE) -> Quantity:
@@ -55,24 +56,24 @@ def _minus(q: Quantity, a: Timing, b: Timing) -> Fact:
     return Fact(q, a.time_us - b.time_us, "µs", a.low_us - b.high_us, a.high_us - b.low_us)
 
 
-# --- The first calls --------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class FirstCalls:
-    cold: tuple[Fact, ...]  # each call's profiled wall time, first (cold) session
-    again: tuple[Fact, ...]  # the same in a second session, the forward already warm
-    cold_faults: tuple[Fact | None, ...]  # each call's minor page faults (None: not counted)
+    # Per call, first to last, in the cold session and in a second one with the forward
+    # already warm: its profiled wall time and its minor page faults (None: not counted).
+    cold: tuple[Fact, ...]
+    again: tuple[Fact, ...]
+    cold_faults: tuple[Fact | None, ...]
     again_faults: tuple[Fact | None, ...]
     warm: Fact  # the unprofiled forward (forward_times)
-    settled: Fact  # the cold session's second half, median and range
-    first_vs_settled: Comparison  # ratio = first call / settled calls
-    first_over_settled: Fact  # that ratio as a fact
+    settled: Fact  # the cold session's second half
     first_vs_warm: Fact  # first call ÷ unprofiled forward (×)
-    startup: Fact  # the second session's first call minus its settled median
-    startup_shows: bool  # that first call is slower than every settled call of its session
-    cold_start: Fact  # first call of the cold session minus that of the warm one
-    cold_start_shows: bool  # slower by more than the spread of settled calls
+    # None where it does not show: the first call ÷ the settled calls (None: inside their
+    # range); the profiler's start-up, the second session's first call over its settled calls
+    # (None: no slower than every one of them); the cold start, the cold session's first call
+    # over the second's (None: by no more than the settled calls vary).
+    first_over_settled: Fact | None
+    startup: Fact | None
+    cold_start: Fact | None
 
 
 def first_calls(m: Measurement, times: Measurement) -> FirstCalls:
@@ -87,24 +88,27 @@ def first_calls(m: Measurement, times: Measurement) -> FirstCalls:
     # Each call is one round of its Timing.
     settled, settled_again = (Timing.from_rounds(c[half:], "calls") for c in (cold, again))
     first = Timing.from_rounds([cold[0]], "call")
+    noise = max(settled.high_us - settled.low_us, settled_again.high_us - settled_again.low_us)
+
+    def q(metric: str, detail: str = "", clock: str = PROFILED) -> Quantity:
+        return _q(m, metric, clock, detail)
 
     def per_call(column: str, session: str, metric: str, clock: str, unit: str) -> tuple:
         return tuple(
-            None
-            if v is None
-            else Fact(_q(m, metric, clock, f"call {i}, {session} session"), v, unit)
+            None if v is None else Fact(q(metric, f"call {i}, {session} session", clock), v, unit)
             for i, v in enumerate(table.column(column), 1)
         )
 
-    vs_settled = compare(settled, first)
-    noise = max(settled.high_us - settled.low_us, settled_again.high_us - settled_again.low_us)
-    first_vs_warm = compare(fwd.timing(times, fwd.NAIVE, shape), first)
     time, faults = ("profiled call time", PROFILED, "µs"), ("minor page faults", COUNTED, "")
-
-    def q(metric: str, detail: str = "") -> Quantity:
-        return _q(m, metric, PROFILED, detail)
-
-    startup = again[0] - settled_again.time_us
+    vs_settled = compare(settled, first)
+    startup = Fact(
+        q("profiler start-up", "first call over settled calls"),
+        again[0] - settled_again.time_us,
+        "µs",
+    )
+    cold_start = Fact(
+        q("cold start", "first call, cold minus warm session"), cold[0] - again[0], "µs"
+    )
     return FirstCalls(
         cold=per_call("cold_wall_us", "cold", *time),
         again=per_call("warm_session_wall_us", "second", *time),
@@ -112,57 +116,50 @@ def first_calls(m: Measurement, times: Measurement) -> FirstCalls:
         again_faults=per_call("warm_session_page_faults", "second", *faults),
         warm=warm,
         settled=Fact.of_timing(q("profiled call time", "settled calls, cold session"), settled),
-        first_vs_settled=vs_settled,
-        first_over_settled=ratio_fact(q("first profiled call ÷ settled calls"), vs_settled),
-        first_vs_warm=ratio_fact(q("first profiled call ÷ unprofiled forward"), first_vs_warm),
-        startup=Fact(q("profiler start-up", "first call over settled calls"), startup, "µs"),
-        startup_shows=again[0] > settled_again.high_us,
-        cold_start=Fact(
-            q("cold start", "first call, cold minus warm session"), cold[0] - again[0], "µs"
+        first_vs_warm=ratio_fact(
+            q("first profiled call ÷ unprofiled forward"),
+            compare(fwd.timing(times, fwd.NAIVE, shape), first),
         ),
-        cold_start_shows=cold[0] - again[0] > noise,
+        first_over_settled=None
+        if vs_settled.tie
+        else ratio_fact(q("first profiled call ÷ settled calls"), vs_settled),
+        startup=startup if again[0] > settled_again.high_us else None,
+        cold_start=cold_start if cold_start.value > noise else None,
+    )
+
+
+def first_call_ops(m: Measurement) -> tuple[tuple[str, str, Fact, Fact], ...]:
+    """What the first call spent its extra time in, by name (first-only names first): each
+    name, its kind, its self time in the first call, and that over the settled calls' mean."""
+
+    def f(r: dict, metric: str, column: str, detail: str) -> Fact:
+        return Fact(_q(m, metric, PROFILED, detail, r["name"]), r[column], "µs")
+
+    return tuple(
+        (
+            r["name"],
+            r["kind"],
+            f(r, "profiled self time", "self_first_us", "first call, cold session"),
+            f(r, "first call's extra self time", "extra_us", "over the settled calls"),
+        )
+        for r in m.tables["first_call_ops"].records()
     )
 
 
 @dataclass(frozen=True)
-class FirstCallOp:
-    name: str
-    kind: str
-    first: Fact  # self time in the first call
-    extra: Fact  # over the mean of the settled calls
-
-
-def first_call_ops(m: Measurement) -> tuple[FirstCallOp, ...]:
-    """What the first call spent its extra time in, by name (first-only names first)."""
-    out = []
-    for r in m.tables["first_call_ops"].records():
-
-        def f(metric: str, v: float, detail: str, name: str = r["name"]) -> Fact:
-            return Fact(_q(m, metric, PROFILED, detail, name), v, "µs")
-
-        first = f("profiled self time", r["self_first_us"], "first call, cold session")
-        extra = f("first call's extra self time", r["extra_us"], "over the settled calls")
-        out.append(FirstCallOp(r["name"], r["kind"], first, extra))
-    return tuple(out)
-
-
-# --- Self time and total time -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
 class Dispatch:
-    """One labelled range of a profiled forward: its times, the op its line of Python called
-    (the longest) and the op that did the work (the most self time, views excluded)."""
+    """One labelled range of a profiled forward: its total and self time, the op its line of
+    Python called (`outer`, the longest) and the op that did the work (`worker`, the most
+    self time, views excluded), with the worker's share of the range's total."""
 
-    label: str
     total: Fact
-    own: Fact  # the range's self time
+    own: Fact
     outer: str
     outer_total: Fact
     outer_own: Fact
     worker: str
     worker_own: Fact
-    worker_share: Fact  # of the range's total
+    worker_share: Fact
 
 
 def range_spans(trace: Trace, label: str) -> tuple[Span, list[Span]]:
@@ -200,8 +197,8 @@ def dispatch(m: Measurement, label: str) -> Dispatch:
         value = span.dur_us if which == "total" else span.self_us
         return Fact(_q(m, metric, PROFILED, subject=subject), value, "µs")
 
+    share = worker.self_us / top.dur_us if top.dur_us else 0.0
     return Dispatch(
-        label,
         f(top, "total"),
         f(top, "self"),
         outer.name,
@@ -211,13 +208,10 @@ def dispatch(m: Measurement, label: str) -> Dispatch:
         f(worker, "self"),
         Fact(
             _q(m, "share of the range", PROFILED, "self time", f"{label} › {worker.name}"),
-            worker.self_us / top.dur_us if top.dur_us else 0.0,
+            share,
             "%",
         ),
     )
-
-
-# --- Page faults ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -226,6 +220,9 @@ class FaultGroup:
 
     faults: Fact  # faults per call: the group's median and range
     calls: Fact  # how many calls fell in it
+    # Priced with the measured cost of a fresh page (all None where that cost is not
+    # resolved): the faults' time per call, that as a fraction of the unprofiled forward, and
+    # how much of a call it explains ("most", "small", "part", or "open": small or most).
     cost: Fact | None  # faults × the cost of a fresh page (None: that cost was not resolved)
     share: Fact | None  # that cost as a fraction of the unprofiled forward
     level: str | None  # MOST, SMALL, "part" or "open": how much of a call it explains
@@ -292,9 +289,6 @@ def faults(m: Measurement, times: Measurement) -> Faults | None:
     return Faults(dist, tuple(groups), page, buffer)
 
 
-# --- What the profiler costs ------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Overhead:
     configuration: str
@@ -303,10 +297,6 @@ class Overhead:
     added: Fact  # per forward: median difference; range pairs the rounds' extremes
     events: Fact  # events recorded per forward
     per_event: Fact | None  # None when the added time is within noise
-
-    @property
-    def tie(self) -> bool:
-        return self.versus.tie
 
 
 def overhead(m: Measurement) -> tuple[Overhead, ...]:
@@ -327,15 +317,9 @@ def overhead(m: Measurement) -> tuple[Overhead, ...]:
     return tuple(found)
 
 
-# --- The size sweep ---------------------------------------------------------------------------
-
-SMALLEST = 4  # points whose median makes the floor
-
-
 @dataclass(frozen=True)
 class SizePoint:
     elements: int
-    bytes: float
     moved: Fact  # bytes moved per call (read a and b, write the sum)
     timing: Timing
     time: Fact
@@ -349,6 +333,8 @@ class SizeSweep:
     flat: bool  # the smallest sizes are within noise of one another
     bandwidth: Fact  # the largest size's rate (a point of `points`)
     crossover: Fact  # bytes where bytes ÷ bandwidth equals the floor
+    # The point that moved bytes fastest (median), its time per byte against the largest's,
+    # and whether it beats the largest beyond the noise (False when it is the largest).
     fastest: SizePoint  # the point that moved bytes fastest (median)
     fastest_ratio: Fact  # time per byte: largest ÷ fastest
     fastest_beyond_noise: bool  # False when the fastest is the largest, or a tie
@@ -373,7 +359,7 @@ def size_sweep(m: Measurement) -> SizeSweep:
             moved = Fact(q("bytes moved per call", f"{n} elements", MODEL, MODEL_DEVICE), b, "B")
             time = Fact.of_timing(q("time per call", f"{n} elements"), t)
             rate = per_second(q("achieved bandwidth", f"{n} elements"), b, t, "B/s")
-            points.append(SizePoint(n, b, moved, t, time, rate))
+            points.append(SizePoint(n, moved, t, time, rate))
     if len(points) < SMALLEST + 1:
         raise ValueError(
             f"a size sweep needs at least {SMALLEST + 1} measured sizes to find two regimes; "
@@ -390,17 +376,16 @@ def size_sweep(m: Measurement) -> SizeSweep:
         max(small),
     )
     largest = points[-1]
-    crossover_bytes = floor.value * 1e-6 * largest.rate.value
+    crossover = floor.value * 1e-6 * largest.rate.value
     fastest = max(points, key=lambda p: p.rate.value)
-    per_byte = [p.timing.scaled(1 / p.bytes) for p in (fastest, largest)]
-    versus = compare(*per_byte)
+    versus = compare(*(p.timing.scaled(1 / p.moved.value) for p in (fastest, largest)))
     ratio_q = q("bytes/s ÷ the largest size's", f"{fastest.elements} elements")
     return SizeSweep(
         points=tuple(points),
         floor=floor,
         flat=flat,
         bandwidth=largest.rate,
-        crossover=Fact(q("crossover", "floor × bandwidth", MODEL), crossover_bytes, "B"),
+        crossover=Fact(q("crossover", "floor × bandwidth", MODEL), crossover, "B"),
         fastest=fastest,
         fastest_ratio=ratio_fact(ratio_q, versus),
         fastest_beyond_noise=fastest is not largest and not versus.tie,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attention_docs.analytic import gpu as gpus
-from attention_docs.findings.facts import MODEL, MODEL_DEVICE, PUBLISHED, SPEC, Fact, Quantity
+from attention_docs.findings.facts import PUBLISHED, SPEC, Fact, Quantity, model_fact
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.ops import recording
 from attention_docs.records.published import Point, dataset
@@ -37,6 +37,8 @@ RECORDED = {
 }
 FUSED = frozenset({"SDPA flash", "SDPA efficient", "SDPA cuDNN"})
 RECORDED_OPS = "kernels of the recorded ops"  # the model of a RECORDED subject, as said
+METRIC_RELATIVE = "throughput relative to a baseline"
+SUBJECT_RELATIVE = "FlexAttention vs FlashAttention"
 # The units a point's value is read in, as this site's facts carry them: metric, unit, and
 # what the value is multiplied and divided by.
 _METRICS = {
@@ -45,7 +47,7 @@ _METRICS = {
     "kernels": ("GPU kernels per forward", "kernels", 1, 1),
     "TFLOP/s": ("FLOP/s", "FLOP/s", 1e12, 1),
     "%": ("share of peak FLOP/s", "%", 1, 100),
-    "% of baseline": ("throughput relative to a baseline", "%", 1, 100),
+    "% of baseline": (METRIC_RELATIVE, "%", 1, 100),
 }
 # Relative throughputs within this share of 100% are "as fast": the sources round to 1%.
 AS_FAST_WITHIN = 0.005
@@ -84,10 +86,14 @@ class Beside:
     kernels: int | None  # the forecast's kernel count, for a time forecast priced by kernel
 
 
-def _spec_fact(point: Point, gpu: SpecSheet, what: str, value, unit, *, low=None, high=None):
+def _spec(gpu: SpecSheet, metric: str, subject: str, shape, detail: str) -> Quantity:
+    """A quantity forecast from `gpu`'s data sheet (device `spec:SLUG`)."""
+    return Quantity(metric, subject, f"spec:{gpu.slug}", SPEC, shape, detail)
+
+
+def _spec_fact(point: Point, gpu: SpecSheet, what: str, value, unit, *ends) -> Fact:
     metric = _METRICS[point.unit][0]
-    q = Quantity(metric, point.subject, f"spec:{gpu.slug}", SPEC, point.shape, what)
-    return Fact(q, value, unit, low, high)
+    return Fact(_spec(gpu, metric, point.subject, point.shape, what), value, unit, *ends)
 
 
 def _where(value: float, low: float, high: float) -> str:
@@ -128,7 +134,7 @@ def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     if r.low_us is None:
         return floor, NO_RANGE, model, kernels
     what = f"realistic range: {model} over cited efficiencies"
-    fact = _spec_fact(point, gpu, what, None, "µs", low=r.low_us, high=r.high_us)
+    fact = _spec_fact(point, gpu, what, None, "µs", r.low_us, r.high_us)
     return fact, _where(value, r.low_us, r.high_us), model, kernels
 
 
@@ -143,7 +149,7 @@ def _rate(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     if e is None:
         return floor, NO_RANGE, model, None
     low, high = peak * e.low, peak * e.high
-    fact = _spec_fact(point, gpu, model, None, unit, low=low, high=high)
+    fact = _spec_fact(point, gpu, model, None, unit, low, high)
     own = e.source is not None and e.source.key == point.source.key
     return fact, OWN_SOURCE if own else _where(value, low, high), model, None
 
@@ -172,14 +178,12 @@ def beside(point: Point) -> Beside:
     published = published_fact(point)
     value = published.value
     fact, where, model, kernels = _FORECASTS.get(point.unit, _rate)(point, gpu, value)
-    ratio_q = Quantity(RATIO, point.subject, f"spec:{gpu.slug}", SPEC, point.shape,
-                       f"{point.source.key}; {point.statistic}")  # fmt: skip
     # A forecast of one value (value set) or a range (low..high, value None).
     low, high = (fact.low, fact.high) if fact.value is None else (fact.value,) * 2
-    if low == high:
-        ratio = Fact(ratio_q, value / low, "×")
-    else:
-        ratio = Fact(ratio_q, None, "×", value / high, value / low)
+    q = _spec(gpu, RATIO, point.subject, point.shape, f"{point.source.key}; {point.statistic}")
+    ratio = (
+        Fact(q, value / low, "×") if low == high else Fact(q, None, "×", value / high, value / low)
+    )
     return Beside(point, gpu, published, fact, ratio, where, model, kernels)
 
 
@@ -214,9 +218,8 @@ class Accuracy:
     @property
     def relative_forecast(self) -> Fact:
         """What the model forecasts for every relative throughput: 100%."""
-        q = Quantity("throughput relative to a baseline", "FlexAttention vs FlashAttention",
-                     MODEL_DEVICE, MODEL, None, "the same fused kernel as its baseline")  # fmt: skip
-        return Fact(q, 1.0, "%")
+        what = "the same fused kernel as its baseline"
+        return model_fact(METRIC_RELATIVE, SUBJECT_RELATIVE, None, 1.0, "%", detail=what)
 
     @property
     def relative_miss(self) -> Fact | None:
@@ -224,7 +227,7 @@ class Accuracy:
         if not self.relative:
             return None
         worst = max(self.relative, key=lambda b: abs(b.published.value - 1.0))
-        q = Quantity("largest miss of a relative throughput", "FlexAttention vs FlashAttention",
+        q = Quantity("largest miss of a relative throughput", SUBJECT_RELATIVE,
                      "paper:several", PUBLISHED, None, "published ÷ the model's 100%, less 1")  # fmt: skip
         return Fact(q, abs(worst.published.value - 1.0), "%")
 
@@ -284,10 +287,8 @@ def in_place(gpu: SpecSheet | None = None, shape=None) -> InPlace:
     gpu = gpu or gpus.sheet()
     shape = shape or gpus.FORECAST_SHAPE
 
-    def spec(metric: str, subject: str, value, unit: str, *rest, detail=RECORDED_OPS) -> Fact:
-        return Fact(
-            Quantity(metric, subject, f"spec:{gpu.slug}", SPEC, shape, detail), value, unit, *rest
-        )
+    def spec(metric: str, subject: str, value, unit: str, *ends, detail=RECORDED_OPS) -> Fact:
+        return Fact(_spec(gpu, metric, subject, shape, detail), value, unit, *ends)
 
     rows, kernels_of = [], {}
     for variant, subject in MASK_CODE:

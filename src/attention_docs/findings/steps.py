@@ -44,19 +44,23 @@ def shape_of(m: Measurement) -> Shape | None:
         return None
 
 
-def rates(label: str, cost: StepCost, t: Timing, device_id: str, shape: Shape) -> tuple[Fact, Fact]:
-    """FLOP/s and bytes/s over an unprofiled time; each range from the rounds' extremes."""
+def _rates(
+    label: str, flops: float, nbytes: float, times: Measurement, shape: Shape
+) -> tuple[Fact, Fact]:
+    """FLOP/s and bytes/s over `label`'s unprofiled time in `times` (forward_times); each
+    range from the rounds' extremes."""
+    t = fwd.step_timing(times, label, shape)
 
     def rate(metric: str, amount: float, unit: str) -> Fact:
-        return per_second(Quantity(metric, label, device_id, UNPROFILED, shape), amount, t, unit)
+        q = Quantity(metric, label, times.device_id, UNPROFILED, shape)
+        return per_second(q, amount, t, unit)
 
-    return rate(FLOP_RATE, cost.flops, "FLOP/s"), rate(BYTE_RATE, cost.bytes, "B/s")
+    return rate(FLOP_RATE, flops, "FLOP/s"), rate(BYTE_RATE, nbytes, "B/s")
 
 
 @dataclass(frozen=True)
 class Step:
     label: str
-    calls: int
     cost: StepCost
     profiled: Fact  # per forward: the profiled forwards' lower quartile, their range
     share: Fact  # of the profiled steps' sum, forward by forward
@@ -121,20 +125,18 @@ def steps(m: Measurement, times: Measurement | None = None) -> Steps:
 
     out = []
     for s in m.steps:
-        cost = StepCost(s.label, s.flops, s.bytes)
         alone = flop_rate = byte_rate = None
         if times is not None and shape is not None:
             with suppress(fwd.NotMeasuredError):  # not in forward_times' grid
                 alone = step_time(times, s.label, shape)
-            if alone is not None:
-                timing = fwd.step_timing(times, s.label, shape)
-                flop_rate, byte_rate = rates(s.label, cost, timing, times.device_id, shape)
+        if alone is not None:
+            flop_rate, byte_rate = _rates(s.label, s.flops, s.bytes, times, shape)
         t = Timing.from_rounds(per[s.label], "profiled forwards")
+        cost = StepCost(s.label, s.flops, s.bytes)
         intensity = model_fact("arithmetic intensity", s.label, shape, cost.intensity, "FLOP/B")
         out.append(
             Step(
                 s.label,
-                s.calls,
                 cost,
                 Fact.of_timing(q("profiled step time per forward", s.label), t),
                 _range_fact(q("share of the profiled steps", s.label), found[s.label]),
@@ -196,9 +198,6 @@ def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | Non
     return Profiled(found.summed, unprofiled_fact, compare(unprofiled, found.total), faults)
 
 
-# --- Shares per shape -------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class ShapeShares:
     label: str  # "256×64" (seq_len×head_dim)
@@ -244,9 +243,6 @@ def shares_by_shape(sweep: Measurement, point: Measurement) -> tuple[ShapeShares
     return tuple(out)
 
 
-# --- On a GPU: the forecast and its check -----------------------------------------------------
-
-
 @dataclass(frozen=True)
 class StepForecast:
     label: str
@@ -287,12 +283,11 @@ class GpuSteps:
         return sum(1 for s in self.steps if s.kernel.limit == "memory")
 
 
-def gpu_steps(
-    entries: Iterable = (), gpu: SpecSheet | None = None, shape: Shape = gpus.FORECAST_SHAPE
-) -> GpuSteps:
-    """Each naive step on `gpu` at `shape` from its data sheet, checked against that GPU's
-    forward_times entry when `entries` (every device's, `measure_each_device`) hold one."""
-    gpu = gpu or gpus.sheet()
+def gpu_steps(entries: Iterable = ()) -> GpuSteps:
+    """Each naive step on the forecast GPU at the forecast shape from its data sheet, checked
+    against that GPU's forward_times entry when `entries` (every device's,
+    `measure_each_device`) hold one."""
+    gpu, shape = gpus.sheet(), gpus.FORECAST_SHAPE
     measured = measured_on(entries, gpu)
     out = []
     for k in gpus.naive_steps(gpu, shape):
@@ -302,9 +297,7 @@ def gpu_steps(
         metric, amount, unit = ((FLOP_RATE, k.flops, "FLOP/s"), (BYTE_RATE, k.bytes, "B/s"))[by]
         achieved = None
         if alone is not None:
-            t = fwd.step_timing(measured, k.label, shape)
-            cost = StepCost(k.label, k.flops, k.bytes)
-            achieved = rates(k.label, cost, t, measured.device_id, shape)[by]
+            achieved = _rates(k.label, k.flops, k.bytes, measured, shape)[by]
         attainable = amount / k.floor_us * 1e6
         rate = forecast(metric, k.label, gpu, attainable, unit, shape=shape, detail="attainable")
         floor = forecast(
@@ -341,9 +334,6 @@ def gpu_steps(
         tuple(out),
         check(floor, naive),
     )
-
-
-# --- The per-op table -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

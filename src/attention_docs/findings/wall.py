@@ -60,32 +60,25 @@ def _measured(times: Measurement | None, s: Shape, impl: str = NAIVE) -> Fact | 
         return None
 
 
-def points(m: Measurement, times: Measurement | None = None) -> dict[Shape, Point]:
-    """Every shape of a `wall` measurement; `times` (forward_times on the same device) gives
-    the time of a shape its grid holds."""
-    out = {}
-    for r in m.tables["points"].records():
-        s = Shape.of(r, dtype=m.params["dtype"], causal=m.params["causal"])
-        timing, time = r["time"], _measured(times, s)
-        if time is not None:
-            timing = fwd.timing(times, NAIVE, s)
-        elif timing is not None:
-            time = Fact.of_timing(ffwd.forward_quantity(m, NAIVE, s), timing)
-        peak = None if r["peak_bytes"] is None else fmemory.peak_fact(m, r["peak_bytes"], s)
-        flops = model_fact("matmul FLOPs", NAIVE, s, attention_flops(*s.dims), "FLOP")
-        steps = {label: r[label] for label in STEPS} if r.get(STEPS[0]) is not None else None
-        out[s] = Point(s, timing, time, peak, flops, steps, r["status"].split(" (")[0])
-    return out
-
-
 def sweep(m: Measurement, name: str, times: Measurement | None = None) -> list[Point]:
-    """The points of one sweep ("seq_len", "tokens", "heads", "head_dim"), in order."""
-    found, p = points(m, times), m.params
-    return [
-        found[Shape(*r[1:], p["dtype"], p["causal"])]
-        for r in m.tables["sweeps"].rows
-        if r[0] == name
-    ]
+    """The points of one sweep ("seq_len", "tokens", "heads", "head_dim"), in order; `times`
+    (forward_times on the same device) gives the time of a shape its grid holds."""
+    dtype, causal = m.params["dtype"], m.params["causal"]
+    rows = {Shape.of(r, dtype=dtype, causal=causal): r for r in m.tables["points"].records()}
+    members = (Shape(*r[1:], dtype, causal) for r in m.tables["sweeps"].rows if r[0] == name)
+    return [_point(m, s, rows[s], times) for s in members]
+
+
+def _point(m: Measurement, s: Shape, r: dict, times: Measurement | None) -> Point:
+    timing, time = r["time"], _measured(times, s)
+    if time is not None:
+        timing = fwd.timing(times, NAIVE, s)
+    elif timing is not None:
+        time = Fact.of_timing(ffwd.forward_quantity(m, NAIVE, s), timing)
+    peak = None if r["peak_bytes"] is None else fmemory.peak_fact(m, r["peak_bytes"], s)
+    flops = model_fact("matmul FLOPs", NAIVE, s, attention_flops(*s.dims), "FLOP")
+    steps = {label: r[label] for label in STEPS} if r.get(STEPS[0]) is not None else None
+    return Point(s, timing, time, peak, flops, steps, r["status"].split(" (")[0])
 
 
 @dataclass(frozen=True)

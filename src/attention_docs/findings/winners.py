@@ -5,7 +5,7 @@
 # the GPU map (naive attention's five kernels against one fused kernel). No words here.
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import product
 
@@ -13,7 +13,7 @@ from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import decode as fdecode
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings.compare import Comparison
-from attention_docs.findings.devices import time_at, timing_at
+from attention_docs.findings.devices import time_at
 from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, Quantity, ratio_fact
 from attention_docs.findings.forecast import (
     RANGE_OF_FLASH,
@@ -35,15 +35,35 @@ from attention_docs.records.timing import Timing
 
 FORWARD, TRAINING, DECODE = "forward", "training", "decode"
 
+# Each map is a set of series, and a series is a sweep (records/sweep.py): a view over the
+# long `times` table of forward_times (train_times: the same table, a training step per cell),
+# each implementation's time against seq_len at one batch, heads, dtype, mask and head_dim.
+# Its facts are forward_time's (a training step's), its ranking per length has ties.
+SERIES = Sweep(
+    table="times",
+    x="seq_len",
+    x_unit="tokens",
+    lines=(),
+    metric=ffwd.FORWARD_TIME,
+    line="implementation",
+    shape_from=tuple((c, c) for c in fwd.SHAPE_COLUMNS),
+)
+VIEWS = {
+    FORWARD: SERIES,
+    TRAINING: replace(SERIES, metric="training step time", detail="forward + backward"),
+}
+
 
 @dataclass(frozen=True)
 class Cell:
-    """One shape of one view: the implementations that ran there, ranked with ties."""
+    """One shape of one view: the implementations that ran there, ranked with ties, and each
+    one's time as the quantity its view measures."""
 
     view: str
     shape: Shape
     timings: Mapping[str, Timing]
     ranking: Ranking
+    facts: Mapping[str, Fact]
 
     @property
     def winner(self) -> str:
@@ -70,32 +90,96 @@ def implementations(m: Measurement) -> list[str]:
     return [n for n in dict.fromkeys(names) if not n.startswith(fwd.STEP_PREFIX)]
 
 
-def shapes(m: Measurement) -> list[Shape]:
-    """A times table's shapes: causal first, then by heads, dtype, head_dim and seq_len."""
-    found = {Shape.of(r) for r in fwd.rows(m)}
-    return sorted(found, key=lambda s: (not s.causal, s.num_heads, s.dtype, s.head_dim, s.seq_len))
+def shape_count(m: Measurement) -> int:
+    return len({Shape.of(r) for r in fwd.rows(m)})
 
 
-def _cell(view: str, shape: Shape, timings: Mapping[str, Timing | None]) -> Cell | None:
-    ran = {name: t for name, t in timings.items() if t is not None}
-    return Cell(view, shape, ran, rank(ran)) if ran else None
+@dataclass(frozen=True)
+class Series:
+    """One series of a map along seq_len (one dtype, mask and head_dim): its sweep (who leads
+    where, with ties) and its cells. `lead`: whether the leader's lead over naive attention
+    rises, falls or stays within the noise from the shortest sequence ranked to the longest
+    (None where fewer than two lengths rank two or more, or naive did not run at an end)."""
+
+    causal: bool
+    head_dim: int
+    sweep: SweepFindings
+    cells: tuple[Cell, ...]
+    lead: str | None
+
+    @property
+    def steady(self) -> tuple[str, ...]:
+        """The implementations that lead (alone or within noise) at every length ranked."""
+        leads = self.sweep.leads
+        return tuple(sorted(set.intersection(*(set(x.leaders) for x in leads)))) if leads else ()
+
+    @property
+    def ties(self) -> tuple[tuple[tuple[str, ...], Lead], ...]:
+        """Where others lead within noise of the steady leaders: (those others, the lead)."""
+        steady = set(self.steady)
+        return tuple(
+            (tuple(sorted(set(x.leaders) - steady)), x)
+            for x in self.sweep.leads
+            if steady and set(x.leaders) - steady
+        )
+
+    @property
+    def changes(self) -> bool:
+        """Whether no one implementation leads at every length: the answer changes."""
+        return bool(self.sweep.leads) and not self.steady
 
 
-def cells(m: Measurement, view: str = FORWARD, where: Iterable[Shape] | None = None) -> list[Cell]:
-    """Every shape (of `where`, default all) at which something ran, ranked."""
-    names, where = implementations(m), shapes(m) if where is None else where
-    found = (_cell(view, s, {n: timing_at(m, n, s) for n in names}) for s in where)
-    return [c for c in found if c]
+def _ran(facts: Mapping[str, Fact | None]) -> dict[str, Fact]:
+    return {name: f for name, f in facts.items() if f is not None}
+
+
+def _series(m: Measurement, view: str, s: fwd.Slice, key: tuple[str, bool, int]) -> Series:
+    dtype, causal, head_dim = key
+    where = (("batch_size", s.batch_size), ("num_heads", s.num_heads), ("dtype", dtype),
+             ("causal", causal), ("head_dim", head_dim))  # fmt: skip
+    spec = replace(VIEWS[view], lines=tuple(implementations(m)), where=where)
+    found = sweep_findings(m, spec=spec)
+    ranked = [p for p in found.points if p.ranking and p.x in s.seq_lens]
+    cells = tuple(
+        Cell(view, Shape.of(next(iter(p.rows.values()))), p.timings, p.ranking, _ran(p.facts))
+        for p in ranked
+    )
+    ranked = [p for p in ranked if len(p.ranking.order) >= 2]
+    lead = None
+    if len(ranked) >= 2:
+        a, b = (p.ranking.against_fastest.get(fwd.NAIVE) for p in (ranked[0], ranked[-1]))
+        if a is not None and b is not None:
+            lead = RISES if b.low > a.high else FALLS if b.high < a.low else FLAT
+    return Series(causal, head_dim, found, cells, lead)
+
+
+def teaching(m: Measurement) -> list[Series]:
+    """The teaching slice of the entry's device, a series per dtype, mask and head_dim."""
+    t = fwd.GRIDS[m.device_kind].teaching
+    return [_series(m, FORWARD, t, key) for key in product(t.dtypes, t.causal, t.head_dims)]
 
 
 def teaching_cells(m: Measurement) -> list[Cell]:
-    """The forward map at the teaching slice of the entry's device."""
-    return cells(m, where=fwd.GRIDS[m.device_kind].teaching.shapes())
+    """The forward map at the teaching slice, in its order (dtype, mask, head_dim, seq_len)."""
+    return [c for s in teaching(m) for c in s.cells]
+
+
+def series(m: Measurement) -> list[Series]:
+    """The teaching slice's series whose leaders can be followed: two lengths or more ranked."""
+    return [s for s in teaching(m) if sum(len(lead.xs) for lead in s.sweep.leads) >= 2]
+
+
+def map_cells(m: Measurement, view: str = FORWARD) -> list[Cell]:
+    """The model-like panel: the map slice's batch, heads and head_dim, causal, in both
+    dtypes, at its sequence lengths (on a GPU the bfloat16 ones lie in the teaching slice)."""
+    s = fwd.GRIDS[m.device_kind].slices[1]
+    # The order the cells are listed in (alt text, the finding's counts): float32 first in
+    # forward_times' map, as map_shapes; by name in train_times', as its table sorts.
+    dtypes = ("float32", "bfloat16") if view == FORWARD else ("bfloat16", "float32")
+    return [c for d in dtypes for c in _series(m, view, s, (d, True, s.head_dims[0])).cells]
 
 
 def map_shapes(kind: str) -> list[Shape]:
-    """The model-like panel: the map slice's batch, heads and head_dim, causal, in both
-    dtypes, at its sequence lengths (on a GPU the bfloat16 ones lie in the teaching slice)."""
     s = fwd.GRIDS[kind].slices[1]
     return [
         Shape(s.batch_size, s.num_heads, n, s.head_dims[0], dtype, True)
@@ -104,30 +188,14 @@ def map_shapes(kind: str) -> list[Shape]:
     ]
 
 
-def map_cells(m: Measurement) -> list[Cell]:
-    return cells(m, where=map_shapes(m.device_kind))
-
-
 def decode_cell(m: Measurement) -> Cell | None:
     """Grouped-query decode at the base point of decode_steps: every path, ranked."""
-    found = [p for p in fdecode.base_points(m) if p.variant == "GQA"]
-    return _cell(DECODE, found[0].shape, {p.impl: p.time for p in found}) if found else None
-
-
-# --- facts -----------------------------------------------------------------------------------
-
-
-def time_fact(m: Measurement, c: Cell, name: str) -> Fact | None:
-    """`name`'s time in the cell, as the quantity its view measures (None: it did not run)."""
-    if name not in c.timings:
+    ran = [p for p in fdecode.base_points(m) if p.variant == "GQA" and p.time is not None]
+    if not ran:
         return None
-    if c.view == FORWARD:
-        return ffwd.forward_time(m, name, c.shape)
-    if c.view == DECODE:
-        p = fdecode.point(m, "GQA", name)
-        return fdecode.step_time(m, p) if p else None
-    q = Quantity("training step time", name, m.device_id, UNPROFILED, c.shape, "forward + backward")
-    return Fact.of_timing(q, c.timings[name])
+    timings = {p.impl: p.time for p in ran}
+    facts = _ran({p.impl: fdecode.step_time(m, p) for p in ran})
+    return Cell(DECODE, ran[0].shape, timings, rank(timings), facts)
 
 
 def lead_fact(m: Measurement, c: Cell, slow: str | None = None) -> Fact | None:
@@ -153,80 +221,9 @@ def peak_fact(summary: Measurement, row: Mapping) -> Fact:
     return Fact(q, row["peak_bytes"], "B")
 
 
-# --- how the answer changes along seq_len ------------------------------------------------
-
-
-# A series of the forward map as a sweep: a view over forward_times' long table
-# (records/sweep.py), each implementation's forward time against seq_len at one batch, heads,
-# dtype, mask and head_dim; its facts are forward_time's, its ranking per length has ties.
-SERIES = Sweep(
-    table="times",
-    x="seq_len",
-    x_unit="tokens",
-    lines=(),
-    metric=ffwd.FORWARD_TIME,
-    line="implementation",
-    shape_from=tuple((c, c) for c in fwd.SHAPE_COLUMNS),
-)
-
-
-@dataclass(frozen=True)
-class Trend:
-    """One series (a mask, a head_dim) of the teaching slice along seq_len: who leads where,
-    with ties, and whether the leader's lead over naive attention rises, falls or stays
-    within the noise from the shortest sequence to the longest (None where naive did not
-    run at an end)."""
-
-    causal: bool
-    head_dim: int
-    sweep: SweepFindings
-    lead: str | None
-
-    @property
-    def steady(self) -> tuple[str, ...]:
-        """The implementations that lead (alone or within noise) at every length ranked."""
-        leads = self.sweep.leads
-        return tuple(sorted(set.intersection(*(set(x.leaders) for x in leads)))) if leads else ()
-
-    @property
-    def ties(self) -> tuple[tuple[tuple[str, ...], Lead], ...]:
-        """Where others lead within noise of the steady leaders: (those others, the lead)."""
-        steady = set(self.steady)
-        return tuple(
-            (tuple(sorted(set(x.leaders) - steady)), x)
-            for x in self.sweep.leads
-            if steady and set(x.leaders) - steady
-        )
-
-    @property
-    def changes(self) -> bool:
-        """Whether no one implementation leads at every length: the answer changes."""
-        return bool(self.sweep.leads) and not self.steady
-
-
-def series(m: Measurement) -> list[Trend]:
-    """The teaching slice's series of a forward_times entry, each as a sweep over seq_len."""
-    t = fwd.GRIDS[m.device_kind].teaching
-    names = tuple(implementations(m))
-    out = []
-    for dtype, causal, head_dim in product(t.dtypes, t.causal, t.head_dims):
-        where = (("batch_size", t.batch_size), ("num_heads", t.num_heads), ("dtype", dtype),
-                 ("causal", causal), ("head_dim", head_dim))  # fmt: skip
-        found = sweep_findings(m, spec=replace(SERIES, lines=names, where=where))
-        ranked = [p for p in found.points if p.ranking and len(p.ranking.order) >= 2]
-        if len(ranked) < 2:
-            continue
-        a, b = (p.ranking.against_fastest.get(fwd.NAIVE) for p in (ranked[0], ranked[-1]))
-        lead = None
-        if a is not None and b is not None:
-            lead = RISES if b.low > a.high else FALLS if b.high < a.low else FLAT
-        out.append(Trend(causal, head_dim, found, lead))
-    return out
-
-
-def steady_groups(found: Sequence[Trend]) -> dict[tuple[str, ...], list[Trend]]:
+def steady_groups(found: Sequence[Series]) -> dict[tuple[str, ...], list[Series]]:
     """The series whose answer does not change, by the implementations that lead throughout."""
-    groups: dict[tuple[str, ...], list[Trend]] = {}
+    groups: dict[tuple[str, ...], list[Series]] = {}
     for t in found:
         if t.steady:
             groups.setdefault(t.steady, []).append(t)
@@ -274,16 +271,15 @@ def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[
             (fwd.NAIVE, gpus.naive_range(gpu, shape), "floor: naive_floor_us", RANGE_OF_NAIVE),
             (fused, gpus.flash_range(gpu, shape), "floor: flash_forward", RANGE_OF_FLASH),
         )
-        floors, ranges = [], []
-        for name, span, model, detail in sides:
-            f = forecast(
-                ffwd.FORWARD_TIME, name, gpu, span.floor_us, "µs", shape=shape, detail=model
-            )
-            floors.append(check(f, measured and time_at(measured, name, shape)))
-            r = realistic(ffwd.FORWARD_TIME, name, gpu, span, "µs", shape=shape, detail=detail)
-            if r is None:
-                raise ValueError(f"no cited efficiency for the {gpu.label}: no realistic range to rank by")  # fmt: skip
-            ranges.append(r)
+        floors = [
+            check(forecast(ffwd.FORWARD_TIME, name, gpu, span.floor_us, "µs", shape=shape,
+                           detail=model), measured and time_at(measured, name, shape))
+            for name, span, model, _ in sides
+        ]  # fmt: skip
+        ranges = [realistic(ffwd.FORWARD_TIME, name, gpu, span, "µs", shape=shape, detail=detail)
+                  for name, span, _, detail in sides]  # fmt: skip
+        if None in ranges:
+            raise ValueError(f"no cited efficiency for the {gpu.label}: no realistic range to rank by")  # fmt: skip
         (_, n_r, *_), (_, f_r, *_) = sides
         lead_q = forecast(ffwd.SPEED, f"{fused} vs {fwd.NAIVE}", gpu, 0.0, "×", shape=shape,
                           detail="realistic ranges: naive_range / flash_range").quantity  # fmt: skip

@@ -88,8 +88,8 @@ def mask_step_claim(m: Measurement, times: Sourced | Measurement) -> str:
             ratio = words.fact_span(v.quantity.id, words.versus(v.comparison))
             parts.append(f"{ratio} the time of `{label}`")
     return (
-        f"Timed in the forward without the profiler, `attention.mask`, which does no arithmetic, takes "
-        f"{fact(mask)}: {' and '.join(parts)}."
+        f"Timed in the forward without the profiler, `attention.mask`, which does no arithmetic, "
+        f"takes {fact(mask)}: {' and '.join(parts)}."
     )
 
 
@@ -99,16 +99,14 @@ def finding(naive: Sourced, gpu_times: list) -> str:
     m = naive.measurement
     found = fs.steps(m)
     g = fs.gpu_steps(gpu_times)
+    bound = "all five steps" if g.memory_bound == len(g.steps) else f"{g.memory_bound} of the five"
     return (
-        f"Profiled on {m.provenance.device.label} at {found.shape.text()}, the "
-        f"two matmuls do "
+        f"Profiled on {m.provenance.device.label} at {found.shape.text()}, the two matmuls do "
         f"{fact(found.matmul_flops)} of the FLOPs but take only "
-        f"{fact(found.matmul_time, with_spread=False)} of the profiled time: the three passes over the "
-        f"N×N scores take the rest. On an {g.gpu.label} at {g.shape.text()}, "
-        f"the data sheet puts "
-        + ("all five steps" if g.memory_bound == len(g.steps) else f"{g.memory_bound} of the five")
-        + f" under the memory ceiling: the naive forward's floor, {fact(g.forward.forecast)}, "
-        f"is set by the bytes it moves."
+        f"{fact(found.matmul_time, with_spread=False)} of the profiled time: the three passes "
+        f"over the N×N scores take the rest. On an {g.gpu.label} at {g.shape.text()}, the data "
+        f"sheet puts {bound} under the memory ceiling: the naive forward's floor, "
+        f"{fact(g.forward.forecast)}, is set by the bytes it moves."
     )
 
 

@@ -1,13 +1,11 @@
-# Renderers for the KV-cache decoding chapter. Facts and verdicts come from findings/decode.py
-# (the one decode_steps entry, decode_prefill_vs_decode, the H200 forecast); the ceilings are
-# machine_ceilings' (chapter 03's numbers), used only when measured on the same device. These
-# functions draw and fill templates. Pure: no torch, no I/O.
+# Renderers for the KV-cache decoding chapter: templates and drawings over findings/decode.py
+# (decode_steps, decode_prefill_vs_decode, machine_ceilings, the H200 forecast). Pure: no
+# torch, no I/O.
 from __future__ import annotations
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import decode as fdecode
 from attention_docs.findings.forecast import check, measured_on
-from attention_docs.findings.forward import ceiling
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import words
 from attention_docs.render.figures import (
@@ -89,7 +87,7 @@ def steps_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
             f"{p.label} ({p.shape.kv_heads} k/v)",
             fdecode.cache_size(p),
             fdecode.intensity(p),
-            fdecode.step_time(m, p) if p.time else p.status,
+            fdecode.step_time(m, p) or p.status,
             fdecode.read_rate(m, p),
             fdecode.copy_share(m, p, c),
         ]
@@ -116,10 +114,10 @@ def bandwidth_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     below = fdecode.below_ridge(m, c, mha)
     if below is None:
         return f"{text} {_no_roof(m)}"
+    bw, peak = fdecode.roof(m, c)
     roofs = (
-        f"the measured ridge (its {m.params['dtype']} matmul rate, "
-        f"{_say(ceiling(c, fdecode.matmul_key(m)), False)}, over its copy bandwidth, "
-        f"{_say(ceiling(c, 'bandwidth_bs'), False)})"
+        f"the measured ridge (its {m.params['dtype']} matmul rate, {_say(peak, False)}, over "
+        f"its copy bandwidth, {_say(bw, False)})"
     )
     return (
         f"{text} A multi-head step does {_say(fdecode.intensity(mha))}, "
@@ -196,7 +194,7 @@ def repeat_kv_claim(steps: Sourced) -> str:
     m = steps.measurement
     pairs = [
         (fdecode.point(m, v, "naive"), fdecode.point(m, v, "naive_repeat_kv"))
-        for v in ("GQA", "MQA")
+        for v in fdecode.VARIANTS[1:]  # MHA has no k/v to repeat
     ]
     return (
         "Repeating the k/v heads with `repeat_interleave` writes, then reads again, a copy of "
@@ -208,12 +206,12 @@ def repeat_kv_claim(steps: Sourced) -> str:
 
 def roofline_figure(steps: Sourced, ceilings: Sourced | None = None) -> str:
     """Each path at the base point at (intensity, FLOP/s reached unprofiled) under the roof."""
-    m = steps.measurement
-    bw, peak = fdecode.roof(m, measurement_of(ceilings))
-    if not (bw and peak):
+    m, c = steps.measurement, measurement_of(ceilings)
+    ridge = fdecode.ridge(m, c)
+    if ridge is None:
         return f'<p class="ad-caption">{_no_roof(m)}</p>'
+    bw, peak = (f.value for f in fdecode.roof(m, c))
     ran = [p for p in fdecode.base_points(m) if p.time]
-    ridge = peak / bw
     # layout: the x axis starts below the lowest intensity
     lo = min(min(p.cost.intensity for p in ran) / 4, 0.1)
     # layout: the x axis ends past the ridge and the last point

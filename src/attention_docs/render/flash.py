@@ -10,10 +10,9 @@ from attention_docs.analytic import gpu
 from attention_docs.analytic.tiling import DIAGONAL, SKIPPED, tile_counts, tile_grid
 from attention_docs.findings import flash as fflash
 from attention_docs.findings.forecast import check
-from attention_docs.findings.sweep import CLEAR, TIE
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
-from attention_docs.records.published import Source
+from attention_docs.records.published import dataset
 from attention_docs.render import compare as cmp
 from attention_docs.render import words
 from attention_docs.render.claims import device_note
@@ -27,8 +26,14 @@ TILE_COLORS = {"computed": "#0072B2", DIAGONAL: "#E69F00", SKIPPED: "none"}
 fact = words.fact
 
 
-def cite(paper: Source) -> str:
+def cite(key: str) -> str:
+    """A link to the reference dataset's source `key`: `[Dao, 2023](https://…)`."""
+    paper = dataset().sources[key]
     return f"[{paper.authors}, {paper.year}]({paper.url})"
+
+
+def cited(key: str) -> str:
+    return fact(fflash.cited(key))
 
 
 # --- the finding ---------------------------------------------------------------------------
@@ -46,10 +51,10 @@ def finding(flash: Sourced, times: Sourced, times_by_device: Sequence[Sourced]) 
         else ""
     )
     forecast = (
-        f"On an {box.gpu.label} the fused kernel would move "
+        f"On an {gpu.sheet().label} the fused kernel would move "
         f"{fact(box.fewer_bytes_from_hbm.forecast)} fewer bytes through HBM than naive "
-        f"attention at {box.shape.text()} with every K and V re-read from HBM{l2}; both are "
-        "forecasts from the data sheet, checked below when the store holds that GPU."
+        f"attention at {gpu.FORECAST_SHAPE.text()} with every K and V re-read from HBM{l2}; "
+        "both are forecasts from the data sheet, checked below when the store holds that GPU."
     )
     if f is None:
         return "Naive attention or the tiled loop did not run on this device. " + forecast
@@ -79,7 +84,7 @@ def online_softmax_table(sourced: Sourced) -> str:
     rows = [
         [f"{t.first_key}–{t.last_key}", t.tile_max, fact(t.m, emphasis=t.grew),
          "— (first tile)" if t.alpha is None else t.alpha, t.total]
-        for t in fflash.online_softmax(m)
+        for t in fflash.online_softmax(m).tiles
     ]  # fmt: skip
     header = "Keys | Max in tile | Running max m | Rescale α = exp(m_old − m) | Running sum l"
     what = f"The online softmax for query {m.facts['online_query']} of the first head (no mask)."
@@ -88,10 +93,10 @@ def online_softmax_table(sourced: Sourced) -> str:
 
 def online_softmax_claim(m: Measurement) -> str:
     """How often the max grew, and the online log-sum-exp against the whole row's."""
-    s = fflash.online_summary(m)
+    s = fflash.online_softmax(m)
     agree = "equal in float64" if s.exact else f"{words.relative_error(s.lse_gap)} apart"
     return (
-        f"The running max grew in {s.grew} of the {s.after_first} tiles after the first "
+        f"The running max grew in {s.grew} of the {len(s.tiles) - 1} tiles after the first "
         f"(bold); for the median query, in {words.number(m.facts['online_growths_median'])}. "
         f"After the last tile `m + log(l)` = {words.number(m.facts['online_lse'])} and the whole "
         f"row's log-sum-exp = {words.number(m.facts['whole_row_lse'])}: {agree}. "
@@ -174,19 +179,18 @@ def tile_grid_figure(sourced: Sourced) -> str:
 
 def tile_summary(m: Measurement) -> str:
     """The grid's tiles, those the mask skips, and the profile's count of computed tiles."""
-    p = m.params
-    c = tile_counts(tile_grid(p["seq_len"], p["block_q"], p["block_k"], causal=p["causal"]))
+    p, s = m.params, fflash.schedule(m)
+    c = s.counts
     text = f"With {p['block_q']}×{p['block_k']} tiles the score matrix is **{c['tiles']} tiles**"
     if p["causal"]:
         text += (
             f"; the loop skips **{c['skipped']}** of them outright and masks the {c['diagonal']} "
             f"that cross the diagonal after computing them"
         )
-    calls = next((s.calls for s in m.steps if s.label == "tiled.scores"), None)
-    if calls is None:
+    if s.calls is None:
         return text + "."
-    agree = "as the grid says" if calls == c["computed"] else f"not the grid's {c['computed']}"
-    return text + f". The profile counted `tiled.scores` **{calls}** times per forward, {agree}."
+    agree = "as the grid says" if s.as_scheduled else f"not the grid's {c['computed']}"
+    return text + f". The profile counted `tiled.scores` **{s.calls}** times per forward, {agree}."
 
 
 # --- what tiling buys ----------------------------------------------------------------------
@@ -253,10 +257,7 @@ def memory_claim(m: Measurement) -> str:
 
 def phase_table(sourced: Sourced) -> str:
     """The loop's four phases under the profiler: calls and shares (structure, not speed)."""
-    rows = [
-        [f"`{p.label}`", str(p.calls), p.share, p.flops, p.bytes]
-        for p in fflash.phases(sourced.measurement)
-    ]
+    rows = [(f"`{label}`", *rest) for label, *rest in fflash.phases(sourced.measurement)]
     header = "Phase | Calls / forward | Share of profiled time | FLOPs (model) | Bytes (model)"
     what = "The tiled loop's phases, profiled: shares of the four, with each phase's modelled work."
     return captioned_table(header, rows, "lrrrr", sourced, what)
@@ -264,10 +265,7 @@ def phase_table(sourced: Sourced) -> str:
 
 def traffic_table(sourced: Sourced, times: Sourced) -> str:
     """The three traffic models' bytes, relative to naive, over unprofiled forward times."""
-    rows = [
-        [r.model, r.bytes, r.relative, r.achieved]
-        for r in fflash.traffic(sourced.measurement, measurement_of(times))
-    ]
+    rows = fflash.traffic(sourced.measurement, measurement_of(times))
     header = "Model | Bytes (model) | Relative to naive | Achieved B/s (÷ unprofiled time)"
     what = "Bytes moved to and from memory, by the cost model (not measured)."
     return captioned_table(header, rows, "lrrr", sourced, what)
@@ -279,15 +277,10 @@ def traffic_table(sourced: Sourced, times: Sourced) -> str:
 def block_table(sourced: Sourced) -> str:
     """The block sweep: tiles, time with its interval, peak memory, modelled bytes."""
     m = sourced.measurement
-    found = fflash.block_sweep(m)
-    r = found.ranking
-    leaders = set(r.leaders) if r else set()
-    mark = LEAD[CLEAR if r and r.clear else TIE]
     rows = [
-        [f"{b.block}×{b.block}" + (mark if str(b.block) in leaders else ""),
-         f"{fact(b.tiles)} ({fact(b.scores_share)})", b.time, b.peak, b.fused_bytes, b.working_set]
-        for b in found.rows
-    ]  # fmt: skip
+        [f"{b}×{b}{LEAD[lead]}", f"{fact(tiles)} ({fact(share)})", *rest]
+        for b, lead, tiles, share, *rest in fflash.block_sweep(m).rows
+    ]
     header = (
         "Tile | Tiles computed (share of scores) | Time / forward (unprofiled; range over rounds) "
         "| Peak memory | Fused kernel's bytes (model) | On-chip bytes per program (model)"
@@ -338,7 +331,7 @@ def _counted_table(header: str, rows: Sequence[Sequence], align: str, caption: s
 
 def generations_table() -> str:
     """FlashAttention 1 against 2 at the forecast shape on the forecast GPU, counted."""
-    g = fflash.generations()
+    g, sheet = fflash.generations(), gpu.sheet()
     rows = [
         ["Programs (thread blocks) per launch", *g.programs],
         [f"Programs per SM ({fact(g.sms)})", *g.per_sm],
@@ -350,8 +343,9 @@ def generations_table() -> str:
         "FlashAttention-2 (one per query tile)"
     )
     caption = (
-        f"Counted on the {g.block_q}×{g.block_k} tile grid at {g.shape.text()}; times are "
-        f"floors from the {g.gpu.label} data sheet ({g.gpu.source}), not measurements."
+        f"Counted on the {gpu.FLASH_BLOCK_Q}×{gpu.FLASH_BLOCK_K} tile grid at "
+        f"{gpu.FORECAST_SHAPE.text()}; times are floors from the {sheet.label} data sheet "
+        f"({sheet.source}), not measurements."
     )
     return _counted_table(header, rows, "lrr", caption)
 
@@ -370,9 +364,9 @@ def causal_claim() -> str:
 def fa2_papers() -> str:
     """What the FlashAttention 2 paper reports, cited as published."""
     return (
-        f"FlashAttention reached {fact(fflash.FA1_ON_A100)} of an A100's peak FLOP/s; "
-        f"FlashAttention 2 ({cite(fflash.FA2_PAPER)}) reached {fact(fflash.FA2_ON_A100)}, about "
-        f"{fact(fflash.FA2_SPEEDUP)} faster, by changing three things this chapter's loop already "
+        f"FlashAttention reached {cited('fa1-a100-share')} of an A100's peak FLOP/s; "
+        f"FlashAttention 2 ({cite('dao2023')}) reached {cited('fa2-a100-share')}, about "
+        f"{cited('fa2-speedup')} faster, by changing three things this chapter's loop already "
         "does (the paper's figures, not measured here)."
     )
 
@@ -380,10 +374,10 @@ def fa2_papers() -> str:
 def fa3_papers() -> str:
     """What the FlashAttention 3 paper reports, cited as published."""
     return (
-        f"On an H100 FlashAttention 2 reaches {fact(fflash.FA2_ON_H100)} of peak "
-        f"({cite(fflash.FA3_PAPER)}); FlashAttention 3 is {fact(fflash.FA3_SPEEDUP)} faster in FP16, "
-        f"up to {fact(fflash.FA3_FP16)} ({fact(fflash.FA3_FP16_SHARE)} of peak), and close to "
-        f"{fact(fflash.FA3_FP8)} in FP8 with {fact(fflash.FA3_FP8_ERROR)} lower error than a baseline "
+        f"On an H100 FlashAttention 2 reaches {cited('fa2-h100-share')} of peak "
+        f"({cite('shah2024')}); FlashAttention 3 is {cited('fa3-speedup')} faster in FP16, up "
+        f"to {cited('fa3-fp16')} ({cited('fa3-fp16-share')} of peak), and close to "
+        f"{cited('fa3-fp8')} in FP8 with {cited('fa3-fp8-error')} lower error than a baseline "
         "FP8 attention (the paper's figures, not measured here)."
     )
 
@@ -391,23 +385,23 @@ def fa3_papers() -> str:
 def tiles_table() -> str:
     """Tile sizes against one block's shared memory and registers on the forecast GPU, with
     the bytes each moves."""
-    t = fflash.tiles()
+    t, sheet = fflash.tiles(), gpu.sheet()
     rows = [
-        [f"{r.fit.block_q}×{r.fit.block_k}", r.shared, r.registers, "yes" if r.fit.fits else "no",
-         r.traffic, r.fewer]
-        for r in t.rows
-    ]  # fmt: skip
+        [f"{fit.block_q}×{fit.block_k}", shared, registers, "yes" if fit.fits else "no", *moved]
+        for fit, shared, registers, *moved in t.rows
+    ]
     header = (
         "Tile | Shared memory: q, k, v tiles (model) | Registers: scores, accumulator, float32 "
         f"(model) | Fits {fact(t.capacity)} and {fact(t.register_capacity)}? | Bytes moved (k, "
         "v once per query tile) | Naive's bytes ÷ these"
     )
-    cc = t.gpu.capability or "??"
+    cc = sheet.capability or "??"
     caption = (
-        f"Forecast for the {t.gpu.label} at {t.shape.text()}: shared memory per block, "
-        f"{t.gpu.shared_memory_per_block_kb} KiB, and 64 K 32-bit registers per block, from the "
-        f"CUDA C++ Programming Guide (compute capability {cc[0]}.{cc[1:]}); one K/V stage (a "
-        "pipelined kernel holds two or more); bytes by the traffic model, before any L2 reuse."
+        f"Forecast for the {sheet.label} at {gpu.FORECAST_SHAPE.text()}: shared memory per "
+        f"block, {sheet.shared_memory_per_block_kb} KiB, and 64 K 32-bit registers per block, "
+        f"from the CUDA C++ Programming Guide (compute capability {cc[0]}.{cc[1:]}); one K/V "
+        "stage (a pipelined kernel holds two or more); bytes by the traffic model, before any "
+        "L2 reuse."
     )
     return _counted_table(header, rows, "lrrlrr", caption)
 
@@ -415,7 +409,8 @@ def tiles_table() -> str:
 def gpu_forecast_box(times_by_device: Sequence[Sourced]) -> str:
     """The forecast box: HBM bytes and the fused forward's floor, measured beside when stored."""
     b = fflash.gpu_forecast([s.measurement for s in times_by_device])
-    kernels = len(gpu.naive_kernels(b.gpu, b.shape))
+    sheet, shape = gpu.sheet(), gpu.FORECAST_SHAPE
+    kernels = len(gpu.naive_kernels(sheet, shape))
     rows = [
         (f"Naive attention: HBM bytes ({kernels} kernels, as the code records them)", b.naive_bytes),
         ("FlashAttention: HBM bytes (one kernel)", b.flash_bytes),
@@ -432,14 +427,14 @@ def gpu_forecast_box(times_by_device: Sequence[Sourced]) -> str:
         else "K and V are re-read from HBM once per query tile"
     )
     return forecast_box(
-        b.gpu,
+        sheet,
         rows,
-        shape=b.shape,
+        shape=shape,
         lead="Tiling keeps the N×N scores on chip: what that saves on the GPU this site "
         "forecasts for.",
-        model=f"Tiles of {b.block_q}×{b.block_k}; {l2}. The floor is "
+        model=f"Tiles of {gpu.FLASH_BLOCK_Q}×{gpu.FLASH_BLOCK_K}; {l2}. The floor is "
         "max(FLOPs ÷ tensor-core peak, bytes ÷ bandwidth); the realistic range divides it "
-        f"by {words.series(gpu.flash_range(b.gpu, b.shape).sources)}, on an H100, which has "
+        f"by {words.series(gpu.flash_range(sheet, shape).sources)}, on an H100, which has "
         "the H200's tensor cores.",
     )
 
@@ -461,32 +456,26 @@ def interpreter_table(sourced: Sourced) -> str:
         "Relative error ‖out − ref‖ / ‖ref‖ of the Triton kernel run by Triton's interpreter "
         "(TRITON_INTERPRET=1) on this CPU, float32 products exact (input precision ieee)."
     )
-    return captioned_table(header, [[d, *errs] for d, errs in found], "lrrr", sourced, what)
+    return captioned_table(header, found, "lrrr", sourced, what)
 
 
 def kernel_table(sourced: Sourced, ceilings: Sourced | None) -> str:
     """A GPU entry's kernel times per seq_len, the Triton kernel's achieved FLOP/s and share
     of the measured matmul ceiling, and its time against SDPA flash."""
-    m = sourced.measurement
-    found = fflash.kernels(m, measurement_of(ceilings))
-    names = list(dict.fromkeys(k.name for k in found))
+    found = fflash.kernels(sourced.measurement, measurement_of(ceilings))
     rows = []
-    for n in dict.fromkeys(k.seq_len for k in found):  # kernels() lists them by seq_len
-        at = {k.name: k for k in found if k.seq_len == n}
-        times = [(at[x].time or at[x].status) if x in at else "—" for x in names]
-        tri = at.get(fwd.TRITON)
-        rate = "—" if tri is None or tri.rate is None else fact(tri.rate) + (
-            " (suspect: above the measured matmul ceiling)" if tri.suspect
-            else f" ({fact(tri.share)} of the matmul ceiling)" if tri.share else ""
+    for k in found.rows:
+        rate = "—" if k.rate is None else fact(k.rate) + (
+            " (suspect: above the measured matmul ceiling)" if k.suspect
+            else f" ({fact(k.share)} of the matmul ceiling)" if k.share else ""
         )  # fmt: skip
-        rows.append([str(n), *times, rate, cmp.versus_cell(fflash.triton_vs_sdpa(m, n))])
-    header = ["seq_len", *(f"{x} (kernel time)" for x in names), "Triton achieved FLOP/s",
+        times = [k.times.get(x, "—") for x in found.names]
+        rows.append([str(k.seq_len), *times, rate, cmp.versus_cell(k.versus_sdpa)])
+    header = ["seq_len", *(f"{x} (kernel time)" for x in found.names), "Triton achieved FLOP/s",
               "Triton's time ÷ SDPA flash's"]  # fmt: skip
-    # layout: names listed alphabetically
-    suspects = sorted({k.name for k in found if k.suspect})
     what = "Kernel times (L2 flushed before each call; range over rounds)." + (
-        f" Suspect: {', '.join(suspects)} ran above the measured matmul ceiling; no share is "
-        "claimed for it." if suspects else ""
+        f" Suspect: {', '.join(found.suspects)} ran above the measured matmul ceiling; no share "
+        "is claimed for it." if found.suspects else ""
     )  # fmt: skip
     return captioned_table(header, rows, "r" * len(header), sourced, what)
 
@@ -508,7 +497,7 @@ def triton_section(sourced: Sourced, ceilings: Sourced | None = None) -> str:
         # the table states Triton against SDPA flash at every length already
         sweep_claim(sourced, spec=fflash.KERNELS, versus=False),
     ]
-    err = fflash.kernel_error(m)
+    err = fflash.kernels(m, measurement_of(ceilings)).error
     if err is not None:
         parts.append(
             f"The kernel ({m.facts.get('kernel_config', '')}) differs from a float64 reference "

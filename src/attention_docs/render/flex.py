@@ -146,8 +146,7 @@ def _tiles(tiles: tuple[int, int]) -> str:
 def sparsity_claim(fm: Sourced) -> str:
     """Whether the time followed the tiles from one width to the next, and where it did not."""
     m = fm.measurement
-    steps = fflex.tile_steps(m)
-    if not steps:
+    if not (steps := fflex.sparsity(m).steps):
         return ""
     if not (off := [s for s in steps if not s.follows]):
         return (

@@ -56,7 +56,8 @@ def finding(fk: Measurement, times: Sourced, backends: Measurement) -> str:
     shape, t = Shape.of(fk.params), times.measurement
     where = "this GPU" if fk.device_kind == "cuda" else "this CPU"
     peaks, sdpa = _peaks(fk, backends)
-    b = fcompile.break_even(_compile(fk, "cold"), t, fwd.COMPILED, fwd.NAIVE, shape)
+    cold = _compile(fk, "cold")
+    b = fcompile.break_even(cold, t, fwd.COMPILED, fwd.NAIVE, shape)
     repaid = (
         f"repaid after {words.fact(b.forwards)}"
         if b.forwards
@@ -65,7 +66,7 @@ def finding(fk: Measurement, times: Sourced, backends: Measurement) -> str:
     saved = fcompile.bytes_saved(sheet(FORECAST_GPU), FORECAST_SHAPE)
     return (
         f"On {where}, at {shape.text()}, {cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape)}; the "
-        f"cold compile took {words.fact(_compile(fk, 'cold'), emphasis=True)}, {repaid}. Fusion keeps the N×N matrix: the compiled forward peaks at "
+        f"cold compile took {words.fact(cold, emphasis=True)}, {repaid}. Fusion keeps the N×N matrix: the compiled forward peaks at "
         f"{stated(fk, 'peak memory', fwd.COMPILED, peaks[fwd.COMPILED], 'B')}, "
         f"{sdpa} at {stated(fk, 'peak memory', sdpa, peaks[sdpa], 'B')}. On an "
         f"{sheet(FORECAST_GPU).label} the saving is bandwidth: fusing scale, mask and softmax "

@@ -59,8 +59,7 @@ def memory_step_table(sourced: Sourced) -> str:
     m = sourced.measurement
     columns = ("allocated_bytes", "freed_bytes", "live_after_bytes")
     rows = [
-        [f"`{r['step']}`", str(r["allocations"]), str(r["score_sized"]),
-         *(fact(fmemory.step_bytes(m, r, c)) for c in columns)]
+        [f"`{r['step']}`", r["allocations"], r["score_sized"], *(fmemory.step_bytes(m, r, c) for c in columns)]
         for r in m.tables["steps"].records()
     ]  # fmt: skip
     header = ["Step", "Allocations", "Of them N×N", "Allocated", "Freed", "Live at its end"]
@@ -103,9 +102,9 @@ def dtype_table(sourced: Sourced) -> str:
     """Per dtype: the counted peak, the tensors alone, the model, the scratch at the peak, and
     which library ran the matmul."""
     rows = [
-        [p.dtype, *(fact(f) for f in (p.measured, p.tensors, p.model, p.scratch_at_peak)), _backend(p)]
+        [p.dtype, p.measured, p.tensors, p.model, p.scratch_at_peak, _backend(p)]
         for p in fmemory.dtype_peaks(sourced.measurement)
-    ]  # fmt: skip
+    ]
     header = ["dtype", "Peak (allocator)", "Tensors alone", "Model", "Scratch at the peak", "Matmul ran in"]  # fmt: skip
     return captioned_table(header, rows, "lrrrrl", sourced, "Peak per dtype.")  # fmt: skip
 
@@ -132,9 +131,9 @@ def scratch_claim(m: Measurement) -> str:
 def peak_table(sourced: Sourced) -> str:
     """seq_len, predicted peak and total, measured peak, their ratio and the row's status."""
     rows = [
-        [str(r.seq_len), *(fact(f) if f else "—" for f in (r.model, r.total, r.measured, r.ratio)), r.status]
+        [r.seq_len, r.model, r.total, r.measured, r.ratio, r.status]
         for r in fmemory.peak_rows(sourced.measurement)
-    ]  # fmt: skip
+    ]
     header = ["seq_len", "Predicted peak", "Predicted with inputs", "Measured peak", "Measured ÷ predicted", "Status"]  # fmt: skip
     return captioned_table(header, rows, "rrrrrl", sourced, "Peak memory.")
 

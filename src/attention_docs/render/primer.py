@@ -38,9 +38,6 @@ def finding(first: Sourced, overhead: Sourced, sweep: Sourced, times: Sourced) -
     )
 
 
-# --- Why the first step lies -------------------------------------------------------------------
-
-
 def first_calls(sourced: Sourced, times: Sourced) -> str:
     """Each call's profiled wall time and page faults in the cold and the second session; then
     the first call against the settled ones and the unprofiled forward, and what the
@@ -53,27 +50,23 @@ def first_calls(sourced: Sourced, times: Sourced) -> str:
     )
     what = "Each call's wall time under the profiler (profiled clock), and its minor page faults."
     table = captioned_table(header, rows, "rrrrr", sourced, what)
-    than = (
-        "within the range of"
-        if f.first_vs_settled.tie
-        else fact(f.first_over_settled, with_spread=False)
-    )
-    lead = f"The first call took **{fact(f.cold[0])}**, {than} the settled calls"
-    text = (
-        f"{table}\n\n{lead} ({fact(f.settled)}, the session's second half) and "
+    than = fact(f.first_over_settled, with_spread=False) if f.first_over_settled else None
+    return (
+        f"{table}\n\nThe first call took **{fact(f.cold[0])}**, {than or 'within the range of'} "
+        f"the settled calls ({fact(f.settled)}, the session's second half) and "
         f"{fact(f.first_vs_warm)} the unprofiled warm forward ({fact(f.warm)}). In a second "
         f"session, with the forward warm, the first call took {fact(f.again[0])}: "
-    )
-    text += (
-        f"{fact(f.startup)} more than its settled calls, the profiler's own start-up."
-        if f.startup_shows
-        else "no slower than every settled call, so the profiler's own start-up did not show."
-    )
-    if not f.cold_start_shows:
-        return text + " The cold session's first call was not slower by more than calls vary."
-    return text + (
-        f" The cold session's first call took **{fact(f.cold_start)}** longer than the second "
-        f"session's: what the forward itself paid for running first in this process."
+        + (
+            f"{fact(f.startup)} more than its settled calls, the profiler's own start-up."
+            if f.startup
+            else "no slower than every settled call, so the profiler's own start-up did not show."
+        )
+        + (
+            f" The cold session's first call took **{fact(f.cold_start)}** longer than the "
+            f"second session's: what the forward itself paid for running first in this process."
+            if f.cold_start
+            else " The cold session's first call was not slower by more than calls vary."
+        )
     )
 
 
@@ -111,20 +104,18 @@ def faults(sourced: Sourced, times: Sourced) -> str:
     )
 
 
-def first_call_ops_table(sourced: Sourced, limit: int = 8) -> str:
-    """Where the first call's extra time went: names only it runs, then the largest extras.
+def first_call_ops_table(sourced: Sourced) -> str:
+    """Where the first call's extra time went: names only it runs, then the largest extras
+    (the first eight names).
 
     A settled call's self time by name is not stated here: the page's per-op table states it
     from the chapter's one profile of the forward (naive_steps), and this experiment's
     profile, another process recording every call, would give the same op a second value."""
-    ops = fprimer.first_call_ops(sourced.measurement)[:limit]
-    rows = [(f"`{o.name[:57]}`", o.kind, o.first, o.extra) for o in ops]
+    ops = fprimer.first_call_ops(sourced.measurement)[:8]
+    rows = [(f"`{name[:57]}`", *rest) for name, *rest in ops]
     header = "Name | Kind | Self, first call (profiled) | Extra over a settled call"
     what = "Self time by name (profiled clock): the first call, and what it took beyond a settled call of the same session."
     return captioned_table(header, rows, "llrr", sourced, what)
-
-
-# --- Self time, total time and the dispatch chain -------------------------------------------------
 
 
 def dispatch_tree(sourced: Sourced, label: str = "attention.scores") -> str:
@@ -135,27 +126,24 @@ def dispatch_tree(sourced: Sourced, label: str = "attention.scores") -> str:
         raise ValueError(f"{m.experiment} recorded no timeline")
     top, inside = fprimer.range_spans(m.timeline, label)
     kernels = {s.flow: s for s in m.timeline.spans if s.kind in GPU_KINDS and s.flow is not None}
-    lines = [("", top.name, top, "")]
+    lines = [(top.name, top, "")]  # (the tree's prefix and the span's name, span, kernel)
     open_levels: list[bool] = []  # per depth below the range: does a later sibling follow?
     for i, s in enumerate(inside):
-        level = s.depth - top.depth - 1
         # layout: tree drawing: the next sibling's depth
         sibling = next((t.depth == s.depth for t in inside[i + 1 :] if t.depth <= s.depth), False)
-        del open_levels[level:]
+        del open_levels[s.depth - top.depth - 1 :]
         prefix = "".join("│  " if more else "   " for more in open_levels)
-        prefix += "├─ " if sibling else "└─ "
         open_levels.append(sibling)
         k = kernels.get(s.flow) if s.kind == "runtime" else None
         launched = f"  → {k.name[:47]} ({words.time_us(k.dur_us)} on the GPU)" if k else ""
-        lines.append((prefix, s.name, s, launched))
+        lines.append((prefix + ("├─ " if sibling else "└─ ") + s.name, s, launched))
     # layout: the widest line of the tree
-    width = max(len(p + n) for p, n, _, _ in lines) + 2
+    width = max(len(name) for name, _, _ in lines) + 2
     body = [f"{'':<{width}}{'total':>10}  {'self':>10}"]
-    for prefix, name, s, launched in lines:
-        body.append(
-            f"{prefix + name:<{width}}{words.time_us(s.dur_us):>10}  "
-            f"{words.time_us(s.self_us):>10}{launched}"
-        )
+    body += [
+        f"{name:<{width}}{words.time_us(s.dur_us):>10}  {words.time_us(s.self_us):>10}{launched}"
+        for name, s, launched in lines
+    ]
     what = f"The spans inside {label} in one profiled forward (profiled clock)."
     return "```text\n" + "\n".join(body) + "\n```\n\n" + caption_html(sourced, what)
 
@@ -181,9 +169,6 @@ def self_vs_total_claim(m: Measurement, label: str = "attention.scores") -> str:
     return text
 
 
-# --- The profiler's own cost ---------------------------------------------------------------------
-
-
 def overhead(sourced: Sourced, times: Sourced) -> str:
     """Per profiler setting, what it adds per forward and per event against the loop without
     the profiler in the same rounds; then the least and the most options in words."""
@@ -200,7 +185,7 @@ def overhead(sourced: Sourced, times: Sourced) -> str:
     )
     table = captioned_table(header, rows, "lrrrr", sourced, what)
     plain, full = found[0], found[-1]
-    if plain.tie:
+    if plain.versus.tie:
         text = f"With activities only, the profiler's cost, {fact(plain.added)}, was within noise"
     else:
         text = (
@@ -210,7 +195,7 @@ def overhead(sourced: Sourced, times: Sourced) -> str:
     versus = words.versus_fact(full.ratio, full.versus)
     text += (
         f"; with every option on, a forward was {versus} of the loop without the profiler."
-        if full.tie
+        if full.versus.tie
         else f"; with every option on, a forward took {versus} the time without the profiler."
     )
     forward = forward_time(_m(times), NAIVE, Shape.of(sourced.measurement.params))
@@ -220,14 +205,11 @@ def overhead(sourced: Sourced, times: Sourced) -> str:
     )
 
 
-# --- Overhead-bound or work-bound: the size sweep -----------------------------------------------
-
-
 def size_sweep_figure(sourced: Sourced) -> str:
     """Time per call against elements, log-log, with the two-regime model drawn over it."""
     m = sourced.measurement
     size = fprimer.size_sweep(m)
-    rows = tuple((p.elements, p.time.value, size.model_us(p.bytes)) for p in size.points)
+    rows = tuple((p.elements, p.time.value, size.model_us(p.moved.value)) for p in size.points)
     derived = Table(("elements", "time_us", "model_us"), rows, {"time_us": "µs", "model_us": "µs"})
     with_model = replace(sourced, measurement=replace(m, tables={**m.tables, "_fit": derived}))
     floor = words.time_us(size.floor.value)

@@ -38,14 +38,18 @@ def _verdict(p: fr.Placed) -> str:
     return word if p.bound.settled else f"{word} (not in every round)"
 
 
+def _code(label: str) -> str:
+    """A step as the prose names it, in code type: `softmax`."""
+    return f"`{label.removeprefix('attention.')}`"
+
+
 def _qualified(r: fr.Roofline) -> str:
     if not r.same_bytes:
         return ""
-    names = words.series(f"`{s.step.removeprefix('attention.')}`" for s in r.same_bytes)
-    like = r.same_bytes[0].like.removeprefix("attention.")
+    names = words.series(_code(s.step) for s in r.same_bytes)
     return (
-        f" — though {names} took longer than `{like}`, which moves the same bytes: bandwidth "
-        f"alone does not explain {'them' if len(r.same_bytes) > 1 else 'it'} (below)"
+        f" — though {names} took longer than {_code(r.same_bytes[0].like)}, which moves the same "
+        f"bytes: bandwidth alone does not explain {'them' if len(r.same_bytes) > 1 else 'it'} (below)"
     )
 
 
@@ -57,7 +61,7 @@ def finding(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced, g
     g = fs.gpu_steps(gpu_times)
     groups: dict[str, list[str]] = {}
     for p in r.placed:
-        groups.setdefault(_verdict(p), []).append(f"`{p.step.label.removeprefix('attention.')}`")
+        groups.setdefault(_verdict(p), []).append(_code(p.step.label))
     here = "; ".join(f"{k}: {words.series(v)}" for k, v in groups.items())
     side = "above" if r.cap_above_ridge else "below"
     gpu_side = "above" if g.cap_above_ridge else "below"
@@ -212,19 +216,15 @@ def verdicts(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) 
 def same_bytes_text(r: fr.Roofline) -> str:
     """The memory-side steps slower than one moving the same bytes, with the ops their
     profile records: what the minimum-bytes model leaves out, said as unmeasured."""
-    like = r.same_bytes[0].like.removeprefix("attention.")
-    slower = words.series(
-        f"`{s.step.removeprefix('attention.')}` {fact(s.ratio)} as long" for s in r.same_bytes
-    )
+    like = _code(r.same_bytes[0].like)
+    slower = words.series(f"{_code(s.step)} {fact(s.ratio)} as long" for s in r.same_bytes)
     ops = "; ".join(
-        f"`{s.step.removeprefix('attention.')}`: {words.series(f'`{o}`' for o in s.ops)}"
-        for s in r.same_bytes
-        if s.ops
+        f"{_code(s.step)}: {words.series(f'`{o}`' for o in s.ops)}" for s in r.same_bytes if s.ops
     )
     recorded = f" Inside each range the profile records {ops}." if ops else ""
     return (
-        f"`{like}` moves the same minimum bytes ({fact(r.same_bytes[0].bytes)}) as the "
-        f"slower steps here, which took {slower}, in every round: the bandwidth `{like}` reached does "
+        f"{like} moves the same minimum bytes ({fact(r.same_bytes[0].bytes)}) as the "
+        f"slower steps here, which took {slower}, in every round: the bandwidth {like} reached does "
         f'not hold them, so their "memory-bound" above says only which roof is nearer.{recorded} '
         f"The cost model counts one pass over the N×N matrix per step; it does not count the "
         f"passes the code adds (building a mask, copying before a fill) nor that an "

@@ -142,9 +142,6 @@ def why_reasons(sourced: Sourced) -> str:
     return captioned_table(header, rows, "llll", sourced, what) if rows else "No refusals here."
 
 
-RULES_CAPTION = f"<strong>torch's rules, as data.</strong> Read from {rules.SOURCE}; not measured."
-
-
 def rules_table() -> str:
     """torch's CUDA dispatch rules, as analytic/sdpa_dispatch.py holds them (sm_80 and newer)."""
     rows = []
@@ -160,7 +157,8 @@ def rules_table() -> str:
         mask = "yes" if r.attn_mask else "no"
         rows.append([f"`{r.backend}`", ", ".join(r.dtypes), head, mask, r.dropout, where])
     header = ["Backend", "dtypes", "head_dim", "attn_mask", "dropout", "GPUs"]
-    return markdown_table(header, rows, "llllll") + f'\n\n<p class="ad-caption">{RULES_CAPTION}</p>'
+    caption = f"<strong>torch's rules, as data.</strong> Read from {rules.SOURCE}; not measured."
+    return markdown_table(header, rows, "llllll") + f'\n\n<p class="ad-caption">{caption}</p>'
 
 
 def _choice(c) -> str:

@@ -27,12 +27,8 @@ from attention_docs.render.plots import label_in_box
 
 @dataclass(frozen=True)
 class TimelineSettings:
-    """How a timeline is drawn. Frozen: vary it with `dataclasses.replace`."""
+    """What a timeline colours and says. Frozen: vary it with `dataclasses.replace`."""
 
-    width_in: float = 10.0
-    row_height_in: float = 0.34
-    max_cpu_depth: int = 3  # rows below the step ranges on a CPU lane
-    show_flows: bool = True  # an arrow from each launch to its kernel
     # Labelled ranges drawn in colour (label, colour); other ranges and ops stay grey.
     colors: tuple[tuple[str, str], ...] = tuple(STEP_COLORS.items())
     title: str = "Timeline of one forward."
@@ -40,9 +36,8 @@ class TimelineSettings:
 
 
 DEFAULT_SETTINGS = TimelineSettings()
-BAR = {"edgecolor": "white", "linewidth": 0.3}
-ARROW = {"arrowstyle": "-|>", "color": MUTED, "lw": 0.5, "alpha": 0.6}
-LEGEND = {"frameon": False, "fontsize": 8}
+WIDTH_IN, ROW_HEIGHT_IN = 10.0, 0.34
+MAX_CPU_DEPTH = 3  # rows below the step ranges on a CPU lane
 
 
 def ranges_settings(labels: Sequence[str], title: str) -> TimelineSettings:
@@ -60,10 +55,7 @@ class Bar:
     alpha: float
     label: str
     span: Span
-
-    @property
-    def tip(self) -> str:
-        return f"{self.span.name} · {fmt.time_us(self.span.dur_us)}"
+    tip: str  # the span's name and duration, on hover
 
 
 def layout(
@@ -81,7 +73,7 @@ def layout(
             rows.append(lane)
             continue
         # layout: rows for the CPU depths shown
-        depth = min(max((s.depth for s in spans), default=0), settings.max_cpu_depth)
+        depth = min(max((s.depth for s in spans), default=0), MAX_CPU_DEPTH)
         for d in range(depth + 1):
             row_of[(lane, d)] = len(rows)
             rows.append(f"{lane} · steps" if d == 0 else f"{lane} · depth {d}")
@@ -98,12 +90,13 @@ def layout(
         if s.kind == "gpu_range":
             continue
         # layout: rows for the CPU depths shown
-        depth = 0 if gpu else min(s.depth, settings.max_cpu_depth)
+        depth = 0 if gpu else min(s.depth, MAX_CPU_DEPTH)
         step = s.name if s in ranges else step_of.get(id(s))
         color = colors.get(step or "", MUTED)
         alpha = 1.0 if (s in ranges or gpu) else 0.45
         label = s.name.removeprefix("attention.") if s in ranges else s.name
-        bar = Bar(row_of[(s.lane, depth)], color, alpha, label, s)
+        tip = f"{s.name} · {fmt.time_us(s.dur_us)}"
+        bar = Bar(row_of[(s.lane, depth)], color, alpha, label, s, tip)
         bars.append(bar)
         if s.flow is not None and s.kind in ("runtime", "kernel"):
             by_flow.setdefault(s.flow, []).append(bar)
@@ -129,22 +122,21 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
     from matplotlib.patches import Patch
 
     rows, bars, flows = layout(trace, settings)
-    height = 1.0 + settings.row_height_in * len(rows)
+    height = 1.0 + ROW_HEIGHT_IN * len(rows)
     # layout: the x axis spans every bar
     end = max((b.span.end_us for b in bars), default=1.0)
-    with new_figure(settings.width_in, height) as fig:
+    with new_figure(WIDTH_IN, height) as fig:
         ax = fig.add_subplot()
         for b in bars:
             # layout: a bar at least a pixel wide
             extent = [(b.span.start_us, max(b.span.dur_us, end * 1e-4))]
-            drawn = ax.broken_barh(
-                extent, (b.row - 0.4, 0.8), facecolors=b.color, **BAR, alpha=b.alpha
-            )
-            tooltip(drawn, b.tip)
-        for launch, kernel in flows if settings.show_flows else ():
+            style = {"facecolors": b.color, "edgecolor": "white", "linewidth": 0.3}
+            tooltip(ax.broken_barh(extent, (b.row - 0.4, 0.8), **style, alpha=b.alpha), b.tip)
+        arrow = {"arrowstyle": "-|>", "color": MUTED, "lw": 0.5, "alpha": 0.6}
+        for launch, kernel in flows:  # an arrow from each launch to its kernel
             start = (launch.span.start_us, launch.row + 0.4)
             end_ = (kernel.span.start_us, kernel.row - 0.4)
-            ax.annotate("", xy=end_, xytext=start, arrowprops=ARROW)
+            ax.annotate("", xy=end_, xytext=start, arrowprops=arrow)
         ax.set_yticks(range(len(rows)), rows)
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.set_xlim(0, end * 1.01)
@@ -158,7 +150,8 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
             if label in drawn
         ]
         if handles:
-            fig.legend(handles=handles, loc="outside lower center", ncols=5, **LEGEND)
+            legend = {"frameon": False, "fontsize": 8}
+            fig.legend(handles=handles, loc="outside lower center", ncols=5, **legend)
         # Labels last, in the final layout: each is measured against its bar in pixels.
         settle(fig)
         for b in bars:

@@ -44,9 +44,6 @@ def mask_variants(sourced: Sourced) -> str:
     return f"{lead}the mask step with the lowest time is `{r.fastest}`'s, within noise of {others}."
 
 
-# --- float32 or bfloat16 ---------------------------------------------------------------------
-
-
 def _short(name: str | None, limit: int = 44) -> str:
     name = name or "—"
     return f"`{name if len(name) <= limit else name[: limit - 1] + '…'}`"
@@ -56,18 +53,22 @@ def dtypes(sourced: Sourced) -> str:
     """Per step, each half-precision dtype's unprofiled time against float32's and the op
     (or kernel) that took the most time in each dtype; then the forward in words, and what the
     two matmuls run."""
-    m = sourced.measurement
-    found = fv.dtypes(m)
-    others = found.dtypes[1:]
-    rows = []
-    for step in found.steps:
-        ratios = [
-            words.versus_fact(found.found[(step, d)].ratio, found.found[(step, d)].versus)
-            for d in others
+    found = fv.dtypes(sourced.measurement)
+    base, others = found.dtypes[0], found.dtypes[1:]
+
+    def ratio(step: str, d: str) -> str:
+        s = found.found[(step, d)]
+        return words.versus_fact(s.ratio, s.versus)
+
+    rows = [
+        [
+            "forward" if step == "forward" else f"`{step}`",
+            *(ratio(step, d) for d in others),
+            *("" if step == "forward" else _short(found.top(d, step)) for d in found.dtypes),
         ]
-        runs = [_short(found.top(d, step)) if step != "forward" else "" for d in found.dtypes]
-        rows.append(["forward" if step == "forward" else f"`{step}`", *ratios, *runs])
-    header = ["Step", *(f"{d} ÷ {found.dtypes[0]} (unprofiled)" for d in others)]
+        for step in found.steps
+    ]
+    header = ["Step", *(f"{d} ÷ {base} (unprofiled)" for d in others)]
     header += [f"Most time in {d} (profiled)" for d in found.dtypes]
     what = (
         "Per step, per dtype: the steps timed without the profiler one after another as the "
@@ -77,14 +78,14 @@ def dtypes(sourced: Sourced) -> str:
     align = "l" + "r" * len(others) + "l" * len(found.dtypes)
     parts = [captioned_table(header, rows, align, sourced, what) + "\n\n"]
     for d in others:
-        s = found.found[("forward", d)]
-        ratio = words.versus_fact(s.ratio, s.versus)
-        if s.versus.tie:
-            parts.append(f"In {d} the unprofiled forward is **{ratio}** of float32's.")
-        else:
-            # versus compares float32 (first) with d: in order, d is the slower one.
-            word = "slower" if s.versus.as_ordered else "faster"
-            parts.append(f"In {d} the unprofiled forward takes **{ratio}** float32's time: {word}.")
+        versus = found.found[("forward", d)].versus
+        # versus compares float32 (first) with d: in order, d is the slower one.
+        word = "slower" if versus.as_ordered else "faster"
+        parts.append(
+            f"In {d} the unprofiled forward is **{ratio('forward', d)}** of float32's."
+            if versus.tie
+            else f"In {d} the unprofiled forward takes **{ratio('forward', d)}** float32's time: {word}."
+        )
     if found.capability:
         parts.append(
             f"PyTorch reports this CPU's best vector instruction set as **{found.capability}**."
@@ -108,7 +109,7 @@ def dtypes(sourced: Sourced) -> str:
                 )
             parts.append(text + ".")
         # A ratio to float32, not a slowdown: on a CPU with bf16 arithmetic it is a speed-up.
-        ratios = f"{d} ÷ {found.dtypes[0]} ratios"
+        ratios = f"{d} ÷ {base} ratios"
         if not found.matmuls_apart(d):
             parts.append(f"Their {ratios} are within noise of each other.")
         elif found.matmuls_same_path(d):
@@ -123,9 +124,6 @@ def dtypes(sourced: Sourced) -> str:
                 f"work listed is the measured difference."
             )
     return " ".join(parts)
-
-
-# --- Which step dominates at which shape -------------------------------------------------------
 
 
 def step_shares_figure(sweep: Sourced, naive: Sourced) -> str:

@@ -47,11 +47,7 @@ def sweep_table(wall: Sourced, name: str, times: Sourced | None = None) -> str:
     """One sweep's shapes with their time, peak memory, FLOPs and status, as facts."""
     pts = _pts(wall, name, times)
     dims = [d for d in ("batch_size", "num_heads", "seq_len", "head_dim") if len({getattr(p.shape, d) for p in pts}) > 1]  # fmt: skip
-    rows = [
-        [*(str(getattr(p.shape, d)) for d in dims),
-         *(fact(get(p)) if get(p) else "—" for _, get in CELLS.values()), p.status]
-        for p in pts
-    ]  # fmt: skip
+    rows = [[*(getattr(p.shape, d) for d in dims), *(get(p) for _, get in CELLS.values()), p.status] for p in pts]  # fmt: skip
     header = [*dims, *(h for h, _ in CELLS.values()), "Status"]
     return captioned_table(header, rows, "r" * (len(header) - 1) + "l", wall)
 

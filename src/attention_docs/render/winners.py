@@ -137,7 +137,7 @@ def map_figure(times: Sourced) -> str:
 def model_figure(times: Sourced, train: Sourced, steps: Sourced) -> str:
     """Closer to real models: 16 heads in both dtypes (forward, training) and one decode cell."""
     found = fwinners.map_cells(times.measurement)
-    trains = fwinners.cells(train.measurement, fwinners.TRAINING)
+    trains = fwinners.map_cells(train.measurement, fwinners.TRAINING)
     dtype = lambda c: c.shape.dtype  # noqa: E731
     panels = [("forward", "dtype", *_grid(found, dtype))]
     panels.append(("training (forward + backward)", "dtype", *_grid(trains, dtype)))
@@ -180,7 +180,7 @@ def finding(times: Sourced, train: Sourced, steps: Sourced) -> str:
     """The chapter's point: who wins where on this device, and what an H200 would change."""
     m, t, d = times.measurement, train.measurement, steps.measurement
     teach, model = fwinners.teaching_cells(m), fwinners.map_cells(m)
-    trains, dec = fwinners.cells(t, fwinners.TRAINING), fwinners.decode_cell(d)
+    trains, dec = fwinners.map_cells(t, fwinners.TRAINING), fwinners.decode_cell(d)
     big = fwinners.largest_cell(model)
     cells = fwinners.forecast_cells(gpus.sheet())
     closest, widest = fwinners.lead_ends(cells)
@@ -199,7 +199,7 @@ def finding(times: Sourced, train: Sourced, steps: Sourced) -> str:
     )
 
 
-def _series_name(t: fwinners.Trend) -> str:
+def _series_name(t: fwinners.Series) -> str:
     return f"{'causal' if t.causal else 'no mask'}, head_dim {t.head_dim}"
 
 
@@ -237,7 +237,7 @@ def trend_claim(times: Sourced) -> str:
 
 
 def _time_cell(m: Measurement, c: fwinners.Cell, name: str) -> str:
-    f = fwinners.time_fact(m, c, name)
+    f = c.facts.get(name)
     if f is None:
         return "—"
     # Four or five such cells a row: each range goes under its value, so that the table
@@ -260,15 +260,10 @@ def times_tabs(times: Sourced, train: Sourced) -> str:
     """Content tabs, one per series of each map: every time with its rounds' range; the
     winner in bold, those within noise of it marked ≈."""
     m, t = times.measurement, train.measurement
-    teach, tabs = fwinners.teaching_cells(m), []
-    for causal in (True, False):
-        # layout: tabs in head_dim order
-        for d in sorted({c.shape.head_dim for c in teach}):
-            part = [c for c in teach if (c.shape.causal, c.shape.head_dim) == (causal, d)]
-            tabs.append(_tab(f"{'causal' if causal else 'no mask'}, head_dim {d}", m, part))
+    tabs = [_tab(_series_name(s), m, s.cells) for s in fwinners.teaching(m) if s.cells]
     views = (
         (m, "forward", fwinners.map_cells(m)),
-        (t, "training", fwinners.cells(t, fwinners.TRAINING)),
+        (t, "training", fwinners.map_cells(t, fwinners.TRAINING)),
     )
     for source, view, found in views:
         # layout: tabs in dtype order
@@ -304,7 +299,7 @@ def not_run(times: Sourced, train: Sourced) -> str:
             if r["status"] != fwd.OK and not r["implementation"].startswith(fwd.STEP_PREFIX)
         )
         for (name, status), k in where.items():
-            places = "every shape" if k == len(fwinners.shapes(m)) else f"{k} shapes"
+            places = "every shape" if k == fwinners.shape_count(m) else f"{k} shapes"
             why = why_not(name, status, m.device_kind).rstrip(".")
             lines.append(f"- **{name}** ({view}, {places}): {why}.")
         lines += [f"- {note}" for note in m.notes if f"- {note}" not in lines]
