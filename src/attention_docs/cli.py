@@ -562,6 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "takes_params", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    from attention_docs.analytic.gpu import UnknownGpuError
     from attention_docs.experiments.registry import ExperimentError
     from attention_docs.findings.gpu_forecast import ForecastError
     from attention_docs.findings.gpu_trace import TraceError
@@ -579,6 +580,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ScaffoldError,
         TraceError,
         ForecastError,
+        UnknownGpuError,  # `trace` and `forecast --gpu`: its message lists the known GPUs
     ) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ import argparse
 import json
 
 from attention_docs import arguments
-from attention_docs.analytic.gpu import UnknownGpuError, memory_bytes, sheet
+from attention_docs.analytic.gpu import memory_bytes, sheet
 from attention_docs.findings.gpu_forecast import IMPLS, ForecastError, forecast, too_big
 from attention_docs.records.shape import DTYPES, Shape
 from attention_docs.render import words
@@ -71,10 +71,7 @@ def _shape(args: argparse.Namespace) -> Shape:
 
 
 def _cmd_forecast(args: argparse.Namespace, extra: list[str]) -> int:
-    try:
-        gpu = sheet(args.gpu)
-    except UnknownGpuError as exc:
-        raise ForecastError(str(exc.args[0])) from None
+    gpu = sheet(args.gpu)
     shape = _shape(args)
     need = too_big(gpu, args.impl, shape)
     if need is not None:

@@ -86,15 +86,15 @@ def download_links(stem: str, page_dest_uri: str, *, wheel: bool = True) -> str:
     )
 
 
-def _torch_built_with() -> str:
-    """The torch version this site is built with (read without importing torch)."""
+def _torch_requirement() -> str:
+    """The torch this site is built with, as a requirement (read without importing torch)."""
     try:
-        return metadata.version("torch").split("+", 1)[0]
+        return "torch==" + metadata.version("torch").split("+", 1)[0]
     except metadata.PackageNotFoundError:
-        return ""
+        return "torch"
 
 
-TORCH = f"torch=={_torch_built_with()}" if _torch_built_with() else "torch"
+TORCH = _torch_requirement()
 INSTALL_CELL = f"""\
 # Installs the package this notebook runs, where it is missing: from ATTENTION_DOCS_PACKAGE
 # if you set it (the wheel's path or URL, a clone's folder), else from {WHEEL}

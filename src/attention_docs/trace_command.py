@@ -11,7 +11,7 @@ import zlib
 from pathlib import Path
 
 from attention_docs import arguments
-from attention_docs.analytic.gpu import UnknownGpuError, sheet
+from attention_docs.analytic.gpu import sheet
 from attention_docs.findings.gpu_trace import TraceError, read_trace
 from attention_docs.render.gpu_trace import report
 
@@ -69,10 +69,7 @@ def load_chrome(path: Path) -> dict:
 
 
 def _cmd_trace(args: argparse.Namespace, extra: list[str]) -> int:
-    try:
-        gpu = sheet(args.gpu) if args.gpu else None
-    except UnknownGpuError as exc:
-        raise TraceError(str(exc.args[0])) from None
+    gpu = sheet(args.gpu) if args.gpu else None
     chrome = load_chrome(args.path)
     try:
         reading = read_trace(chrome, gpu)

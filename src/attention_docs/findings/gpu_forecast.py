@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.gpu import KernelForecast, Range
-from attention_docs.analytic.memory import naive_peak
+from attention_docs.findings.memory import peak_model
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
 
@@ -140,16 +140,7 @@ def memory_needed(impl: str, shape: Shape) -> float:
     else, and every decode step)."""
     if shape.seq_len == 1 or impl not in (NAIVE, SDPA_MATH):
         return gpus.compulsory_bytes(shape)
-    peak = naive_peak(
-        shape.batch_size,
-        shape.num_heads,
-        shape.seq_len,
-        shape.head_dim,
-        shape.dtype,
-        causal=shape.causal,
-        kv_seq_len=shape.kv_len,
-    )
-    return float(peak.total_bytes)
+    return float(peak_model(shape).total_bytes)
 
 
 def _recording(impl: str, shape: Shape) -> str:

@@ -37,13 +37,14 @@ def without_seq_len(s: Shape) -> str:
 FORECAST_BASE = without_seq_len(gpus.FORECAST_SHAPE)
 
 
-def _model(s: Shape) -> amem.PeakModel:
+def peak_model(s: Shape) -> amem.PeakModel:
+    """The naive forward's live buffers at its peak, at `s`."""
     return amem.naive_peak(*s.dims, s.dtype, causal=s.causal, kv_seq_len=s.kv_len)
 
 
 def nxn_bytes(s: Shape) -> int:
     """The model's N×N working set at `s`: the matrices live at once and the mask."""
-    p = _model(s)
+    p = peak_model(s)
     return p.matrices * p.matrix_bytes + p.mask_bytes
 
 
@@ -60,7 +61,7 @@ def peak_fact(m: Measurement, value: float | None, s: Shape, detail: str = ABOVE
 
 
 def model_peak(s: Shape, *, with_inputs: bool = False) -> Fact:
-    p = _model(s)
+    p = peak_model(s)
     detail, value = ("with the inputs", p.total_bytes) if with_inputs else (ABOVE, p.peak_bytes)
     return model_fact(PEAK, NAIVE, s, value, "B", detail=detail)
 
@@ -76,7 +77,7 @@ PARTS = {
 def matrix(s: Shape, part: str = "matrix") -> Fact:
     """One of the model's parts in bytes: "matrix" (one N×N score matrix), "mask", "output"."""
     metric, subject, field = PARTS[part]
-    return model_fact(metric, subject, s, getattr(_model(s), field), "B")
+    return model_fact(metric, subject, s, getattr(peak_model(s), field), "B")
 
 
 SCRATCH_BLOCK_BYTES = 64  # below this, a scratch allocation is a scalar, not a block
@@ -239,7 +240,7 @@ def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> dict[str, Ch
     peak (checked against a stored memory_timeline of that GPU at that shape), the longest
     seq_len whose naive forward fits, and what a fused kernel keeps instead."""
     s = gpus.FORECAST_SHAPE
-    naive, memory = _model(s), gpus.memory_bytes(gpu)
+    naive, memory = peak_model(s), gpus.memory_bytes(gpu)
     fused, workspace = amem.fused_peak(*s.dims, s.dtype), amem.CUBLAS_WORKSPACE_HOPPER
     found = {
         "naive peak": forecast(PEAK, NAIVE, gpu, naive.peak_bytes, "B", shape=s, detail=ABOVE),

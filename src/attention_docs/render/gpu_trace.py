@@ -22,7 +22,7 @@ def kernel_name(name: str, limit: int = 48) -> str:
         if c == "(" and depth == 0 and i:
             name = name[:i]
             break
-    return name if len(name) <= limit else name[: limit - 1] + "…"
+    return words.clipped(name, limit)
 
 
 def _shape(site: Site) -> str:

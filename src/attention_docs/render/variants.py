@@ -45,8 +45,7 @@ def mask_variants(sourced: Sourced) -> str:
 
 
 def _short(name: str | None, limit: int = 44) -> str:
-    name = name or "—"
-    return f"`{name if len(name) <= limit else name[: limit - 1] + '…'}`"
+    return f"`{words.clipped(name or '—', limit)}`"
 
 
 def dtypes(sourced: Sourced) -> str:

@@ -358,6 +358,11 @@ def plural(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
+def clipped(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, an ellipsis saying so: for a long kernel name."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def series(items: Iterable[str]) -> str:
     """`a`, `a and b`, `a, b and c`."""
     items = list(items)
