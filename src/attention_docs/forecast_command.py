@@ -47,27 +47,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _shape(args: argparse.Namespace) -> Shape:
-    kv_heads = args.num_kv_heads or args.num_heads
-    if kv_heads > args.num_heads:
-        raise ForecastError(
-            f"--num-kv-heads {kv_heads} is more than --num-heads {args.num_heads}; give at most "
-            "as many key/value heads as query heads"
+    try:  # Shape refuses heads that are not whole groups of key/value heads
+        return Shape(
+            args.batch_size,
+            args.num_heads,
+            args.seq_len,
+            args.head_dim,
+            args.dtype,
+            causal=args.causal,
+            num_kv_heads=args.num_kv_heads,
+            kv_len=args.kv_len,
         )
-    if args.num_heads % kv_heads:
-        raise ForecastError(
-            f"--num-heads {args.num_heads} is not a multiple of --num-kv-heads {kv_heads}; each "
-            "key/value head serves a whole group of query heads"
-        )
-    return Shape(
-        args.batch_size,
-        args.num_heads,
-        args.seq_len,
-        args.head_dim,
-        args.dtype,
-        causal=args.causal,
-        num_kv_heads=kv_heads,
-        kv_len=args.kv_len,
-    )
+    except ValueError as exc:
+        raise ForecastError(f"{exc}: give --num-kv-heads that divides --num-heads") from None
 
 
 def _cmd_forecast(args: argparse.Namespace, extra: list[str]) -> int:
