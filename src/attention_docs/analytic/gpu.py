@@ -9,8 +9,10 @@
 # FP32 peak for a float32 matmul (PyTorch leaves TF32 off for matmuls by default) and for
 # element-wise work (it runs on the CUDA cores, accumulating in float32). Launch costs, L2
 # reuse and clocks below boost are not modelled: a forecast is a floor. Its realistic range
-# is the floor divided by the cited efficiencies of records/published.toml (a share of the
-# peak FLOP/s for a compute-bound kernel, of the HBM bandwidth for a memory-bound one).
+# divides each kernel's compute time and memory time by the efficiencies of
+# records/published.toml (a share of the peak FLOP/s for its kind of kernel: FlashAttention-2's
+# generation, float32 work on the CUDA cores, or any other; a share of the HBM bandwidth) and
+# takes the longer of the two.
 #
 # Naive attention is priced from the ATen ops its code records (records/ops.py), not from a
 # list of five steps: each op that launches a CUDA kernel is one kernel, moving the bytes of
@@ -34,7 +36,7 @@ from attention_docs.analytic.tiling import fused_traffic, rows_computed_fraction
 from attention_docs.records.device import SPEC_SHEETS, SpecSheet
 from attention_docs.records.forecast import FORECAST_GPU, FORECAST_SHAPE
 from attention_docs.records.ops import OpList, RecordedOp, TensorArg, recording
-from attention_docs.records.published import dataset
+from attention_docs.records.published import ANY, FLASH_2, FLOAT32, dataset
 from attention_docs.records.shape import Shape
 from attention_docs.records.steps import STEPS
 
@@ -97,6 +99,7 @@ class KernelForecast:
     peak: float  # FLOP/s of the unit it runs on
     bandwidth: float  # B/s
     op: str = ""  # the ATen op that launches it, where one does
+    kernel: str = ANY  # its kind, for the efficiencies on record (records/published.py)
 
     @property
     def intensity(self) -> float:
@@ -274,7 +277,8 @@ def priced(ops: OpList, gpu: SpecSheet, shape: Shape) -> tuple[KernelForecast, .
                 moved = sum(scale.bytes(t) for t in tensors) + written
                 flops = float(POINTWISE_OPS[op.name] * scale.numel(biggest))
             peak = vector_peak(gpu)
-        out.append(KernelForecast(op.step, flops, moved, peak, bandwidth(gpu), op.name))
+        kind = FLOAT32 if peak == vector_peak(gpu) else ANY  # the CUDA cores, not tensor cores
+        out.append(KernelForecast(op.step, flops, moved, peak, bandwidth(gpu), op.name, kind))
     return tuple(out)
 
 
@@ -312,7 +316,7 @@ def naive_steps(
             ops_text = " + ".join(k.op for k in mine)
             out.append(KernelForecast(step, sum(k.flops for k in mine),
                                       sum(k.bytes for k in mine), mine[0].peak,
-                                      mine[0].bandwidth, ops_text))  # fmt: skip
+                                      mine[0].bandwidth, ops_text, mine[0].kernel))  # fmt: skip
     return tuple(out)
 
 
@@ -337,28 +341,35 @@ class Range:
 
 
 def realistic(gpu: SpecSheet, kernels: Sequence[KernelForecast]) -> Range:
-    """The range of kernels run one after another: each kernel's floor over the efficiency of
-    the ceiling that limits it (compute: its architecture's; memory: HBM's)."""
+    """The range of kernels run one after another. A kernel reaches neither ceiling, so each
+    takes the longer of its compute time over the efficiency on record for its kind of
+    kernel on its architecture, and its memory time over HBM's: a kernel with a
+    memory-bound floor may still be held back by its compute (a fused kernel at short
+    sequences)."""
     data = dataset()
     low = high = 0.0
     used: list[str] = []
+    floor = sum(k.floor_us for k in kernels)
     for k in kernels:
-        e = data.efficiency(gpu.capability, k.limit)
-        if e is None:
-            return Range(sum(k.floor_us for k in kernels), None, None, tuple(used))
-        low += k.floor_us / e.high
-        high += k.floor_us / e.low
-        if e.what not in used:
-            used.append(e.what)
-    return Range(sum(k.floor_us for k in kernels), low, high, tuple(used))
+        compute = data.efficiency(gpu.capability, "compute", k.kernel)
+        memory = data.efficiency(gpu.capability, "memory", k.kernel)
+        if compute is None or memory is None:
+            return Range(floor, None, None, tuple(used))
+        fast = max((k.compute_us / compute.high, compute), (k.memory_us / memory.high, memory),
+                   key=lambda t: t[0])  # fmt: skip
+        slow = max((k.compute_us / compute.low, compute), (k.memory_us / memory.low, memory),
+                   key=lambda t: t[0])  # fmt: skip
+        low, high = low + fast[0], high + slow[0]
+        used.extend(e.what for _, e in (fast, slow) if e.what not in used)
+    return Range(floor, low, high, tuple(used))
 
 
 def naive_range(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE, ops: OpList | None = None) -> Range:
     return realistic(gpu, naive_kernels(gpu, shape, ops))
 
 
-def flash_range(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> Range:
-    return realistic(gpu, (flash_forward(gpu, shape),))
+def flash_range(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE, kernel: str = FLASH_2) -> Range:
+    return realistic(gpu, (flash_forward(gpu, shape, kernel=kernel),))
 
 
 def in_place_saving(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> tuple[int, float, float]:
@@ -378,10 +389,12 @@ def flash_forward(
     *,
     block_q: int = FLASH_BLOCK_Q,
     block_k: int = FLASH_BLOCK_K,
+    kernel: str = FLASH_2,
 ) -> KernelForecast:
     """A fused FlashAttention forward as one kernel: the matmuls' FLOPs over the tiles it
     computes (a causal mask skips the tiles above the diagonal) and the bytes it moves from
-    HBM; the N×N scores never leave the chip.
+    HBM; the N×N scores never leave the chip. `kernel`: FlashAttention-2's generation (SDPA's
+    flash and memory-efficient backends) unless another fused kernel (cuDNN's) is meant.
 
     Each query tile re-reads K and V (`tiling.fused_traffic`, the FlashAttention paper's IO
     count). The query tiles of one head run side by side across the SMs, so when the K and V
@@ -392,12 +405,14 @@ def flash_forward(
         shape.batch_size, shape.num_heads, shape.seq_len, shape.head_dim, kv_seq_len=shape.kv_len
     )
     rows = tile_rows(shape.seq_len, block_q, block_k, causal=shape.causal, kv_seq_len=shape.kv_len)
-    traffic = (
-        compulsory_bytes(shape)
-        if l2_serves_rereads(gpu, shape, block_q)
-        else fused_traffic(
+    if l2_serves_rereads(gpu, shape, block_q):
+        traffic = compulsory_bytes(shape)
+    else:
+        # The tiled count per query head; with grouped-query attention a group's query heads
+        # are in flight together and read their one K and V tile once (l2_serves_rereads).
+        one_head = fused_traffic(
             shape.batch_size,
-            shape.num_heads,
+            1,
             shape.seq_len,
             shape.head_dim,
             shape.dtype,
@@ -406,13 +421,16 @@ def flash_forward(
             block_k=block_k,
             kv_seq_len=shape.kv_len,
         )
-    )
+        e = itemsize(shape.dtype)
+        q_out_lse = shape.batch_size * shape.seq_len * (2 * shape.head_dim * e + 4)
+        traffic = shape.num_heads * q_out_lse + shape.kv_heads * (one_head - q_out_lse)
     return KernelForecast(
         "flash forward",
         flops * rows_computed_fraction(rows),
         traffic,
         matmul_peak(gpu, shape.dtype),
         bandwidth(gpu),
+        kernel=FLOAT32 if shape.dtype == "float32" else kernel,  # the CUDA cores' share
     )
 
 
@@ -429,13 +447,16 @@ def compulsory_bytes(shape: Shape) -> float:
 def l2_serves_rereads(gpu: SpecSheet, shape: Shape, block_q: int = FLASH_BLOCK_Q) -> bool:
     """Whether the K and V of all heads in flight at once fit in the GPU's L2.
 
-    A wave of `sm_count` programs covers ceil(sm_count / query tiles per head) heads."""
+    A wave of `sm_count` programs covers ceil(sm_count / query tiles per head) query heads;
+    with grouped-query attention a group's query heads (adjacent, so in flight together)
+    read one K and V."""
     if gpu.l2_mb is None or gpu.sm_count is None:
         return False
     q_tiles = -(-shape.seq_len // block_q)
     heads_in_flight = -(-gpu.sm_count // q_tiles)
+    group = shape.num_heads // shape.kv_heads
     kv_per_head = 2 * shape.keys * shape.head_dim * itemsize(shape.dtype)
-    return heads_in_flight * kv_per_head <= gpu.l2_mb * 1e6
+    return -(-heads_in_flight // group) * kv_per_head <= gpu.l2_mb * 1e6
 
 
 def longest_naive_seq_len(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> int:

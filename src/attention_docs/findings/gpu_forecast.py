@@ -10,13 +10,15 @@ from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.gpu import KernelForecast, Range
 from attention_docs.findings.memory import peak_model
 from attention_docs.records.device import SpecSheet
+from attention_docs.records.published import ANY, FLASH_2
 from attention_docs.records.shape import Shape
 
 NAIVE, SDPA_MATH, SDPA_FLASH = "naive", "sdpa-math", "sdpa-flash"
 SDPA_EFFICIENT, SDPA_CUDNN = "sdpa-efficient", "sdpa-cudnn"
 IMPLS = (NAIVE, SDPA_MATH, SDPA_FLASH, SDPA_EFFICIENT, SDPA_CUDNN)
 # The model has no kernel of their own for these: like findings/published.py, it prices
-# them as the one fused forward kernel FlashAttention is.
+# them as the one fused forward kernel FlashAttention is, at FlashAttention-2's efficiency
+# but for cuDNN's, whose Hopper kernels are of FlashAttention-3's generation.
 AS_FLASH = frozenset({SDPA_EFFICIENT, SDPA_CUDNN})
 # How the model priced a case: one decode step, one fused forward, or the kernels of a
 # recording of the code's ATen ops (records/recorded_ops.json).
@@ -114,7 +116,8 @@ def forecast(gpu: SpecSheet, impl: str, shape: Shape) -> GpuForecast:
         model, recording = RECORDED, _recording(impl, shape)
         kernels = gpus.naive_kernels(gpu, shape, gpus.code_ops(shape, recording))
     else:
-        model, kernels = FUSED, (gpus.flash_forward(gpu, shape),)
+        kind = ANY if impl == SDPA_CUDNN else FLASH_2
+        model, kernels = FUSED, (gpus.flash_forward(gpu, shape, kernel=kind),)
     return GpuForecast(
         gpu,
         impl,

@@ -12,7 +12,7 @@ from attention_docs.analytic import gpu as gpus
 from attention_docs.findings.facts import PUBLISHED, SPEC, Fact, Quantity, model_fact
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.ops import recording
-from attention_docs.records.published import Point, dataset
+from attention_docs.records.published import ANY, FLASH_2, Point, dataset
 
 # Where a published value falls against its forecast.
 WITHIN = "within the range"
@@ -122,7 +122,8 @@ def _count(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
 def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     kernels = None
     if point.subject in FUSED:
-        priced = (gpus.flash_forward(gpu, point.shape),)
+        kind = ANY if point.subject == "SDPA cuDNN" else FLASH_2  # as findings/gpu_forecast.py
+        priced = (gpus.flash_forward(gpu, point.shape, kernel=kind),)
         model = "one fused forward kernel (flash_forward)"
     elif point.subject in RECORDED:
         priced = gpus.priced(recording(RECORDED[point.subject]), gpu, point.shape)

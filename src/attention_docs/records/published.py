@@ -17,6 +17,11 @@ from attention_docs.records.shape import Shape
 DATASET = Path(__file__).with_name("published.toml")
 UNITS = ("ms", "µs", "kernels", "TFLOP/s", "%", "% of baseline")
 STATED = "stated"  # an efficiency this project states without a citation
+# The kinds of kernel an efficiency may be on record for: FlashAttention-2's generation of
+# fused kernels (SDPA's flash and memory-efficient backends), work on the CUDA cores in
+# float32 (no tensor cores), or any kernel.
+ANY, FLASH_2, FLOAT32 = "any", "flash-2", "float32"
+KERNELS = (ANY, FLASH_2, FLOAT32)
 
 
 class DatasetError(ValueError):
@@ -60,6 +65,7 @@ class Efficiency:
     high: float
     source: Source | None  # None: stated by this project, not cited
     what: str
+    kernel: str = "any"  # the kind of kernel it holds for (KERNELS), or any
 
 
 @dataclass(frozen=True)
@@ -95,10 +101,16 @@ class Dataset:
             raise DatasetError(f"{DATASET.name} has no constant {key!r}")
         return self.constants[key]
 
-    def efficiency(self, capability: str | None, limit: str) -> Efficiency | None:
-        """The cited range for `limit` on that architecture (or one that holds for any)."""
-        for e in self.efficiencies:
-            if e.limit == limit and e.capability in (capability, "any"):
+    def efficiency(
+        self, capability: str | None, limit: str, kernel: str = ANY
+    ) -> Efficiency | None:
+        """The range on record for `limit` on that architecture (or one that holds for any),
+        for that kind of kernel where one is on record, else for any kernel."""
+        found = [
+            e for e in self.efficiencies if e.limit == limit and e.capability in (capability, ANY)
+        ]
+        for e in sorted(found, key=lambda e: e.kernel != kernel):
+            if e.kernel in (kernel, ANY):
                 return e
         return None
 
@@ -125,8 +137,11 @@ def parse(text: str, name: str = DATASET.name) -> Dataset:
         where = f"efficiency {e.get('capability')}/{e.get('limit')}"
         if e.get("limit") not in ("compute", "memory") or not 0 < e["low"] <= e["high"] <= 1:
             raise DatasetError(f"{name}: {where} needs a limit and 0 < low <= high <= 1")
+        if e.get("kernel", ANY) not in KERNELS:
+            raise DatasetError(f"{name}: {where} names kernel {e['kernel']!r}; known: {', '.join(KERNELS)}")  # fmt: skip
         cited = None if e["source"] == STATED else source(e["source"], where)
-        effs.append(Efficiency(e["capability"], e["limit"], e["low"], e["high"], cited, e["what"]))
+        effs.append(Efficiency(e["capability"], e["limit"], e["low"], e["high"], cited, e["what"],
+                               e.get("kernel", ANY)))  # fmt: skip
     slugs = {s.slug for s in SPEC_SHEETS}
     points = []
     for i, p in enumerate(data.get("point", []), 1):
