@@ -1,5 +1,6 @@
 """`python -m attention_docs trace` on real H100 traces recorded by others
-(tests/data/cited/tracelens-h100/), and on bad input. CPU only: nothing here runs a GPU."""
+(docs/assets/cited/tracelens-h100/, published with the site), the pages' figures of them, and
+bad input. CPU only: nothing here runs a GPU."""
 
 import gzip
 import json
@@ -10,7 +11,7 @@ import pytest
 from conftest import ROOT
 from test_cli import cli
 
-CITED = ROOT / "tests/data/cited/tracelens-h100"
+CITED = ROOT / "docs/assets/cited/tracelens-h100"
 QWEN = CITED / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 TIMESFORMER = CITED / "facebook_timesformer-base-finetuned-k400__1016002.json.gz"
 BERT = CITED / "gaunernst_bert-small-uncased__1016001.json.gz"
@@ -142,3 +143,53 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
     lines = ran.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("python -m attention_docs: error:")
     assert "Traceback" not in ran.stderr
+
+
+def test_a_recorded_naive_call_is_drawn_with_its_launches_and_its_queue():
+    from attention_docs.findings.gpu_trace import recorded
+    from attention_docs.records.trace import GPU_KINDS
+    from attention_docs.render.timeline import layout, queue_gap
+
+    r = recorded(TIMESFORMER, "naive")
+    assert (r.site.shape.num_heads, r.site.shape.seq_len) == (96, 3137)
+    assert r.model == "facebook/timesformer-base-finetuned-k400" and r.torch.startswith("2.6.0")
+    spans = r.timeline.spans
+    ranges = [s.name for s in spans if s.kind == "range"]
+    assert ranges == [t.step for t in r.site.steps]  # one range per step, in order
+    kernels = [s for s in spans if s.kind == "kernel"]
+    assert kernels and all(s.lane.startswith("GPU stream") for s in kernels)
+    # Each kernel is drawn with an arrow from the launch that queued it.
+    _, _, flows = layout(r.timeline)
+    assert len(flows) == len(kernels)
+    # The call's kernels are its steps' kernels, and their time is one call's (near the median).
+    assert {s.name for s in kernels} == {k for t in r.site.steps for k in t.kernels}
+    assert sum(s.dur_us for s in kernels) == pytest.approx(r.site.gpu_us, rel=0.1)
+    # The GPU ran them long after the CPU launched them: the axis breaks over the queue.
+    gap = queue_gap(r.timeline)
+    cpu_end = max(s.end_us for s in spans if s.kind not in GPU_KINDS)
+    assert gap is not None and gap[0] == cpu_end and gap[1] - gap[0] > 10_000
+
+
+def test_the_pages_say_a_recorded_trace_is_cited_and_link_it():
+    from attention_docs.findings.gpu_trace import recorded
+    from attention_docs.render import gpu_trace
+
+    qwen = recorded(QWEN, "sdpa-flash")
+    figure = gpu_trace.cited_figure(qwen, "@site/x/qwen.json.gz", "One SDPA call.")
+    assert "<svg" in figure and "Recorded by others, not measured by this build" in figure
+    assert "AMD-AGI/TraceLens" in figure and "MIT licence" in figure and "torch 2.6.0" in figure
+    assert 'href="@site/x/qwen.json.gz" download' in figure
+    assert 'data-trace="@site/x/qwen.json.gz"' in figure
+    assert "flash_fwd_kernel" in gpu_trace.flash_claim(qwen)
+    steps = gpu_trace.cited_steps(qwen)
+    assert "| sdpa | pytorch_flash::flash_fwd_kernel" in steps and "24 calls" in steps
+    claim = gpu_trace.naive_claim(recorded(TIMESFORMER, "naive"))
+    assert "3,137 tokens" in claim and "softmax kernel" in claim
+    assert "waited on launches" in gpu_trace.launch_claim(recorded(BERT, "sdpa-flash"))
+
+
+def test_a_trace_without_the_attention_asked_for_is_one_sentence():
+    from attention_docs.findings.gpu_trace import TraceError, recorded
+
+    with pytest.raises(TraceError, match="holds no naive attention"):
+        recorded(BERT, "naive")

@@ -1,5 +1,5 @@
 # Attention read from any torch.profiler trace of a GPU run, beside the model's forecast.
-# The trace may come from a reader's machine or from others (tests/data/cited/): it holds no
+# The trace may come from a reader's machine or from others (docs/assets/cited/): it holds no
 # labelled ranges, so attention is found by its ATen ops, in whatever ops a model uses (naive:
 # matmul -> scale -> mask -> softmax -> matmul on one scores tensor; SDPA: the op, and its
 # backend by the names of its kernels). An op's GPU time is the durations of the kernels it
@@ -9,19 +9,25 @@
 # says it.
 from __future__ import annotations
 
+import functools
+import gzip
+import json
+import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
+from pathlib import Path
 from statistics import median
 
 from attention_docs.analytic.gpu import Range, flash_range, naive_kernels, realistic
+from attention_docs.findings.facts import KERNEL, SPEC, Fact, Quantity
 from attention_docs.records.device import SpecSheet, spec_sheet_for
 from attention_docs.records.kernels import is_bookkeeping
 from attention_docs.records.ops import OpList, TensorArg, ops_from_chrome, tensor_inputs
 from attention_docs.records.shape import Shape
 from attention_docs.records.steps import STEPS
-from attention_docs.records.trace import GPU_WORK, KINDS, STEP_PREFIX
+from attention_docs.records.trace import GPU_WORK, KINDS, STEP_PREFIX, Trace
 
 SDPA_OP = "aten::scaled_dot_product_attention"
 # The one labelled step of an SDPA call (the label the recorded SDPA ops carry, records/ops.py).
@@ -44,6 +50,9 @@ BACKENDS = (
 )
 SDPA_MATH = "sdpa-math"
 _EPS = 1e-3  # µs: a nested event may end a rounding error after the op around it
+_GZIP_MAGIC = b"\x1f\x8b"
+# Where the site keeps the traces others recorded, under docs/ (published beside the pages).
+CITED = "assets/cited/tracelens-h100/"
 
 
 class TraceError(ValueError):
@@ -141,6 +150,36 @@ def _site_json(s: Site) -> dict:
     }
 
 
+def load_chrome(path: Path) -> dict:
+    """The JSON object of a trace file, gzipped or not.
+
+    Raises:
+        TraceError: The file is missing, unreadable, a damaged gzip, not JSON, or not a
+            torch.profiler trace.
+    """
+    hint = "give a trace that torch.profiler exported (.json or .json.gz)"
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"cannot read {path} ({exc.strerror or exc}); {hint}") from None
+    if raw.startswith(_GZIP_MAGIC):
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error):
+            raise TraceError(f"{path} is a truncated or damaged gzip file; {hint}") from None
+    elif path.suffix == ".gz":
+        raise TraceError(f"{path} is not a gzip file, though its name ends in .gz; {hint}")
+    try:
+        chrome = json.loads(raw)
+    except ValueError:  # not UTF-8, or not JSON
+        raise TraceError(f"{path} is not JSON; {hint}") from None
+    if not isinstance(chrome, dict) or not isinstance(chrome.get("traceEvents"), list):
+        raise TraceError(
+            f"{path} is not a torch.profiler trace (it has no traceEvents list); {hint}"
+        )
+    return chrome
+
+
 def device_name(chrome: Mapping) -> str | None:
     """The first GPU's name as the trace records it ("NVIDIA H100 80GB HBM3"), or None."""
     props = chrome.get("deviceProperties")
@@ -161,12 +200,72 @@ def read_trace(chrome: Mapping, gpu: SpecSheet | None = None) -> TraceReading:
     Raises:
         TraceError: No `traceEvents` list, or no GPU work launched by a recorded call.
     """
-    events = chrome.get("traceEvents")
-    if not isinstance(events, list):
-        raise TraceError("it is not a torch.profiler trace: it has no traceEvents list")
     name = device_name(chrome)
     if gpu is None and name is not None:
         gpu = spec_sheet_for(name)
+    work, launches, calls = _calls(chrome)
+    return TraceReading(name, gpu, _sites(calls, work, gpu), _launch_picture(launches, work))
+
+
+def call_timeline(chrome: Mapping, site: Site) -> Trace:
+    """One call of `site` (read_trace's) as a timeline draws it: its ops on their CPU thread
+    under a range named after each step, the launches inside them, and the GPU work they
+    launched, linked by their flows. The call is the one whose GPU time is the median."""
+    work, _, calls = _calls(chrome)
+    runs = [c for c in calls if (c.kind, c.shape) == (site.kind, site.shape)]
+
+    def gpu_us(call: _Call) -> float:
+        return sum(w["dur"] for _, ops in call.steps for w in _work_of(ops, work))
+
+    call = sorted(runs, key=gpu_us)[len(runs) // 2]
+    events: list[Mapping] = []
+    for step, ops in call.steps:
+        first, last = ops[0].event, ops[-1].event
+        events.append({
+            "ph": "X", "cat": "user_annotation", "name": step, "pid": first.get("pid"),
+            "tid": first.get("tid"), "ts": first["ts"], "dur": last["ts"] + last["dur"] - first["ts"],
+        })  # fmt: skip
+        events += [e for op in ops for e in (op.event, *op.inside)]
+        events += _work_of(ops, work)
+    return Trace.from_chrome({"traceEvents": events})
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """An attention in a trace others recorded, as a page shows it: what the trace says,
+    the site of one kind that took the most GPU time, one of its calls as a timeline, and
+    what the trace's metadata says of the run (None where it says nothing)."""
+
+    reading: TraceReading
+    site: Site
+    timeline: Trace
+    model: str | None  # the model that ran, as its metadata names it
+    torch: str | None  # torch's version
+
+
+@functools.cache
+def recorded(path: Path, kind: str) -> Recorded:
+    """The attention of `kind` ("naive", "sdpa-flash"...) in the trace at `path`.
+
+    Raises:
+        TraceError: As load_chrome and read_trace; or no attention of `kind` in it."""
+    chrome = load_chrome(path)
+    reading = read_trace(chrome)
+    sites = [s for s in reading.sites if s.kind == kind]
+    if not sites:
+        raise TraceError(f"{path} holds no {kind} attention")
+    site = max(sites, key=lambda s: s.calls * s.gpu_us)
+    meta = chrome.get("metadata") if isinstance(chrome.get("metadata"), Mapping) else {}
+    model = (meta.get("experiment") or {}).get("repo_id")
+    torch = ((meta.get("system") or {}).get("torch_env_info") or {}).get("torch_version")
+    return Recorded(reading, site, call_timeline(chrome, site), model, torch)
+
+
+def _calls(chrome: Mapping) -> tuple[dict[object, list[Mapping]], list[Mapping], list[_Call]]:
+    """The trace's GPU work by flow, the launches that put it there, and its attention calls."""
+    events = chrome.get("traceEvents")
+    if not isinstance(events, list):
+        raise TraceError("it is not a torch.profiler trace: it has no traceEvents list")
     timed = [e for e in events if isinstance(e, Mapping) and e.get("ph") == "X" and _timed(e)]
     work: dict[object, list[Mapping]] = defaultdict(list)
     for e in timed:
@@ -182,7 +281,7 @@ def read_trace(chrome: Mapping, gpu: SpecSheet | None = None) -> TraceReading:
     calls: list[_Call] = []
     for tops in _top_ops(timed, launches).values():
         calls += _sdpa_calls(tops, work) + _naive_calls(tops)
-    return TraceReading(name, gpu, _sites(calls, work, gpu), _launch_picture(launches, work))
+    return work, launches, calls
 
 
 def _timed(e: Mapping) -> bool:
@@ -395,3 +494,63 @@ def _launch_picture(launches: Sequence[Mapping], work: Mapping) -> LaunchPicture
         end = max(end, hi)
     span = end - min(e["ts"] for e in launches)
     return LaunchPicture(median(delays), busy / span if span > 0 else 1.0)
+
+
+# --- a recorded attention's numbers as the site's facts ------------------------------------
+GPU_TIME = "GPU time per call"
+RECORDED_OVER_FORECAST = "recorded ÷ realistic forecast"
+ALL_STEPS = "all steps"
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """One step of a recorded attention (or ALL_STEPS), as facts: its GPU time per call
+    (kernel clock, device `trace:MODEL`), the forecast's floor and realistic range for the
+    trace's GPU, and the recorded time over that range; None where the model has none."""
+
+    step: str
+    kernels: tuple[str, ...]
+    time: Fact
+    floor: Fact | None
+    realistic: Fact | None
+    ratio: Fact | None
+
+
+def trace_device(r: Recorded) -> str:
+    """Who recorded the numbers: the trace, by the model it ran (never this build's device)."""
+    return f"trace:{r.model or 'unnamed model'}"
+
+
+def step_facts(r: Recorded) -> list[StepFacts]:
+    """The site's steps, then ALL_STEPS when there are several."""
+    rows = [(t.step, t.kernels, t.gpu_us, t.forecast) for t in r.site.steps]
+    if len(rows) > 1:
+        rows.append((ALL_STEPS, (), r.site.gpu_us, r.site.forecast))
+    out = []
+    for step, kernels, gpu_us, forecast in rows:
+        time = Fact(Quantity(GPU_TIME, step, trace_device(r), KERNEL, r.site.shape), gpu_us, "µs")
+        floor = realistic = ratio = None
+        if forecast is not None and r.reading.gpu is not None:
+            spec = f"spec:{r.reading.gpu.slug}"
+            floor = Fact(Quantity(GPU_TIME, step, spec, SPEC, r.site.shape, "floor"),
+                         forecast.floor_us, "µs")  # fmt: skip
+            if forecast.low_us and forecast.high_us:
+                q = Quantity(GPU_TIME, step, spec, SPEC, r.site.shape, "realistic range")
+                realistic = Fact(q, None, "µs", forecast.low_us, forecast.high_us)
+                q = Quantity(
+                    RECORDED_OVER_FORECAST, step, trace_device(r), KERNEL, r.site.shape, spec
+                )
+                ratio = Fact(q, None, "×", gpu_us / forecast.high_us, gpu_us / forecast.low_us)
+        out.append(StepFacts(step, kernels, time, floor, realistic, ratio))
+    return out
+
+
+def slowest_step(r: Recorded) -> StepFacts:
+    """The step that took the most GPU time per call."""
+    return max((f for f in step_facts(r) if f.step != ALL_STEPS), key=lambda f: f.time.value)
+
+
+def busy_fact(r: Recorded) -> Fact:
+    """The share of the run (first launch to last kernel's end) the GPU was busy."""
+    q = Quantity("GPU busy share", "whole run", trace_device(r), KERNEL)
+    return Fact(q, r.reading.launch.gpu_busy_share, "%")

@@ -1,11 +1,26 @@
 # A trace's attention (findings/gpu_trace.py) as text for a terminal: one table row per
 # attention site and per step, beside the forecast, then the launch picture in a sentence.
+# And on the site, a trace others recorded: one call as a timeline, its steps as a table,
+# captioned as cited.
 from __future__ import annotations
 
-from attention_docs.findings.gpu_trace import Site, TraceReading
+import html
+from dataclasses import replace
+
+from attention_docs.findings.gpu_trace import (
+    ALL_STEPS,
+    Recorded,
+    Site,
+    TraceReading,
+    busy_fact,
+    slowest_step,
+    step_facts,
+)
 from attention_docs.records.device import SPEC_SHEETS
 from attention_docs.render import words
+from attention_docs.render.figures import STEP_COLORS
 from attention_docs.render.tables import markdown_table
+from attention_docs.render.timeline import DEFAULT_SETTINGS, ranges_settings, timeline_svg
 
 VERDICTS = {
     "gpu-bound": "gpu-bound: the GPU ran kernels most of the time",
@@ -110,3 +125,108 @@ def report(reading: TraceReading, path: str) -> str:
         "GPU times are the kernel clock: the durations of the kernels each op launched.",
     ]
     return "\n".join(lines)
+
+
+# --- on the site: a trace others recorded, shown as cited, never as ours ------------------
+SOURCE = (
+    'TraceLens\'s H100 test traces (<a href="https://github.com/AMD-AGI/TraceLens">'
+    "AMD-AGI/TraceLens</a>, MIT licence; for testing and education, not official benchmarks)"
+)
+
+
+def cited_figure(r: Recorded, href: str, title: str) -> str:
+    """One call of the recorded attention as a timeline figure (CPU launches, GPU kernels,
+    the flows between them), captioned as recorded by others; `href`: the trace as the page
+    links it, for download and Perfetto."""
+    steps = [t.step for t in r.site.steps]
+    settings = (
+        DEFAULT_SETTINGS
+        if all(step in STEP_COLORS for step in steps)
+        else ranges_settings(steps, title)
+    )
+    settings = replace(settings, title=title, xlabel="Time since the call's first op (µs)")
+    run = ", ".join(
+        x for x in (r.model, r.reading.device_name, r.torch and f"torch {r.torch}") if x
+    )
+    link = html.escape(href)
+    caption = (
+        f"<strong>{html.escape(title)}</strong> One of its {words.count(r.site.calls)} calls, the one with the median GPU "
+        f"time. Recorded by others, not measured by this build: {SOURCE}; {html.escape(run)}. "
+        f'<a href="{link}" download>raw data (JSON)</a>, the whole trace · <button type="button" '
+        f'class="ad-perfetto md-button" data-trace="{link}" title="Opens ui.perfetto.dev in a '
+        f'new tab and sends it this trace">Open in Perfetto</button>'
+    )
+    return (
+        f'<figure class="ad-figure">\n<div class="ad-figure__plot">\n'
+        f"{timeline_svg(r.timeline, settings)}\n</div>\n"
+        f'<figcaption class="ad-caption">{caption}</figcaption>\n</figure>'
+    )
+
+
+def cited_steps(r: Recorded) -> str:
+    """The recorded attention's steps: kernels, GPU time per call, and the site's forecast
+    for that GPU beside it, then a caption."""
+    gpu = r.reading.gpu
+    where = f"the {gpu.label}" if gpu else "this GPU"
+    header = ["Step", "Kernels", "GPU time per call", f"Forecast for {where}: floor; realistic",
+              "Recorded ÷ realistic"]  # fmt: skip
+    rows = []
+    for f in step_facts(r):
+        forecast = "—"
+        if f.floor is not None:
+            forecast = words.fact(f.floor)
+            if f.realistic is not None:
+                forecast += "; " + words.fact(f.realistic)
+        step = "**all**" if f.step == ALL_STEPS else f.step.removeprefix("attention.")
+        rows.append([step, ", ".join(kernel_name(k, 40) for k in f.kernels),
+                     words.fact(f.time), forecast, words.fact(f.ratio) if f.ratio else "—"])  # fmt: skip
+    caption = (
+        f"{_shape(r.site).capitalize()}: the median over its {r.site.calls} calls, kernel "
+        "clock. Recorded by others (the source is in the figure's caption); the forecast is "
+        'this site\'s model of that GPU (<a href="@site/method/">method</a>).'
+    )
+    return markdown_table(header, rows, "llrrr") + f'\n\n<p class="ad-caption">{caption}</p>'
+
+
+def _where(r: Recorded) -> str:
+    model = r.model.split("/")[-1] if r.model else "a model"
+    return f"{model}, on an {r.reading.device_name or 'unnamed GPU'}"
+
+
+def naive_claim(r: Recorded) -> str:
+    """The recorded naive attention's slowest step beside its score matmul, in a sentence."""
+    slowest = slowest_step(r)
+    scores = next((f for f in step_facts(r) if f.step == "attention.scores"), None)
+    against = (
+        f", against {words.fact(scores.time)} for the score matmul"
+        if scores is not None and scores is not slowest
+        else ""
+    )
+    return (
+        f"In a profile others recorded ({_where(r)}), naive attention at "
+        f"{r.site.shape.seq_len:,} tokens spends {words.fact(slowest.time)} per call in its "
+        f"{slowest.step.removeprefix('attention.')} kernel{against}."
+    )
+
+
+def flash_claim(r: Recorded) -> str:
+    """The recorded SDPA call's kernel and its time, in a sentence."""
+    (f,) = step_facts(r)
+    s = r.site.shape
+    launched = "one kernel" if len(f.kernels) == 1 else f"{len(f.kernels)} kernels"
+    return (
+        f"In a profile others recorded ({_where(r)}), each SDPA call launched {launched}, "
+        f"`{kernel_name(f.kernels[0], 40)}`: {words.fact(f.time)} for {s.num_heads:,} heads "
+        f"of {s.seq_len:,} tokens."
+    )
+
+
+def launch_claim(r: Recorded) -> str:
+    """Whether the recorded run kept its GPU busy, in a sentence."""
+    (f,) = step_facts(r)
+    verdict = r.reading.launch.verdict
+    joint = "yet the GPU was busy only" if verdict == "cpu-bound" else "and the GPU was busy"
+    return (
+        f"In {_where(r)}, the attention kernel ran for {words.fact(f.time)}, {joint} "
+        f"{words.fact(busy_fact(r))} of the run: {VERDICTS[verdict].split(': ', 1)[1]}."
+    )

@@ -94,7 +94,10 @@ def layout(
         step = s.name if s in ranges else step_of.get(id(s))
         color = colors.get(step or "", MUTED)
         alpha = 1.0 if (s in ranges or gpu) else 0.45
-        label = s.name.removeprefix("attention.") if s in ranges else s.name
+        # A span deeper than the rows shown shares its row with the span around it.
+        # layout: such a span goes unnamed
+        hidden = not gpu and s.depth > MAX_CPU_DEPTH
+        label = s.name.removeprefix("attention.") if s in ranges else "" if hidden else s.name
         tip = f"{s.name} · {fmt.time_us(s.dur_us)}"
         bar = Bar(row_of[(s.lane, depth)], color, alpha, label, s, tip)
         bars.append(bar)
@@ -118,31 +121,67 @@ def describe(trace: Trace, labels: Sequence[str] = tuple(STEP_COLORS)) -> str:
     )
 
 
+def queue_gap(trace: Trace) -> tuple[float, float] | None:
+    """Where a timeline's axis breaks: from the end of the CPU's work to the start of the
+    GPU's, when the GPU ran it later than the two windows last together (a launch queue
+    milliseconds deep); None when one axis shows both."""
+    cpu = [s for s in trace.spans if s.kind not in GPU_KINDS]
+    gpu = [s for s in trace.spans if s.kind in GPU_KINDS]
+    if not cpu or not gpu:
+        return None
+    # layout: the two windows, the CPU's and the GPU's
+    cpu_end, gpu_start = max(s.end_us for s in cpu), min(s.start_us for s in gpu)
+    # layout: the GPU's window, as wide as it is drawn
+    gpu_span = max(s.end_us for s in gpu) - gpu_start
+    # layout: break the axis where the gap is wider than both windows together
+    return (cpu_end, gpu_start) if gpu_start - cpu_end > cpu_end + gpu_span else None
+
+
 def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) -> str:
-    from matplotlib.patches import Patch
+    """The figure; where the GPU ran its work long after the CPU launched it (`queue_gap`),
+    two panels, each with its own time axis, and the launch arrows cross between them."""
+    from matplotlib.patches import ConnectionPatch, Patch
 
     rows, bars, flows = layout(trace, settings)
     height = 1.0 + ROW_HEIGHT_IN * len(rows)
     # layout: the x axis spans every bar
     end = max((b.span.end_us for b in bars), default=1.0)
+    gap = queue_gap(trace)
+    windows = [(0.0, end)] if gap is None else [(0.0, gap[0]), (gap[1], end)]
     with new_figure(WIDTH_IN, height) as fig:
-        ax = fig.add_subplot()
-        for b in bars:
-            # layout: a bar at least a pixel wide
-            extent = [(b.span.start_us, max(b.span.dur_us, end * 1e-4))]
-            style = {"facecolors": b.color, "edgecolor": "white", "linewidth": 0.3}
-            tooltip(ax.broken_barh(extent, (b.row - 0.4, 0.8), **style, alpha=b.alpha), b.tip)
+        axes = list(fig.subplots(1, len(windows), sharey=True, squeeze=False)[0])
+        for ax, (lo, hi) in zip(axes, windows, strict=True):
+            pad = (hi - lo) * 0.01
+            for b in bars:
+                # layout: a bar at least a pixel wide
+                extent = [(b.span.start_us, max(b.span.dur_us, (hi - lo) * 1e-4))]
+                style = {"facecolors": b.color, "edgecolor": "white", "linewidth": 0.3}
+                tooltip(ax.broken_barh(extent, (b.row - 0.4, 0.8), **style, alpha=b.alpha), b.tip)
+            ax.set_xlim(lo - (pad if lo else 0), hi + pad)
+            ax.grid(axis="x", color=MUTED, alpha=0.3, linewidth=0.5)
+            ax.spines[["top", "right"]].set_visible(False)
+            ax.set_xlabel(settings.xlabel)
+        if gap is not None:
+            axes[1].spines["left"].set_linestyle((0, (2, 2)))
+            axes[1].tick_params(axis="y", length=0)
+            axes[0].set_xlabel("CPU: launching (µs since the first op)")
+            axes[1].set_xlabel(f"GPU: running, {fmt.time_us(gap[1] - gap[0])} later (µs)")
         arrow = {"arrowstyle": "-|>", "color": MUTED, "lw": 0.5, "alpha": 0.6}
+
+        def side(x: float):
+            # layout: a time before the break is drawn in the left panel
+            return axes[0] if gap is None or x <= gap[0] else axes[1]
+
         for launch, kernel in flows:  # an arrow from each launch to its kernel
             start = (launch.span.start_us, launch.row + 0.4)
             end_ = (kernel.span.start_us, kernel.row - 0.4)
-            ax.annotate("", xy=end_, xytext=start, arrowprops=arrow)
-        ax.set_yticks(range(len(rows)), rows)
-        ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlim(0, end * 1.01)
-        ax.set_xlabel(settings.xlabel)
-        ax.grid(axis="x", color=MUTED, alpha=0.3, linewidth=0.5)
-        ax.spines[["top", "right"]].set_visible(False)
+            a, b = side(start[0]), side(end_[0])
+            if a is b:
+                a.annotate("", xy=end_, xytext=start, arrowprops=arrow)
+            else:
+                fig.add_artist(ConnectionPatch(start, end_, a.transData, b.transData, **arrow))
+        axes[0].set_yticks(range(len(rows)), rows)
+        axes[0].set_ylim(len(rows) - 0.5, -0.5)
         drawn = {b.span.name for b in bars if b.span.kind == "range"}
         handles = [
             Patch(facecolor=color, label=label.removeprefix("attention."))
@@ -158,7 +197,9 @@ def timeline_svg(trace: Trace, settings: TimelineSettings = DEFAULT_SETTINGS) ->
             # A solid bar takes white or dark text, whichever contrasts more; a pale one, dark.
             color = text_color_for(b.color) if b.alpha == 1.0 else INK
             s = b.span
-            label_in_box(ax, s.start_us, s.end_us, b.row, b.label, full=b.tip, color=color)
+            if b.label:
+                ax = side(s.start_us)
+                label_in_box(ax, s.start_us, s.end_us, b.row, b.label, full=b.tip, color=color)
         return to_svg(fig, describe(trace, [label for label, _ in settings.colors]))
 
 
