@@ -193,3 +193,39 @@ def test_a_trace_without_the_attention_asked_for_is_one_sentence():
 
     with pytest.raises(TraceError, match="holds no naive attention"):
         recorded(BERT, "naive")
+
+
+def test_timesformer_steps_lie_above_their_floor_and_within_twice_the_range():
+    s = site(traced(TIMESFORMER), "naive", 96)
+    over = {}
+    for t in s["steps"]:
+        f = t["forecast"]
+        assert f["floor_us"] < t["gpu_us"], t["step"]
+        over[t["step"]] = t["gpu_us"] / f["high_us"]
+    # The score GEMM (a Turing-era CUTLASS kernel that writes the N×N scores at about a third
+    # of the HBM bandwidth) sits at twice the range's high end; every other step within it.
+    assert over.pop("attention.scores") < 2.05
+    assert all(ratio < 2 for ratio in over.values()), over
+    # Qwen's short causal flash kernel is the model's known miss: above its floor, more than
+    # twice the range's high end (FlashAttention-2 at 559 tokens reaches a tenth of the peak).
+    q = site(traced(QWEN), "sdpa-flash", 256)
+    assert q["forecast"]["floor_us"] < q["gpu_us"]
+
+
+def test_softmax_reads_a_long_row_three_times_unless_shared_memory_holds_it():
+    # PyTorch's kernels: a warp per row up to 1,024; a row cached in shared memory when it
+    # fits in 48 KiB in whole 16-byte loads; else three reads (max, sum, output).
+    from attention_docs.analytic import gpu
+    from attention_docs.records.ops import TensorArg
+    from attention_docs.records.shape import Shape
+
+    def rereads(seq_len: int, dtype: str) -> float:
+        recorded = Shape(1, 6, 12, 10, dtype, False)
+        scale = gpu.Scaling(recorded, Shape(1, 96, seq_len, 64, dtype, False))
+        scores = TensorArg((6, 12, 12), dtype)
+        return gpu.softmax_rereads(scale, scores) / scale.bytes(scores)
+
+    assert rereads(8, "bfloat16") == 0  # TimeSformer's temporal attention: the warp kernel
+    assert rereads(3137, "bfloat16") == 2  # not a whole number of 8-element loads
+    assert rereads(4096, "bfloat16") == 0  # 8 KiB, cached: the site's forecast shape
+    assert rereads(16384, "float32") == 2  # 64 KiB: more than shared memory holds
