@@ -1,5 +1,5 @@
 """`python -m attention_docs forecast` against NVIDIA's published cuDNN SDPA forwards on an H200
-and its decode and prefill calls on an A100 (tests/data/cited/cudnn-frontend/), on a decode
+and its decode and prefill calls on an A100 (docs/assets/cited/cudnn-frontend/), on a decode
 step, and on bad input. CPU only."""
 
 import csv
@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from test_cli import cli
 
-CITED = ROOT / "tests/data/cited/cudnn-frontend"
+CITED = ROOT / "docs/assets/cited/cudnn-frontend"
 H200_TRAINING = CITED / "training_llama3.1_h200.csv"
 KEYS = {"gpu", "impl", "shape", "model", "recording", "floor_us", "low_us", "high_us", "bound"}
 KEYS |= {"sources", "memory_bytes", "kernels"}

@@ -6,6 +6,7 @@ import re
 import markdown
 import pytest
 import site_facts
+from conftest import ROOT
 
 from attention_docs.analytic import gpu
 from attention_docs.findings import published as fpublished
@@ -181,3 +182,22 @@ def test_a_kernel_is_held_to_the_slower_of_its_two_ceilings():
     assert r.low_us == pytest.approx(k.compute_us / 0.35)
     assert r.high_us == pytest.approx(k.compute_us / 0.24)
     assert r.floor_us == k.memory_us < r.low_us
+
+
+def test_the_model_is_checked_against_every_gpu_timing_the_site_holds():
+    from attention_docs.findings import model_check
+
+    found = model_check.checks(ROOT / "docs")
+    kinds = model_check.by_kind(found)
+    sources = {k.source for k in kinds}
+    assert sources == {model_check.POINTS, model_check.TRACED, model_check.TRAINING,
+                       model_check.PREFILL, model_check.DECODING}  # fmt: skip
+    assert {c.gpu for c in found} == {"a100-sxm4-80gb", "a100-pcie-80gb", "h100-sxm", "h200"}
+    # Every timing, on GPUs and shapes the model was not built on, lies above its floor.
+    assert all(c.above_floor for c in found), [c for c in found if not c.above_floor]
+    # The cuDNN forwards on an H200 lie inside the range of cuDNN's generation of kernels.
+    (h200,) = [k for k in kinds if k.source == model_check.TRAINING]
+    assert h200.inside == len(h200.checks) == 10
+    s = model_check.summary(kinds)
+    assert s.timings == len(found) > 500
+    assert s.inside + s.near + s.far + len([c for c in found if c.under < 1]) == s.timings

@@ -119,7 +119,9 @@ def _count(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
     return _spec_fact(point, gpu, model, float(count), "kernels"), where, model, None
 
 
-def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
+def time_forecast(point: Point, gpu: SpecSheet) -> tuple[gpus.Range, str, int | None]:
+    """The forecast of a published time: its range, the model that priced it (for the
+    reader), and the kernels a recording launches (None: one fused kernel)."""
     kernels = None
     if point.subject in FUSED:
         kind = ANY if point.subject == "SDPA cuDNN" else FLASH_2  # as findings/gpu_forecast.py
@@ -130,7 +132,11 @@ def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
         model, kernels = RECORDED_OPS, len(priced)
     else:
         raise UnforecastPointError(f"no time forecast for {point.subject!r}")
-    r = gpus.realistic(gpu, priced)
+    return gpus.realistic(gpu, priced), model, kernels
+
+
+def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
+    r, model, kernels = time_forecast(point, gpu)
     floor = _spec_fact(point, gpu, f"floor: {model}", r.floor_us, "µs")
     if r.low_us is None:
         return floor, NO_RANGE, model, kernels
@@ -140,8 +146,10 @@ def _time(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
 
 
 def _rate(point: Point, gpu: SpecSheet, value: float) -> _Forecast:
-    """A throughput or a share of the peak: the cited compute efficiency of its GPU."""
-    e = dataset().efficiency(gpu.capability, "compute")
+    """A throughput or a share of the peak: the cited compute efficiency of its GPU, for
+    FlashAttention-2's generation of kernels where the point is one of them."""
+    kind = FLASH_2 if point.subject.startswith("FlashAttention-2") else ANY
+    e = dataset().efficiency(gpu.capability, "compute", kind)
     share = point.unit == "%"
     peak = 1.0 if share else gpus.matmul_peak(gpu, point.dtype)
     unit = "%" if share else "FLOP/s"

@@ -1,10 +1,13 @@
-# docs/method.md's measured paragraphs: steps alone against steps in sequence, and threads.
+# docs/method.md's measured paragraphs: steps alone against steps in sequence, threads, and
+# the GPU model against every GPU timing others recorded.
 from __future__ import annotations
 
 from attention_docs.findings import method as fmethod
+from attention_docs.findings import model_check as fcheck
+from attention_docs.findings.model_check import KindCheck
 from attention_docs.measurements.schema import Sourced
 from attention_docs.render import words
-from attention_docs.render.tables import captioned_table
+from attention_docs.render.tables import captioned_table, markdown_table
 
 
 def steps_table(sourced: Sourced) -> str:
@@ -84,3 +87,32 @@ def threads(sourced: Sourced) -> str:
         "process holds one of those cores. A worker gives torch half the cores so that its "
         "numbers depend on the forward, not on whatever else the machine is running."
     )
+
+
+def model_check(kinds: list[KindCheck]) -> str:
+    """The GPU model against every GPU timing the site holds: a sentence, then a row per
+    source, GPU and kind of kernel."""
+    s = fcheck.summary(kinds)
+    header = ["Source", "GPU", "Kind of kernel", "Timings", "Inside the range",
+              "Above it (the worst: recorded ÷ high end)", "Below it (the worst)",
+              "Above the floor"]  # fmt: skip
+    rows = []
+    for k in kinds:
+        above = f"{len(k.above)} ({words.times(k.worst_over)})" if k.above else "0"
+        below = f"{len(k.below)} ({words.times(k.worst_under)})" if k.below else "0"
+        rows.append([k.source, k.gpu, k.kind, str(len(k.checks)), str(k.inside), above, below,
+                     f"{k.above_floor} of {len(k.checks)}"])  # fmt: skip
+    said = (
+        f"Of {s.timings:,} GPU timings others recorded, {s.above_floor:,} lie above the model's "
+        f"floor and {s.inside:,} inside its realistic range; {s.near:,} lie above the range by at "
+        f"most 2×, {s.far:,} by more."
+    )
+    caption = (
+        "Each timing beside the forecast this site states for its GPU and shape (what "
+        "<code>python -m attention_docs forecast</code> and <code>trace</code> print). "
+        "Recorded by others, none by this build: the reference dataset's sources; TraceLens's "
+        "H100 traces (MIT licence); NVIDIA's cuDNN frontend benchmarks (<a href=\""
+        '@site/assets/cited/cudnn-frontend/README.txt">README and licence</a>), bfloat16 rows.'
+    )
+    table = markdown_table(header, rows, "lllrrrrr")
+    return f'{said}\n\n{table}\n\n<p class="ad-caption">{caption}</p>'
