@@ -29,9 +29,7 @@ def show(text: str) -> None:
     from attention_docs import book
 
     store = book.settings().store.as_posix().rstrip("/") + "/"
-    text = _METHOD_LINK.sub(
-        "how every number is measured is a page of the site", _FACT.sub(r"\1", text)
-    )
+    text = _METHOD_LINK.sub(r"\1 (a page of the site)", _FACT.sub(r"\1", text))
     text = _ADMONITION.sub(_quoted, text.replace("@measurements/", store))
     shell = sys.modules.get("IPython")
     ipython = shell.get_ipython() if shell is not None else None

@@ -78,7 +78,12 @@ def _box(
     )
     said = f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()} {status}"
     # A caption, like every table's: where the numbers come from (a data sheet, here).
-    caption = f'<p class="ad-caption">{html.escape(said, quote=False).strip()}</p>'
+    trust = (
+        ' How far to trust it: the <a href="@site/method/">method page</a> checks this model '
+        "against every GPU timing others recorded, and chapters 02 and 07 show real H100 "
+        "profiles."
+    )
+    caption = f'<p class="ad-caption">{html.escape(said, quote=False).strip()}{trust}</p>'
     text = "\n".join([lead.strip(), "", *lines, "", caption]).strip()
     title = f"On a GPU: forecast for the {gpu.label} (data sheet, not a measurement)"
     return f'!!! example "{title}"\n\n' + textwrap.indent(text, "    ") + "\n"
