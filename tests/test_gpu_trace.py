@@ -229,3 +229,12 @@ def test_softmax_reads_a_long_row_three_times_unless_shared_memory_holds_it():
     assert rereads(3137, "bfloat16") == 2  # not a whole number of 8-element loads
     assert rereads(4096, "bfloat16") == 0  # 8 KiB, cached: the site's forecast shape
     assert rereads(16384, "float32") == 2  # 64 KiB: more than shared memory holds
+
+
+@pytest.mark.parametrize("path", [QWEN, TIMESFORMER, BERT], ids=["qwen", "timesformer", "bert"])
+def test_a_published_trace_carries_no_environment_of_the_machine_that_recorded_it(path):
+    # Upstream's metadata held the recording machine's environment, an access token in it:
+    # the site publishes these files, so that field is removed (README.txt says so).
+    chrome = json.loads(gzip.decompress(path.read_bytes()))
+    assert "env" not in chrome["metadata"]["system"]
+    assert "HF_TOKEN" not in json.dumps(chrome)
