@@ -938,7 +938,7 @@ def test_a_build_with_nothing_to_measure_never_imports_torch(built):
 def test_every_forecast_box_links_the_models_record(site):
     """A forecast box says how far to trust it: the method page's check of the model against
     every GPU timing others recorded (which links the chapters' real H100 profiles)."""
-    boxes = 0
+    boxes = recorded = 0
     for page in sorted((site / "chapters").glob("*/index.html")):
         text = page.read_text(encoding="utf-8")
         for box in re.findall(r'<div class="admonition example">(.*?)</div>\s*<', text, re.S):
@@ -946,7 +946,10 @@ def test_every_forecast_box_links_the_models_record(site):
                 continue
             boxes += 1
             assert "How far to trust it" in box and 'href="../../method/"' in box, page
+            recorded += "Its record against GPU timings others recorded" in box
     assert boxes >= 8
+    # A box that forecasts kernels the model has been checked on states their record.
+    assert recorded >= 7
     method = (site / "method" / "index.html").read_text(encoding="utf-8")
     assert 'id="every-gpu-timing-others-recorded"' in method
     assert "../chapters/02-naive-attention/#on-a-real-gpu-a-profile-others-recorded" in method

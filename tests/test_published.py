@@ -201,3 +201,20 @@ def test_the_model_is_checked_against_every_gpu_timing_the_site_holds():
     s = model_check.summary(kinds)
     assert s.timings == len(found) > 500
     assert s.inside + s.near + s.far + len([c for c in found if c.under < 1]) == s.timings
+
+
+def test_a_forecast_box_states_the_record_of_its_kinds_of_kernel(tmp_path, monkeypatch):
+    from attention_docs.findings import model_check
+    from attention_docs.render.forecast import _record
+
+    monkeypatch.chdir(ROOT)  # a build runs where docs/ is
+
+    record = model_check.records(ROOT / "docs")
+    fused = record[model_check.FUSED_FA2]
+    assert fused.timings == 4 and fused.above_floor == 4 and fused.worst_over > 2
+    assert record[model_check.DECODE].inside > 0
+    said = _record((model_check.FUSED_FA2, "a kind nobody checked"))
+    assert said.startswith(" Its record against GPU timings others recorded: fused forward")
+    assert f"{fused.inside} of {fused.timings} inside the range" in said
+    # A notebook run alone has no cited files beside it: the box says nothing of a record.
+    assert model_check.records(tmp_path) == {}

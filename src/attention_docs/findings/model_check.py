@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ MATMUL = "naive: a matmul"
 SOFTMAX = "naive: softmax"
 ELEMENTWISE = "naive: element-wise"
 NAIVE_FORWARD = "naive forward, every kernel"
+# What a chapter's forecast of naive attention stands on: its kernels, one at a time.
+NAIVE_KINDS = (MATMUL, SOFTMAX, ELEMENTWISE, NAIVE_FORWARD)
 # Sources, as the reader knows them.
 POINTS = "published points (records/published.toml)"
 TRACED = "TraceLens's recorded traces"
@@ -205,3 +208,41 @@ def summary(kinds: Iterable[KindCheck]) -> Summary:
         sum(1 for c in every if 1 < c.over <= 2),
         sum(1 for c in every if c.over > 2),
     )
+
+
+@dataclass(frozen=True)
+class Record:
+    """The model's record for one kind of kernel over every source: the timings, how many
+    lay inside the realistic range, the worst recorded ÷ high end above it (None: none
+    above), and how many lay above the floor."""
+
+    kind: str
+    timings: int
+    inside: int
+    worst_over: float | None
+    above_floor: int
+
+
+def records(docs: Path = Path("docs")) -> dict[str, Record]:
+    """Per kind of kernel, the record over every source in `docs` (the site's folder, from
+    where a build runs); empty where the cited files are not there (a notebook run alone)."""
+    return _records(docs.resolve())
+
+
+@functools.cache
+def _records(docs: Path) -> dict[str, Record]:
+    if not (docs / CITED).is_dir() or not (docs / CUDNN).is_dir():
+        return {}
+    by: dict[str, list[Check]] = {}
+    for c in checks(docs):
+        by.setdefault(c.kind, []).append(c)
+    return {
+        kind: Record(
+            kind,
+            len(found),
+            sum(1 for c in found if c.under >= 1 and c.over <= 1),
+            max((c.over for c in found if c.over > 1), default=None),
+            sum(c.above_floor for c in found),
+        )
+        for kind, found in by.items()
+    }

@@ -8,6 +8,7 @@ import textwrap
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import steps as fs
 from attention_docs.findings.forward import versus
+from attention_docs.findings.model_check import NAIVE_KINDS
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import words
@@ -133,4 +134,4 @@ def gpu_forecast(gpu_times: list) -> str:
         "cores for the matmuls, CUDA cores for the rest) and bytes ÷ bandwidth. Launch gaps, "
         "L2 reuse and clocks below boost are not modelled: a floor, not a prediction of speed."
     )
-    return forecast_box(g.gpu, rows, shape=g.shape, lead=lead, model=model)
+    return forecast_box(g.gpu, rows, shape=g.shape, lead=lead, model=model, kinds=NAIVE_KINDS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import decode as fdecode
 from attention_docs.findings.forecast import check, measured_on
+from attention_docs.findings.model_check import DECODE
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import words
 from attention_docs.render.figures import (
@@ -430,4 +431,4 @@ def gpu_forecast(entries: list[Sourced], pvd: Sourced) -> str:
         "FlashAttention 2's published rule (flash_api.cpp: groups folded into rows, two "
         f"128-thread blocks per SM on {gpu.sm_count} SMs, split when they fill under four fifths)."
     )
-    return forecast_box(gpu, rows, lead=lead, model=model)
+    return forecast_box(gpu, rows, lead=lead, model=model, kinds=(DECODE,))

@@ -10,6 +10,7 @@ from attention_docs.analytic import gpu
 from attention_docs.analytic.tiling import DIAGONAL, SKIPPED, tile_counts, tile_grid
 from attention_docs.findings import flash as fflash
 from attention_docs.findings.forecast import check
+from attention_docs.findings.model_check import FUSED_FA2
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.published import dataset
@@ -436,6 +437,7 @@ def gpu_forecast_box(times_by_device: Sequence[Sourced]) -> str:
         "max(FLOPs ÷ tensor-core peak, bytes ÷ bandwidth); the realistic range divides it "
         f"by {words.series(gpu.flash_range(sheet, shape).sources)}, on an H100, which has "
         "the H200's tensor cores.",
+        kinds=(FUSED_FA2,),
     )
 
 

@@ -8,6 +8,7 @@ import html
 import textwrap
 from collections.abc import Sequence
 
+from attention_docs.findings import model_check
 from attention_docs.findings.forecast import Check
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
@@ -21,11 +22,14 @@ def forecast_box(
     shape: Shape | None = None,
     lead: str = "",
     model: str = "",
+    kinds: Sequence[str] = (),
 ) -> str:
     """A Markdown admonition: a table of forecasts (and measurements, when stored) for `gpu`.
 
     `rows`: (what the row forecasts, in words; its check). `lead`: the box's first sentence
-    (the chapter's question answered for this GPU). `model`: what the model assumes."""
+    (the chapter's question answered for this GPU). `model`: what the model assumes.
+    `kinds`: the kinds of kernel it forecasts (findings/model_check.py), whose record
+    against GPU timings others recorded the caption states."""
     measured_any = any(c.measured is not None for _, c in rows)
     header = ["Quantity", "Forecast from the data sheet"]
     if measured_any:
@@ -43,7 +47,7 @@ def forecast_box(
             ratio = words.fact_span(f"{c.forecast.id};measured ÷ forecast", ratio)
             cells[-1] += [words.fact(c.measured), ratio]
     lines = _lines(header, cells, ["---"] + ["--:"] * (len(header) - 1))
-    return _box(gpu, lines, measured_any, shape=shape, lead=lead, model=model)
+    return _box(gpu, lines, measured_any, shape=shape, lead=lead, model=model, kinds=kinds)
 
 
 def choice_box(
@@ -67,8 +71,28 @@ def _lines(header: Sequence[str], rows: Sequence[Sequence[str]], rule: list[str]
     return ["| " + " | ".join(cells) + " |" for cells in (header, rule, *rows)]
 
 
+def _record(kinds: Sequence[str]) -> str:
+    """The model's record for `kinds`, in a sentence; "" where none is at hand."""
+    found = [r for k in kinds if (r := model_check.records().get(k))]
+    if not found:
+        return ""
+    parts = [
+        f"{r.kind}: {r.inside} of {r.timings} inside the range"
+        + (f", the worst {words.times(r.worst_over)} its high end" if r.worst_over else "")
+        for r in found
+    ]
+    return f" Its record against GPU timings others recorded: {'; '.join(parts)}."
+
+
 def _box(
-    gpu: SpecSheet, lines: list[str], measured: bool, *, shape: Shape | None, lead: str, model: str
+    gpu: SpecSheet,
+    lines: list[str],
+    measured: bool,
+    *,
+    shape: Shape | None,
+    lead: str,
+    model: str,
+    kinds: Sequence[str] = (),
 ) -> str:
     where = f" at {shape.text()}" if shape else ""
     status = (
@@ -83,7 +107,8 @@ def _box(
         "against every GPU timing others recorded, and chapters 02 and 07 show real H100 "
         "profiles."
     )
-    caption = f'<p class="ad-caption">{html.escape(said, quote=False).strip()}{trust}</p>'
+    said = html.escape(said, quote=False).strip() + html.escape(_record(kinds), quote=False)
+    caption = f'<p class="ad-caption">{said}{trust}</p>'
     text = "\n".join([lead.strip(), "", *lines, "", caption]).strip()
     title = f"On a GPU: forecast for the {gpu.label} (data sheet, not a measurement)"
     return f'!!! example "{title}"\n\n' + textwrap.indent(text, "    ") + "\n"

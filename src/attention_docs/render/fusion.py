@@ -10,6 +10,7 @@ from attention_docs.findings import compile as fcompile
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings.facts import PROFILED, Fact
 from attention_docs.findings.forecast import measured_on
+from attention_docs.findings.model_check import NAIVE_KINDS
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
@@ -211,4 +212,5 @@ def fusion_forecast(each_device: list[Sourced]) -> str:
         "reads the scores once and writes the probabilities once. Launches and caches are not "
         f"modelled: a forecast is a floor. A realistic range divides each floor by the "
         f"efficiencies on record, cited or stated ({words.series(f.sources)}).",
+        kinds=NAIVE_KINDS,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from attention_docs.findings import roofline as fr
 from attention_docs.findings import steps as fs
 from attention_docs.findings.forecast import check
+from attention_docs.findings.model_check import ELEMENTWISE, MATMUL, SOFTMAX
 from attention_docs.measurements.schema import Sourced
 from attention_docs.records.steps import MATMULS
 from attention_docs.render import words
@@ -262,7 +263,8 @@ def gpu_forecast(gpu_times) -> str:
         "A step's attainable rate is min(peak, bandwidth × intensity); each step is one kernel "
         "moving the cost model's minimum bytes."
     )
-    return forecast_box(g.gpu, rows, shape=g.shape, lead=lead, model=model)
+    kinds = (MATMUL, SOFTMAX, ELEMENTWISE)
+    return forecast_box(g.gpu, rows, shape=g.shape, lead=lead, model=model, kinds=kinds)
 
 
 # --- The figure ---------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from attention_docs.findings import wall as fwall
 from attention_docs.findings.facts import llc_fact
 from attention_docs.findings.forecast import check, measured_on
 from attention_docs.findings.memory import FORECAST_BASE
+from attention_docs.findings.model_check import FUSED_FA2, NAIVE_KINDS
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import STEPS
 from attention_docs.render import words
@@ -260,4 +261,4 @@ def forecast(entries: list[Sourced] | None = None) -> str:
         + words.series(gpus.flash_range(gpu).sources + gpus.naive_range(gpu).sources)
         + ")."
     )
-    return forecast_box(gpu, rows, lead=lead, model=model)
+    return forecast_box(gpu, rows, lead=lead, model=model, kinds=(*NAIVE_KINDS, FUSED_FA2))

@@ -12,6 +12,7 @@ from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings import winners as fwinners
 from attention_docs.findings.forecast import check, measured_on
+from attention_docs.findings.model_check import FUSED_FA2, NAIVE_KINDS
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import compare as cmp
@@ -358,7 +359,7 @@ def gpu_forecast(entries: list[Sourced]) -> str:
         "lead is naive's range over the fused one's. Launches and clocks below boost not "
         "modelled."
     )
-    return forecast_box(gpu, rows, lead=lead, model=model)
+    return forecast_box(gpu, rows, lead=lead, model=model, kinds=(*NAIVE_KINDS, FUSED_FA2))
 
 
 # --- what each trick removed -----------------------------------------------------------------
