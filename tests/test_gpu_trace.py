@@ -171,10 +171,10 @@ def test_a_recorded_naive_call_is_drawn_with_its_launches_and_its_queue():
 
 
 def test_the_pages_say_a_recorded_trace_is_cited_and_link_it():
-    from attention_docs.findings.gpu_trace import recorded
+    from attention_docs.findings.gpu_trace import cited_trace
     from attention_docs.render import gpu_trace
 
-    qwen = recorded(QWEN, "sdpa-flash")
+    qwen = cited_trace(QWEN, "sdpa-flash")
     figure = gpu_trace.cited_figure(qwen, "@site/x/qwen.json.gz", "One SDPA call.")
     assert "<svg" in figure and "Recorded by others, not measured by this build" in figure
     assert "AMD-AGI/TraceLens" in figure and "MIT licence" in figure and "torch 2.6.0" in figure
@@ -183,9 +183,11 @@ def test_the_pages_say_a_recorded_trace_is_cited_and_link_it():
     assert "flash_fwd_kernel" in gpu_trace.flash_claim(qwen)
     steps = gpu_trace.cited_steps(qwen)
     assert "| sdpa | pytorch_flash::flash_fwd_kernel" in steps and "24 calls" in steps
-    claim = gpu_trace.naive_claim(recorded(TIMESFORMER, "naive"))
+    claim = gpu_trace.naive_claim(cited_trace(TIMESFORMER, "naive"))
     assert "3,137 tokens" in claim and "softmax kernel" in claim
-    assert "waited on launches" in gpu_trace.launch_claim(recorded(BERT, "sdpa-flash"))
+    assert "waited on launches" in gpu_trace.launch_claim(cited_trace(BERT, "sdpa-flash"))
+    # The page names the file by its bytes: a build's cache of the figure follows the file.
+    assert len(qwen.sha256) == 64 and qwen.recorded.site.calls == 24
 
 
 def test_a_trace_without_the_attention_asked_for_is_one_sentence():

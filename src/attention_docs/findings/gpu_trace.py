@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import hashlib
 import json
 import zlib
 from collections import defaultdict
@@ -241,6 +242,26 @@ class Recorded:
     timeline: Trace
     model: str | None  # the model that ran, as its metadata names it
     torch: str | None  # torch's version
+
+
+@dataclass(frozen=True)
+class CitedTrace:
+    """A trace others recorded, as a page names it: its file, the digest of its bytes (so
+    that a build's cache of what was drawn from it follows the file, not only its name),
+    and the kind of attention the page shows from it."""
+
+    path: str
+    sha256: str
+    kind: str
+
+    @property
+    def recorded(self) -> Recorded:
+        return recorded(Path(self.path), self.kind)
+
+
+def cited_trace(path: Path, kind: str) -> CitedTrace:
+    """The trace at `path` for a page: cheap (a digest), read only when drawn."""
+    return CitedTrace(str(path), hashlib.sha256(path.read_bytes()).hexdigest(), kind)
 
 
 @functools.cache

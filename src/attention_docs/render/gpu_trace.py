@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from attention_docs.findings.gpu_trace import (
     ALL_STEPS,
+    CitedTrace,
     Recorded,
     Site,
     TraceReading,
@@ -134,10 +135,11 @@ SOURCE = (
 )
 
 
-def cited_figure(r: Recorded, href: str, title: str) -> str:
+def cited_figure(t: CitedTrace, href: str, title: str) -> str:
     """One call of the recorded attention as a timeline figure (CPU launches, GPU kernels,
     the flows between them), captioned as recorded by others; `href`: the trace as the page
     links it, for download and Perfetto."""
+    r = t.recorded
     steps = [t.step for t in r.site.steps]
     settings = (
         DEFAULT_SETTINGS
@@ -163,9 +165,10 @@ def cited_figure(r: Recorded, href: str, title: str) -> str:
     )
 
 
-def cited_steps(r: Recorded) -> str:
+def cited_steps(t: CitedTrace) -> str:
     """The recorded attention's steps: kernels, GPU time per call, and the site's forecast
     for that GPU beside it, then a caption."""
+    r = t.recorded
     gpu = r.reading.gpu
     where = f"the {gpu.label}" if gpu else "this GPU"
     header = ["Step", "Kernels", "GPU time per call", f"Forecast for {where}: floor; realistic",
@@ -193,8 +196,9 @@ def _where(r: Recorded) -> str:
     return f"{model}, on an {r.reading.device_name or 'unnamed GPU'}"
 
 
-def naive_claim(r: Recorded) -> str:
+def naive_claim(t: CitedTrace) -> str:
     """The recorded naive attention's slowest step beside its score matmul, in a sentence."""
+    r = t.recorded
     slowest = slowest_step(r)
     scores = next((f for f in step_facts(r) if f.step == "attention.scores"), None)
     against = (
@@ -209,8 +213,9 @@ def naive_claim(r: Recorded) -> str:
     )
 
 
-def flash_claim(r: Recorded) -> str:
+def flash_claim(t: CitedTrace) -> str:
     """The recorded SDPA call's kernel and its time, in a sentence."""
+    r = t.recorded
     (f,) = step_facts(r)
     s = r.site.shape
     launched = "one kernel" if len(f.kernels) == 1 else f"{len(f.kernels)} kernels"
@@ -221,8 +226,9 @@ def flash_claim(r: Recorded) -> str:
     )
 
 
-def launch_claim(r: Recorded) -> str:
+def launch_claim(t: CitedTrace) -> str:
     """Whether the recorded run kept its GPU busy, in a sentence."""
+    r = t.recorded
     (f,) = step_facts(r)
     verdict = r.reading.launch.verdict
     joint = "yet the GPU was busy only" if verdict == "cpu-bound" else "and the GPU was busy"
