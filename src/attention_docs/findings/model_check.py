@@ -67,6 +67,10 @@ class Check:
         return self.recorded_us > self.forecast.floor_us
 
     @property
+    def inside(self) -> bool:
+        return self.under >= 1 and self.over <= 1
+
+    @property
     def over(self) -> float:
         """Recorded over the range's high end: above 1, it took longer than the range allows."""
         return self.recorded_us / self.forecast.high_us
@@ -88,7 +92,7 @@ class KindCheck:
 
     @property
     def inside(self) -> int:
-        return sum(1 for c in self.checks if c.under >= 1 and c.over <= 1)
+        return sum(c.inside for c in self.checks)
 
     @property
     def above(self) -> tuple[Check, ...]:
@@ -178,13 +182,13 @@ def _cudnn(path: Path, source: str) -> Iterator[Check]:
                 int(row["kv_seqlen" if training else "kv_len"]),
             )
             gpu = sheet(gpu_of[row["gpu_name"]])
-            f_ = gpu_forecast.forecast(gpu, gpu_forecast.SDPA_CUDNN, shape)
-            if f_.model == gpu_forecast.DECODE:
+            said = gpu_forecast.forecast(gpu, gpu_forecast.SDPA_CUDNN, shape)
+            if said.model == gpu_forecast.DECODE:
                 kind = DECODE
             else:
                 kind = FUSED_CUDNN if source != DECODING else DECODE_MANY
             ms = float(row["fwd_time_ms" if training else "time_ms"])
-            yield Check(source, gpu.slug, kind, ms * 1e3, f_.range)
+            yield Check(source, gpu.slug, kind, ms * 1e3, said.range)
 
 
 @dataclass(frozen=True)
@@ -204,7 +208,7 @@ def summary(kinds: Iterable[KindCheck]) -> Summary:
     return Summary(
         len(every),
         sum(c.above_floor for c in every),
-        sum(1 for c in every if c.under >= 1 and c.over <= 1),
+        sum(c.inside for c in every),
         sum(1 for c in every if 1 < c.over <= 2),
         sum(1 for c in every if c.over > 2),
     )
@@ -240,7 +244,7 @@ def _records(docs: Path) -> dict[str, Record]:
         kind: Record(
             kind,
             len(found),
-            sum(1 for c in found if c.under >= 1 and c.over <= 1),
+            sum(c.inside for c in found),
             max((c.over for c in found if c.over > 1), default=None),
             sum(c.above_floor for c in found),
         )
