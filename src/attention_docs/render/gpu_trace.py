@@ -140,7 +140,7 @@ def cited_figure(t: CitedTrace, href: str, title: str) -> str:
     the flows between them), captioned as recorded by others; `href`: the trace as the page
     links it, for download and Perfetto."""
     r = t.recorded
-    steps = [t.step for t in r.site.steps]
+    steps = [step.step for step in r.site.steps]
     settings = (
         DEFAULT_SETTINGS
         if all(step in STEP_COLORS for step in steps)
@@ -152,8 +152,8 @@ def cited_figure(t: CitedTrace, href: str, title: str) -> str:
     )
     link = html.escape(href)
     caption = (
-        f"<strong>{html.escape(title)}</strong> One of its {words.count(r.site.calls)} calls, the one with the median GPU "
-        f"time. Recorded by others, not measured by this build: {SOURCE}; {html.escape(run)}. "
+        f"<strong>{html.escape(title)}</strong> One of its {words.count(r.site.calls)} calls, "
+        f"the one with the median GPU time. Recorded by others, not measured by this build: {SOURCE}; {html.escape(run)}. "
         f'<a href="{link}" download>raw data (JSON)</a>, the whole trace · <button type="button" '
         f'class="ad-perfetto md-button" data-trace="{link}" title="Opens ui.perfetto.dev in a '
         f'new tab and sends it this trace">Open in Perfetto</button>'
