@@ -8,6 +8,7 @@ import pytest
 from attention_docs.analytic import gpu
 from attention_docs.records import published
 from attention_docs.records.ops import OpList, load_recordings, recording
+from attention_docs.records.shape import Shape
 
 H200 = gpu.sheet("h200")
 SHAPE = gpu.FORECAST_SHAPE
@@ -152,3 +153,24 @@ def test_the_math_recording_is_sdpa_attention_on_a_square_shape_and_prices_only_
     rectangular = replace(SHAPE, kv_len=2 * SHAPE.seq_len)
     with pytest.raises(ValueError, match="as many keys as queries"):
         gpu.priced(math, H200, rectangular)
+
+
+def test_n_by_n_tensors_that_fit_in_l2_leave_the_floor_but_not_the_range():
+    """A floor must be a floor: where the scores, the probabilities and the mask fit in L2
+    at once, HBM need not see them, so the floor counts only q, k, v and the output (and
+    the rest of the inputs); the realistic range still counts every byte."""
+    h100 = gpu.sheet("h100-sxm")
+    small = Shape(1, 8, 512, 64, "bfloat16", True)  # N×N: 4 MiB in bf16, well inside 50 MB
+    resident = gpu.naive_kernels(h100, small)
+    streamed = gpu.naive_kernels(replace(h100, l2_mb=None), small)
+    qkv_out = 4 * 8 * 512 * 64 * 2
+    mask = 4 * 512 * 512  # the 2-D bool mask: built (fill, triu) and read once, per forward
+    assert sum(k.bytes for k in resident) == qkv_out + mask < sum(k.bytes for k in streamed)
+    assert all(k.bytes == 0 for k in resident if k.op in ("aten::div", "aten::_softmax"))
+    for a, b in zip(resident, streamed, strict=True):
+        assert a.bytes + a.reread == pytest.approx(b.bytes + b.reread)
+    assert gpu.realistic(h100, resident).high_us == pytest.approx(
+        gpu.realistic(replace(h100, l2_mb=None), streamed).high_us
+    )
+    # The site's forecast shape is far larger than L2: its forecast is unchanged.
+    assert all(k.reread == 0 for k in gpu.naive_kernels(H200, SHAPE))

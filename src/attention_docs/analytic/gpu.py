@@ -252,8 +252,14 @@ def kernel_ops(ops: OpList) -> tuple[RecordedOp, ...]:
 
 
 def priced(ops: OpList, gpu: SpecSheet, shape: Shape) -> tuple[KernelForecast, ...]:
-    """One KernelForecast per kernel `ops` launches, scaled to `shape`, labelled by step."""
+    """One KernelForecast per kernel `ops` launches, scaled to `shape`, labelled by step.
+
+    Where the N×N tensors the forward keeps at once (scores and probabilities, and a bool
+    mask) fit in the GPU's L2, a kernel may read and write them there: HBM need not see
+    them, so the floor leaves them out and the realistic range counts them (`reread`)."""
     scale = Scaling(ops.shape, shape)
+    nn = shape.batch_size * shape.num_heads * shape.seq_len * shape.keys
+    resident = gpu.l2_mb is not None and nn * (2 * itemsize(shape.dtype) + 1) <= gpu.l2_mb * 1e6
     out = []
     for op in kernel_ops(ops):
         tensors = [t for t in op.inputs if t.dims]
@@ -263,6 +269,7 @@ def priced(ops: OpList, gpu: SpecSheet, shape: Shape) -> tuple[KernelForecast, .
             out_elems = scale.numel(a) / inner * _dim(scale, b.dims[-1])
             flops = 2.0 * out_elems * inner
             moved = scale.bytes(a) + scale.bytes(b) + out_elems * scale.itemsize(a)
+            written_nn = out_elems * scale.itemsize(a) if out_elems == nn else 0.0
             peak = matmul_peak(gpu, scale.dtype(a))
         else:
             biggest = max(tensors, key=scale.numel)
@@ -285,9 +292,14 @@ def priced(ops: OpList, gpu: SpecSheet, shape: Shape) -> tuple[KernelForecast, .
                     written = float(scale.numel(biggest))
                 moved = sum(scale.bytes(t) for t in tensors) + written
                 flops = float(POINTWISE_OPS[op.name] * scale.numel(biggest))
+            written_nn = written if scale.numel(biggest) == nn else 0.0
             peak = vector_peak(gpu)
         kind = FLOAT32 if peak == vector_peak(gpu) else ANY  # the CUDA cores, not tensor cores
         reread = softmax_rereads(scale, tensors[0]) if op.name == "aten::_softmax" else 0.0
+        if resident:
+            in_l2 = sum(scale.bytes(t) for t in tensors if scale.numel(t) == nn) + written_nn
+            in_l2 = min(in_l2, moved)
+            moved, reread = moved - in_l2, reread + in_l2
         out.append(
             KernelForecast(op.step, flops, moved, peak, bandwidth(gpu), op.name, kind, reread)
         )
