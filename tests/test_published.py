@@ -198,9 +198,9 @@ def test_the_model_is_checked_against_every_gpu_timing_the_site_holds():
     # The cuDNN forwards on an H200 lie inside the range of cuDNN's generation of kernels.
     (h200,) = [k for k in kinds if k.source == model_check.TRAINING]
     assert h200.inside == len(h200.checks) == 10
-    s = model_check.summary(kinds)
-    assert s.timings == len(found) > 500
-    assert s.inside + s.near + s.far + len([c for c in found if c.under < 1]) == s.timings
+    s = model_check.total(kinds)
+    assert len(s.checks) == len(found) > 500
+    assert s.inside + len(s.above) + len(s.below) == len(found)
 
 
 def test_a_forecast_box_states_the_record_of_its_kinds_of_kernel(tmp_path, monkeypatch):
@@ -211,10 +211,10 @@ def test_a_forecast_box_states_the_record_of_its_kinds_of_kernel(tmp_path, monke
 
     record = model_check.records(ROOT / "docs")
     fused = record[model_check.FUSED_FA2]
-    assert fused.timings == 4 and fused.above_floor == 4 and fused.worst_over > 2
+    assert len(fused.checks) == 4 and fused.above_floor == 4 and fused.worst_over > 2
     assert record[model_check.DECODE].inside > 0
     said = _record((model_check.FUSED_FA2, "a kind nobody checked"))
     assert said.startswith(" Its record against GPU timings others recorded: fused forward")
-    assert f"{fused.inside} of {fused.timings} inside the range" in said
+    assert f"{fused.inside} of {len(fused.checks)} inside the range" in said
     # A notebook run alone has no cited files beside it: the box says nothing of a record.
     assert model_check.records(tmp_path) == {}

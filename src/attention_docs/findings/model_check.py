@@ -36,6 +36,7 @@ ELEMENTWISE = "naive: element-wise"
 NAIVE_FORWARD = "naive forward, every kernel"
 # What a chapter's forecast of naive attention stands on: its kernels, one at a time.
 NAIVE_KINDS = (MATMUL, SOFTMAX, ELEMENTWISE, NAIVE_FORWARD)
+ALL = "all"  # a group that spans sources, GPUs or kinds
 # Sources, as the reader knows them.
 POINTS = "published points (records/published.toml)"
 TRACED = "TraceLens's recorded traces"
@@ -83,7 +84,8 @@ class Check:
 
 @dataclass(frozen=True)
 class KindCheck:
-    """Every check of one source and kind of kernel, on one GPU."""
+    """Every check of one group: a source, GPU and kind of kernel (ALL where the group
+    spans them)."""
 
     source: str
     gpu: str
@@ -97,6 +99,11 @@ class KindCheck:
     @property
     def above(self) -> tuple[Check, ...]:
         return tuple(c for c in self.checks if c.over > 1)
+
+    @property
+    def far(self) -> int:
+        """How many lie above the range by more than twice its high end."""
+        return sum(1 for c in self.checks if c.over > 2)
 
     @property
     def below(self) -> tuple[Check, ...]:
@@ -128,12 +135,19 @@ def checks(docs: Path) -> list[Check]:
     ]
 
 
-def by_kind(found: Iterable[Check]) -> list[KindCheck]:
-    """The checks grouped by source, GPU and kind, in the order they first appear."""
+def by_kind(found: Iterable[Check], *, across: bool = False) -> list[KindCheck]:
+    """The checks grouped by source, GPU and kind (`across`: by kind alone), in the order
+    they first appear."""
     groups: dict[tuple[str, str, str], list[Check]] = {}
     for c in found:
-        groups.setdefault((c.source, c.gpu, c.kind), []).append(c)
+        key = (ALL, ALL, c.kind) if across else (c.source, c.gpu, c.kind)
+        groups.setdefault(key, []).append(c)
     return [KindCheck(*key, tuple(group)) for key, group in groups.items()]
+
+
+def total(kinds: Iterable[KindCheck]) -> KindCheck:
+    """Every check of `kinds` as one group."""
+    return KindCheck(ALL, ALL, ALL, tuple(c for k in kinds for c in k.checks))
 
 
 def _points() -> Iterator[Check]:
@@ -191,62 +205,14 @@ def _cudnn(path: Path, source: str) -> Iterator[Check]:
             yield Check(source, gpu.slug, kind, ms * 1e3, said.range)
 
 
-@dataclass(frozen=True)
-class Summary:
-    """All the checks at once: how many timings, above the floor, inside the range, above it
-    by at most twice its high end (`near`), and by more (`far`)."""
-
-    timings: int
-    above_floor: int
-    inside: int
-    near: int
-    far: int
-
-
-def summary(kinds: Iterable[KindCheck]) -> Summary:
-    every = [c for k in kinds for c in k.checks]
-    return Summary(
-        len(every),
-        sum(c.above_floor for c in every),
-        sum(c.inside for c in every),
-        sum(1 for c in every if 1 < c.over <= 2),
-        sum(1 for c in every if c.over > 2),
-    )
-
-
-@dataclass(frozen=True)
-class Record:
-    """The model's record for one kind of kernel over every source: the timings, how many
-    lay inside the realistic range, the worst recorded ÷ high end above it (None: none
-    above), and how many lay above the floor."""
-
-    kind: str
-    timings: int
-    inside: int
-    worst_over: float | None
-    above_floor: int
-
-
-def records(docs: Path = Path("docs")) -> dict[str, Record]:
-    """Per kind of kernel, the record over every source in `docs` (the site's folder, from
+def records(docs: Path = Path("docs")) -> dict[str, KindCheck]:
+    """Per kind of kernel, its checks over every source in `docs` (the site's folder, from
     where a build runs); empty where the cited files are not there (a notebook run alone)."""
     return _records(docs.resolve())
 
 
 @functools.cache
-def _records(docs: Path) -> dict[str, Record]:
+def _records(docs: Path) -> dict[str, KindCheck]:
     if not (docs / CITED).is_dir() or not (docs / CUDNN).is_dir():
         return {}
-    by: dict[str, list[Check]] = {}
-    for c in checks(docs):
-        by.setdefault(c.kind, []).append(c)
-    return {
-        kind: Record(
-            kind,
-            len(found),
-            sum(c.inside for c in found),
-            max((c.over for c in found if c.over > 1), default=None),
-            sum(c.above_floor for c in found),
-        )
-        for kind, found in by.items()
-    }
+    return {k.kind: k for k in by_kind(checks(docs), across=True)}

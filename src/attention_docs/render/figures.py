@@ -301,7 +301,20 @@ def to_svg(fig, alt: str) -> str:
 def figure_html(svg: str, sourced: Sourced, what: str, extra: str = "") -> str:
     """<figure> with the SVG and a caption saying where it was measured."""
     cap = caption_html(sourced, what).removeprefix('<p class="ad-caption">').removesuffix("</p>")
+    return captioned_figure(svg, cap + extra)
+
+
+def captioned_figure(svg: str, caption: str) -> str:
+    """<figure> with the SVG and `caption` (HTML) under it."""
     return (
         f'<figure class="ad-figure">\n<div class="ad-figure__plot">\n{svg}\n</div>\n'
-        f'<figcaption class="ad-caption">{cap}{extra}</figcaption>\n</figure>'
+        f'<figcaption class="ad-caption">{caption}</figcaption>\n</figure>'
+    )
+
+
+def perfetto_button(href: str) -> str:
+    """The button that opens the trace at `href` (as the page links it) in Perfetto."""
+    return (
+        f'<button type="button" class="ad-perfetto md-button" data-trace="{html.escape(href)}" '
+        'title="Opens ui.perfetto.dev in a new tab and sends it this trace">Open in Perfetto</button>'
     )

@@ -77,7 +77,7 @@ def _record(kinds: Sequence[str]) -> str:
     if not found:
         return ""
     parts = [
-        f"{r.kind}: {r.inside} of {r.timings} inside the range"
+        f"{r.kind}: {r.inside} of {len(r.checks)} inside the range"
         + (f", the worst {words.times(r.worst_over)} its high end" if r.worst_over else "")
         for r in found
     ]

@@ -19,7 +19,7 @@ from attention_docs.findings.gpu_trace import (
 )
 from attention_docs.records.device import SPEC_SHEETS
 from attention_docs.render import words
-from attention_docs.render.figures import STEP_COLORS
+from attention_docs.render.figures import STEP_COLORS, captioned_figure, perfetto_button
 from attention_docs.render.tables import markdown_table
 from attention_docs.render.timeline import DEFAULT_SETTINGS, ranges_settings, timeline_svg
 
@@ -150,19 +150,13 @@ def cited_figure(t: CitedTrace, href: str, title: str) -> str:
     run = ", ".join(
         x for x in (r.model, r.reading.device_name, r.torch and f"torch {r.torch}") if x
     )
-    link = html.escape(href)
     caption = (
         f"<strong>{html.escape(title)}</strong> One of its {words.count(r.site.calls)} calls, "
-        f"the one with the median GPU time. Recorded by others, not measured by this build: {SOURCE}; {html.escape(run)}. "
-        f'<a href="{link}" download>raw data (JSON)</a>, the whole trace · <button type="button" '
-        f'class="ad-perfetto md-button" data-trace="{link}" title="Opens ui.perfetto.dev in a '
-        f'new tab and sends it this trace">Open in Perfetto</button>'
+        f"the one with the median GPU time. Recorded by others, not measured by this build: "
+        f'{SOURCE}; {html.escape(run)}. <a href="{html.escape(href)}" download>raw data '
+        f"(JSON)</a>, the whole trace · {perfetto_button(href)}"
     )
-    return (
-        f'<figure class="ad-figure">\n<div class="ad-figure__plot">\n'
-        f"{timeline_svg(r.timeline, settings)}\n</div>\n"
-        f'<figcaption class="ad-caption">{caption}</figcaption>\n</figure>'
-    )
+    return captioned_figure(timeline_svg(r.timeline, settings), caption)
 
 
 def cited_steps(t: CitedTrace) -> str:

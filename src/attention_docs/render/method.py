@@ -92,7 +92,7 @@ def threads(sourced: Sourced) -> str:
 def model_check(kinds: list[KindCheck]) -> str:
     """The GPU model against every GPU timing the site holds: a sentence, then a row per
     source, GPU and kind of kernel."""
-    s = fcheck.summary(kinds)
+    s = fcheck.total(kinds)
     header = ["Source", "GPU", "Kind of kernel", "Timings", "Inside the range",
               "Above it (the worst: recorded ÷ high end)", "Below it (the worst)",
               "Above the floor"]  # fmt: skip
@@ -103,9 +103,9 @@ def model_check(kinds: list[KindCheck]) -> str:
         rows.append([k.source, k.gpu, k.kind, str(len(k.checks)), str(k.inside), above, below,
                      f"{k.above_floor} of {len(k.checks)}"])  # fmt: skip
     said = (
-        f"Of {s.timings:,} GPU timings others recorded, {s.above_floor:,} lie above the model's "
-        f"floor and {s.inside:,} inside its realistic range; {s.near:,} lie above the range by at "
-        f"most 2×, {s.far:,} by more."
+        f"Of {len(s.checks):,} GPU timings others recorded, {s.above_floor:,} lie above the "
+        f"model's floor and {s.inside:,} inside its realistic range; "
+        f"{len(s.above) - s.far:,} lie above the range by at most 2×, {s.far:,} by more."
     )
     caption = (
         "Each timing beside the forecast this site states for its GPU and shape (what "

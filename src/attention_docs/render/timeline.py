@@ -3,7 +3,6 @@
 # preparation (rows of bars) is separate from drawing, as in HolisticTraceAnalysis.
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -17,6 +16,7 @@ from attention_docs.render.figures import (
     STEP_COLORS,
     figure_html,
     new_figure,
+    perfetto_button,
     settle,
     text_color_for,
     to_svg,
@@ -208,11 +208,5 @@ def timeline_figure(sourced: Sourced, settings: TimelineSettings = DEFAULT_SETTI
     m = sourced.measurement
     if m.timeline is None:
         raise ValueError(f"{m.experiment} recorded no timeline")
-    extra = ""
-    if sourced.trace_href:
-        href = html.escape(sourced.trace_href)
-        extra = (
-            f' · <button type="button" class="ad-perfetto md-button" data-trace="{href}" '
-            f'title="Opens ui.perfetto.dev in a new tab and sends it this trace">Open in Perfetto</button>'
-        )
+    extra = f" · {perfetto_button(sourced.trace_href)}" if sourced.trace_href else ""
     return figure_html(timeline_svg(m.timeline, settings), sourced, settings.title, extra)
