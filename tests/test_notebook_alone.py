@@ -20,6 +20,11 @@ from attention_docs.site_pages import WHEEL
 
 NOTEBOOKS = ("04_memory", "06_fusion")
 BIN = "Scripts" if sys.platform == "win32" else "bin"
+# A reader's Python keeps the bytecode of what it imports. A machine that says not to
+# (PYTHONDONTWRITEBYTECODE, as CI images often do) made every interpreter the notebook
+# starts (its kernel, its worker server, the compile-cost probe) compile torch's source
+# again: the fusion notebook took 56 s, 40 s with bytecode kept.
+READER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +36,11 @@ def reader(tmp_path_factory):
     python = root / "env" / BIN / "python"
     pins = ("-c", str(ROOT / "constraints.txt"))
     # --no-compile: pip byte-compiles every module of torch, most of which no notebook
-    # imports; Python compiles what it imports. Install and first import took 32 s, now 23 s.
+    # imports; Python compiles what it imports, once (READER_ENV). pip takes 12 s here.
     subprocess.run(
         [python, "-m", "pip", "install", "-q", "--no-compile", *pins, "torch", "nbconvert",
          "ipykernel"],
-        check=True,
+        check=True, env=READER_ENV,
     )  # fmt: skip
     wheel = publish_wheel(root / "site")
     assert wheel is not None and wheel.name == WHEEL
@@ -57,7 +62,7 @@ def test_a_downloaded_notebook_runs_alone_and_shows_rendered_tables(reader, tmp_
     store = ROOT / "docs" / "measurements"
     before = sorted(p.name for p in store.rglob("*") if p.is_file())
     env = {
-        **os.environ,
+        **READER_ENV,
         "ATTENTION_DOCS_PACKAGE": str(wheel),
         "PIP_CONSTRAINT": str(ROOT / "constraints.txt"),
         # Not the suite's: the reader's environment knows nothing of tests/.
