@@ -130,6 +130,14 @@ def test_a_grouped_query_decode_step_is_bound_by_memory(impl):
     assert (found["shape"]["num_kv_heads"], found["shape"]["kv_len"]) == (8, 8192)
 
 
+def test_a_kernel_whose_fixed_cost_outweighs_its_work_is_latency_bound():
+    small = ["--gpu", "h100-sxm", "--batch-size", "1", "--num-heads", "8", "--seq-len", "141"]
+    found = forecast(*small, "--head-dim", "64", "--impl", "sdpa-flash")
+    assert found["bound"] == "latency"  # BERT-small's kernel: 16 thread blocks, 132 SMs
+    big = forecast(*small[:-1], "4096", "--head-dim", "64", "--impl", "sdpa-flash")
+    assert big["bound"] == "compute"
+
+
 def test_naive_and_sdpa_math_price_their_recorded_ops():
     shape = ["--gpu", "h100-sxm", "--batch-size", "2", "--num-heads", "8", "--seq-len", "1024"]
     shape += ["--head-dim", "64", "--causal"]

@@ -208,10 +208,38 @@ def test_timesformer_steps_lie_above_their_floor_and_within_twice_the_range():
     # of the HBM bandwidth) sits at twice the range's high end; every other step within it.
     assert over.pop("attention.scores") < 2.05
     assert all(ratio < 2 for ratio in over.values()), over
-    # Qwen's short causal flash kernel is the model's known miss: above its floor, more than
-    # twice the range's high end (FlashAttention-2 at 559 tokens reaches a tenth of the peak).
-    q = site(traced(QWEN), "sdpa-flash", 256)
-    assert q["forecast"]["floor_us"] < q["gpu_us"]
+    # The flash kernels too: Qwen's causal 559 tokens (five 128-row tiles, the last one
+    # partial) and BERT's 16 thread blocks on 132 SMs, each with its fixed cost.
+    for path, batch_heads in ((QWEN, 256), (BERT, 8)):
+        f = site(traced(path), "sdpa-flash", batch_heads)
+        assert f["forecast"]["floor_us"] < f["gpu_us"] < 2 * f["forecast"]["high_us"], path.name
+
+
+def test_the_fixed_cost_per_kernel_is_the_shortest_kernel_the_traces_record():
+    from attention_docs.analytic.gpu import KERNEL_FIXED_US
+
+    shortest = min(
+        e["dur"]
+        for path in (QWEN, TIMESFORMER, BERT)
+        for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+        if e.get("cat") == "kernel"
+    )
+    assert shortest == pytest.approx(KERNEL_FIXED_US, abs=0.005)
+
+
+def test_a_flash_grid_smaller_than_the_gpu_computes_on_its_share_of_the_sms():
+    from attention_docs.analytic.gpu import FLASH_BLOCK_Q, flash_forward, sheet
+    from attention_docs.records.shape import Shape
+
+    h100 = sheet("h100-sxm")
+    small = flash_forward(h100, Shape(1, 8, 141, 64, "bfloat16", False))
+    assert small.programs == 2 * 8  # two query tiles of 128 rows, eight heads
+    # Whole tiles: 256 query rows of 128 and 192 keys of 64, for 141 of each.
+    assert small.tile_flops == pytest.approx(small.flops * (2 * FLASH_BLOCK_Q * 192) / 141**2)
+    assert small.busy_us(h100.sm_count) == pytest.approx(
+        small.tile_flops / small.peak * 1e6 * h100.sm_count / 16
+    )
+    assert small.floor_us < small.busy_us(h100.sm_count)  # the floor keeps the useful work
 
 
 def test_softmax_reads_a_long_row_three_times_unless_shared_memory_holds_it():

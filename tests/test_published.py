@@ -179,8 +179,10 @@ def test_a_kernel_is_held_to_the_slower_of_its_two_ceilings():
     k = gpu.flash_forward(h100, Shape(16, 16, 559, 64, "bfloat16", True))
     assert k.limit == "memory"
     r = gpu.realistic(h100, (k,))
-    assert r.low_us == pytest.approx(k.compute_us / 0.35)
-    assert r.high_us == pytest.approx(k.compute_us / 0.24)
+    busy = k.busy_us(h100.sm_count)  # its whole tiles (1,280 thread blocks fill the SMs)
+    assert busy == pytest.approx(k.tile_flops / k.peak * 1e6) and k.tile_flops > k.flops
+    assert r.low_us == pytest.approx(busy / 0.35 + gpu.KERNEL_FIXED_US)
+    assert r.high_us == pytest.approx(busy / 0.24 + gpu.KERNEL_FIXED_US)
     assert r.floor_us == k.memory_us < r.low_us
 
 

@@ -80,7 +80,8 @@ def test_realistic_range_divides_the_floor_by_the_cited_efficiencies():
     r = gpu.realistic(H200, kernels)
     memory = published.dataset().efficiency("90", "memory")
     assert all(k.limit == "memory" for k in kernels)
-    assert r.low_us == pytest.approx(r.floor_us / memory.high)
+    fixed = len(kernels) * gpu.KERNEL_FIXED_US  # every kernel's fixed cost
+    assert r.low_us == pytest.approx(r.floor_us / memory.high + fixed)
     # Each kernel takes the slower of its two ceilings: at the low end of the tensor cores'
     # share, a matmul whose floor is its bytes (QKᵀ: 128 FLOP per byte written, under the
     # H200's ridge) computes for longer than its bytes take.
@@ -89,12 +90,16 @@ def test_realistic_range_divides_the_floor_by_the_cited_efficiencies():
         max(k.compute_us / data.efficiency("90", "compute", k.kernel).low, k.memory_us / memory.low)
         for k in kernels
     ]
-    assert r.high_us == pytest.approx(sum(slower)) and r.high_us > r.floor_us / memory.low
-    # SDPA's flash backend is FlashAttention-2: held to its own share of the peak.
+    assert r.high_us == pytest.approx(sum(slower) + fixed) and r.high_us > r.floor_us / memory.low
+    # SDPA's flash backend is FlashAttention-2: held to its own share of the peak, over the
+    # whole tiles it computes (at 4,096 tokens every tile is whole, diagonal ones included).
     flash = gpu.flash_range(H200, SHAPE)
     compute = published.dataset().efficiency("90", "compute", published.FLASH_2)
-    assert gpu.flash_forward(H200, SHAPE).limit == "compute"
-    assert flash.high_us == pytest.approx(flash.floor_us / compute.low)
+    k = gpu.flash_forward(H200, SHAPE)
+    assert k.limit == "compute" and k.tile_flops == k.flops
+    assert flash.high_us == pytest.approx(
+        k.tile_flops / k.peak * 1e6 / compute.low + gpu.KERNEL_FIXED_US
+    )
     # No cited compute efficiency for Blackwell: no range, said so by None.
     matmul = gpu.KernelForecast("a matmul", 1e15, 1.0, 2.25e15, 8e12)
     b200 = gpu.realistic(gpu.sheet("b200"), (matmul,))

@@ -11,8 +11,10 @@
 # reuse and clocks below boost are not modelled: a forecast is a floor. Its realistic range
 # divides each kernel's compute time and memory time by the efficiencies of
 # records/published.toml (a share of the peak FLOP/s for its kind of kernel: FlashAttention-2's
-# generation, float32 work on the CUDA cores, or any other; a share of the HBM bandwidth) and
-# takes the longer of the two.
+# generation, float32 work on the CUDA cores, or any other; a share of the HBM bandwidth),
+# takes the longer of the two and adds a fixed cost per kernel (KERNEL_FIXED_US). A tiled
+# kernel whose tiling is public (FlashAttention-2's) computes whole tiles, and when it
+# launches fewer thread blocks than the GPU has SMs, only that share of the SMs computes.
 #
 # Naive attention is priced from the ATen ops its code records (records/ops.py), not from a
 # list of five steps: each op that launches a CUDA kernel is one kernel, moving the bytes of
@@ -44,6 +46,14 @@ from attention_docs.records.steps import STEPS
 # tiles; 64 keys per tile keeps q, k, v and the score tile inside one block's shared memory).
 FLASH_BLOCK_Q = 128
 FLASH_BLOCK_K = 64
+# What a kernel costs on the GPU's clock whatever its work (starting its thread blocks,
+# draining them): the shortest kernel in TraceLens's three H100 traces took 1.47 µs
+# (tests/test_gpu_trace.py reads it there). Recorded on an H100 and taken for every GPU.
+KERNEL_FIXED_US = 1.47
+KERNEL_FIXED = (
+    f"Each realistic range adds {KERNEL_FIXED_US} µs per kernel, the shortest kernel in "
+    "TraceLens's H100 traces."
+)
 
 
 class UnknownGpuError(LookupError):
@@ -104,6 +114,10 @@ class KernelForecast:
     # the cache may serve them, so the floor leaves them out and the realistic range counts
     # them as memory traffic.
     reread: float = 0.0
+    # Where its tiling is known: the FLOPs of the whole tiles it computes (a partial tile
+    # costs a full one), and the thread blocks it launches. The floor keeps `flops`.
+    tile_flops: float = 0.0
+    programs: int = 0
 
     @property
     def intensity(self) -> float:
@@ -125,6 +139,13 @@ class KernelForecast:
     def passes_us(self) -> float:
         """Memory time with the rereads: what the realistic range divides."""
         return (self.bytes + self.reread) / self.bandwidth * 1e6
+
+    def busy_us(self, sm_count: int | None) -> float:
+        """Compute time over its whole tiles, on the share of the SMs its thread blocks
+        occupy when they are fewer than the SMs: what the realistic range divides."""
+        flops = self.tile_flops or self.flops
+        fill = min(1.0, self.programs / sm_count) if self.programs and sm_count else 1.0
+        return flops / self.peak * 1e6 / fill
 
     @property
     def floor_us(self) -> float:
@@ -387,9 +408,9 @@ class Range:
 def realistic(gpu: SpecSheet, kernels: Sequence[KernelForecast]) -> Range:
     """The range of kernels run one after another. A kernel reaches neither ceiling, so each
     takes the longer of its compute time over the efficiency on record for its kind of
-    kernel on its architecture, and its memory time over HBM's: a kernel with a
-    memory-bound floor may still be held back by its compute (a fused kernel at short
-    sequences)."""
+    kernel on its architecture, and its memory time over HBM's (a kernel with a
+    memory-bound floor may still be held back by its compute: a fused kernel at short
+    sequences), plus the fixed cost every kernel pays."""
     data = dataset()
     low = high = 0.0
     used: list[str] = []
@@ -399,11 +420,12 @@ def realistic(gpu: SpecSheet, kernels: Sequence[KernelForecast]) -> Range:
         memory = data.efficiency(gpu.capability, "memory", k.kernel)
         if compute is None or memory is None:
             return Range(floor, None, None, tuple(used))
-        fast = max((k.compute_us / compute.high, compute), (k.passes_us / memory.high, memory),
+        busy = k.busy_us(gpu.sm_count)
+        fast = max((busy / compute.high, compute), (k.passes_us / memory.high, memory),
                    key=lambda t: t[0])  # fmt: skip
-        slow = max((k.compute_us / compute.low, compute), (k.passes_us / memory.low, memory),
+        slow = max((busy / compute.low, compute), (k.passes_us / memory.low, memory),
                    key=lambda t: t[0])  # fmt: skip
-        low, high = low + fast[0], high + slow[0]
+        low, high = low + fast[0] + KERNEL_FIXED_US, high + slow[0] + KERNEL_FIXED_US
         used.extend(e.what for _, e in (fast, slow) if e.what not in used)
     return Range(floor, low, high, tuple(used))
 
@@ -449,6 +471,7 @@ def flash_forward(
         shape.batch_size, shape.num_heads, shape.seq_len, shape.head_dim, kv_seq_len=shape.kv_len
     )
     rows = tile_rows(shape.seq_len, block_q, block_k, causal=shape.causal, kv_seq_len=shape.kv_len)
+    whole = sum(block_q * r.visited * block_k for r in rows) / (shape.seq_len * shape.keys)
     if l2_serves_rereads(gpu, shape, block_q):
         traffic = compulsory_bytes(shape)
     else:
@@ -468,6 +491,9 @@ def flash_forward(
         e = itemsize(shape.dtype)
         q_out_lse = shape.batch_size * shape.seq_len * (2 * shape.head_dim * e + 4)
         traffic = shape.num_heads * q_out_lse + shape.kv_heads * (one_head - q_out_lse)
+    # FlashAttention-2's grid is a thread block per query tile, head and batch element; its
+    # tiles are public, cuDNN's are not (its kernel is priced by the tiles' useful work).
+    tiled = kernel == FLASH_2 and shape.dtype != "float32"
     return KernelForecast(
         "flash forward",
         flops * rows_computed_fraction(rows),
@@ -475,6 +501,8 @@ def flash_forward(
         matmul_peak(gpu, shape.dtype),
         bandwidth(gpu),
         kernel=FLOAT32 if shape.dtype == "float32" else kernel,  # the CUDA cores' share
+        tile_flops=flops * whole if tiled else 0.0,
+        programs=len(rows) * shape.batch_size * shape.num_heads if tiled else 0,
     )
 
 

@@ -23,7 +23,7 @@ AS_FLASH = frozenset({SDPA_EFFICIENT, SDPA_CUDNN})
 # How the model priced a case: one decode step, one fused forward, or the kernels of a
 # recording of the code's ATen ops (records/recorded_ops.json).
 DECODE, FUSED, RECORDED = "decode step", "fused forward", "recorded ops"
-COMPUTE, MEMORY = "compute", "memory"
+COMPUTE, MEMORY, LATENCY = "compute", "memory", "latency"
 
 
 class ForecastError(ValueError):
@@ -48,8 +48,15 @@ class GpuForecast:
 
     @property
     def bound(self) -> str:
-        """ "compute" or "memory": the ceiling behind the larger share of the floor. The
-        model charges no launch cost, so it never finds a case latency-bound."""
+        """ "latency" where the kernels launch fewer thread blocks than the GPU has SMs, or
+        their fixed cost is at least half of the range's low end; else "compute" or
+        "memory": the ceiling behind the larger share of the floor."""
+        sms = self.gpu.sm_count or 0
+        fixed = len(self.kernels) * gpus.KERNEL_FIXED_US
+        if all(0 < k.programs < sms for k in self.kernels) or (
+            self.range.low_us is not None and 2 * fixed >= self.range.low_us
+        ):
+            return LATENCY
         compute = sum(k.floor_us for k in self.kernels if k.limit == COMPUTE)
         return COMPUTE if compute >= self.range.floor_us - compute else MEMORY
 

@@ -8,6 +8,7 @@ import html
 import textwrap
 from collections.abc import Sequence
 
+from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import model_check
 from attention_docs.findings.forecast import Check
 from attention_docs.records.device import SpecSheet
@@ -100,7 +101,8 @@ def _box(
         if measured
         else f"The store holds no measurement from an {gpu.label} yet: these are predictions only."
     )
-    said = f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()} {status}"
+    fixed = f" {gpus.KERNEL_FIXED}" if kinds else ""  # a box of realistic ranges
+    said = f"Forecast for an {gpu.label}{where}, from {gpu.source}. {model.strip()}{fixed} {status}"
     # A caption, like every table's: where the numbers come from (a data sheet, here).
     trust = (
         ' How far to trust it: the <a href="@site/method/">method page</a> checks this model '

@@ -2,6 +2,7 @@
 # the floor, realistic range and bound in one line, then one table row per kernel.
 from __future__ import annotations
 
+from attention_docs.analytic import gpu as gpus
 from attention_docs.findings.gpu_forecast import AS_FLASH, DECODE, FUSED, GpuForecast
 from attention_docs.render import words
 from attention_docs.render.tables import markdown_table
@@ -53,6 +54,7 @@ def report(f: GpuForecast) -> str:
     ]
     if r.sources:
         lines.append(
-            f"Realistic range: each floor over the efficiency of its ceiling ({words.series(r.sources)})."
+            f"Realistic range: each floor over the efficiency of its ceiling ({words.series(r.sources)}). "
+            + gpus.KERNEL_FIXED
         )
     return "\n".join(lines)
