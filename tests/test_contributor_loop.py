@@ -249,7 +249,11 @@ def copy_library(root: Path) -> dict[str, str]:
         ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
     )
     path = os.pathsep.join([str(root / "src"), str(TESTS)])
-    return {**os.environ, "PYTHONPATH": path, "NO_MKDOCS_2_WARNING": "1"}
+    env = {**os.environ, "PYTHONPATH": path, "NO_MKDOCS_2_WARNING": "1"}
+    env["ATTENTION_DOCS_EXPERIMENTS"] += ",short_rounds"
+    # The copy has no bytecode yet: its first interpreter writes it for the others.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 SERVED_PAGE = """
