@@ -37,11 +37,12 @@ SETTLE_BLOCKS = 4
 
 @dataclass(frozen=True)
 class Schedule:
-    """torch.profiler's schedule: skip `wait` steps, warm up for `warmup`, record `active`."""
+    """torch.profiler's schedule: skip `wait` steps, warm up for `warmup`, record `active`.
+    Five recorded forwards by default: a share's median then stands if two of them spike."""
 
     wait: int = 1
     warmup: int = 2
-    active: int = 3
+    active: int = 5
 
     @property
     def total(self) -> int:
