@@ -222,15 +222,6 @@ def test_a_comparison_says_which_way_it_reads():
     assert words.speed(compare(t(2, 2.1, 2.2), t(1, 1.1, 1.2)), "a", "b").startswith("b is")
 
 
-def test_row_shares_are_fractions_of_each_row():
-    rows = [{"a": 1.0, "b": 3.0}, {"a": None, "b": 2.0}, {"a": 0, "b": 0}]
-    assert share.row_shares(rows, ["a", "b"]) == [
-        {"a": 0.25, "b": 0.75},
-        {"a": 0.0, "b": 1.0},  # a missing part counts as 0
-        {"a": 0.0, "b": 0.0},  # nothing to share
-    ]
-
-
 def test_table_slopes_fit_each_column_and_read_a_timing_as_its_median():
     from attention_docs.measurements.schema import Table
 

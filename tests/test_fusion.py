@@ -3,6 +3,7 @@
 # the break-even finding, and the renderers (on recorded and synthetic measurements), with the
 # forecast for a GPU checked against the analytic fusion_model.
 
+import functools
 from dataclasses import replace
 
 import pytest
@@ -12,7 +13,7 @@ from reference import attention_reference
 from synthetic_forward import at
 
 from attention_docs.attention.compiled import compiled_attention
-from attention_docs.attention.naive import STEPS
+from attention_docs.attention.naive import STEPS, naive_attention
 from attention_docs.experiments.runner import run_experiment
 from attention_docs.findings import compile as fcompile
 from attention_docs.inputs import make_qkv
@@ -280,3 +281,20 @@ def test_the_fusion_forecast_is_the_analytic_model_for_the_h200():
 
     fact = realistic("time saved by fusion", "scale + mask + softmax", gpu, saved, "µs", shape=s)
     assert words.fact(fact) in box
+
+
+def test_inductors_attention_pass_rewrites_the_code_without_its_mask_and_not_with_it():
+    # Chapter 06: Inductor's fuse_attention pass matches fixed op patterns; the unmasked
+    # naive code is one of them (it becomes SDPA), the causal mask built with triu and
+    # masked_fill is not (the compiled forward keeps its N×N matrix).
+    from torch._dynamo.utils import counters
+
+    q, k, v = make_qkv(1, 2, 16, 8)
+    found = {}
+    for causal in (False, True):
+        counters.clear()
+        torch._dynamo.reset()
+        torch.compile(functools.partial(naive_attention, causal=causal))(q, k, v)
+        found[causal] = counters["inductor"]["fuse_attention"]
+    torch._dynamo.reset()
+    assert found == {False: 1, True: 0}

@@ -303,8 +303,9 @@ def test_size_sweep_finds_the_floor_the_bandwidth_and_the_crossover(first_calls)
     assert s.crossover.value == pytest.approx(3e-6 * 2e10)
     assert s.model_us(12 * 2**19) == pytest.approx(12 * 2**19 / 2e10 * 1e6)
     claim = text(render.primer.size_sweep_claim(sweep_measurement(first_calls, times)))
-    assert "Below about **60 kB** moved per call, a call costs its floor of **3 µs**" in claim
-    assert "within noise of one another" in claim and "at 20 GB/s for the largest" in claim
+    assert "A call's fixed cost is its floor, **3 µs**" in claim
+    assert "once a call moves about **60 kB**: below that the fixed cost is most" in claim
+    assert "within noise of one another" in claim and "largest size's rate, 20 GB/s" in claim
     assert "No smaller size moved bytes faster than the largest beyond the noise" in claim
     rising = {2**p: 3.0 * (1 + p) for p in range(4, 8)} | {
         2**p: 12 * 2**p / 2e10 * 1e6 for p in range(8, 20)
@@ -349,7 +350,9 @@ def test_the_chapter_opens_with_its_finding_in_facts(first_calls):
     assert "first profiled call of a fresh process took **900 µs**, 9× the unprofiled" in text(
         found
     )
-    assert "about 1 µs" in text(found) and "3 µs per call until it moves about 60 kB" in text(found)
+    assert "about 1 µs" in text(
+        found
+    ) and "3 µs per call, more than its bytes cost until it moves about 60 kB" in text(found)
 
 
 def test_the_benchmark_timer_uses_as_many_threads_as_the_profiled_runs():

@@ -235,7 +235,7 @@ def test_sweep_renderers_on_the_recorded_entry(base):
 def test_the_gpu_forecast_is_the_analytic_roofline_and_memory_model(base):
     h200 = gpus.sheet("h200")
     longest, pts = fwall.forecasts(h200)
-    assert longest.value == gpus.longest_naive_seq_len(h200)
+    assert longest.value == gpus.longest_naive_seq_len(h200) // 1000 * 1000  # two figures
     for p in pts:
         s = Shape(4, 16, p.seq_len, 128, "bfloat16", True)
         assert p.fused.forecast.value == pytest.approx(gpus.flash_forward(h200, s).floor_us)

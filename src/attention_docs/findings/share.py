@@ -50,15 +50,3 @@ def largest(found: Mapping[str, Share]) -> Largest:
     top = ordered[0]
     rivals = tuple(s.part for s in ordered[1:] if s.high >= top.low)
     return Largest(top.part, not rivals, rivals)
-
-
-def row_shares(
-    rows: Sequence[Mapping[str, float | None]], parts: Sequence[str]
-) -> list[dict[str, float]]:
-    """Per row, each part's fraction of the row's sum over `parts`, for a stacked bar (a
-    missing value counts as 0; a row that sums to 0 gives every part 0)."""
-    out = []
-    for r in rows:
-        total = sum((r[p] or 0) for p in parts)
-        out.append({p: ((r[p] or 0) / total if total else 0.0) for p in parts})
-    return out

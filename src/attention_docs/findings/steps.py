@@ -25,7 +25,7 @@ from attention_docs.findings.facts import (
 from attention_docs.findings.forecast import Check, check, forecast, measured_on
 from attention_docs.findings.forward import FORWARD_TIME, STEP_TIME, forward_time, step_time
 from attention_docs.findings.primer import per_second
-from attention_docs.findings.share import Largest, Share, largest, row_shares, shares
+from attention_docs.findings.share import Largest, Share, largest, shares
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -377,7 +377,8 @@ def share_bars(
     sweep: Measurement, point: Measurement
 ) -> tuple[tuple[str, ...], tuple[dict[str, float], ...]]:
     """`shares_by_shape` for a stacked bar: each shape's label, and its steps' median shares
-    scaled to sum to one (medians taken step by step need not)."""
+    as the prose states them (medians taken step by step need not sum to one)."""
     found = shares_by_shape(sweep, point)
-    rows = [{x: s.shares[x].value for x in STEPS} for s in found]
-    return tuple(s.label for s in found), tuple(row_shares(rows, STEPS))
+    return tuple(s.label for s in found), tuple(
+        {x: s.shares[x].value for x in STEPS} for s in found
+    )

@@ -94,6 +94,9 @@ def steps(ts: Sequence[Timing]) -> list[str]:
 
 def table_slopes(table, x: str, ys: Sequence[str]) -> dict[str, float | None]:
     """`fitted_slope` of each column in `ys` against column `x` of a measurement's table (a
-    Timing cell counts as its time), for a figure's legend."""
-    xs = table.numbers(x)
-    return {y: fitted_slope(xs, table.numbers(y)) for y in ys}
+    Timing cell counts as its time), for a figure's legend: each over the rows where every
+    column has a number, so that lines which agree where they meet get one slope (a
+    prediction may run past the lengths measured)."""
+    xs, cols = table.numbers(x), {y: table.numbers(y) for y in ys}
+    rows = [i for i in range(len(xs)) if all((c[i] or 0) > 0 for c in cols.values())]
+    return {y: fitted_slope([xs[i] for i in rows], [c[i] for i in rows]) for y, c in cols.items()}

@@ -196,11 +196,13 @@ def ratio(m: Measurement, metric: str, a: Point, b: Point, field: str) -> Fact:
 
 
 def step_shares(m: Measurement, name: str, x: str) -> tuple[tuple, list[dict[str, float]]]:
-    """Each profiled shape of a sweep: its x, and each step's fraction of the five steps'
-    medians, for a stacked bar."""
+    """Each profiled shape of a sweep: its x, and each step's median share over the profiled
+    forwards (the share the prose states; the five medians need not sum to one)."""
     pts = [p for p in sweep(m, name) if p.steps]
-    rows = [{s: p.steps[s].time_us for s in STEPS} for p in pts]
-    return tuple(getattr(p.shape, x) for p in pts), share.row_shares(rows, STEPS)
+    found = [share.shares({s: list(p.steps[s].rounds_us) for s in STEPS}) for p in pts]
+    return tuple(getattr(p.shape, x) for p in pts), [
+        {s: f[s].fraction for s in STEPS} for f in found
+    ]
 
 
 # --- the wall on a GPU --------------------------------------------------------------------

@@ -127,7 +127,10 @@ def saved_detail_table(sourced: Sourced) -> str:
 def saved_figure(sourced: Sourced) -> str:
     """Bytes autograd keeps beyond q, k, v, against seq_len, log-log with fitted slopes."""
     slopes = fb.saved_slopes(sourced.measurement)
-    what = "Bytes kept for the backward beyond q, k and v, against seq_len."
+    what = (
+        "Bytes autograd keeps beyond q, k and v, the output included (the table above leaves "
+        "the output out), against seq_len."
+    )
     return line_figure(
         sourced, "saved", x="seq_len", ys=list(slopes), what=what, ylabel="kept bytes",
         logx=True, logy=True, slopes=slopes,
@@ -139,7 +142,10 @@ def saved_claim(sourced: Sourced) -> str:
     found = fb.growth(sourced.measurement)
     slopes = words.series(f"`{g.implementation}` {words.fact(g.slope)}" for g in found)
     kept = words.series(f"`{g.implementation}` {words.fact(g.longest)}" for g in found)
-    return f"Fitted log-log slopes of kept bytes against seq_len: {slopes}. At the longest: {kept}."
+    return (
+        f"Fitted log-log slopes of the bytes kept beyond q, k and v (the output included) "
+        f"against seq_len: {slopes}. At the longest: {kept}."
+    )
 
 
 def training_forecast(entries: list[Sourced]) -> str:

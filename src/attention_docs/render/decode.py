@@ -276,7 +276,8 @@ def cache_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     reads = [f"{p.variant} {_say(s, False)}" for p in last if (s := fdecode.copy_share(m, p, c))]
     text = (
         f"{ranked} Over the longer half of the caches the log-log slopes (its range from the times' intervals) are "
-        f"{words.series(slopes)}; a slope of 1 is a time proportional to the bytes read."
+        f"{words.series(slopes)}; a slope of 1 is a time proportional to the cache, as its bytes "
+        "and its FLOPs both are."
     ).strip()
     if not reads:
         return text

@@ -190,7 +190,7 @@ def finding(m: Measurement) -> str:
     longest = fmemory.longest_forecast(gpus.sheet())
     return text + (
         f" On an {gpus.sheet().label} ({fmemory.FORECAST_BASE}; a forecast from its data sheet), "
-        f"naive attention runs out of memory past {fact(longest, emphasis=True)}."
+        f"naive attention runs out of memory past about {fact(longest, emphasis=True)}."
     )
 
 
@@ -205,12 +205,12 @@ def forecast(entries: list[Sourced] | None = None) -> str:
         ("The data sheet's figure (GB: 10⁹ bytes)", c["data sheet memory"]),
         ("Naive peak above the inputs", c["naive peak"]),
         ("One N×N score matrix", c["matrix"]),
-        ("Longest seq_len whose naive forward fits (this batch, heads, head_dim, dtype)", c["longest"]),
+        ("Longest seq_len whose naive forward fits (this batch, heads, head_dim, dtype; two significant figures)", c["longest"]),
         ("A fused kernel's peak above the inputs (output, float32 log-sum-exp)", c["fused peak"]),
         ("cuBLAS workspace per stream (cuBLAS's recommendation for Hopper)", c["workspace"]),
     ]  # fmt: skip
     lead = (
-        f"Naive attention on an {gpu.label} runs out of memory past "
+        f"Naive attention on an {gpu.label} runs out of memory past about "
         f"{fact(c['longest'].forecast, emphasis=True)}; a fused kernel keeps "
         f"{fact(c['fused peak'].forecast)} where naive attention keeps {fact(c['naive peak'].forecast)}."
     )  # fmt: skip

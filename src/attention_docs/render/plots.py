@@ -181,7 +181,7 @@ def stacked_share_figure(
     x_unit: str | None = None,
 ) -> str:
     """Stacked bars: for each x in `xs`, each part's share (`shares[i][part]`, a fraction of
-    the whole that a finding computed: findings/share.row_shares)."""
+    the whole that a finding computed: a median share, as the prose states it)."""
     with new_figure(7.0, 3.4) as fig:
         ax = fig.add_subplot()
         bottoms = [0.0] * len(xs)

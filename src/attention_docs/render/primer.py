@@ -32,9 +32,9 @@ def finding(first: Sourced, overhead: Sourced, sweep: Sourced, times: Sourced) -
     return (
         f"On {_m(first).provenance.device.label}, the first profiled call of a fresh process "
         f"took **{fact(calls.cold[0])}**, {fact(calls.first_vs_warm, with_spread=False)} the "
-        f"unprofiled warm forward; {cost}; and a `torch.add` costs a fixed "
-        f"{fact(size.floor, with_spread=False)} per call until it moves about "
-        f"{fact(size.crossover)}."
+        f"unprofiled warm forward; {cost}; and a `torch.add` pays a fixed "
+        f"{fact(size.floor, with_spread=False)} per call, more than its bytes cost until it "
+        f"moves about {fact(size.crossover)}."
     )
 
 
@@ -233,14 +233,15 @@ def size_sweep_claim(m: Measurement) -> str:
     than the largest beyond the noise of both."""
     s = fprimer.size_sweep(m)
     flat = (
-        "whatever its size (the four smallest are within noise of one another)"
+        "(the four smallest sizes, within noise of one another)"
         if s.flat
         else "(the median of the four smallest, which differ beyond their noise)"
     )
     text = (
-        f"Below about **{fact(s.crossover)}** moved per call, a call costs its floor of "
-        f"**{fact(s.floor, with_spread=False)}** {flat}; above it, time grows with the bytes, "
-        f"at {fact(s.bandwidth, with_spread=False)} for the largest size. "
+        f"A call's fixed cost is its floor, **{fact(s.floor, with_spread=False)}** {flat}. "
+        f"At the largest size's rate, {fact(s.bandwidth, with_spread=False)}, moving the bytes "
+        f"takes as long once a call moves about **{fact(s.crossover)}**: below that the fixed "
+        "cost is most of a call, above it the bytes are. "
     )
     if not s.fastest_beyond_noise:
         return text + "No smaller size moved bytes faster than the largest beyond the noise."

@@ -128,7 +128,10 @@ def dtypes(sourced: Sourced) -> str:
 def step_shares_figure(sweep: Sourced, naive: Sourced) -> str:
     """Stacked shares of the five steps per shape, naive_steps' shape read from naive_steps."""
     labels, shares = fs.share_bars(sweep.measurement, naive.measurement)
-    what = "Share of each step's profiled time per shape (median over the profiled forwards)."
+    what = (
+        "Share of each step's profiled time per shape (median over the profiled forwards; "
+        "medians need not sum to 100%)."
+    )
     return stacked_share_figure(
         sweep, labels, shares, x="shape", x_unit="seq_len×head_dim", parts=STEPS, what=what
     )

@@ -82,6 +82,7 @@ def sweep_figure(
 def step_share_figure(sourced: Sourced, name: str, *, x: str, what: str) -> str:
     """Stacked shares of the five steps at each profiled shape of a sweep, from their medians."""
     xs, shares = fwall.step_shares(sourced.measurement, name, x)
+    what += " Each step's median share over the profiled forwards; medians need not sum to 100%."
     return stacked_share_figure(sourced, xs, shares, x=x, parts=STEPS, what=what)
 
 
@@ -234,7 +235,7 @@ def finding(wall: Sourced, times: Sourced | None = None) -> str:
         f" On an {gpus.sheet().label} (a data-sheet forecast, {FORECAST_BASE}) naive attention "
         f"as written, {at.kernels} kernels, needs at least {fact(at.naive.forecast)} at seq_len "
         f"{at.seq_len:,} against a fused kernel's {fact(at.fused.forecast)}{ranges}, and the "
-        f"naive forward stops fitting in memory past {fact(longest, emphasis=True)}."
+        f"naive forward stops fitting in memory past about {fact(longest, emphasis=True)}."
     )
 
 
