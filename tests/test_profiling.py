@@ -312,4 +312,5 @@ for _ in range(8):
     kept, first, *later = out.stdout.split()
     if kept != "True":
         pytest.skip("this C library has no mallopt")
-    assert int(first) > 16_384 and later[-4:] == ["0"] * 4, out.stdout
+    # A stray page (the interpreter's own) may fault; a tensor mapped afresh is 16,384.
+    assert int(first) > 16_384 and all(int(n) < 64 for n in later[-4:]), out.stdout
