@@ -18,6 +18,13 @@ from attention_docs.render.tables import measurement_of as _m
 fact = words.fact
 
 
+def what_to_do(*actions: str) -> str:
+    """The box a chapter ends with: what to do about it on your own GPU, each action backed
+    by a number on the page (a fact, stated as the page states it) or a cited one."""
+    items = "\n".join(f"- {a.strip()}" for a in actions if a)
+    return '!!! tip "What to do"\n\n' + textwrap.indent(items, "    ") + "\n"
+
+
 def device_note(m: Measurement, *, cpu: str, cuda: str) -> str:
     """An admonition holding the prose that is true on the device `m` was measured on."""
     text = cuda if m.device_kind == "cuda" else cpu

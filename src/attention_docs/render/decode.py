@@ -8,7 +8,7 @@ from attention_docs.findings import decode as fdecode
 from attention_docs.findings.forecast import check, measured_on
 from attention_docs.findings.model_check import DECODE
 from attention_docs.measurements.schema import Measurement, Sourced
-from attention_docs.render import words
+from attention_docs.render import claims, words
 from attention_docs.render.figures import (
     INK,
     MUTED,
@@ -202,6 +202,26 @@ def repeat_kv_claim(steps: Sourced) -> str:
         "the cache per query head — the bytes grouped-query attention saved. "
         + "; ".join(_versus(m, a, b) for a, b in pairs if a and b)
         + "."
+    )
+
+
+def what_to_do(steps: Sourced, pvd: Sourced) -> str:
+    """What decoding's numbers mean for your own model, each action backed by the page."""
+    m, p = steps.measurement, pvd.measurement
+    mha, gqa = fdecode.point(m, "MHA"), fdecode.point(m, "GQA")
+    pairs = [(fdecode.point(m, v, "naive"), fdecode.point(m, v, "naive_repeat_kv")) for v in fdecode.VARIANTS[1:]]  # fmt: skip
+    repeat = [(a, b) for a, b in pairs if a and b]
+    return claims.what_to_do(
+        f"Share k/v heads (grouped-query or multi-query attention): the cache shrinks with "
+        f"them, {_say(fdecode.cache_size(gqa))} against {_say(fdecode.cache_size(mha))} here, "
+        f"and {_versus(m, gqa, mha)}.",
+        f"Pass the grouped k and v to SDPA (`enable_gqa=True`) or fold the group into rows; "
+        f"never `repeat_interleave` them: {_versus(m, *repeat[0])}."
+        if repeat
+        else "",
+        f"Run the prompt as one prefill, never token by token: {p.params['prompt_len']} tokens "
+        f"took {_say(fdecode.mode_per_token(p, fdecode.DECODE), False)} a token one at a time "
+        f"against {_say(fdecode.mode_per_token(p, fdecode.PREFILL), False)} in prefill.",
     )
 
 

@@ -14,8 +14,8 @@ from attention_docs.findings.model_check import NAIVE_KINDS
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
+from attention_docs.render import claims, words
 from attention_docs.render import compare as cmp
-from attention_docs.render import words
 from attention_docs.render.caption import on_one_device
 from attention_docs.render.compare import stated
 from attention_docs.render.forecast import forecast_box
@@ -56,23 +56,43 @@ def finding(fk: Measurement, times: Sourced, backends: Measurement) -> str:
     memory, and what it saves on the forecast GPU."""
     shape, t = Shape.of(fk.params), times.measurement
     where = "this GPU" if fk.device_kind == "cuda" else "this CPU"
+    cold, repaid, (compiled_peak, sdpa, sdpa_peak) = _costs(fk, times.measurement, backends)
+    saved = fcompile.bytes_saved(sheet(FORECAST_GPU), FORECAST_SHAPE)
+    return (
+        f"On {where}, at {shape.text()}, {cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape)}; the "
+        f"cold compile took {words.fact(cold, emphasis=True)}, {repaid}. Fusion keeps the N×N matrix: the compiled forward peaks at "
+        f"{compiled_peak}, {sdpa} at {sdpa_peak}. On an "
+        f"{sheet(FORECAST_GPU).label} the saving is bandwidth: fusing scale, mask and softmax "
+        f"spares {words.fact(saved)} of HBM traffic per forward at {FORECAST_SHAPE.text()} "
+        "(a forecast from the data sheet)."
+    )
+
+
+def _costs(fk: Measurement, t: Measurement, backends: Measurement) -> tuple:
+    """The cold compile, when it is repaid (words), and the peaks of the compiled forward and
+    of SDPA's backend (words): what the finding and the chapter's advice both state."""
     peaks, sdpa = _peaks(fk, backends)
     cold = _compile(fk, "cold")
-    b = fcompile.break_even(cold, t, fwd.COMPILED, fwd.NAIVE, shape)
+    b = fcompile.break_even(cold, t, fwd.COMPILED, fwd.NAIVE, Shape.of(fk.params))
     repaid = (
         f"repaid after {words.fact(b.forwards)}"
         if b.forwards
         else f"never repaid {NEVER_SAID[b.never]}"
     )
-    saved = fcompile.bytes_saved(sheet(FORECAST_GPU), FORECAST_SHAPE)
-    return (
-        f"On {where}, at {shape.text()}, {cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape)}; the "
-        f"cold compile took {words.fact(cold, emphasis=True)}, {repaid}. Fusion keeps the N×N matrix: the compiled forward peaks at "
-        f"{stated(fk, 'peak memory', fwd.COMPILED, peaks[fwd.COMPILED], 'B')}, "
-        f"{sdpa} at {stated(fk, 'peak memory', sdpa, peaks[sdpa], 'B')}. On an "
-        f"{sheet(FORECAST_GPU).label} the saving is bandwidth: fusing scale, mask and softmax "
-        f"spares {words.fact(saved)} of HBM traffic per forward at {FORECAST_SHAPE.text()} "
-        "(a forecast from the data sheet)."
+    compiled_peak = stated(fk, "peak memory", fwd.COMPILED, peaks[fwd.COMPILED], "B")
+    return cold, repaid, (compiled_peak, sdpa, stated(fk, "peak memory", sdpa, peaks[sdpa], "B"))
+
+
+def what_to_do(fk: Measurement, times: Measurement, backends: Measurement) -> str:
+    """What fusion's numbers mean for your own attention, each action backed by the page."""
+    cold, repaid, (compiled_peak, sdpa, sdpa_peak) = _costs(fk, times, backends)
+    return claims.what_to_do(
+        f"Compile what runs many times, and time it warm: the cold compile took "
+        f"{words.fact(cold)} here, {repaid}.",
+        "Keep shapes steady, or mark the ones that vary with `dynamic=True`: a new length "
+        "fails a guard and compiles again (the table above).",
+        f"For attention itself, call SDPA rather than compiling the naive code: the compiled "
+        f"forward still peaks at {compiled_peak}, {sdpa} at {sdpa_peak}.",
     )
 
 

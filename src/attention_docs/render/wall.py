@@ -12,7 +12,7 @@ from attention_docs.findings.memory import FORECAST_BASE
 from attention_docs.findings.model_check import FUSED_FA2, NAIVE_KINDS
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import STEPS
-from attention_docs.render import words
+from attention_docs.render import claims, words
 from attention_docs.render.figures import (
     MUTED,
     SERIES_COLORS,
@@ -236,6 +236,28 @@ def finding(wall: Sourced, times: Sourced | None = None) -> str:
         f"as written, {at.kernels} kernels, needs at least {fact(at.naive.forecast)} at seq_len "
         f"{at.seq_len:,} against a fused kernel's {fact(at.fused.forecast)}{ranges}, and the "
         f"naive forward stops fitting in memory past about {fact(longest, emphasis=True)}."
+    )
+
+
+def what_to_do(wall: Sourced) -> str:
+    """What the wall means for your own attention, each action backed by the page's facts."""
+    longest, pts = fwall.forecasts(gpus.sheet())
+    at = next(p for p in pts if p.seq_len == gpus.FORECAST_SHAPE.seq_len)
+    split = ""
+    if ends := _ends(wall, "tokens"):
+        m, a, b = ends
+        split = (
+            f"Keep each sequence short where the task allows (windows, chunks): splitting "
+            f"{a.shape.seq_len:,} tokens into {b.shape.batch_size} sequences of "
+            f"{b.shape.seq_len} {_change(m, a, b)} here."
+        )
+    return claims.what_to_do(
+        f"Call `F.scaled_dot_product_attention` instead of writing the N×N matrix: on an "
+        f"{gpus.sheet().label} at seq_len {at.seq_len:,} naive attention needs at least "
+        f"{fact(at.naive.forecast)}, a fused kernel {fact(at.fused.forecast)} (forecast).",
+        f"Budget memory by N²: naive attention on an {gpus.sheet().label} stops fitting past "
+        f"about {fact(longest)} at this shape; a fused kernel keeps nothing N×N.",
+        split,
     )
 
 

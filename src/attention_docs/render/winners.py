@@ -15,8 +15,8 @@ from attention_docs.findings.forecast import check, measured_on
 from attention_docs.findings.model_check import FUSED_FA2, NAIVE_KINDS
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.render import claims, words
 from attention_docs.render import compare as cmp
-from attention_docs.render import words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.decode import shape_text
 from attention_docs.render.figures import INK, figure_html, new_figure, to_svg
@@ -197,6 +197,23 @@ def finding(times: Sourced, train: Sourced, steps: Sourced) -> str:
         f"attention (each side's floor over the efficiencies on record, not a ratio of two floors) "
         f"is {words.fact(closest.lead.forecast)} at {_where(closest.shape)} and "
         f"{words.fact(widest.lead.forecast)} at {_where(widest.shape)}."
+    )
+
+
+def what_to_do(times: Sourced) -> str:
+    """What the map means for your own model, each action backed by the page."""
+    m = times.measurement
+    teach = fwinners.teaching_cells(m)
+    closest, widest = fwinners.lead_ends(fwinners.forecast_cells(gpus.sheet()))
+    return claims.what_to_do(
+        f"Start from SDPA: on an NVIDIA H200 the data sheet puts a fused kernel ahead of naive "
+        f"attention by {words.fact(closest.lead.forecast)} at {_where(closest.shape)} and "
+        f"{words.fact(widest.lead.forecast)} at {_where(widest.shape)} (forecast).",
+        f"Time the candidates on your own device before you pick one: here the fastest "
+        f"forward beyond the noise is {_count(teach, 'small shapes (4 heads, float32)')}.",
+        "Reach for FlexAttention when your mask is not causal or full: SDPA then takes a mask "
+        "tensor, while FlexAttention skips the blocks the mask rules out "
+        "([chapter 10](10-flex-attention.md) measures what that saves).",
     )
 
 
