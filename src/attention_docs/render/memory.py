@@ -7,7 +7,7 @@ from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import memory as fmemory
 from attention_docs.findings.forecast import measured_on
 from attention_docs.measurements.schema import Measurement, Sourced
-from attention_docs.render import words
+from attention_docs.render import claims, words
 from attention_docs.render.figures import INK, MUTED, STEP_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import line_figure
@@ -191,6 +191,24 @@ def finding(m: Measurement) -> str:
     return text + (
         f" On an {gpus.sheet().label} ({fmemory.FORECAST_BASE}; a forecast from its data sheet), "
         f"naive attention runs out of memory past about {fact(longest, emphasis=True)}."
+    )
+
+
+def what_to_do(m: Measurement) -> str:
+    """What the memory numbers mean for your own model, each action backed by the page."""
+    here, s, parts = _here(m), fmemory.shape(m), fmemory.matrices(m)
+    gpu = gpus.sheet()
+    c = fmemory.forecasts(gpu)
+    exact = " to the byte" if here.matches_model else ""
+    return claims.what_to_do(
+        f"Predict attention's peak before you run it: {fact(parts.live_at_once)} N×N matrices "
+        f"of {fact(fmemory.matrix(s))} live at once here, and the model matched the "
+        f"allocator{exact} ({fact(here.measured)}).",
+        f"On long sequences use a fused kernel: on an {gpu.label} it keeps "
+        f"{fact(c['fused peak'].forecast)} where naive attention keeps "
+        f"{fact(c['naive peak'].forecast)} (forecast).",
+        "Leave room beyond the tensors: the CUDA context and cuBLAS's workspace are not in "
+        "the model (the forecast's table lists the workspace).",
     )
 
 

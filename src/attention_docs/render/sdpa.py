@@ -10,7 +10,7 @@ from attention_docs.findings.facts import NUMERIC, PROFILED
 from attention_docs.findings.forecast import measured_on
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
-from attention_docs.render import words
+from attention_docs.render import claims, words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.compare import forward_table, speedup, stated
 from attention_docs.render.forecast import choice_box
@@ -207,6 +207,22 @@ def mask_table(sourced: Sourced) -> str:
               "Time ÷ is_causal's (unprofiled)", "Max error"]  # fmt: skip
     what = "One causal attention, four ways of asking for it."
     return captioned_table(header, rows, "llrrrr", sourced, what)
+
+
+def what_to_do(backends: Measurement, times: Sourced, why: Measurement) -> str:
+    """What SDPA's numbers mean for your own model, each action backed by the page."""
+    chosen, shape = backends.facts["chosen"], Shape.of(backends.params)
+    gpu = fsdpa.forecast(sheet(FORECAST_GPU), why.params["big_head_dim"])
+    default = gpu.picks("default order")
+    others = [name for name, b in default.items() if b != "flash"]
+    return claims.what_to_do(
+        f"Call SDPA and let it choose: here it ran `{chosen}`, and "
+        f"{speedup(times, f'SDPA {chosen}', 'SDPA math', shape)}.",
+        f"Check that your inputs keep the fast kernels: on an {gpu.gpu.label} torch's rules "
+        f"send {words.series(others)} to other kernels than `flash` (the table above).",
+        "Pass `is_causal=True` for a causal mask, not a tensor: no mask is read, and none "
+        "can be upside down (the polarity warning above).",
+    )
 
 
 def mask_claims(m: Measurement) -> str:
