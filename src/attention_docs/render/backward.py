@@ -6,7 +6,7 @@ from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_kernels, sheet
 from attention_docs.findings import backward as fb
 from attention_docs.measurements.schema import Sourced
 from attention_docs.records.steps import PHASES
-from attention_docs.render import words
+from attention_docs.render import claims, words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import line_figure
@@ -56,6 +56,22 @@ def finding(sourced: Sourced) -> str:
             f"{words.fact(flash.peak)} against {words.fact(naive.peak)}"
         )
     return text + "."
+
+
+def what_to_do(compare: Sourced) -> str:
+    """What the backward's numbers mean for your own training, each action backed by the page."""
+    ran = {p.implementation: p for p in fb.passes(compare.measurement)}
+    naive, flash = ran.get("naive"), ran.get("sdpa-flash")
+    return claims.what_to_do(
+        f"Train with a fused backend: between the passes FlashAttention keeps "
+        f"{words.fact(flash.saved)} beyond its output where naive attention keeps "
+        f"{words.fact(naive.saved)}, mostly N×N probabilities that grow with the square of the "
+        "sequence."
+        if naive and flash
+        else "",
+        "Time a training step, not a forward: a backward's cost does not follow the matmul "
+        "FLOPs count (the table of ratios above).",
+    )
 
 
 def count_table(sourced: Sourced) -> str:

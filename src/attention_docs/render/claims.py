@@ -118,6 +118,19 @@ def finding(naive: Sourced, gpu_times: list) -> str:
     )
 
 
+def naive_what_to_do(naive: Sourced, gpu_times: list) -> str:
+    """Chapter 02's box: what its numbers mean for your own attention."""
+    found, g = fs.steps(naive.measurement), fs.gpu_steps(gpu_times)
+    return what_to_do(
+        f"Profile before you optimise the matmuls: here they do {fact(found.matmul_flops)} of "
+        f"the FLOPs but take only {fact(found.matmul_time, with_spread=False)} of the profiled "
+        "time.",
+        f"On a GPU, count bytes: on an {g.gpu.label} the naive forward's floor, "
+        f"{fact(g.forward.forecast)}, is set by the bytes it moves, so fewer passes over the "
+        "N×N scores ([fusion](06-fusion.md), [SDPA](07-sdpa-backends.md)) save the most.",
+    )
+
+
 def gpu_forecast(gpu_times: list) -> str:
     """Each naive step on the forecast GPU: intensity against the ridge, the ceiling that
     limits it, its floor; beside the measurement when the store holds that GPU's entry."""
