@@ -14,8 +14,8 @@ from attention_docs.findings.model_check import FUSED_FA2
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.published import dataset
+from attention_docs.render import claims, words
 from attention_docs.render import compare as cmp
-from attention_docs.render import words
 from attention_docs.render.claims import device_note
 from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
@@ -73,6 +73,26 @@ def finding(flash: Sourced, times: Sourced, times_by_device: Sequence[Sourced]) 
         f"{fact(f[fwd.NAIVE].peak)} to {fact(tiled.peak)} "
         f"({fact(tiled.less_memory, emphasis=True)} less) at {shape.text()} on this {where}. "
         f"{speeds}{forecast}"
+    )
+
+
+def what_to_do(flash: Sourced, times: Sourced) -> str:
+    """What tiling's numbers mean for your own attention, each action backed by the page."""
+    m, t = flash.measurement, times.measurement
+    f = fflash.finding(m, t)
+    if f is None:
+        return ""
+    shape, tiled, sdpa = fwd.Shape.of(m.params), f[fwd.TILED], f.get(fwd.SDPA_FLASH)
+    return claims.what_to_do(
+        f"Tile attention to cut its memory: one tile at a time, the peak fell from "
+        f"{fact(f[fwd.NAIVE].peak)} to {fact(tiled.peak)} here.",
+        f"Fuse the tiles into one kernel: as a Python loop of eager ops, "
+        f"{cmp.speedup(t, fwd.TILED, fwd.NAIVE, shape)}; fused in SDPA's flash backend, "
+        f"{cmp.speedup(t, fwd.SDPA_FLASH, fwd.NAIVE, shape)}."
+        if tiled.forward and sdpa and sdpa.forward
+        else "",
+        "Write your own kernel only for what SDPA and FlexAttention cannot express: the "
+        "Triton kernel above is the starting point, timed beside SDPA.",
     )
 
 

@@ -8,7 +8,7 @@ from attention_docs.findings import flex as fflex
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import FLEX_STEPS
-from attention_docs.render import words
+from attention_docs.render import claims, words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.compare import speedup
 from attention_docs.render.plots import line_figure
@@ -37,6 +37,27 @@ def finding(fm: Sourced, times: Sourced) -> str:
         f"tokens computes {words.fact(narrow_share)} of the tiles, one of the whole sequence "
         f"({wide} tokens) {words.fact(wide_share)}; the whole sequence's time ÷ the narrow "
         f"window's: {_ratio(s.narrow_vs_wide)}."
+    )
+
+
+def what_to_do(fm: Sourced, times: Sourced) -> str:
+    """What FlexAttention's numbers mean for your own masks, each action backed by the page."""
+    m, t = fm.measurement, times.measurement
+    causal, s = fflex.masks(m, t)[0], fflex.sparsity(m)
+    (narrow, narrow_share, _), (wide, _, _) = s.points[0], s.points[-1]
+    here = next((v for v in fflex.versus_sdpa(t) if v.shape == fflex.shape(m)), None)
+    return claims.what_to_do(
+        f"Always call `flex_attention` compiled: the unfused fallback took "
+        f"{_ratio(causal.versus_fallback)} the compiled time here."
+        if causal.fallback
+        else "",
+        f"Give a mask that skips tiles, and the kernel skips them: a sliding window of {narrow} "
+        f"tokens computed {words.fact(narrow_share)} of the tiles, and the whole sequence "
+        f"({wide} tokens) took {_ratio(s.narrow_vs_wide)} its time.",
+        f"For a plain causal mask, SDPA's `is_causal=True` is the simpler call: "
+        f"{speedup(t, here.sdpa, fwd.FLEX, here.shape)}."
+        if here
+        else "",
     )
 
 
