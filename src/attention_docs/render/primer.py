@@ -10,7 +10,7 @@ from attention_docs.measurements.forward import NAIVE
 from attention_docs.measurements.schema import Measurement, Sourced, Table
 from attention_docs.records.shape import Shape
 from attention_docs.records.trace import GPU_KINDS
-from attention_docs.render import words
+from attention_docs.render import claims, words
 from attention_docs.render.caption import caption_html
 from attention_docs.render.plots import line_figure
 from attention_docs.render.tables import captioned_table
@@ -225,6 +225,21 @@ def size_sweep_figure(sourced: Sourced) -> str:
         ylabel="time per call",
         logx=True,
         logy=True,
+    )
+
+
+def what_to_do(first: Sourced, sweep: Sourced, times: Sourced) -> str:
+    """What the chapter's numbers mean for your own profiles, each backed by the page."""
+    calls = fprimer.first_calls(_m(first), _m(times))
+    size = fprimer.size_sweep(_m(sweep))
+    return claims.what_to_do(
+        f"Skip and warm up before you record: the first profiled call of a fresh process "
+        f"took {fact(calls.cold[0])}, {fact(calls.first_vs_warm, with_spread=False)} the "
+        "unprofiled warm forward.",
+        "Read a profile for structure and shares, and take times from a timer without the "
+        "profiler, in interleaved rounds (the [method page](../method.md) says why).",
+        f"Make small ops bigger or fewer: each `torch.add` paid {fact(size.floor, with_spread=False)} "
+        f"before its bytes, more than they cost until about {fact(size.crossover)}.",
     )
 
 

@@ -8,7 +8,7 @@ from attention_docs.findings.forecast import check
 from attention_docs.findings.model_check import ELEMENTWISE, MATMUL, SOFTMAX
 from attention_docs.measurements.schema import Sourced
 from attention_docs.records.steps import MATMULS
-from attention_docs.render import words
+from attention_docs.render import claims, words
 from attention_docs.render.caption import on_one_device
 from attention_docs.render.figures import (
     INK,
@@ -73,6 +73,19 @@ def finding(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced, g
         f"{g.shape.dtype} the data sheet's ridge is {fact(g.ridge)} and the matmuls cannot pass "
         f"{fact(g.cap)}: {gpu_side} the ridge however long the sequence, which is why fusing the "
         f"steps, and never writing the N×N scores at all, pays there."
+    )
+
+
+def what_to_do(gpu_times) -> str:
+    """What the cost model means for your own GPU, each action backed by the page."""
+    g = fs.gpu_steps(gpu_times)
+    return claims.what_to_do(
+        f"Compute a step's intensity before you tune it: on an {g.gpu.label} in {g.shape.dtype} "
+        f"the ridge is {fact(g.ridge)}, and naive attention's matmuls cannot pass "
+        f"{fact(g.cap)}, "
+        + ("above it." if g.cap_above_ridge else "so their bytes, not their FLOPs, set the floor."),
+        "Fuse or remove the element-wise passes first: they do almost no arithmetic per byte, "
+        "so only fewer bytes make them faster ([fusion](06-fusion.md)).",
     )
 
 
