@@ -190,17 +190,20 @@ def sdpa_ops_note(steps: Sourced) -> str:
     )
 
 
+def _repeat_pairs(m: Measurement) -> list[tuple]:
+    """Per shared-k/v variant that ran both ways: folding the group into rows, and repeating
+    k and v per query head (MHA has no k/v to repeat)."""
+    pairs = [(fdecode.point(m, v, "naive"), fdecode.point(m, v, "naive_repeat_kv")) for v in fdecode.VARIANTS[1:]]  # fmt: skip
+    return [(a, b) for a, b in pairs if a and b]
+
+
 def repeat_kv_claim(steps: Sourced) -> str:
     """What copying k/v per query head costs against folding the group into rows."""
     m = steps.measurement
-    pairs = [
-        (fdecode.point(m, v, "naive"), fdecode.point(m, v, "naive_repeat_kv"))
-        for v in fdecode.VARIANTS[1:]  # MHA has no k/v to repeat
-    ]
     return (
         "Repeating the k/v heads with `repeat_interleave` writes, then reads again, a copy of "
         "the cache per query head — the bytes grouped-query attention saved. "
-        + "; ".join(_versus(m, a, b) for a, b in pairs if a and b)
+        + "; ".join(_versus(m, a, b) for a, b in _repeat_pairs(m))
         + "."
     )
 
@@ -209,8 +212,7 @@ def what_to_do(steps: Sourced, pvd: Sourced) -> str:
     """What decoding's numbers mean for your own model, each action backed by the page."""
     m, p = steps.measurement, pvd.measurement
     mha, gqa = fdecode.point(m, "MHA"), fdecode.point(m, "GQA")
-    pairs = [(fdecode.point(m, v, "naive"), fdecode.point(m, v, "naive_repeat_kv")) for v in fdecode.VARIANTS[1:]]  # fmt: skip
-    repeat = [(a, b) for a, b in pairs if a and b]
+    repeat = _repeat_pairs(m)
     return claims.what_to_do(
         f"Share k/v heads (grouped-query or multi-query attention): the cache shrinks with "
         f"them, {_say(fdecode.cache_size(gqa))} against {_say(fdecode.cache_size(mha))} here, "

@@ -21,12 +21,18 @@ def _ratio(pair: fflex.Ratio | None) -> str:
     return "—" if pair is None else words.versus_fact(*pair)
 
 
+def _headline(m: Measurement, t: Measurement) -> tuple:
+    """The causal mask's row, the sparsity sweep, and compiled FlexAttention against SDPA at
+    this shape (None where SDPA did not run): what the finding and the box both state."""
+    here = next((v for v in fflex.versus_sdpa(t) if v.shape == fflex.shape(m)), None)
+    return fflex.masks(m, t)[0], fflex.sparsity(m), here
+
+
 def finding(fm: Sourced, times: Sourced) -> str:
     """Causal FlexAttention against SDPA, its fallback, and what sparsity bought."""
     m, t = fm.measurement, times.measurement
-    causal, s = fflex.masks(m, t)[0], fflex.sparsity(m)
+    causal, s, here = _headline(m, t)
     (narrow, narrow_share, _), (wide, wide_share, _) = s.points[0], s.points[-1]
-    here = next((v for v in fflex.versus_sdpa(t) if v.shape == fflex.shape(m)), None)
     versus = speedup(t, here.sdpa, fwd.FLEX, here.shape) if here else "SDPA did not run here"
     fallback = words.fact(causal.fallback) if causal.fallback else "—"
     return (
@@ -43,9 +49,8 @@ def finding(fm: Sourced, times: Sourced) -> str:
 def what_to_do(fm: Sourced, times: Sourced) -> str:
     """What FlexAttention's numbers mean for your own masks, each action backed by the page."""
     m, t = fm.measurement, times.measurement
-    causal, s = fflex.masks(m, t)[0], fflex.sparsity(m)
+    causal, s, here = _headline(m, t)
     (narrow, narrow_share, _), (wide, _, _) = s.points[0], s.points[-1]
-    here = next((v for v in fflex.versus_sdpa(t) if v.shape == fflex.shape(m)), None)
     return claims.what_to_do(
         f"Always call `flex_attention` compiled: the unfused fallback took "
         f"{_ratio(causal.versus_fallback)} the compiled time here."

@@ -207,10 +207,15 @@ def naive_claim(t: CitedTrace) -> str:
     )
 
 
+def _one_step(t: CitedTrace) -> tuple:
+    """A recorded SDPA call and its one step's facts."""
+    (f,) = step_facts(t.recorded)
+    return t.recorded, f
+
+
 def flash_claim(t: CitedTrace) -> str:
     """The recorded SDPA call's kernel and its time, in a sentence."""
-    r = t.recorded
-    (f,) = step_facts(r)
+    r, f = _one_step(t)
     s = r.site.shape
     launched = "one kernel" if len(f.kernels) == 1 else f"{len(f.kernels)} kernels"
     return (
@@ -222,8 +227,7 @@ def flash_claim(t: CitedTrace) -> str:
 
 def launch_claim(t: CitedTrace) -> str:
     """Whether the recorded run kept its GPU busy, in a sentence."""
-    r = t.recorded
-    (f,) = step_facts(r)
+    r, f = _one_step(t)
     verdict = r.reading.launch.verdict
     joint = "yet the GPU was busy only" if verdict == "cpu-bound" else "and the GPU was busy"
     return (
