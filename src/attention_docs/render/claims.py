@@ -126,7 +126,7 @@ def naive_what_to_do(naive: Sourced, gpu_times: list) -> str:
         f"the FLOPs but take only {fact(found.matmul_time, with_spread=False)} of the profiled "
         "time.",
         f"On a GPU, count bytes: on an {g.gpu.label} the naive forward's floor, "
-        f"{fact(g.forward.forecast)}, is set by the bytes it moves, so fewer passes over the "
+        f"{fact(g.forward.forecast)}, is set by the bytes it moves. Fewer passes over the "
         "N×N scores ([fusion](06-fusion.md), [SDPA](07-sdpa-backends.md)) save the most.",
     )
 

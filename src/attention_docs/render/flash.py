@@ -86,7 +86,7 @@ def what_to_do(flash: Sourced, times: Sourced) -> str:
     return claims.what_to_do(
         f"Tile attention to cut its memory: one tile at a time, the peak fell from "
         f"{fact(f[fwd.NAIVE].peak)} to {fact(tiled.peak)} here.",
-        f"Fuse the tiles into one kernel: as a Python loop of eager ops, "
+        f"Fuse the tiles into one kernel. As a Python loop of eager ops, "
         f"{cmp.speedup(t, fwd.TILED, fwd.NAIVE, shape)}; fused in SDPA's flash backend, "
         f"{cmp.speedup(t, fwd.SDPA_FLASH, fwd.NAIVE, shape)}."
         if tiled.forward and sdpa and sdpa.forward

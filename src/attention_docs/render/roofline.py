@@ -80,7 +80,7 @@ def what_to_do(gpu_times) -> str:
     """What the cost model means for your own GPU, each action backed by the page."""
     g = fs.gpu_steps(gpu_times)
     return claims.what_to_do(
-        f"Compute a step's intensity before you tune it: on an {g.gpu.label} in {g.shape.dtype} "
+        f"Compute a step's intensity before you tune it. On an {g.gpu.label} in {g.shape.dtype} "
         f"the ridge is {fact(g.ridge)}, and naive attention's matmuls cannot pass "
         f"{fact(g.cap)}, "
         + ("above it." if g.cap_above_ridge else "so their bytes, not their FLOPs, set the floor."),

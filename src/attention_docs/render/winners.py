@@ -204,12 +204,11 @@ def what_to_do(times: Sourced) -> str:
     """What the map means for your own model, each action backed by the page."""
     m = times.measurement
     teach = fwinners.teaching_cells(m)
-    closest, widest = fwinners.lead_ends(fwinners.forecast_cells(gpus.sheet()))
+    _, widest = fwinners.lead_ends(fwinners.forecast_cells(gpus.sheet()))
     return claims.what_to_do(
-        f"Start from SDPA: on an NVIDIA H200 the data sheet puts a fused kernel ahead of naive "
-        f"attention by {words.fact(closest.lead.forecast)} at {_where(closest.shape)} and "
-        f"{words.fact(widest.lead.forecast)} at {_where(widest.shape)} (forecast).",
-        f"Time the candidates on your own device before you pick one: here the fastest "
+        f"Start from SDPA. On an NVIDIA H200 a fused kernel leads naive attention by "
+        f"{words.fact(widest.lead.forecast)} at {_where(widest.shape)} (a forecast).",
+        f"Time the candidates on your own device before you pick one. Here the fastest "
         f"forward beyond the noise is {_count(teach, 'small shapes (4 heads, float32)')}.",
         "Reach for FlexAttention when your mask is not causal or full: SDPA then takes a mask "
         "tensor, while FlexAttention skips the blocks the mask rules out "
