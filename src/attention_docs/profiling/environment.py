@@ -20,8 +20,8 @@
 # trimming) and to map no block of its own (glibc maps a block above 32 MiB afresh on every
 # call, and unmaps it when freed: at 2,048 tokens every N×N tensor of four heads is 64 MiB
 # and faulted 16,384 pages per call); every block comes from the heap, as a GPU's caching
-# allocator keeps its pool. A warm call reuses memory; the first call of a process, or of a
-# larger shape, still faults (chapter 01 counts both).
+# allocator keeps its pool. Most warm calls reuse memory; the first calls of a process, or of
+# a larger shape, still fault while the heap grows (chapter 01 counts both).
 from __future__ import annotations
 
 import ctypes
