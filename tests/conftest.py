@@ -43,6 +43,9 @@ short_cpu_rounds()
 # server costs seconds to start (torch, and Dynamo and Inductor once a request declares
 # them), and test_workers replaces its own last.
 SHARED_SERVER = ("tests/test_busy.py", "tests/test_gpu_run.py", "tests/test_workers.py")
+# A module whose tests are long and independent: each test is a scope of its own, so that
+# both workers start one (the fusion notebook alone takes about a third of the run).
+ONE_BY_ONE = ("tests/test_notebook_alone.py",)
 
 
 def pytest_configure(config):
@@ -72,6 +75,8 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.split("::", 1)[0] in SHARED_SERVER:
                 return "worker server"
+            if nodeid.split("::", 1)[0] in ONE_BY_ONE:
+                return nodeid
             return super()._split_scope(nodeid)
 
     return Scheduling(config, log)

@@ -1,10 +1,12 @@
 # What a reader of a built page is told in numbers: every number with a unit in a chapter's
 # prose and tables, and whether it is marked as a fact (`<span class="ad-fact">`), plus the
-# chapter's prose words. Code, figures and provenance captions are left out: code is code, a
+# chapter's prose words and sentences. Code, figures and provenance captions are left out: code is code, a
 # figure's numbers are its data, a caption says where a measurement was made. Used by the
-# docs build test and by hand: `python tests/site_facts.py SITE_DIR` prints a report.
+# docs build test and by hand: `python tests/site_facts.py SITE_DIR [STORE]` prints a report,
+# with what breaks a reader's rules (`unreadable`).
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -22,6 +24,9 @@ VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
 SKIP_TAGS = {"pre", "code", "svg", "script", "style", "figure", "nav", "form"}
 SKIP_CLASSES = {"ad-caption", "headerlink", "md-source-file"}
 NOT_PROSE_TAGS = {"table"}  # numbers inside count; words do not (tables are data)
+BLOCKS = {"p", "li"}  # where prose sentences are
+# A sentence ends at . ! or ? before a space and a capital, a digit or a bracket.
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(“\"])")
 
 
 # Numbers with units a chapter may state outside a fact span, each with the reason it is not
@@ -31,6 +36,13 @@ _H100 = {"80GB": "part of a GPU's name, NVIDIA H100 80GB HBM3, as a recorded tra
 ALLOWED: dict[str, dict[str, str]] = {"02-naive-attention": _H100, "07-sdpa-backends": _H100}
 MAX_UNMARKED_SHARE = 0.05
 MAX_PROSE_WORDS = 1500
+# A reader's rules (DEVELOPERS.md): the opening states one claim in at most two numbers, a
+# sentence stays under 35 words (two per chapter may reach 40), the measuring machine is
+# named in the captions and boxes, not in sentences, and the chapter ends with what to do.
+MAX_OPENING_NUMBERS = 2
+LONG, MAX_LONG, TOO_LONG = 35, 2, 40
+NUMERAL = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?")
+WHAT_TO_DO = '<p class="admonition-title">What to do</p>'
 
 
 @dataclass
@@ -38,19 +50,28 @@ class PageFacts:
     marked: list[str] = field(default_factory=list)
     unmarked: list[str] = field(default_factory=list)
     prose_words: int = 0
+    paragraphs: list[str] = field(default_factory=list)  # prose blocks, in page order
+
+    def sentences(self) -> list[str]:
+        return [s for p in self.paragraphs for s in SENTENCE_END.split(p) if WORD.search(s)]
+
+
+def words(text: str) -> int:
+    return len(WORD.findall(text))
 
 
 class _Reader(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.result = PageFacts()
-        self.stack: list[tuple[str, bool, bool, bool]] = []  # tag, skip, fact, table
+        self.stack: list[tuple[str, bool, bool, bool, bool]] = []  # tag, skip, fact, table, block
         self.in_article = 0
+        self.blocks: list[list[str]] = []  # text of the open prose blocks, innermost last
 
     def _state(self) -> tuple[bool, bool, bool]:
         if not self.stack:
             return False, False, False
-        _, skip, fact, table = self.stack[-1]
+        _, skip, fact, table, _ = self.stack[-1]
         return skip, fact, table
 
     def handle_starttag(self, tag, attrs):
@@ -64,15 +85,23 @@ class _Reader(HTMLParser):
         table = table or tag in NOT_PROSE_TAGS
         if tag == "article":
             self.in_article += 1
-        self.stack.append((tag, skip, fact, table))
+        # An admonition's title is a heading, not a sentence.
+        block = tag in BLOCKS and not (skip or table or "admonition-title" in classes)
+        if block and self.in_article:
+            self.blocks.append([])
+        self.stack.append((tag, skip, fact, table, block and bool(self.in_article)))
 
     def handle_endtag(self, tag):
         if tag in VOID:
             return
         while self.stack:
-            open_tag = self.stack.pop()[0]
+            open_tag, _, _, _, block = self.stack.pop()
             if open_tag == "article":
                 self.in_article -= 1
+            if block:
+                text = " ".join("".join(self.blocks.pop()).split())
+                if text:
+                    self.result.paragraphs.append(text)
             if open_tag == tag:
                 break
 
@@ -85,7 +114,9 @@ class _Reader(HTMLParser):
         numbers = [m.group(0) for m in NUMBER_WITH_UNIT.finditer(data)]
         (self.result.marked if fact else self.result.unmarked).extend(numbers)
         if not table:
-            self.result.prose_words += len(WORD.findall(data))
+            self.result.prose_words += words(data)
+            if self.blocks:
+                self.blocks[-1].append(data)
 
 
 def read_page(html: str) -> PageFacts:
@@ -102,7 +133,36 @@ def chapters(site: Path) -> dict[str, PageFacts]:
     }
 
 
-def main(site: str) -> None:
+def devices(store: Path) -> set[str]:
+    """The names of the machines that measured a store's entries."""
+    names = set()
+    for entry in store.glob("*/*.json"):
+        try:
+            names.add(json.loads(entry.read_text(encoding="utf-8"))["provenance"]["device"]["name"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return names
+
+
+def unreadable(page: PageFacts, html: str, machines: set[str]) -> list[str]:
+    """What in a chapter breaks a reader's rules (empty when none does)."""
+    found = []
+    opening = page.paragraphs[0] if page.paragraphs else ""
+    if len(NUMERAL.findall(opening)) > MAX_OPENING_NUMBERS:
+        found.append(f"the opening states {len(NUMERAL.findall(opening))} numbers: {opening}")
+    sentences = page.sentences()
+    long = [s for s in sentences if words(s) > LONG]
+    found += [f"{words(s)} words: {s}" for s in long if words(s) > TOO_LONG]
+    if len(long) > MAX_LONG:
+        found += [f"{len(long)} sentences over {LONG} words"]
+        found += [f"{words(s)} words: {s}" for s in long if words(s) <= TOO_LONG]
+    found += [f"names {m} in a sentence: {s}" for s in sentences for m in machines if m in s]
+    if WHAT_TO_DO not in html:
+        found.append("no \"What to do\" box")
+    return found
+
+
+def main(site: str, store: str = "docs/measurements") -> None:
     total_marked = total_unmarked = 0
     for name, found in chapters(Path(site)).items():
         total_marked += len(found.marked)
@@ -113,6 +173,9 @@ def main(site: str) -> None:
         )
         for text in found.unmarked:
             print(f"    unmarked: {text}")
+        html = (Path(site) / "chapters" / name / "index.html").read_text(encoding="utf-8")
+        for problem in unreadable(found, html, devices(Path(store))):
+            print(f"    {problem}")
     share = total_unmarked / max(total_marked + total_unmarked, 1)
     print(
         f"all chapters: {total_unmarked} of {total_marked + total_unmarked} unmarked ({share:.1%})"
@@ -120,4 +183,4 @@ def main(site: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "site")
+    main(*sys.argv[1:3])

@@ -239,7 +239,9 @@ def test_the_chapter_renders_its_finding_tables_and_timeline_from_facts():
 
     here = recorded_sourced("backward_compare")
     finding = render.backward.finding(here)
-    assert finding.count('class="ad-fact"') >= 8 and "`sdpa-flash`" in finding
+    claim, caption = finding.split('<p class="ad-caption">')
+    assert claim.count('class="ad-fact"') == 2 and "FlashAttention keeps" in claim
+    assert caption.count('class="ad-fact"') == 6 and "raw data (JSON)" in caption
     count = render.backward.count_table(here)
     assert "no formula" in count and count.count("ad-fact") >= 12
     table = render.backward.time_table(here)

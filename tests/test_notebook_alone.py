@@ -11,9 +11,11 @@ import os
 import subprocess
 import sys
 import venv
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from filelock import FileLock
 
 from attention_docs.mkdocs_plugin import publish_wheel, published_notebook
 from attention_docs.site_pages import WHEEL
@@ -27,11 +29,22 @@ BIN = "Scripts" if sys.platform == "win32" else "bin"
 READER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def reader(tmp_path_factory):
     """A fresh environment with what a reader brings (Jupyter, torch as pinned), and the
-    wheel the site publishes."""
-    root = tmp_path_factory.mktemp("reader")
+    wheel the site publishes: made once per run, and shared by the test workers (each
+    notebook runs on a worker of its own, conftest.ONE_BY_ONE)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers' folders share this run's parent
+        base = base.parent
+    root = base / "reader"
+    with FileLock(f"{root}.lock"):
+        if not (root / "wheel").exists():
+            (root / "wheel").write_text(str(_make_reader(root)))
+    return root / "env" / BIN / "python", Path((root / "wheel").read_text())
+
+
+def _make_reader(root) -> Path:
     venv.create(root / "env", with_pip=True)
     python = root / "env" / BIN / "python"
     pins = ("-c", str(ROOT / "constraints.txt"))
@@ -44,7 +57,7 @@ def reader(tmp_path_factory):
     )  # fmt: skip
     wheel = publish_wheel(root / "site")
     assert wheel is not None and wheel.name == WHEEL
-    return python, wheel
+    return wheel
 
 
 def outputs(notebook: dict) -> list[dict]:

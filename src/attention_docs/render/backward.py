@@ -19,7 +19,6 @@ VERDICT = {
     fb.FASTER_PER_FLOP: "faster per FLOP",
 }
 BOUND = {"memory": "the bytes moved", "compute": "the FLOPs"}
-NAMES = {"naive": "naive attention's", "sdpa-flash": "FlashAttention's (`sdpa-flash`)"}
 # The forecast box's rows, in findings/backward.FORECAST_ROWS' order.
 TRAINING_ROWS = (
     "Naive attention's forward: {kernels} kernels through HBM, as the code records them",
@@ -33,29 +32,24 @@ TRAINING_ROWS = (
 )
 
 
-def _ratio_sentence(p: fb.Passes) -> str:
-    return (
-        f"{NAMES[p.implementation]} backward takes {words.fact(p.ratio, emphasis=True)} its "
-        f"forward where counting matmul FLOPs predicts {words.fact(p.flop_ratio)}: "
-        f"{VERDICT[p.verdict]}" + ("" if p.verdict == fb.AS_COUNTED else " than its forward")
-    )
-
-
 def finding(sourced: Sourced) -> str:
-    """The chapter's opening: each pass ratio against its count, and what flash keeps."""
-    m = sourced.measurement
-    ran = {p.implementation: p for p in fb.passes(m)}
-    text = f"On {m.provenance.device.label}, at {fb.shape(m).text()}, " + "; ".join(
-        _ratio_sentence(ran[n]) for n in ("naive", "sdpa-flash") if n in ran
+    """The chapter's opening: what each implementation keeps for the backward; the pass
+    ratios and the peaks go in its caption."""
+    ran = {p.implementation: p for p in fb.passes(sourced.measurement)}
+    naive, flash = ran["naive"], ran["sdpa-flash"]
+    detail = (
+        f"Backward ÷ forward: naive attention {words.fact(naive.ratio)}, FlashAttention "
+        f"{words.fact(flash.ratio)} (counting matmul FLOPs predicts {words.fact(naive.flop_ratio)} "
+        f"and {words.fact(flash.flop_ratio)}). Peak memory: naive attention "
+        f"{words.fact(naive.peak)}, FlashAttention {words.fact(flash.peak)}."
     )
-    naive, flash = ran.get("naive"), ran.get("sdpa-flash")
-    if naive and flash:
-        text += (
-            f". Between the passes FlashAttention keeps {words.fact(flash.saved)} where naive "
-            f"attention keeps {words.fact(naive.saved)}, and peaks at "
-            f"{words.fact(flash.peak)} against {words.fact(naive.peak)}"
-        )
-    return text + "."
+    return claims.opening(
+        f"To train, naive attention keeps {words.fact(naive.saved, with_spread=False)} for "
+        f"the backward, mostly N×N probabilities; FlashAttention keeps "
+        f"{words.fact(flash.saved, with_spread=False)} and recomputes the rest.",
+        sourced,
+        detail,
+    )
 
 
 def what_to_do(compare: Sourced) -> str:

@@ -30,14 +30,16 @@ def caption_text(sourced: Sourced) -> str:
 METHOD_HREF = "@site/method/"
 
 
-def caption_html(sourced: Sourced, what: str = "") -> str:
+def caption_html(sourced: Sourced, what: str = "", detail: str = "") -> str:
     """`<p class="ad-caption">` with the provenance and links to JSON (and trace), and to the
-    page saying how it was measured."""
+    page saying how it was measured. `detail` (HTML: facts are spans) follows `what`."""
     links = [f'<a href="{html.escape(sourced.json_href)}" download>raw data (JSON)</a>']
     if sourced.trace_href:
         links.append(f'<a href="{html.escape(sourced.trace_href)}" download>trace</a>')
     links.append(f'<a href="{METHOD_HREF}">how it was measured</a>')
-    lead = f"<strong>{html.escape(what)}</strong> " if what else ""
+    lead = (f"<strong>{html.escape(what)}</strong> " if what else "") + (
+        f"{detail.strip()} " if detail else ""
+    )
     return (
         f'<p class="ad-caption">{lead}{html.escape(caption_text(sourced))} · '
         f"{' · '.join(links)}</p>"

@@ -12,10 +12,18 @@ from attention_docs.findings.model_check import NAIVE_KINDS
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import words
+from attention_docs.render.caption import caption_html
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.tables import measurement_of as _m
 
 fact = words.fact
+
+
+def opening(claim: str, sourced: Sourced, detail: str = "") -> str:
+    """A chapter's first paragraph: one plain claim, in at most two numbers and without their
+    ranges; under it, as a caption, where and at what shape it was measured, the ranges and
+    the hedges (`detail`, HTML), and the links to the raw data."""
+    return f"{claim.strip()}\n\n{caption_html(sourced, detail=detail)}\n"
 
 
 def what_to_do(*actions: str) -> str:
