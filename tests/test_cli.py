@@ -352,7 +352,6 @@ def store(tmp_path):
     ("command", "message"),
     [
         ("prune", "there is no store folder"),
-        ("migrate", "there is no store folder"),
     ],
 )
 def test_a_mistyped_store_path_is_an_error_not_an_empty_store(tmp_path, capsys, command, message):
@@ -431,40 +430,6 @@ def test_show_and_prune_of_an_entry_whose_parameters_no_longer_fit(store, capsys
     entry.write_text(json.dumps(data))
     code, out, _ = main(capsys, "prune", "--store", store, "--dry-run")
     assert code == 0 and "its parameters are not the experiment's now" in out
-
-
-def _legacy(store, data: dict, date: str, trace: bytes | None) -> None:
-    """`data` as an entry named by device kind (before device ids), measured on `date`."""
-    key = data["key"]
-    legacy = {**data, "provenance": {**data["provenance"], "date": date}, "trace_file": None}
-    if trace is not None:
-        legacy["trace_file"] = f"_test_quick/{key}.cpu.trace.json.gz"
-        (store / legacy["trace_file"]).write_bytes(trace)
-    (store / "_test_quick" / f"{key}.cpu.json").write_text(json.dumps(legacy))
-
-
-@pytest.mark.parametrize("with_trace", [True, False])
-def test_migrate_never_replaces_a_newer_entry_nor_deletes_its_trace(store, capsys, with_trace):
-    (entry,) = store.glob("_test_quick/*.json")
-    data = json.loads(entry.read_text())
-    newer = files(store)
-    _legacy(store, data, "2000-01-01T00:00:00+00:00", b"old trace" if with_trace else None)
-    code, out, err = main(capsys, "migrate", "--store", store)
-    assert code == 0, err
-    assert f"deleted {data['key']}.cpu.json: {entry.name}, measured later" in out
-    assert files(store) == newer  # the newer entry and its trace, as they were
-
-
-def test_migrate_replaces_an_older_entry_with_the_newer_legacy_one(store, capsys):
-    (entry,) = store.glob("_test_quick/*.json")
-    data = json.loads(entry.read_text())
-    _legacy(store, data, "2999-01-01T00:00:00+00:00", None)
-    code, out, _ = main(capsys, "migrate", "--store", store)
-    assert code == 0 and f"renamed {data['key']}.cpu.json -> {entry.name}" in out
-    migrated = json.loads(entry.read_text())
-    assert migrated["provenance"]["date"].startswith("2999") and migrated["trace_file"] is None
-    # The replaced entry's trace would name nothing now: it went with it.
-    assert sorted(p.name for p in store.glob("_test_quick/*")) == [entry.name]
 
 
 def _archive(tmp_path, store, run_log) -> Path:
@@ -601,7 +566,6 @@ def test_an_experiment_registered_twice_is_one_line_naming_both(tmp_path, monkey
         ("show", "_test_quick", "--store", ""),
         ("show", "_test_quick", "--device", " "),
         ("prune", "--store", ""),
-        ("migrate", "--store", ""),
         ("import-archive", ""),
         ("import-archive", "measurements.tar.gz", "--store", ""),
         ("new-chapter", "mask-cost", "--root", ""),
@@ -690,16 +654,10 @@ def _stale_copy(store: Path) -> Path:
     return stale
 
 
-def _with_legacy_entry(store: Path) -> None:
-    (entry,) = store.glob("_test_quick/*.json")
-    _legacy(store, json.loads(entry.read_text()), "2999-01-01T00:00:00+00:00", None)
-
-
 @pytest.mark.parametrize(
     ("command", "prepare"),
     [
         (("prune",), _stale_copy),
-        (("migrate",), _with_legacy_entry),
         (("import-archive", "ARCHIVE"), None),
     ],
 )
@@ -859,7 +817,7 @@ def test_new_chapter_into_a_read_only_project_writes_nothing(tmp_path, capsys):
     assert sorted(p.name for p in (root / "docs").iterdir()) == ["chapters"]
 
 
-@pytest.mark.parametrize("command", [("prune",), ("migrate",), ("import-archive", "ARCHIVE")])
+@pytest.mark.parametrize("command", [("prune",), ("import-archive", "ARCHIVE")])
 def test_a_command_run_outside_the_repository_says_where_it_looked(tmp_path, store, command):
     """It said "there is no store folder docs/measurements; the committed store is
     docs/measurements": neither where it looked nor how to point it at a store."""
@@ -931,18 +889,6 @@ def _marks_key(mark: Path) -> str:
     from attention_docs.experiments.registry import get
 
     return get("_test_marks").key({"mark": str(mark)})
-
-
-def test_migrate_leaves_a_legacy_entry_whose_target_is_of_a_newer_schema(store, capsys):
-    (entry,) = store.glob("_test_quick/*.json")
-    data = json.loads(entry.read_text())
-    _newer_schema(entry)
-    _legacy(store, data, "2999-01-01T00:00:00+00:00", None)
-    before = files(store)
-    code, out, err = main(capsys, "migrate", "--store", store)
-    assert code == 0, err
-    assert f"kept {data['key']}.cpu.json: {entry.name} was written by a newer version" in out
-    assert files(store) == before
 
 
 def test_a_timeout_under_a_second_is_said_as_given_not_as_0_s(tmp_path):
@@ -1037,12 +983,9 @@ def test_new_chapter_refuses_a_chapter_the_book_has_already(tmp_path, capsys, ar
     assert files(root) == before
 
 
-def test_an_unreadable_legacy_entry_is_said_by_migrate_and_deleted_by_prune(store, capsys):
+def test_an_unreadable_entry_is_deleted_by_prune(store, capsys):
     legacy = store / "_test_quick" / f"{'0' * 16}.cpu.json"
     legacy.write_text("{not json")
-    code, out, _ = main(capsys, "migrate", "--store", store)
-    assert code == 0 and f"left {legacy}: it cannot be read as a measurement" in out
-    assert "0 entries renamed, 0 superseded" in out and legacy.exists()
     code, out, _ = main(capsys, "prune", "--store", store)
     assert code == 0 and f"deleted {legacy} (unreadable: " in out and not legacy.exists()
 

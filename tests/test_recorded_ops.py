@@ -59,15 +59,6 @@ def test_changing_the_op_list_changes_the_forecast():
     assert copy.bytes == 2 * 4 * 16 * 4096 * 4096 * 2
 
 
-def test_in_place_saving_is_the_copy_and_the_mask_build():
-    kernels, saved_bytes, saved_us = gpu.in_place_saving(H200, SHAPE)
-    assert kernels == 3
-    naive = {k.op: k for k in gpu.naive_kernels(H200, SHAPE) if k.label == "attention.mask"}
-    expected = sum(naive[op].bytes for op in ("aten::fill_", "aten::triu", "aten::copy_"))
-    assert saved_bytes == pytest.approx(expected)
-    assert saved_us > 0
-
-
 def test_an_op_the_forecast_does_not_know_is_an_error():
     code = recording("naive_attention")
     odd = replace(code.ops[0], name="aten::frobnicate")

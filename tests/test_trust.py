@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import shlex
 import subprocess
 import sys
@@ -151,7 +150,7 @@ def test_without_a_gpu_the_store_serves_any_device_and_a_page_keeps_to_one():
     assert choose_device(["cpu-intel-xeon"], DEFAULT_PREFER, "cuda-l4") is None
 
 
-def test_store_names_entries_by_device_and_migrates_kind_named_ones(tmp_path, naive: Measurement):
+def test_store_names_entries_by_device(tmp_path, naive: Measurement):
     store = Store(tmp_path)
     m = store.put(naive, chrome={"traceEvents": []})
     device = m.device_id
@@ -159,25 +158,10 @@ def test_store_names_entries_by_device_and_migrates_kind_named_ones(tmp_path, na
     assert store.devices(m.experiment, m.key) == [device]
     json_path = store.path(m.experiment, m.key, device)
     assert json_path.stat().st_mode & 0o777 == 0o644
-    # Turn it into a version-1 entry named by kind, as the store held before devices had ids.
-    data = json.loads(json_path.read_text())
-    data["schema_version"] = 1
-    del data["provenance"]["device_id"], data["provenance"]["load"]
-    legacy_trace = f"{m.experiment}/{m.key}.cpu.trace.json.gz"
-    data["trace_file"] = legacy_trace
-    (tmp_path / legacy_trace).write_bytes((tmp_path / m.trace_file).read_bytes())
-    (tmp_path / m.trace_file).unlink()
-    json_path.unlink()
-    legacy = tmp_path / m.experiment / f"{m.key}.cpu.json"
-    legacy.write_text(json.dumps(data))
-    assert store.devices(m.experiment, m.key) == []
-    moved = store.migrate()
-    assert [(d.old, d.new, d.superseded) for d in moved] == [(legacy, json_path, False)]
-    assert not legacy.exists() and not (tmp_path / legacy_trace).exists()
-    again = store.get(m.experiment, m.key, device)
-    assert again is not None and again.device_id == device
-    assert again.trace_file == store.relative(m.experiment, m.key, device, ".trace.json.gz")
-    assert again.provenance.load is None
+    assert m.trace_file == store.relative(m.experiment, m.key, device, ".trace.json.gz")
+    # An entry named by kind (as before devices had ids) is no device's.
+    (tmp_path / m.experiment / f"{m.key}.cpu.json").write_text(json_path.read_text())
+    assert store.devices(m.experiment, m.key) == [device]
 
 
 # --- the forward-time fact table -----------------------------------------------------------

@@ -1,4 +1,4 @@
-# `python -m attention_docs list | run | show | prune | migrate | new-chapter | trace |
+# `python -m attention_docs list | run | show | prune | new-chapter | trace |
 # forecast`: the experiments outside the docs, what a reader's own profile says, and what the
 # site forecasts for any shape on a named GPU. Every bad input ends in one sentence saying
 # what was wrong and what to do, exit code 2 — never a traceback.
@@ -118,13 +118,6 @@ def _parser() -> argparse.ArgumentParser:
         "for (what a full build of the site renders)",
     )
     prune.set_defaults(handler=cmd_prune)
-
-    migrate = sub.add_parser(
-        "migrate",
-        help="rename entries named by device kind (KEY.cpu.json) to their device id",
-    )
-    migrate.add_argument("--store", type=arguments.path, default=COMMITTED_STORE)
-    migrate.set_defaults(handler=cmd_migrate)
 
     from attention_docs import archive, fleet, forecast_command, scaffold, trace_command
 
@@ -525,35 +518,6 @@ def _request_id(experiment: str, requested: dict) -> tuple[str, str]:
     from attention_docs.experiments.registry import REGISTRY
 
     return experiment, json.dumps(REGISTRY[experiment].canonical(requested), sort_keys=True)
-
-
-def cmd_migrate(args: argparse.Namespace, extra: list[str]) -> int:
-    from attention_docs.measurements.schema import SCHEMA_VERSION
-    from attention_docs.measurements.store import LEGACY_SUFFIXES, Store
-
-    store = Store(existing_store(args.store))
-    if any(p.name.endswith(LEGACY_SUFFIXES) for p in store.entry_paths()):
-        writable_store(args.store, "nothing was renamed")
-    done = store.migrate()
-    for d in done:
-        if d.unreadable:
-            print(f"left {d.old}: it cannot be read as a measurement; `{PROG} prune` deletes it")
-        elif d.newer_schema is not None:
-            print(
-                f"kept {d.old.name}: {d.new.name} was written by a newer version of "
-                f"attention_docs (schema {d.newer_schema}, this checkout reads "
-                f"{SCHEMA_VERSION}): update your checkout, and migrate there"
-            )
-        elif d.superseded:
-            print(f"deleted {d.old.name}: {d.new.name}, measured later on that device, is kept")
-        else:
-            print(f"renamed {d.old.name} -> {d.new.name}")
-    done = [d for d in done if d.newer_schema is None and not d.unreadable]
-    renamed = sum(not d.superseded for d in done)
-    print(
-        f"{renamed} entr{'y' if renamed == 1 else 'ies'} renamed, {len(done) - renamed} superseded"
-    )
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

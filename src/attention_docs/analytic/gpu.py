@@ -438,17 +438,6 @@ def flash_range(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE, kernel: str = FLA
     return realistic(gpu, (flash_forward(gpu, shape, kernel=kernel),))
 
 
-def in_place_saving(gpu: SpecSheet, shape: Shape = FORECAST_SHAPE) -> tuple[int, float, float]:
-    """What the in-place variant saves against the code under study: kernels, HBM bytes and
-    floor µs per forward."""
-    naive, in_place = naive_kernels(gpu, shape), naive_kernels(gpu, shape, recording(IN_PLACE))
-    return (
-        len(naive) - len(in_place),
-        sum(k.bytes for k in naive) - sum(k.bytes for k in in_place),
-        sum(k.floor_us for k in naive) - sum(k.floor_us for k in in_place),
-    )
-
-
 def flash_forward(
     gpu: SpecSheet,
     shape: Shape = FORECAST_SHAPE,

@@ -2,8 +2,7 @@
 # the only thing that crosses from the worker process to the pages, so it must round-trip
 # exactly. Bump SCHEMA_VERSION whenever a field changes meaning; older files are then
 # reported and re-measured instead of being misread, except where a version reads
-# losslessly: version 1 lacked the device id and the load, version 2 had no Timing cells in
-# tables, version 3's Timing stored a median and IQR that version 4 derives from its rounds
+# losslessly: version 2 had no Timing cells in tables, version 3's Timing stored a median and IQR that version 4 derives from its rounds
 # (version 4's provenance may also name the allocator's behaviour). A key measured the old
 # way is stale anyway, but `show`, `prune` and the tests' second device can still read it.
 # A newer version's file is NewerSchemaError: named, and kept for the checkout that can
@@ -239,8 +238,6 @@ class Measurement:
     @classmethod
     def from_json(cls, data: Mapping) -> Measurement:
         version = data.get("schema_version") if isinstance(data, Mapping) else None
-        if version == 1:
-            data, version = _upgrade_v1(data), 2
         if version in (2, 3):  # 2: tables held scalars only; 3: see the top of this file
             version = SCHEMA_VERSION
         if newer_version(data) is not None:
@@ -369,16 +366,6 @@ def _check(value: Any, hint: Any, where: str) -> None:  # noqa: PLR0912 - one ca
 
 def _name(hint: Any) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
-
-
-def _upgrade_v1(data: Mapping) -> dict:
-    """Version 1 had no device id (derived from the device) and no load (unknown)."""
-    try:
-        provenance = {**data["provenance"], "load": None}
-        provenance["device_id"] = device_id(DeviceInfo.from_json(provenance["device"]))
-    except (KeyError, TypeError) as exc:
-        raise SchemaError(f"malformed version-1 measurement: {exc}") from exc
-    return {**data, "schema_version": 2, "provenance": provenance}
 
 
 @dataclass(frozen=True)

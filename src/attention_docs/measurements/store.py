@@ -29,10 +29,9 @@ from attention_docs.records.trace import chrome_bytes
 log = logging.getLogger("attention_docs")
 
 DEVICE_KINDS = ("cuda", "cpu")
-# Entries written before devices were named: `<key>.cpu.json`, `<key>.cuda.json`.
-LEGACY_SUFFIXES = tuple(f".{kind}.json" for kind in DEVICE_KINDS)
-# What an entry's file is called: `<key>.<device id>.json` (or a legacy `<key>.cpu.json`).
-# Nothing else in a store folder is an entry, so nothing else is ever pruned or migrated.
+# What an entry's file is called: `<key>.<device id>.json` (or `<key>.cpu.json`, as entries
+# were named before devices were). Nothing else in a store folder is an entry, so nothing
+# else is ever pruned.
 ENTRY_NAME = re.compile(r"[0-9a-f]{16}\.(?:cpu|cuda)(?:-[a-z0-9-]+)?\.json")
 
 
@@ -202,61 +201,6 @@ class Store:
                     removed.append(candidate)
         return removed
 
-    def migrate(self) -> list[Migration]:
-        """Rename entries named by device kind (`<key>.cpu.json`) to their device id.
-
-        The device id comes from the entry's own provenance; its trace moves with it. When
-        the store already holds that device's entry for the key, the newer of the two is
-        kept and the older goes, with its own trace only. An entry that cannot be read is
-        left where it is, and said (`unreadable`): `prune` deletes it.
-        """
-        done = []
-        legacy = [p for p in self.entry_paths() if p.name.endswith(LEGACY_SUFFIXES)]
-        if not legacy:
-            return done  # nothing to rename: a read-only store is fine
-        with self._lock():
-            for path in legacy:
-                m = self._readable(path)
-                if m is None:
-                    done.append(Migration(path, path, superseded=False, unreadable=True))
-                    continue
-                target = self.path(m.experiment, m.key, m.device_id)
-                version = _newer_file(target)
-                if version is not None:  # never replaced: a newer checkout wrote it
-                    done.append(Migration(path, target, superseded=False, newer_schema=version))
-                    continue
-                newer = self._readable(target)
-                old_trace = self.root / m.trace_file if m.trace_file else None
-                if newer is not None and newer.provenance.date >= m.provenance.date:
-                    self._unlink_unless_named(old_trace, newer)
-                    path.unlink()
-                    done.append(Migration(path, target, superseded=True))
-                    continue
-                new_trace = self.path(m.experiment, m.key, m.device_id, ".trace.json.gz")
-                if old_trace is not None and old_trace.exists():
-                    write_atomically(new_trace, old_trace.read_bytes())
-                    old_trace.unlink()
-                    rel = self.relative(m.experiment, m.key, m.device_id, ".trace.json.gz")
-                    m = replace(m, trace_file=rel)
-                else:
-                    # The entry it replaces may have had a trace; it would name nothing now.
-                    new_trace.unlink(missing_ok=True)
-                    m = replace(m, trace_file=None)
-                write_atomically(target, m.dumps().encode())
-                path.unlink()
-                done.append(Migration(path, target, superseded=False))
-        return done
-
-    def _readable(self, path: Path) -> Measurement | None:
-        try:
-            return Measurement.loads(path.read_text(encoding="utf-8"))
-        except (SchemaError, OSError, UnicodeDecodeError):
-            return None
-
-    def _unlink_unless_named(self, trace: Path | None, keeper: Measurement) -> None:
-        if trace is not None and keeper.trace_file != trace.relative_to(self.root).as_posix():
-            trace.unlink(missing_ok=True)
-
 
 def stale_reason(measurement: Measurement, experiment) -> str | None:
     """Why the stored `measurement` is stale, or None when it is current: the one rule that
@@ -284,18 +228,6 @@ def stale_reason(measurement: Measurement, experiment) -> str | None:
             "at their default"
         )
     return None
-
-
-@dataclass(frozen=True)
-class Migration:
-    """One legacy entry migrated: renamed to `new`, or (superseded) deleted because `new`,
-    that device's entry for the same key, was measured later."""
-
-    old: Path
-    new: Path
-    superseded: bool
-    newer_schema: int | None = None  # `new` is of this newer schema: `old` was left as it is
-    unreadable: bool = False  # `old` cannot be read: left as it is
 
 
 def _newer_file(path: Path) -> int | None:
