@@ -35,7 +35,7 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(“\"])")
 _H100 = {"80GB": "part of a GPU's name, NVIDIA H100 80GB HBM3, as a recorded trace names it"}
 ALLOWED: dict[str, dict[str, str]] = {"02-naive-attention": _H100, "07-sdpa-backends": _H100}
 MAX_UNMARKED_SHARE = 0.05
-MAX_PROSE_WORDS = 1500
+MAX_PROSE_WORDS = 1300
 # A reader's rules (DEVELOPERS.md): the opening states one claim in at most two numbers, a
 # sentence stays under 35 words (two per chapter may reach 40), the measuring machine is
 # named in the captions and boxes, not in sentences, and the chapter ends with what to do.
@@ -158,7 +158,7 @@ def unreadable(page: PageFacts, html: str, machines: set[str]) -> list[str]:
         found += [f"{words(s)} words: {s}" for s in long if words(s) <= TOO_LONG]
     found += [f"names {m} in a sentence: {s}" for s in sentences for m in machines if m in s]
     if WHAT_TO_DO not in html:
-        found.append("no \"What to do\" box")
+        found.append('no "What to do" box')
     return found
 
 

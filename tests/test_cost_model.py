@@ -295,7 +295,9 @@ def test_verdicts_use_unprofiled_times_and_the_ceilings_entry(roofline):
         s = roofline.step(p.step.label)
         assert p.bound.measured.time_us == pytest.approx(50.0)  # unprofiled, not profiled
         assert p.compute.value == pytest.approx(s.flops / 1e11 * 1e6)
-        assert p.memory.value == pytest.approx(s.bytes / 1e10 * 1e6)
+        # Every step moves about what the small copy moves or less: it is held to that copy.
+        assert p.bandwidth == r.small_copy and p.bandwidth.value == pytest.approx(5e10)
+        assert p.memory.value == pytest.approx(s.bytes / 5e10 * 1e6)
         assert p.ratio.low == pytest.approx(45.0 / p.bound.floor_us)
         assert p.ratio.high == pytest.approx(55.0 / p.bound.floor_us)
     table = render.roofline.verdicts(
@@ -313,7 +315,7 @@ def test_verdicts_use_unprofiled_times_and_the_ceilings_entry(roofline):
 def test_a_verdict_whose_rounds_straddle_a_threshold_is_not_settled(roofline):
     ceilings = fake_ceilings(roofline)
     softmax = roofline.step("attention.softmax")
-    floor = max(softmax.flops / 1e11, softmax.bytes / 1e10) * 1e6
+    floor = max(softmax.flops / 1e11, softmax.bytes / 5e10) * 1e6  # held to the small copy
     # Median at 4.9× the roofline time, slowest round at 6×: the rounds disagree.
     steps = {"attention.softmax": (4.9 * floor, 4.5 * floor, 6.0 * floor)}
     times = forward_times_for(roofline, (1e3, 900.0, 1100.0), steps)
@@ -479,14 +481,58 @@ def test_roofline_figure_places_the_steps_at_their_unprofiled_rates(roofline):
 
 def test_the_matmul_limit_is_set_against_the_ridge_of_the_device_it_holds_on(roofline):
     """Issue 17: "long enough sequences make the matmuls compute-bound here" must say where."""
-    times, sweep = times_for(roofline), sweep_for(roofline)
+    times = times_for(roofline)
+    above = text(render.roofline.ceilings_claim(roofline, fake_ceilings(roofline), times))
+    assert "reaches at most 32 FLOP/B: above this ridge" in above  # 2 × 64 ÷ 4 against 10
+    below = text(render.roofline.ceilings_claim(roofline, fake_ceilings(roofline, 1e12), times))
+    assert "reaches at most 32 FLOP/B: below this ridge" in below  # against a ridge of 100
+
+
+def test_the_opening_says_what_bounds_each_kind_of_step_in_words(roofline):
+    """One plain claim without the machine's name, one number (the most inefficient step's
+    time ÷ floor); every ratio with its range in its caption."""
+    ceilings, sweep = fake_ceilings(roofline), sweep_for(roofline)
     here = Sourced(roofline, "x", "x.json")
-    above = text(render.roofline.finding(here, fake_ceilings(roofline), times, sweep, []))
-    assert "at most reaches 32 FLOP/B, above it" in above  # 2 × 64 ÷ 4 against a ridge of 10
-    assert f"On {roofline.provenance.device.label}, " in above  # the entry's device, by name
-    below = text(render.roofline.finding(here, fake_ceilings(roofline, 1e12), times, sweep, []))
-    assert "at most reaches 32 FLOP/B, below it" in below  # against a ridge of 100
-    assert "NVIDIA H200 in bfloat16" in below and "below the ridge however long" in below
+    steps = {s.label: (50.0, 45.0, 55.0) for s in roofline.steps}
+    steps["attention.mask"] = (1000.0, 950.0, 1050.0)  # far past 5× its floor, 6 µs fixed
+    times = forward_times_for(roofline, (1.2e3, 1.1e3, 1.3e3), steps)
+    claim, caption = render.roofline.finding(here, ceilings, times, sweep).split(
+        '<p class="ad-caption">'
+    )
+    assert text(claim).startswith(
+        "Here both matmuls are compute-bound; of the three element-wise steps, two are "
+        "memory-bound and one is inefficient. The mask step took "
+    )
+    assert claim.count('class="ad-fact"') == 1  # the inefficient step's ratio, no range
+    assert roofline.provenance.device.label not in claim
+    assert caption.count('class="ad-fact"') == 5 and "raw data (JSON)" in caption
+    assert "Time ÷ roofline floor: scores " in text(caption)
+    even = render.roofline.finding(here, ceilings, times_for(roofline), sweep)
+    assert text(even).startswith("Here both matmuls are compute-bound; all three element-wise")
+
+
+def test_each_step_is_held_to_the_copy_that_matches_its_bytes(roofline):
+    """A step's bandwidth is the smallest copy moving about its bytes or more (the small copy
+    moves 2 MiB here), else the large copy; the rule and the choice are said on the page."""
+    ceilings = fake_ceilings(roofline)
+    rows = fr.ceiling_rows(ceilings)
+    large = fr.ceiling(ceilings, "bandwidth_bs")
+    assert fr.held_to(rows, 2**21, large).value == pytest.approx(5e10)
+    assert fr.held_to(rows, 2**21 * 1.05, large).value == pytest.approx(5e10)  # within 10%
+    assert fr.held_to(rows, 2**21 * 1.2, large) == large
+    times, sweep = times_for(roofline), sweep_for(roofline)
+    rules = text(render.roofline.bound_rules(roofline, ceilings, times, sweep))
+    assert "the smallest copy that moves about as many bytes or more" in rules
+    assert "Every step here fits the small copy, so each is held to its 50 GB/s" in rules
+    # Without the small copy every step gets the large one, and nothing is said about it.
+    only_large = replace(
+        ceilings,
+        tables={"ceilings": Table(ceilings.tables["ceilings"].columns,
+                                  tuple(r for r in ceilings.tables["ceilings"].rows if r[2] != 2**20))},
+    )  # fmt: skip
+    r = fr.roofline(roofline, only_large, times, sweep)
+    assert all(p.bandwidth == r.bandwidth for p in r.placed) and r.small_copy is None
+    assert "small copy" not in render.roofline.bound_rules(roofline, only_large, times, sweep)
 
 
 def test_a_step_faster_than_its_roof_is_explained_by_the_roof_it_beat(roofline):
@@ -500,7 +546,9 @@ def test_a_step_faster_than_its_roof_is_explained_by_the_roof_it_beat(roofline):
         )
     )
     memory = [f"`{p.step.label}`" for p in r.placed if p.beats_roof and p.bound.roof == "memory"]
-    assert f"{render.words.series(memory)} moved bytes faster than the large copy" in claim
+    assert (
+        f"{render.words.series(memory)} moved bytes faster, in every round, than the copy" in claim
+    )
     if any(p.beats_roof and p.bound.roof == "compute" for p in r.placed):
         assert "beat the measured peak in every round" in claim
 
@@ -522,16 +570,7 @@ def test_the_gpu_roofline_forecast_is_the_analytic_model(roofline):
     box = text(render.roofline.gpu_forecast([]))
     assert "cannot pass 128 FLOP/B" in box and "ridge of 206 FLOP/B" in box
     assert "the ridge drops to 14 FLOP/B" in box
-    finding = text(
-        render.roofline.finding(
-            Sourced(roofline, "x", "x.json"),
-            fake_ceilings(roofline),
-            times_for(roofline),
-            sweep_for(roofline),
-            [],
-        )
-    )
-    assert "below the ridge however long the sequence" in finding
+    assert "below the NVIDIA H200's ridge of 206 FLOP/B, so memory limits even the score" in box
     # A synthetic H200 entry: every step at half its attainable rate.
     base = replace(roofline, provenance=replace(roofline.provenance, device_id="cuda-h200"))
     rows = [row(fwd.STEP_PREFIX + k.label, shape, 2 * k.kernel.floor_us) for k in g.steps]
@@ -579,13 +618,8 @@ def test_a_memory_step_slower_than_one_moving_the_same_bytes_is_not_called_held_
             Sourced(roofline, "now", "x.json"), ceilings, times, sweep_for(roofline)
         )
     )
-    assert "`mask` " in said and "not measured here" in said and "which roof is nearer" in said
-    opening = text(
-        render.roofline.finding(
-            Sourced(roofline, "now", "x.json"), ceilings, times, sweep_for(roofline), []
-        )
-    )
-    assert "bandwidth alone does not explain it" in opening
+    assert "`mask` moves the same minimum bytes as `scale`" in said
+    assert "yet in every round took longer: `mask` 3×" in said and "may explain the gap" in said
     # All five steps alike: nothing to qualify.
     even = fr.roofline(roofline, ceilings, times_for(roofline), sweep_for(roofline))
     assert even.same_bytes == ()

@@ -336,7 +336,7 @@ def test_one_step_is_one_fact_in_the_table_the_sweeps_and_the_finding():
     c = ceilings(m)
     page = "".join(
         (
-            render.decode.finding(sourced(m), sourced(prefill_vs_decode()), sourced(c)),
+            render.decode.finding(sourced(m), sourced(c)),
             render.decode.steps_table(sourced(m), sourced(c)),
             render.decode.batch_table(sourced(m), sourced(c)),
             render.decode.cache_claim(sourced(m), sourced(c)),
@@ -346,6 +346,20 @@ def test_one_step_is_one_fact_in_the_table_the_sweeps_and_the_finding():
     gqa = next(i for i in values if i.startswith("decode step time;sdpa;b1 h4 kv2 n1 m64 "))
     assert page.count(f'data-fact="{gqa}"') == 3  # finding, table, batch 1 of the sweep
     assert all(len(v) == 1 for v in values.values()), values
+
+
+def test_the_opening_is_one_claim_in_one_fact_and_its_caption_holds_the_rest():
+    m = decode_steps(lambda v, impl, b, c: 200.0 if v == "MHA" else 100.0)
+    c = ceilings(m)
+    claim, caption = render.decode.finding(sourced(m), sourced(c)).split('<p class="ad-caption">')
+    assert claim.count('class="ad-fact"') == 1 and "–" not in claim
+    assert "a grouped-query step is 2× faster than a multi-head step" in _plain(claim)
+    assert m.provenance.device.label not in claim  # the caption names the machine
+    assert caption.count('class="ad-fact"') == 5 and "(1.92–2.08×)" in caption
+    # A tie reads as a tie, never as a win.
+    tie = decode_steps(lambda v, impl, b, c: timing(100.0, 95.0, 105.0))
+    claim = render.decode.finding(sourced(tie), sourced(ceilings(tie))).split("<p")[0]
+    assert "within noise of each other" in claim and "faster" not in claim
 
 
 def test_rates_and_shares_come_from_unprofiled_times_and_the_cost_model():
@@ -416,7 +430,7 @@ def test_batching_stops_paying_where_the_time_per_token_stops_falling():
     # Per step: 100 µs at batch 1, then 2 µs per sequence more: per token flat from batch 2.
     flat = decode_steps(lambda v, impl, b, c: 100.0 if b == 1 else 110.0 * b / 2)
     assert fdecode.saturation(flat).shape.batch_size == 2
-    assert "from batch 2 on no larger batch" in render.decode.batch_claim(sourced(flat))
+    assert "From batch 2 on, no larger batch" in render.decode.batch_claim(sourced(flat))
     falling = decode_steps(lambda v, impl, b, c: 100.0 + b)
     assert fdecode.saturation(falling) is None
     assert "still falls" in render.decode.batch_claim(sourced(falling))
@@ -446,7 +460,7 @@ def test_prefill_against_decode_splits_decode_into_bytes_and_steps_when_it_can()
     )
     text = render.decode.prefill_claim(sourced(m), sourced(c))
     assert "prefill is 24× (23.1–25×) faster than decode" in text
-    assert "most of decode's time is taking a step" in text
+    assert "Here taking a step costs decode more than its bytes do." in text
     # A one-token step slower than the whole decode's average beyond the noise is no floor.
     slow = prefill_vs_decode({fdecode.FLOOR: 1000.0})
     assert "is not stated" in render.decode.prefill_claim(sourced(slow), sourced(c))
@@ -501,7 +515,7 @@ def test_the_whole_chapter_from_recorded_entries_states_every_number_as_one_fact
     c = sourced(ceilings(steps.measurement, bandwidth=10e9, peak=50e9))
     r = render.decode
     parts = [
-        r.finding(steps, pvd, c),
+        r.finding(steps, c),
         r.steps_table(steps, c),
         r.bandwidth_claim(steps, c),
         r.repeat_kv_claim(steps),
@@ -564,7 +578,7 @@ def test_bytes_are_said_to_set_the_pace_only_where_the_times_follow_them():
     assert "MQA · sdpa gained more than that" in text
     even = decode_steps(lambda v, impl, b, c: 400.0 * fdecode.point(m, v).cost.bytes / mha.cost.bytes)  # fmt: skip
     said = _plain(render.decode.bandwidth_claim(sourced(even), sourced(ceilings(even))))
-    assert "each speed-up holds its byte ratio within the rounds' range" in said
+    assert "Each speed-up holds its byte ratio within the rounds' range" in said
 
 
 def _plain(html: str) -> str:

@@ -366,7 +366,23 @@ def test_every_number_with_a_unit_in_a_chapter_is_a_fact(site):
     assert unmarked <= site_facts.MAX_UNMARKED_SHARE * total, (unmarked, total)
 
 
-def test_every_chapter_is_at_most_1500_words_of_prose_and_opens_with_its_finding(site):
+def test_every_chapter_reads_plainly_one_claim_first_short_sentences_and_what_to_do(site):
+    """A reader's rules on every built chapter (site_facts.unreadable): the opening states
+    at most two numbers, no sentence runs past 40 words and at most two past 35, the
+    measuring machine is named in captions and boxes only, and a "What to do" box ends it."""
+    import site_facts
+
+    machines = site_facts.devices(ROOT / "docs" / "measurements")
+    assert machines, "the committed store names no machine"
+    problems = {
+        name: found
+        for name, page in site_facts.chapters(site).items()
+        if (found := site_facts.unreadable(page, (site / "chapters" / name / "index.html").read_text(encoding="utf-8"), machines))
+    }  # fmt: skip
+    assert not problems, problems
+
+
+def test_every_chapter_is_at_most_1300_words_of_prose_and_opens_with_its_finding(site):
     """Code, tables, figures and captions aside, a chapter is short; and its first paragraph
     states the finding with a measured number (a fact), not a preamble."""
     import site_facts

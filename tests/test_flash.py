@@ -640,17 +640,18 @@ def test_the_finding_states_memory_time_and_the_forecast_as_facts():
         flash, [(fwd.NAIVE, shape, 14000.0), (fwd.TILED, shape, 19500.0), (fwd.SDPA_FLASH, shape, 3200.0)]
     )  # fmt: skip
     s = Sourced(flash, "from the store", "x.json")
-    text = render.flash.finding(s, Sourced(times, "x", "y.json"), [Sourced(times, "x", "y.json")])
-    plain = re.sub(r"<[^>]+>", "", text)
-    assert len(re.findall(r"[.!?](?=\s+[A-Z]|\s*$)", plain)) <= 3  # at most three sentences
-    ids = facts_in(markdown.markdown(text))
+    text = render.flash.finding(s, Sourced(times, "x", "y.json"))
+    claim, caption = text.split('<p class="ad-caption">')
+    # One claim in two numbers, the peaks; the ratio and the times go in the caption.
+    assert claim.count('class="ad-fact"') == 2 and "peak memory from" in claim
+    assert len(re.findall(r"[.!?](?=\s+[A-Z]|\s*$)", re.sub(r"<[^>]+>", "", claim))) == 1
+    ids = facts_in(markdown.markdown(caption))
     assert any(i.startswith("peak memory ratio;") for i in ids)
-    assert "naive (eager) is 1.39× (1.34–1.45×) faster than tiled (Python loop)" in text
-    assert "SDPA flash is 4.38×" in text
-    assert any(i.startswith("HBM bytes ratio;") and "spec:h200" in i for i in ids)
+    assert "naive (eager) is 1.39× (1.34–1.45×) faster than tiled (Python loop)" in caption
+    assert "SDPA flash is 4.38×" in caption and "raw data (JSON)" in caption
     # Another device's forward times are not this measurement's: no speed is claimed.
     elsewhere = as_device(times, "cuda", "NVIDIA H200", "90")
-    other = render.flash.finding(s, Sourced(elsewhere, "x", "y.json"), [])
+    other = render.flash.finding(s, Sourced(elsewhere, "x", "y.json"))
     assert "faster" not in other and "peak memory" in other
 
 

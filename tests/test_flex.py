@@ -224,15 +224,19 @@ def test_the_chapter_renders_from_its_recorded_entries():
     fm, times, fc = (
         recorded_sourced(e) for e in ("flex_masks", "forward_times", "flex_block_mask_cost")
     )
-    finding = render_flex.finding(fm, times)
-    assert finding.count("ad-fact") >= 6 and "is_causal=True" in finding
+    # The opening: one claim in two facts, without their ranges; the ranges in its caption.
+    claim, caption = render_flex.finding(fm, times).split('<p class="ad-caption">')
+    assert claim.count('class="ad-fact"') == 2 and "in one fused kernel" in claim
+    assert "within noise of each other" in claim and "–" not in claim
+    assert caption.count('class="ad-fact"') == 3 and "is_causal=True" in caption
     # The causal mask's tiles are timed twice on the page (forward_times' shape-generic
     # kernel, the sweep's whole-sequence window): both are stated, with what differs.
     note = render_flex.whole_window_note(fm, times)
-    assert note.count("ad-fact") == 2 and "`dynamic=True`" in note
+    assert note.count("ad-fact") == 2 and "<code>dynamic=True</code>" in note
     assert note in render_flex.mask_table(fm, times)
     ran = render_flex.ran(fm)
     assert re.search(r"ran a generated, fused kernel: `graph_\d+_kernel`, inside torch", ran)
+    assert fm.measurement.provenance.device.label not in ran  # the caption names the machine
     assert "`TorchDynamo Cache Lookup`" in ran.split("inside")[1]
     timeline = render_flex.timeline(fm)
     assert "<svg" in timeline and "flex.compiled" in timeline

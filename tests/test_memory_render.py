@@ -97,9 +97,14 @@ def test_scratch_is_stated_per_backend_and_the_tensors_still_match(timeline):
     assert "`aten::bmm` in `attention.weighted_sum` 42.6 kB" in text and "it adds 42.6 kB" in text
     none = plain(render.memory.scratch_claim(with_dtypes(timeline, 0)))
     assert none == "In float32 and bfloat16 the model matches the allocator to the byte."
-    finding = plain(render.memory.finding(with_dtypes(timeline, 42_624)))
-    assert "exactly the model's prediction" in finding and "scratch adds 42.6 kB" in finding
-    assert "no backend adds scratch" in plain(render.memory.finding(with_dtypes(timeline, 0)))
+    opening = render.memory.finding(Sourced(with_dtypes(timeline, 42_624), "x", "x.json"))
+    claim, caption = opening.split('<p class="ad-caption">')
+    # One plain claim, at most two numbers and no machine name; the rest in its caption.
+    assert claim.count('class="ad-fact"') == 2 and "exact to the byte" in plain(claim)
+    assert timeline.provenance.device.label not in claim
+    assert "scratch adds 42.6 kB" in plain(caption) and "raw data (JSON)" in caption
+    none = render.memory.finding(Sourced(with_dtypes(timeline, 0), "x", "x.json"))
+    assert "no backend adds scratch" in plain(none)
     table = plain(render.memory.dtype_table(sourced("memory_timeline")))
     assert table.count("\n| float32 |") == table.count("\n| bfloat16 |") == 1
 

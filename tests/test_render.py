@@ -260,6 +260,15 @@ def test_the_gpu_forecast_is_the_analytic_model_and_checks_a_gpu_entry(tiny_meas
     assert measured.count("| 2× (1.9–2.1×) |") == len(kernels)
     assert "| 3× |" in measured
     assert "predictions only" not in measured
-    finding = text(render.claims.finding(Sourced(tiny_measurement, "now", "x.json"), []))
-    assert "all five steps under the memory ceiling" in finding
-    assert fmt.time_us(gpu.naive_floor_us(h200)) in finding
+    todo = text(render.claims.naive_what_to_do(Sourced(tiny_measurement, "now", "x.json"), []))
+    assert f"floor, {fmt.time_us(gpu.naive_floor_us(h200))}, is set by the bytes" in todo
+
+
+def test_chapter_02_opens_with_one_claim_in_two_numbers(tiny_measurement):
+    """The matmuls' share of the FLOPs against their share of the profiled time; the share's
+    range, the device and the shape in the caption under it; the GPU forecast later."""
+    found = render.claims.finding(Sourced(tiny_measurement, "now", "x.json"))
+    claim, caption = found.split('<p class="ad-caption">')
+    assert claim.count('class="ad-fact"') == 2 and "of the FLOPs but take only" in claim
+    assert tiny_measurement.provenance.device.label not in claim and "H200" not in found
+    assert caption.count('class="ad-fact"') == 1 and "raw data (JSON)" in caption

@@ -250,15 +250,17 @@ def test_backend_times_and_the_finding_come_from_forward_times():
     rows = [line for line in table.splitlines() if line.startswith("|")]
     assert len({line.count("|") for line in rows}) == 1  # facts in cells split no cell
     assert table.count("not available") == 2
-    finding = render.sdpa.finding(m, times, why)
-    assert "SDPA runs **`flash`**" in finding and finding.count(". ") <= 3
-    assert "SDPA flash is 3× (2.76–3.26×) faster than SDPA math" in finding
-    assert 'data-fact="peak memory;SDPA math;' in finding
-    assert "it picked `flash` for 7 of them here" in finding
-    assert "forecast `flash` for 3 of the 8 (1 when cuDNN comes first)" in finding
-    assert "float32, float64, bool mask, float mask and head_dim 512 go to other kernels" in finding
+    finding = render.sdpa.finding(Sourced(m, "from the store", "b.json"), times, why)
+    claim, caption = finding.split('<p class="ad-caption">')
+    assert "SDPA chose its **`flash`** backend" in claim and claim.count(". ") == 0
+    assert "SDPA flash is 3× faster than SDPA math" in claim and "2.76" not in claim
+    assert "SDPA flash is 3× (2.76–3.26×) faster than SDPA math" in caption
+    assert 'data-fact="peak memory;SDPA math;' in caption and "raw data (JSON)" in caption
+    assert "picked flash for 7 of 8 input variants here" in caption
+    assert "forecast flash for 3 of them (1 when cuDNN comes first)" in caption
     tied = at(m, shape, {"SDPA math": (100.0, 90.0, 110.0), "SDPA flash": (98.0, 95.0, 105.0)})
-    assert "within noise" in render.sdpa.finding(m, tied, why)
+    tie = render.sdpa.finding(Sourced(m, "from the store", "b.json"), tied, why)
+    assert "within noise" in tie.split('<p class="ad-caption">')[0]
 
 
 def test_the_backend_table_states_counted_facts():

@@ -179,13 +179,22 @@ def test_the_largest_step_is_named_only_outside_the_noise(base):
     steps = {16: (50, 10, 48, 10, 10), 32: (50, 10, 48, 10, 10), 64: (60, 10, 10, 10, 10)}
     steps |= dict.fromkeys((128, 256, 512), (10, 10, 10, 70, 10))
     wide = synthetic(base, times, spread=0.1, steps=steps)
-    text = plain(render.wall.step_shares_claim(Sourced(wide, "x", "x.json", base=""), "seq_len"))
-    assert "at seq len 16 and 32 `attention.scores` and `attention.mask` are within noise" in text
-    assert "`attention.scores` is the largest at seq len 64 (60% (56.8–62.9%))" in text
-    assert "`attention.softmax` is the largest at seq len 128, 256 and 512" in text
-    tight = synthetic(base, times, spread=0.001, steps=steps)
-    text = plain(render.wall.step_shares_claim(Sourced(tight, "x", "x.json", base=""), "seq_len"))
-    assert "`attention.scores` is the largest at seq len 16, 32 and 64" in text
+    rows = shares_rows(wide)
+    assert (
+        rows[16][:2] == rows[32][:2] == ["within noise: `attention.scores`, `attention.mask`", "—"]
+    )
+    assert rows[64][:2] == ["`attention.scores`", "60% (56.8–62.9%)"]
+    assert all(rows[x][0] == "`attention.softmax`" for x in (128, 256, 512))
+    assert all(rows[x][2].endswith("%)") for x in XS)  # the matmuls' share, with its range
+    tight = shares_rows(synthetic(base, times, spread=0.001, steps=steps))
+    assert all(tight[x][0] == "`attention.scores`" for x in (16, 32, 64))
+
+
+def shares_rows(m: Measurement) -> dict[int, list[str]]:
+    """The step-share table's rows by seq_len: largest step, its share, the matmuls' share."""
+    table = plain(render.wall.step_shares_table(Sourced(m, "x", "x.json", base=""), "seq_len"))
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:] if line.startswith("|")]  # fmt: skip
+    return {int(r[0].replace(",", "")): r[1:] for r in rows}
 
 
 def test_a_change_of_time_is_a_ratio_with_its_range_or_a_tie(base):
@@ -225,11 +234,13 @@ def test_sweep_renderers_on_the_recorded_entry(base):
     shares = render.wall.step_share_figure(s, "seq_len", x="seq_len", what="Shares.")
     assert "attention.softmax" in shares
     assert "leaves the matmul FLOPs at" in plain(render.wall.heads_claim(s))
-    assert "with the tokens fixed, work is proportional to seq_len" in plain(render.wall.tokens_claim(s))  # fmt: skip
+    assert "With the tokens fixed, work is proportional to seq_len" in plain(render.wall.tokens_claim(s))  # fmt: skip
     assert plain(render.wall.head_dim_claim(s)).startswith(
         "From head_dim 16 to 256 the FLOPs grow 16×"
     )
-    assert "log-log slope" in plain(render.wall.finding(s))
+    claim, caption = render.wall.finding(s).split('<p class="ad-caption">')
+    assert "hits the quadratic wall at seq_len **" in claim and claim.count('class="ad-fact"') == 1
+    assert "Log-log slope" in caption and "raw data (JSON)" in caption
 
 
 def test_the_gpu_forecast_is_the_analytic_roofline_and_memory_model(base):

@@ -116,21 +116,31 @@ def test_the_model_map_has_both_dtypes_training_and_a_decode_cell(known, train, 
     assert "num_heads=16, head_dim=128, causal" in caption and "2 k/v heads, cache 64" in caption
 
 
-def test_the_finding_counts_wins_per_view(known, train, steps):
-    text = winners.finding(sourced(known), sourced(train), sourced(steps))
-    assert "**SDPA flash** in 2 and **naive + torch.compile** in 1 of the 4 small shapes" in text
-    assert "(1 within noise)" in text
-    assert "**SDPA flash** in 2 of the 2 cells timed" in text
-    assert "**sdpa** is 1.6× (1.54–1.67×) faster than naive" in text
-    assert 'data-fact="speed ratio;SDPA flash vs naive (eager);' in text  # a forecast, marked
+def test_the_finding_names_one_implementation_and_captions_the_counts(known):
+    claim, caption = winners.finding(sourced(known)).split('<p class="ad-caption">')
+    # Flash leads at A, ties at B and runs alone at D; compile wins C: 3 of 4, ties included.
+    assert claim.startswith("Use SDPA flash on this CPU: its forward is the fastest, or within")
+    assert "at 3 of the 4 float32 shapes" in claim and "wins" not in claim
+    assert "SDPA flash in 2 and naive + torch.compile in 1 of the 4 shapes at 4 heads" in caption
+    assert "(1 within noise)" in caption and "raw data (JSON)" in caption
+
+
+def test_the_model_claim_counts_wins_per_view(known, train, steps):
+    text = winners.model_claim(sourced(known), sourced(train), sourced(steps))
+    assert "naive + torch.compile in 2 and SDPA flash in 2 of the 4 cells at 16 heads" in text
+    assert "At seq_len 1,024 in bfloat16, " in text
+    assert "SDPA flash is 10× (" in text and "faster than naive (eager)" in text
+    assert "training step beyond the noise is SDPA flash in 2 of the 2 cells timed" in text
+    assert "In a grouped-query decode step, <span" in text
+    assert ">sdpa is 1.6× (1.54–1.67×) faster than naive</span>." in text
 
 
 def test_a_view_with_no_clear_winner_says_so(known, steps):
     s = next(s for s in fwinners.map_shapes("cpu") if s.seq_len == 512)
     rows = [row(fwd.NAIVE, s, 1000.0, 900.0, 1100.0), row(fwd.SDPA_FLASH, s, 950.0, 850.0, 1050.0)]
-    text = winners.finding(sourced(known), sourced(train_times(known, rows)), sourced(steps))
-    assert "fastest training step beyond the noise is no implementation in any of the 1 " in text
-    assert "(all within noise)" in text and "none in any" not in text
+    text = winners.model_claim(sourced(known), sourced(train_times(known, rows)), sourced(steps))
+    assert "No training step is fastest beyond the noise in any of the 1 cells timed" in text
+    assert "each is a tie" in text and "training step beyond the noise is" not in text
 
 
 def test_the_trend_claim_checks_ranges_and_names_a_changing_winner(known):
@@ -140,10 +150,9 @@ def test_the_trend_claim_checks_ranges_and_names_a_changing_winner(known):
     rows = (*table.rows, row(fwd.COMPILED, D, 700.0, 690.0, 710.0))
     known = replace(known, tables={"times": replace(table, rows=rows)})
     trend = winners.trend_claim(sourced(known))
-    assert "changes with seq_len in 1 of 2 series" in trend
-    assert (
-        "no mask, head_dim 64: naive + torch.compile at 128 tokens, then SDPA flash at 256" in trend
-    )
+    assert "fastest implementation changes in 1 of the 2 series" in trend
+    no_mask = next(line for line in trend.splitlines() if line.startswith("| no mask, head_dim 64"))
+    assert "naive + torch.compile at 128 tokens; SDPA flash at 256 tokens" in no_mask
     # causal: flash alone at 128, within noise of FlexAttention at 256: one implementation
     # leads (alone or tied) at every length, so the answer does not change there.
     causal = next(t for t in fwinners.series(known) if t.causal)
@@ -152,16 +161,18 @@ def test_the_trend_claim_checks_ranges_and_names_a_changing_winner(known):
         (tuple(sorted((fwd.FLEX, fwd.SDPA_FLASH))), (256,)),
     ]
     assert not causal.changes and causal.steady == (fwd.SDPA_FLASH,)
-    assert (
-        "SDPA flash leads at every length in 1 of 2 series, tied (within noise) with"
-        " FlexAttention in causal, head_dim 64 at 256 tokens." in trend
-    )
+    row_ = next(line for line in trend.splitlines() if line.startswith("| causal, head_dim 64"))
+    assert "SDPA flash at 128 tokens; FlexAttention and SDPA flash (within noise) at 256" in row_
     # Its facts are forward_time's: one quantity, one id, whichever sweep states it.
     fact = causal.sweep.points[0].facts[fwd.SDPA_FLASH]
     assert fact.id == ffwd.forward_time(known, fwd.SDPA_FLASH, A).id
-    # causal: 10× (9.5–10.5×) at 128 against 20× (18–22×) at 256: grows outside the noise;
+    # causal: 10× (9.52–10.5×) at 128 against 20× (18.2–22.2×) at 256: grows beyond the noise;
     # no mask: naive ran out of memory at 256, so that series is not compared.
-    assert "grows beyond the noise in 1 of 1 series" in trend
+    assert "grows beyond the noise in 1." in trend
+    assert (
+        '">10× (9.52–10.5×)</span> → <span' in row_ and '">20× (18.2–22.2×)</span>: grows |' in row_
+    )
+    assert no_mask.endswith("| — |") and trend.count('<p class="ad-caption">') == 1
 
 
 def test_what_did_not_run_is_said_in_the_sites_words(known, train):
@@ -337,7 +348,8 @@ def test_the_whole_chapter_states_every_number_as_one_fact(known, train):
     steps = stored("decode_steps")
     gpu = replace(known, provenance=replace(known.provenance, device=H200, device_id="cuda-h200"))
     parts = [
-        winners.finding(sourced(known), sourced(train), steps),
+        winners.finding(sourced(known)),
+        winners.model_claim(sourced(known), sourced(train), steps),
         winners.trend_claim(sourced(known)),
         winners.times_tabs(sourced(known), sourced(train)),
         winners.not_run(sourced(known), sourced(train)),

@@ -39,7 +39,7 @@ overhead = measure("profile_overhead")
 sweep = measure("op_size_sweep")
 naive = measure("naive_steps")
 times = measure("forward_times")  # the site's one source of unprofiled forward times
-show(render.primer.finding(first, overhead, sweep, times))
+show(render.primer.finding(first))
 
 # %% [markdown]
 # ## Why the first step lies
@@ -47,7 +47,7 @@ show(render.primer.finding(first, overhead, sweep, times))
 # Calls 1..N of the forward, every one profiled, then again with the forward warm.
 
 # %%
-show(render.primer.first_calls(first, times))
+show(render.primer.first_calls(first))
 show(render.primer.first_call_ops_table(first))
 show(render.primer.faults(first, times))
 

@@ -34,7 +34,7 @@ book.for_notebook()
 naive = measure("naive_steps")
 times = measure("forward_times")  # unprofiled forward and step times, this machine
 every_device = measure_each_device("forward_times")  # a GPU's entry, when the store has one
-show(render.claims.finding(naive, every_device))
+show(render.claims.finding(naive))
 
 # %% [markdown]
 # ## The code under study

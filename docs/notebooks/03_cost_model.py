@@ -34,7 +34,7 @@ ceilings = measure("machine_ceilings")
 times = measure("forward_times")
 sweep = measure("op_size_sweep")  # the per-call floor of Reading a profile
 every_device = measure_each_device("forward_times")
-show(render.roofline.finding(naive, ceilings, times, sweep, every_device))
+show(render.roofline.finding(naive, ceilings, times, sweep))
 
 # %% [markdown]
 # ## The cost model, without measuring anything

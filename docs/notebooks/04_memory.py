@@ -31,7 +31,7 @@ from attention_docs.analytic.memory import max_seq_len, naive_peak
 
 book.for_notebook()
 timeline, peak = measure("memory_timeline"), measure("memory_peak")
-show(render.memory.finding(timeline.measurement))
+show(render.memory.finding(timeline))
 
 # %% [markdown]
 # ## The allocation timeline of one forward

@@ -43,7 +43,7 @@ show(render.wall.finding(wall, times))
 # %%
 show(render.wall.sweep_table(wall, "seq_len", times))
 show(render.wall.seq_len_claim(wall, times))
-show(render.wall.step_shares_claim(wall, "seq_len"))
+show(render.wall.step_shares_table(wall, "seq_len"))
 show(
     render.wall.sweep_figure(
         wall, "seq_len", y="time", what="Forward time against seq_len.", times=times

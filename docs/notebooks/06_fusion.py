@@ -37,7 +37,7 @@ book.for_notebook()
 fk, backends = measure("fusion_kernels"), measure("sdpa_backends")
 times_everywhere = measure_each_device("forward_times")
 times = times_everywhere[0]  # this machine's (or, frozen, the store's first) forward times
-show(render.fusion.finding(fk.measurement, times, backends.measurement))
+show(render.fusion.finding(fk, times, backends.measurement))
 
 # %% [markdown]
 # ## The code under study

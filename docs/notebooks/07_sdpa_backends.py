@@ -34,7 +34,7 @@ book.for_notebook()
 backends, times = measure("sdpa_backends"), measure("forward_times")
 why_everywhere = measure_each_device("sdpa_why")
 why = why_everywhere[0]
-show(render.sdpa.finding(backends.measurement, times, why.measurement))
+show(render.sdpa.finding(backends, times, why.measurement))
 
 # %% [markdown]
 # ## Ask SDPA why, on your own inputs

@@ -44,7 +44,7 @@ from attention_docs import (
 book.for_notebook()
 flash = measure("flash_tiled_vs_naive")
 times = measure("forward_times")
-show(render.flash.finding(flash, times, measure_each_device("forward_times")))
+show(render.flash.finding(flash, times))
 
 # %% [markdown]
 # ## The code under study

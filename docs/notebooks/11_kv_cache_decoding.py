@@ -38,7 +38,7 @@ steps = measure("decode_steps")
 pvd = measure("decode_prefill_vs_decode")
 # This machine's copy bandwidth and matmul rate: the roofline the decode steps sit under.
 ceilings = measure("machine_ceilings")
-show(render.decode.finding(steps, pvd, ceilings))
+show(render.decode.finding(steps, ceilings))
 
 # %% [markdown]
 # ## The code under study

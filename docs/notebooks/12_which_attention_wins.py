@@ -35,7 +35,8 @@ book.for_notebook()
 times = measure("forward_times")
 train = measure("train_times")
 steps = measure("decode_steps")
-show(render.winners.finding(times, train, steps))
+show(render.winners.finding(times))
+show(render.winners.model_claim(times, train, steps))
 
 # %% [markdown]
 # ## The forward-time table and its maps

@@ -1,5 +1,5 @@
 # Verdicts of the profiler primer: how the first profiled calls of a fresh process compare
-# with the settled ones and with the unprofiled forward; how page faults per call are
+# with the settled ones of the same process; how page faults per call are
 # distributed and what each group costs; the dispatch chain of one labelled range; what each
 # profiler setting adds per forward and per event; and the two regimes of a size sweep (a
 # per-call floor, then time in proportion to the bytes), with the size that moved bytes
@@ -64,9 +64,7 @@ class FirstCalls:
     again: tuple[Fact, ...]
     cold_faults: tuple[Fact | None, ...]
     again_faults: tuple[Fact | None, ...]
-    warm: Fact  # the unprofiled forward (forward_times)
     settled: Fact  # the cold session's second half
-    first_vs_warm: Fact  # first call ÷ unprofiled forward (×)
     # None where it does not show: the first call ÷ the settled calls (None: inside their
     # range); the profiler's start-up, the second session's first call over its settled calls
     # (None: no slower than every one of them); the cold start, the cold session's first call
@@ -76,14 +74,11 @@ class FirstCalls:
     cold_start: Fact | None
 
 
-def first_calls(m: Measurement, times: Measurement) -> FirstCalls:
-    """Calls 1..N of `profile_first_calls` against each other and the unprofiled forward."""
+def first_calls(m: Measurement) -> FirstCalls:
+    """Calls 1..N of `profile_first_calls` against each other, all in one process: profiled
+    times from another process (naive_steps, forward_times) are not set against them."""
     table = m.tables["per_call"]
     cold, again = table.column("cold_wall_us"), table.column("warm_session_wall_us")
-    shape = Shape.of(m.params)
-    warm = forward_time(times, fwd.NAIVE, shape)
-    if warm is None:
-        raise ValueError(f"forward_times has no naive forward at {shape.text()}")
     half = len(cold) // 2
     # Each call is one round of its Timing.
     settled, settled_again = (Timing.from_rounds(c[half:], "calls") for c in (cold, again))
@@ -114,12 +109,7 @@ def first_calls(m: Measurement, times: Measurement) -> FirstCalls:
         again=per_call("warm_session_wall_us", "second", *time),
         cold_faults=per_call("minor_page_faults", "cold", *faults),
         again_faults=per_call("warm_session_page_faults", "second", *faults),
-        warm=warm,
         settled=Fact.of_timing(q("profiled call time", "settled calls, cold session"), settled),
-        first_vs_warm=ratio_fact(
-            q("first profiled call ÷ unprofiled forward"),
-            compare(fwd.timing(times, fwd.NAIVE, shape), first),
-        ),
         first_over_settled=None
         if vs_settled.tie
         else ratio_fact(q("first profiled call ÷ settled calls"), vs_settled),

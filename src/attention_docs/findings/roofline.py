@@ -3,7 +3,12 @@
 # reached in its *unprofiled* time (each step timed alone, `forward_times`); its verdict is
 # findings/bound.py's, with the step's fixed cost read on the same clock: on a GPU the idle
 # time before its kernels (naive_steps' trace, GPU clock), on a CPU its top-level op calls ×
-# the per-call floor of `op_size_sweep` (the chapter-01 fact). Facts and flags only.
+# the per-call floor of `op_size_sweep` (the chapter-01 fact). A step's bandwidth is the copy
+# that matches its working set (`held_to`), not always the large one: a step whose bytes fit a
+# cache, read right after the step before wrote them, set against a copy past every cache
+# would look memory-bound while its kernel is far from what the machine does at its size.
+# The ridge and the matmuls' limit stay the large copy's: they are about long sequences.
+# Facts and flags only.
 from __future__ import annotations
 
 import math
@@ -53,6 +58,7 @@ class Placed:
     bound: Bound
     compute: Fact  # FLOPs ÷ peak
     memory: Fact  # bytes ÷ bandwidth
+    bandwidth: Fact  # the copy bandwidth the step is held to (`held_to`)
     ratio: Fact | None  # unprofiled time ÷ floor, range over the rounds
     attained: Fact | None  # achieved ÷ attainable rate at the step's intensity
     fixed: Fact | None  # fixed cost per forward on the step's clock
@@ -143,9 +149,26 @@ def same_bytes(placed: tuple[Placed, ...], trace: Trace | None, device_id: str, 
     )
 
 
+def held_to(copies: tuple[CeilingRow, ...], nbytes: float, largest: Fact) -> Fact:
+    """The bandwidth a step moving `nbytes` is held to: the smallest measured copy that moves
+    at least as many bytes, within `SAME_BYTES` (its working set no smaller than the step's,
+    so no likelier to sit in a cache), else `largest` (the large copy's ceiling)."""
+    fits = sorted((c for c in copies if c.kind == "copy" and c.rate), key=lambda c: c.size)
+    # A copy of `size` bytes reads them and writes them: it moves twice its buffer.
+    return next((c.rate for c in fits if 2 * c.size >= (1 - SAME_BYTES) * nbytes), largest)
+
+
 def _place(
-    s: Step, roof: Roof, timing: Timing | None, fixed: float | None, *, device_id: str, shape: Shape
+    s: Step,
+    peak: float,
+    bandwidth: Fact,
+    timing: Timing | None,
+    fixed: float | None,
+    *,
+    device_id: str,
+    shape: Shape,
 ) -> Placed:
+    roof = Roof(peak, bandwidth.value)
     b = bound(s.cost, roof, timing, fixed)
 
     def f(metric: str, value: float, unit: str, *ends: float, clock: str = MODEL) -> Fact:
@@ -163,6 +186,7 @@ def _place(
         b,
         f("FLOPs ÷ peak", s.cost.flops / roof.peak_flops * 1e6, "µs"),
         f("bytes ÷ bandwidth", s.cost.bytes / roof.bandwidth * 1e6, "µs"),
+        bandwidth,
         ratio,
         attained,
         None if fixed is None else f("fixed cost per forward", fixed, "µs"),
@@ -190,6 +214,7 @@ def roofline(
     shape = found.shape
     gaps = naive.facts.get("gpu_steps")
     floor_call = size_sweep(sweep).floor if not gaps and sweep is not None else None
+    rows = ceiling_rows(ceilings)
     placed = []
     for s in found.steps:
         fixed = None
@@ -198,8 +223,9 @@ def roofline(
         elif floor_call is not None and naive.timeline is not None:
             fixed = op_calls(naive.timeline, s.label) * floor_call.value
         timing = fwd.step_timing(times, s.label, shape) if s.alone else None
-        placed.append(_place(s, roof, timing, fixed, device_id=device_id, shape=shape))
-    copies = [c for c in ceiling_rows(ceilings) if c.kind == "copy" and c.rate]
+        held = held_to(rows, s.cost.bytes, bandwidth)
+        placed.append(_place(s, peak.value, held, timing, fixed, device_id=device_id, shape=shape))
+    copies = [c for c in rows if c.kind == "copy" and c.rate]
     small = copies[0].rate if len(copies) > 1 else None
     cap = 2 * int(naive.params["head_dim"]) / itemsize(dtype)
     ridge = Quantity("ridge", f"{dtype} matmul", device_id, UNPROFILED)
@@ -298,5 +324,6 @@ def profiler_flops(m: Measurement) -> ProfilerFlops | None:
 
 
 def right_of_ridge(r: Roofline, p: Placed) -> bool:
-    """Whether step `p` sits at or right of the ridge: intense enough for compute to bound it."""
-    return p.step.intensity.value >= r.ridge.value
+    """Whether step `p` sits at or right of the ridge of its own roof (the peak over the
+    bandwidth it is held to): intense enough for compute to bound it."""
+    return p.step.intensity.value >= r.peak.value / p.bandwidth.value

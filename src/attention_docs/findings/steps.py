@@ -277,11 +277,6 @@ class GpuSteps:
         rest = [s for s in self.steps if s.label not in MATMULS]
         return max(rest, key=lambda s: s.kernel.intensity)
 
-    @property
-    def memory_bound(self) -> int:
-        """How many of the steps the memory ceiling limits."""
-        return sum(1 for s in self.steps if s.kernel.limit == "memory")
-
 
 def gpu_steps(entries: Iterable = ()) -> GpuSteps:
     """Each naive step on the forecast GPU at the forecast shape from its data sheet, checked

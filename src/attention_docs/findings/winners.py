@@ -24,7 +24,7 @@ from attention_docs.findings.forecast import (
     realistic,
 )
 from attention_docs.findings.rank import Ranking, rank
-from attention_docs.findings.sweep import Lead, SweepFindings, sweep_findings
+from attention_docs.findings.sweep import SweepFindings, sweep_findings
 from attention_docs.findings.trend import FALLS, FLAT, RISES
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
@@ -112,16 +112,6 @@ class Series:
         """The implementations that lead (alone or within noise) at every length ranked."""
         leads = self.sweep.leads
         return tuple(sorted(set.intersection(*(set(x.leaders) for x in leads)))) if leads else ()
-
-    @property
-    def ties(self) -> tuple[tuple[tuple[str, ...], Lead], ...]:
-        """Where others lead within noise of the steady leaders: (those others, the lead)."""
-        steady = set(self.steady)
-        return tuple(
-            (tuple(sorted(set(x.leaders) - steady)), x)
-            for x in self.sweep.leads
-            if steady and set(x.leaders) - steady
-        )
 
     @property
     def changes(self) -> bool:
@@ -219,15 +209,6 @@ def peak_fact(summary: Measurement, row: Mapping) -> Fact:
     shape = Shape.of(summary.params)
     q = Quantity("peak memory", row["implementation"], summary.device_id, COUNTED, shape, "forward")
     return Fact(q, row["peak_bytes"], "B")
-
-
-def steady_groups(found: Sequence[Series]) -> dict[tuple[str, ...], list[Series]]:
-    """The series whose answer does not change, by the implementations that lead throughout."""
-    groups: dict[tuple[str, ...], list[Series]] = {}
-    for t in found:
-        if t.steady:
-            groups.setdefault(t.steady, []).append(t)
-    return groups
 
 
 # --- the GPU forecast ------------------------------------------------------------------------

@@ -77,11 +77,9 @@ def profiled_vs_unprofiled(m: Measurement, times: Sourced | Measurement) -> str:
         text += " The two are within noise of each other."
     else:
         text += (
-            " The two were timed in separate processes, and a process's times can move as a "
-            "whole ([how much](../method.md#reproducible-and-checked)), so their difference "
-            "is no measure of the profiler's cost: "
-            "[Reading a profile](01-reading-a-profile.md#what-the-profiler-costs) takes that "
-            "within one process."
+            " The two were timed in separate processes, so their gap is no measure of the "
+            "profiler's cost ([measured in one process](01-reading-a-profile.md#what-the-"
+            "profiler-costs)), and what makes it up is not measured."
         )
     if p.faults is not None:
         text += f" Each profiled forward took {fact(p.faults)} page faults."
@@ -109,20 +107,17 @@ def mask_step_claim(m: Measurement, times: Sourced | Measurement) -> str:
     )
 
 
-def finding(naive: Sourced, gpu_times: list) -> str:
-    """Chapter 02's finding: the matmuls' share of the profiled time against their share of
-    the FLOPs here, and the naive forward's floor on the forecast GPU."""
-    m = naive.measurement
-    found = fs.steps(m)
-    g = fs.gpu_steps(gpu_times)
-    bound = "all five steps" if g.memory_bound == len(g.steps) else f"{g.memory_bound} of the five"
-    return (
-        f"Profiled on {m.provenance.device.label} at {found.shape.text()}, the two matmuls do "
-        f"{fact(found.matmul_flops)} of the FLOPs but take only "
+def finding(naive: Sourced) -> str:
+    """Chapter 02's opening: the matmuls' share of the FLOPs against their share of the
+    profiled time; that share's range in its caption."""
+    found = fs.steps(naive.measurement)
+    return opening(
+        f"Here the two matmuls do {fact(found.matmul_flops)} of the FLOPs but take only "
         f"{fact(found.matmul_time, with_spread=False)} of the profiled time: the three passes "
-        f"over the N×N scores take the rest. On an {g.gpu.label} at {g.shape.text()}, the data "
-        f"sheet puts {bound} under the memory ceiling: the naive forward's floor, "
-        f"{fact(g.forward.forecast)}, is set by the bytes it moves."
+        "over the N×N scores take the rest.",
+        naive,
+        f"The matmuls' share of the profiled time over {found.forwards} profiled forwards: "
+        f"{fact(found.matmul_time)}; FLOPs from the cost model.",
     )
 
 

@@ -30,7 +30,9 @@ def forward_time(
     return words.fact(f, with_spread=spread)
 
 
-def speedup(times: Sourced | Measurement, fast: str, slow: str, shape: Shape) -> str:
+def speedup(
+    times: Sourced | Measurement, fast: str, slow: str, shape: Shape, *, with_spread: bool = True
+) -> str:
     """A sentence part: `SDPA flash is 2.2× (2.1–2.3×) faster than naive (eager)`, or a tie."""
     m = measurement_of(times)
     v = ffwd.versus(m, fast, slow, shape)
@@ -40,7 +42,7 @@ def speedup(times: Sourced | Measurement, fast: str, slow: str, shape: Shape) ->
     if not v.comparison.tie and not v.comparison.as_ordered:
         # "fast is 1.5× slower than slow" states slow-vs-fast's ratio: mark it as that one.
         v = ffwd.versus(m, slow, fast, shape)
-    return fact(v.quantity.id, words.speed(v.comparison, v.a, v.b))
+    return fact(v.quantity.id, words.speed(v.comparison, v.a, v.b, with_spread=with_spread))
 
 
 def forward_table(

@@ -36,15 +36,21 @@ def _say(f, spread: bool = True) -> str:
 def _no_roof(m: Measurement) -> str:
     return (
         f"`machine_ceilings` has no copy bandwidth or {m.params['dtype']} matmul rate measured "
-        f"on {m.provenance.device.label}, so nothing is placed under a roof here."
+        "on this device, so nothing is placed under a roof here."
     )
 
 
-def _versus(m: Measurement, a: fdecode.Point, b: fdecode.Point) -> str:
+def _versus(
+    m: Measurement, a: fdecode.Point, b: fdecode.Point, names: dict[str, str] | None = None
+) -> str:
+    """`a` against `b`, the faster first; `names` (by variant) replaces the labels and leaves
+    the range out, as a chapter's opening says it."""
     v = fdecode.versus(m, a, b)
     if v is None:
         return "not compared (a path did not run)"
-    return words.fact_span(v.quantity.id, words.speed(v.comparison, v.fast.label, v.slow.label))
+    fast, slow = (names[p.variant] if names else p.label for p in (v.fast, v.slow))
+    said = words.speed(v.comparison, fast, slow, with_spread=names is None)
+    return words.fact_span(v.quantity.id, said)
 
 
 def shape_text(s) -> str:
@@ -55,25 +61,25 @@ def shape_text(s) -> str:
     )
 
 
-def finding(steps: Sourced, pvd: Sourced, ceilings: Sourced | None = None) -> str:
-    """The chapter's point in three sentences: what a step costs here and what sets it, what
-    decoding one token at a time costs against prefill, and what an H200 would change."""
-    m, p, c = steps.measurement, pvd.measurement, measurement_of(ceilings)
+def finding(steps: Sourced, ceilings: Sourced | None = None) -> str:
+    """The chapter's opening: a step reads the whole cache, and what sharing k/v heads did to
+    its time here; the step's time, bytes and read rate go in its caption."""
+    m, c = steps.measurement, measurement_of(ceilings)
     gqa, mha = fdecode.point(m, "GQA"), fdecode.point(m, "MHA")
     share = fdecode.copy_share(m, gqa, c)
-    floor, host = fdecode.floor(gpus.sheet(), "GQA", 1, 4096), fdecode.mode_time(p, fdecode.FLOOR)
-    launch = "less than" if fdecode.host_bound([floor], host) else "more than"
-    return (
-        f"On {m.provenance.device.label}, one grouped-query decode step ({shape_text(gqa.shape)})"
-        f" takes {_say(fdecode.step_time(m, gqa), False)} per layer, reading its "
-        f"{_say(fdecode.cache_size(gqa))} cache at {_say(fdecode.read_rate(m, gqa), False)}"
-        + (f", {_say(share, False)} of the copy bandwidth" if share else "")
-        + f"; {_versus(m, gqa, mha)}. Decoding {p.params['prompt_len']} tokens one at a time "
-        f"takes {_say(fdecode.mode_per_token(p, fdecode.DECODE), False)} a token against "
-        f"{_say(fdecode.mode_per_token(p, fdecode.PREFILL), False)} in prefill. On an NVIDIA H200 the "
-        f"bytes of such a step ({shape_text(floor.quantity.shape)}) would take "
-        f"{_say(floor)}, {launch} the {_say(host, False)} one eager step costs the host here."
+    names = {"GQA": "a grouped-query step", "MHA": "a multi-head step"}
+    claim = (
+        "A decode step does little arithmetic but must read the whole KV cache, and sharing "
+        f"k/v heads shrinks that cache: here {_versus(m, gqa, mha, names)}."
     )
+    detail = (
+        f"One grouped-query step ({gqa.label}) takes {_say(fdecode.step_time(m, gqa))} per "
+        f"layer, reading its {_say(fdecode.cache_size(gqa))} cache at "
+        f"{_say(fdecode.read_rate(m, gqa), False)}"
+        + (f", {_say(share, False)} of the copy bandwidth" if share else "")
+        + f". {_versus(m, gqa, mha)}."
+    )
+    return claims.opening(claim, steps, detail)
 
 
 # --- the base point: table, claims, roofline -------------------------------------------------
@@ -100,7 +106,8 @@ def steps_table(steps: Sourced, ceilings: Sourced | None = None) -> str:
     )
     s = found[0].shape
     what = f"One decode step per layer: batch {s.batch_size}, {s.num_heads} heads, cache {s.keys:,}, head_dim {s.head_dim}, {s.dtype}."
-    return captioned_table(header, rows, "", steps, what)
+    layers = "Each point cycles through enough caches (“layers”) to read at least working_set_mb, as a model reads every other layer's cache between two visits to one."
+    return captioned_table(header, rows, "", steps, f"{what} {layers}")
 
 
 def bandwidth_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
@@ -131,11 +138,10 @@ def bandwidth_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
 
 # What a speed-up short of its byte ratio, or beyond it, says.
 SIDES = {
-    "short": "gained less than that in every round: the fewer bytes a step reads, the more of "
-    "its time is something the bytes do not explain; what it is, is not measured here (a fixed "
-    "cost per step would do it)",
-    "beyond": "gained more than that in every round: a smaller cache can sit in a faster level "
-    "of memory (which one is not measured here)",
+    "short": "gained less than that in every round. So something other than bytes takes a "
+    "larger share of a smaller step's time; this page does not measure what",
+    "beyond": "gained more than that in every round. A smaller cache can sit in a faster level "
+    "of memory; which one is not measured here",
 }
 
 
@@ -144,16 +150,18 @@ def _bytes_tests(m, base, others) -> str:
     tests = [t for t in (fdecode.bytes_test(m, base, p) for p in others) if t is not None]
     if not tests:
         return ""
-    said = words.series(f"{t.fewer.label} reads {_say(t.bytes_ratio, False)} fewer" for t in tests)
+    said = words.series(
+        f"{t.fewer.label} reads {_say(t.bytes_ratio, False)} fewer bytes" for t in tests
+    )
     parts = [
         f"{words.series(names)} {text}"
         for side, text in SIDES.items()
         if (names := [t.fewer.label for t in tests if t.side == side])
     ]
-    verdict = "; ".join(parts) or "each speed-up holds its byte ratio within the rounds' range"
+    verdict = ". ".join(parts) or "Each speed-up holds its byte ratio within the rounds' range"
     return (
-        f" If bytes alone set the pace, each speed-up over {base.label} would be its byte "
-        f"ratio ({said} bytes); {verdict}."
+        f" If bytes alone set the pace, each speed-up over {base.label} would equal its byte "
+        f"ratio: {said}. {verdict}."
     )
 
 
@@ -178,9 +186,10 @@ def sdpa_ops_note(steps: Sourced) -> str:
     """What SDPA ran for each variant, and whether it copied k/v for the grouped ones."""
     ops: dict[str, list[str]] = steps.measurement.facts.get("sdpa_ops") or {}
     copy = "aten::repeat_interleave"
-    ran = "; ".join(
-        f"{v}: " + ", ".join(f"`{n}`" for n in names if n != copy) for v, names in ops.items()
-    )
+    by_ops: dict[str, list[str]] = {}  # the ops SDPA ran, said once for the variants that ran them
+    for v, names in ops.items():
+        by_ops.setdefault(", ".join(f"`{n}`" for n in names if n != copy), []).append(v)
+    ran = "; ".join(f"{said} for {words.series(vs)}" for said, vs in by_ops.items())
     copied = [v for v, names in ops.items() if copy in names]
     return f"What `scaled_dot_product_attention` ran here: {ran}. " + (
         f"For {words.series(copied)} it also ran `{copy}`: it copies each k/v head once per "
@@ -201,8 +210,7 @@ def repeat_kv_claim(steps: Sourced) -> str:
     """What copying k/v per query head costs against folding the group into rows."""
     m = steps.measurement
     return (
-        "Repeating the k/v heads with `repeat_interleave` writes, then reads again, a copy of "
-        "the cache per query head — the bytes grouped-query attention saved. "
+        "Against repeating the k/v heads with `repeat_interleave`: "
         + "; ".join(_versus(m, a, b) for a, b in _repeat_pairs(m))
         + "."
     )
@@ -297,9 +305,8 @@ def cache_claim(steps: Sourced, ceilings: Sourced | None = None) -> str:
     last = [fdecode.cache_series(m, v)[-1] for v in fdecode.VARIANTS]
     reads = [f"{p.variant} {_say(s, False)}" for p in last if (s := fdecode.copy_share(m, p, c))]
     text = (
-        f"{ranked} Over the longer half of the caches the log-log slopes (its range from the times' intervals) are "
-        f"{words.series(slopes)}; a slope of 1 is a time proportional to the cache, as its bytes "
-        "and its FLOPs both are."
+        f"{ranked} Over the longer half of the caches the log-log slopes are "
+        f"{words.series(slopes)} (each range from the times' intervals)."
     ).strip()
     if not reads:
         return text
@@ -344,9 +351,8 @@ def batch_claim(steps: Sourced) -> str:
     if flat is None:
         return f"{text} The time per token still falls beyond the noise at the largest batch."
     return text + (
-        f" On {m.provenance.device.label}, from batch {flat.shape.batch_size} on no larger "
-        "batch decodes a token faster beyond the noise: each sequence brings its own cache, so once the step reads at the memory's "
-        "pace a larger batch only adds bytes."
+        f" From batch {flat.shape.batch_size} on, no larger batch decodes a token faster beyond "
+        "the noise: each sequence brings its own cache, so a larger batch reads more bytes."
     )
 
 
@@ -389,8 +395,12 @@ def prefill_claim(pvd: Sourced, ceilings: Sourced | None = None) -> str:
     return text + (
         f" At the copy bandwidth its bytes take {_say(s.bytes_share)} of decode's time; "
         f"{m.params['prompt_len']} steps on a one-token cache "
-        f"({_say(fdecode.mode_time(m, fdecode.FLOOR), False)} each) take {_say(s.steps_share)}. Here most "
-        f"of decode's time is {'taking a step' if s.steps_dominate else 'the bytes re-read at every step'}."
+        f"({_say(fdecode.mode_time(m, fdecode.FLOOR), False)} each) take {_say(s.steps_share)}. "
+        + (
+            "Here taking a step costs decode more than its bytes do."
+            if s.steps_dominate
+            else "Here the bytes re-read at every step cost decode more than taking a step does."
+        )
     )
 
 
@@ -436,12 +446,10 @@ def gpu_forecast(entries: list[Sourced], pvd: Sourced) -> str:
         "Every step below is bound by HBM bandwidth"
         + ("" if fdecode.memory_bound_everywhere(gpu) else " except where the FLOP floor is longer")
         + f": its intensity stays under the ridge ({_say(fdecode.gpu_ridge(gpu))}) at any batch, as "
-        "each sequence brings its own cache; only more new tokens per step (speculative "
+        "each sequence brings its own cache. Only more new tokens per step (speculative "
         f"decoding) raise it. Launches: {fdecode.host_bound([k.forecast for *_, k in floors], host)} "
         f"of the {len(floors)} floors are shorter than this CPU's eager step with one cached "
-        f"token ({_say(host, False)}, nearly all per-op host work: Python, dispatch, "
-        "allocation). That is a stand-in, not a GPU host's cost: a GPU machine's CPU runs the "
-        "same ops and adds a kernel launch to each, and neither is measured here. CUDA graphs "
+        f"token ({_say(host, False)}, with almost nothing to read). CUDA graphs "
         '(`torch.compile(mode="reduce-overhead")`) replay a captured step without that Python '
         "and launch work. Parallelism: one thread block per "
         "sequence and k/v head leaves SMs idle below the batches listed; FlashAttention 2 then "
@@ -450,7 +458,9 @@ def gpu_forecast(entries: list[Sourced], pvd: Sourced) -> str:
     )
     model = (
         "Floor: the K/V cache, queries and outputs moved once at the data sheet's bandwidth "
-        "(analytic.gpu.decode_step); launches, L2 and clocks not modelled. Blocks and splits: "
+        "(analytic.gpu.decode_step); launches, L2 and clocks not modelled. Launches: this CPU's "
+        "eager step is a stand-in, not a GPU host's cost: a GPU machine's CPU runs the same ops "
+        "and adds a kernel launch to each, and neither is measured here. Blocks and splits: "
         "FlashAttention 2's published rule (flash_api.cpp: groups folded into rows, two "
         f"128-thread blocks per SM on {gpu.sm_count} SMs, split when they fill under four fifths)."
     )

@@ -40,39 +40,30 @@ def cited(key: str) -> str:
 # --- the finding ---------------------------------------------------------------------------
 
 
-def finding(flash: Sourced, times: Sourced, times_by_device: Sequence[Sourced]) -> str:
-    """The chapter's finding in three sentences: memory, time, and the GPU forecast."""
+def finding(flash: Sourced, times: Sourced) -> str:
+    """The chapter's opening: what tiling did to the forward's peak memory; the forward
+    times, tiled and fused against naive, go in its caption."""
     m, t = flash.measurement, times.measurement
     f = fflash.finding(m, t)
-    box = fflash.gpu_forecast([s.measurement for s in times_by_device])
-    l2 = (
-        f", and {fact(box.fewer_bytes.forecast)} if every re-read hits the L2 cache, an "
-        "assumption: L2 hits are not measured here"
-        if box.l2_serves_rereads
-        else ""
-    )
-    forecast = (
-        f"On an {gpu.sheet().label} the fused kernel would move "
-        f"{fact(box.fewer_bytes_from_hbm.forecast)} fewer bytes through HBM than naive "
-        f"attention at {gpu.FORECAST_SHAPE.text()} with every K and V re-read from HBM{l2}; "
-        "both are forecasts from the data sheet, checked below when the store holds that GPU."
-    )
     if f is None:
-        return "Naive attention or the tiled loop did not run on this device. " + forecast
+        return claims.opening(
+            "Naive attention or the tiled loop did not run on this device.", flash
+        )
     shape, tiled, sdpa = fwd.Shape.of(m.params), f[fwd.TILED], f.get(fwd.SDPA_FLASH)
-    speeds = ""
+    detail = f"Naive attention's peak is {fact(tiled.less_memory)} the tiled loop's."
     if tiled.forward and sdpa and sdpa.forward:
-        speeds = (
-            "Run as one eager PyTorch op per line, "
-            f"{cmp.speedup(t, fwd.TILED, fwd.NAIVE, shape)}; fused into one kernel "
-            f"(SDPA's flash backend), {cmp.speedup(t, fwd.SDPA_FLASH, fwd.NAIVE, shape)}. "
+        detail += (
+            f" Forward time, unprofiled: as one eager PyTorch op per line, "
+            f"{cmp.speedup(t, fwd.TILED, fwd.NAIVE, shape)}; fused into one kernel (SDPA's "
+            f"flash backend), {cmp.speedup(t, fwd.SDPA_FLASH, fwd.NAIVE, shape)}."
         )
     where = "GPU" if m.device_kind == "cuda" else "CPU"
-    return (
-        f"Computing attention one tile at a time cut the forward's peak memory from "
-        f"{fact(f[fwd.NAIVE].peak)} to {fact(tiled.peak)} "
-        f"({fact(tiled.less_memory, emphasis=True)} less) at {shape.text()} on this {where}. "
-        f"{speeds}{forecast}"
+    return claims.opening(
+        f"On this {where}, computing attention one tile at a time cut the forward's peak "
+        f"memory from {fact(f[fwd.NAIVE].peak, with_spread=False)} to "
+        f"{fact(tiled.peak, with_spread=False)}.",
+        flash,
+        detail,
     )
 
 
@@ -92,7 +83,7 @@ def what_to_do(flash: Sourced, times: Sourced) -> str:
         if tiled.forward and sdpa and sdpa.forward
         else "",
         "Write your own kernel only for what SDPA and FlexAttention cannot express: the "
-        "Triton kernel above is the starting point, timed beside SDPA.",
+        "Triton kernel above, checked against SDPA, is a starting point.",
     )
 
 
@@ -269,9 +260,8 @@ def memory_claim(m: Measurement) -> str:
     if g.loop_above_naive:
         lengths = words.series(str(n) for n in g.loop_above_naive)
         text += (
-            f" At seq_len {lengths} the loop's peak is above naive's: there the score matrix "
-            "it avoids is smaller than what the loop allocates around its tiles (this page does "
-            "not break the peaks down by tensor)."
+            f" At seq_len {lengths}, where the score matrix it avoids is small, the loop's "
+            "peak is above naive's."
         )
     return text
 
@@ -385,21 +375,22 @@ def causal_claim() -> str:
 def fa2_papers() -> str:
     """What the FlashAttention 2 paper reports, cited as published."""
     return (
-        f"FlashAttention reached {cited('fa1-a100-share')} of an A100's peak FLOP/s; "
-        f"FlashAttention 2 ({cite('dao2023')}) reached {cited('fa2-a100-share')}, about "
-        f"{cited('fa2-speedup')} faster, by changing three things this chapter's loop already "
-        "does (the paper's figures, not measured here)."
+        f"The FlashAttention 2 paper ({cite('dao2023')}) reports {cited('fa2-a100-share')} of "
+        f"an A100's peak FLOP/s against FlashAttention's {cited('fa1-a100-share')}, about "
+        f"{cited('fa2-speedup')} faster (its figures, not measured here). It changed three "
+        "things that this chapter's loop already does:"
     )
 
 
 def fa3_papers() -> str:
     """What the FlashAttention 3 paper reports, cited as published."""
     return (
-        f"On an H100 FlashAttention 2 reaches {cited('fa2-h100-share')} of peak "
-        f"({cite('shah2024')}); FlashAttention 3 is {cited('fa3-speedup')} faster in FP16, up "
-        f"to {cited('fa3-fp16')} ({cited('fa3-fp16-share')} of peak), and close to "
-        f"{cited('fa3-fp8')} in FP8 with {cited('fa3-fp8-error')} lower error than a baseline "
-        "FP8 attention (the paper's figures, not measured here)."
+        f"The FlashAttention 3 paper ({cite('shah2024')}) reports, on an H100, "
+        f"{cited('fa3-speedup')} FlashAttention 2's speed in FP16: up to {cited('fa3-fp16')} "
+        f"({cited('fa3-fp16-share')} of peak), where FlashAttention 2 reaches "
+        f"{cited('fa2-h100-share')}. In FP8 it reports close to {cited('fa3-fp8')}, with "
+        f"{cited('fa3-fp8-error')} lower error than a baseline FP8 attention. These are the "
+        "paper's figures, not measured here."
     )
 
 

@@ -29,21 +29,34 @@ def _headline(m: Measurement, t: Measurement) -> tuple:
 
 
 def finding(fm: Sourced, times: Sourced) -> str:
-    """Causal FlexAttention against SDPA, its fallback, and what sparsity bought."""
+    """The chapter's opening: compiled FlexAttention against SDPA's causal call, and what the
+    unfused fallback costs; the times and their ranges go in its caption."""
     m, t = fm.measurement, times.measurement
-    causal, s, here = _headline(m, t)
-    (narrow, narrow_share, _), (wide, wide_share, _) = s.points[0], s.points[-1]
-    versus = speedup(t, here.sdpa, fwd.FLEX, here.shape) if here else "SDPA did not run here"
-    fallback = words.fact(causal.fallback) if causal.fallback else "—"
-    return (
-        f"On {m.provenance.device.label}, at {fflex.shape(m).text()}, with the mask given as "
-        f"SDPA's `is_causal=True`: {versus}. Called without `torch.compile`, `flex_attention` "
-        f"falls back to an unfused path that takes {fallback}, "
-        f"{_ratio(causal.versus_fallback)} the compiled time. A sliding window of {narrow} "
-        f"tokens computes {words.fact(narrow_share)} of the tiles, one of the whole sequence "
-        f"({wide} tokens) {words.fact(wide_share)}; the whole sequence's time ÷ the narrow "
-        f"window's: {_ratio(s.narrow_vs_wide)}."
+    causal, _, here = _headline(m, t)
+    kernel = " in one fused kernel" if fflex.fused(m) else ""
+    claim = f"Compiled, FlexAttention runs a causal mask{kernel}"
+    claim += (
+        f", and {speedup(t, here.sdpa, fwd.FLEX, here.shape, with_spread=False)}"
+        if here
+        else " (SDPA did not run here)"
     )
+    detail = []
+    if here:
+        detail.append(
+            f"FlexAttention's time ÷ SDPA's (<code>is_causal=True</code>, {here.sdpa}, from the "
+            f"site's forward-time table): {_ratio(here.versus)}."
+        )
+    if causal.fallback:
+        fact, _ = causal.versus_fallback
+        claim += (
+            "; without `torch.compile`, FlexAttention's unfused fallback took "
+            f"{words.fact(fact, with_spread=False)} the compiled time"
+        )
+        detail.append(
+            f"Unfused fallback: {words.fact(causal.fallback)}, "
+            f"{_ratio(causal.versus_fallback)} the compiled time."
+        )
+    return claims.opening(f"{claim}.", fm, " ".join(detail))
 
 
 def what_to_do(fm: Sourced, times: Sourced) -> str:
@@ -74,7 +87,7 @@ def ran(fm: Sourced) -> str:
     what = "a generated, fused kernel" if fflex.fused(m) else "the unfused fallback's ATen ops"
     if inside := words.series(f"`{n}`" for n in machinery):
         names += f", inside torch.compile's own ranges ({inside})"
-    return f"Under the profiler, on {m.provenance.device.label}, the compiled call ran {what}: {names}."
+    return f"Under the profiler, the compiled call ran {what}: {names}."
 
 
 def timeline(fm: Sourced) -> str:
@@ -111,10 +124,10 @@ def mask_table(fm: Sourced, times: Sourced) -> str:
         for x in fflex.masks(fm.measurement, times.measurement)
     ]  # fmt: skip
     header = ["Mask", "Compiled", "Unfused fallback", "SDPA + dense mask", "Fallback ÷ compiled", "SDPA + dense ÷ compiled"]  # fmt: skip
-    note = "\n\nCompiled: the causal mask's time is the FlexAttention row of the site's forward-time table; the sliding window's is the sparsity sweep's point at that width."
-    what = "One forward per mask, unprofiled. The fallback and SDPA were timed in interleaved rounds, with the compiled kernel of every mask but the two whose compiled times come from other runs (above). Each time is its rounds' lower quartile; a ratio's range pairs the ends of the two times' ranges."
-    table = markdown_table(header, rows, "lrrrrr") + note + whole_window_note(fm, times)
-    return f"{table}\n\n{caption_html(fm, what)}"
+    how = "The fallback and SDPA were timed in interleaved rounds, with the compiled kernel of every mask but two whose compiled times come from other runs: the causal mask's is the FlexAttention row of the site's forward-time table, the sliding window's the sparsity sweep's point at that width. Each time is its rounds' lower quartile; a ratio's range pairs the ends of the two times' ranges."
+    detail = f"{how} {whole_window_note(fm, times)}"
+    table = markdown_table(header, rows, "lrrrrr")
+    return f"{table}\n\n{caption_html(fm, 'One forward per mask, unprofiled.', detail=detail)}"
 
 
 def whole_window_note(fm: Sourced, times: Sourced) -> str:
@@ -124,12 +137,12 @@ def whole_window_note(fm: Sourced, times: Sourced) -> str:
         return ""
     window, specialised, generic = found
     return (
-        f" The sweep's {window}-token window, the whole sequence, computes the causal mask's "
+        f"The sweep's {window}-token window, the whole sequence, computes the causal mask's "
         f"tiles: {words.fact(specialised)} against the causal row's {words.fact(generic)}. "
-        "Three things differ, and this page does not separate them: the "
-        "forward-time table compiles one shape-generic kernel for its whole grid "
-        "(`dynamic=True`), the sweep one for this shape alone; the sweep's `mask_mod` also "
-        "checks the window; and the two were timed in different processes."
+        "Three things differ, and this page does not separate them: the forward-time table "
+        "compiles one shape-generic kernel for its whole grid (<code>dynamic=True</code>), the "
+        "sweep one for this shape alone; the sweep's mask_mod also checks the window; and the "
+        "two were timed in different processes."
     )
 
 
@@ -191,10 +204,9 @@ def sparsity_claim(fm: Sourced) -> str:
         pair = words.fact_span(s.ratio[0].quantity.id, words.speed(s.ratio[1], narrow, wide))
         said.append(f"{tiles} {_tiles(s.narrow_tiles)}, yet {pair}")
     return (
-        f"On {m.provenance.device.label}, timed in the same rounds, the time does not follow "
-        f"the tiles: {'; '.join(said)}. So here the BlockMask's tiles do not set the time on "
-        "their own; what else does (how this device's kernel walks a tile, what a partial "
-        "tile costs on it) is not measured on this page."
+        f"Timed in the same rounds, the time does not follow the tiles here: {'; '.join(said)}. "
+        "So the BlockMask's tiles do not set the time on their own. What else does (how this "
+        "device's kernel walks a tile, what a partial tile costs) is not measured on this page."
     )
 
 

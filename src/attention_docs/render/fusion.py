@@ -51,21 +51,23 @@ def _peaks(m: Measurement, backends: Measurement) -> tuple[dict[str, float], str
 
 
 @on_one_device
-def finding(fk: Measurement, times: Sourced, backends: Measurement) -> str:
-    """The chapter's finding: what compiling bought here and what it cost, what it leaves in
-    memory, and what it saves on the forecast GPU."""
-    shape, t = Shape.of(fk.params), times.measurement
+def finding(kernels: Sourced, times: Sourced, backends: Measurement) -> str:
+    """The chapter's opening: what compiling bought here; the compile's cost, the N×N matrix
+    it keeps and what fusion saves on the forecast GPU go in its caption."""
+    fk, t = kernels.measurement, times.measurement
+    shape = Shape.of(fk.params)
     where = "this GPU" if fk.device_kind == "cuda" else "this CPU"
-    cold, repaid, (compiled_peak, sdpa, sdpa_peak) = _costs(fk, times.measurement, backends)
+    cold, repaid, (compiled_peak, sdpa, sdpa_peak) = _costs(fk, t, backends)
     saved = fcompile.bytes_saved(sheet(FORECAST_GPU), FORECAST_SHAPE)
-    return (
-        f"On {where}, at {shape.text()}, {cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape)}; the "
-        f"cold compile took {words.fact(cold, emphasis=True)}, {repaid}. Fusion keeps the N×N matrix: the compiled forward peaks at "
-        f"{compiled_peak}, {sdpa} at {sdpa_peak}. On an "
-        f"{sheet(FORECAST_GPU).label} the saving is bandwidth: fusing scale, mask and softmax "
-        f"spares {words.fact(saved)} of HBM traffic per forward at {FORECAST_SHAPE.text()} "
-        "(a forecast from the data sheet)."
+    speedup = cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape, with_spread=False)
+    detail = (
+        f"Unprofiled, {cmp.speedup(t, fwd.COMPILED, fwd.NAIVE, shape)}. The cold compile took "
+        f"{words.fact(cold)}, {repaid}. Fusion keeps the N×N matrix: the compiled forward peaks "
+        f"at {compiled_peak}, {sdpa} at {sdpa_peak}. On an {sheet(FORECAST_GPU).label} at "
+        f"{FORECAST_SHAPE.text()}, fusing scale, mask and softmax spares {words.fact(saved)} of "
+        "HBM traffic per forward (a forecast from the data sheet)."
     )
+    return claims.opening(f"On {where}, at seq_len {shape.seq_len:,}, {speedup}.", kernels, detail)
 
 
 def _costs(fk: Measurement, t: Measurement, backends: Measurement) -> tuple:
@@ -201,7 +203,11 @@ def speed_memory_table(sourced: Sourced, times: Sourced, backends: Sourced) -> s
                      stated(m, "peak memory in N×N matrices", name, peak / per_matrix, "×")])  # fmt: skip
     header = ["Implementation", "Forward time (unprofiled)", f"vs {fwd.NAIVE}",
               "Peak memory (counted)", "Peak ÷ one N×N"]  # fmt: skip
-    what = "Peak memory of one forward; times are forward_times' rows."
+    what = (
+        "Times: forward_times' rows (unprofiled, in interleaved rounds). Peak memory of one "
+        "forward: fusion_kernels' for eager and compiled, sdpa_backends' for the backend SDPA "
+        "picks by itself at this shape."
+    )
     return captioned_table(header, rows, "lrrrr", sourced, what)
 
 
@@ -226,8 +232,8 @@ def fusion_forecast(each_device: list[Sourced]) -> str:
         gpu,
         rows,
         shape=shape,
-        lead=f"On an {gpu.label} the element-wise passes are bound by HBM bandwidth, so what "
-        "fusion saves there is their bytes.",
+        lead=f"On an {gpu.label} the three element-wise passes do almost no arithmetic per byte, "
+        "so each is bound by HBM bandwidth: what fusion saves there is their bytes.",
         model="Each kernel's floor is max(FLOPs ÷ peak, bytes ÷ HBM bandwidth); the fused kernel "
         "reads the scores once and writes the probabilities once. Launches and caches are not "
         f"modelled: a forecast is a floor. A realistic range divides each floor by the "

@@ -122,8 +122,8 @@ def scratch_claim(m: Measurement) -> str:
             isa = f" (at the instruction-set level oneDNN calls “{p.isa}”)" if p.isa else ""
             text += (
                 f" In {p.dtype}, {_backend(p)}{isa} allocates scratch per call and frees it before "
-                f"returning ({where}); at the peak it adds {fact(p.scratch_at_peak)}, so the peak "
-                f"is {fact(p.measured)} while the tensors alone, {fact(p.tensors)}, still match the model."
+                f"returning ({where}). At the peak it adds {fact(p.scratch_at_peak)}: the peak is "
+                f"{fact(p.measured)}, while the tensors alone, {fact(p.tensors)}, still match the model."
             )  # fmt: skip
     return text.strip()
 
@@ -162,9 +162,9 @@ def oom_claim(m: Measurement) -> str:
     if ran:
         same = "equals the model's to the byte" if fmemory.peaks_to_the_byte(ran) else "is the model's times the ratio in the table"  # fmt: skip
         text += (
-            f" Where the forward ran, the measured peak {same}; its N×N part (two matrices and "
-            f"the mask) is {fact(ran[0].nxn)} of it at seq_len {ran[0].seq_len:,} and "
-            f"{fact(ran[-1].nxn)} at {ran[-1].seq_len:,} — the output, which grows like N, is the rest."
+            f" Where the forward ran, the measured peak {same}. Its N×N part (two matrices and "
+            f"the mask) grows from {fact(ran[0].nxn)} of it at seq_len {ran[0].seq_len:,} to "
+            f"{fact(ran[-1].nxn)} at {ran[-1].seq_len:,}; the output, which grows like N, is the rest."
         )  # fmt: skip
     first = m.facts["first_out_of_memory_seq_len"]
     if first is not None:
@@ -172,26 +172,27 @@ def oom_claim(m: Measurement) -> str:
     return text
 
 
-def finding(m: Measurement) -> str:
-    """The chapter's finding: the peak and what it is made of, what a backend's scratch adds in
-    the other dtype, and where naive attention runs out on the forecast GPU."""
+def finding(sourced: Sourced) -> str:
+    """The chapter's opening: how many N×N matrices are live at once and the peak that makes;
+    in its caption, one matrix's size and what a backend's scratch adds in the other dtype."""
+    m = sourced.measurement
     here, s, parts = _here(m), fmemory.shape(m), fmemory.matrices(m)
-    match = "exactly the model's prediction" if here.matches_model else f"the model's {fact(here.model)} plus scratch"  # fmt: skip
-    text = (
-        f"One naive forward at {s.text()} peaks at {fact(here.measured, emphasis=True)} above its "
-        f"inputs ({m.provenance.device.label}): {fact(parts.live_at_once)} N×N matrices of "
-        f"{fact(fmemory.matrix(s))} live at once, plus the mask and the output — {match}."
+    match = "exact to the byte" if here.matches_model else "once the backend's scratch is added"
+    claim = (
+        f"One naive forward keeps at most {fact(parts.live_at_once, with_spread=False)} N×N "
+        f"matrices live at once, so a formula from the shapes predicts its peak: "
+        f"{fact(here.measured, with_spread=False)} above the inputs here, {match}."
+    )
+    detail = (
+        f"One N×N matrix is {fact(fmemory.matrix(s))}; the peak adds the bool mask and the output."
     )
     for p in fmemory.dtype_peaks(m):
         if p.dtype != here.dtype and p.scratch_at_peak.value:
-            text += f" In {p.dtype} the matmul runs in {_backend(p)}, whose scratch adds {fact(p.scratch_at_peak)} to the peak: the tensors alone still match the model."  # fmt: skip
+            matmul = f"{p.backend} {p.kernel}" if p.kernel else p.backend
+            detail += f" In {p.dtype} the matmul runs in {matmul}, whose scratch adds {fact(p.scratch_at_peak)} to the peak: the tensors alone still match the model."  # fmt: skip
         elif p.dtype != here.dtype:
-            text += f" In {p.dtype} no backend adds scratch at the peak: the model is exact there too."  # fmt: skip
-    longest = fmemory.longest_forecast(gpus.sheet())
-    return text + (
-        f" On an {gpus.sheet().label} ({fmemory.FORECAST_BASE}; a forecast from its data sheet), "
-        f"naive attention runs out of memory past about {fact(longest, emphasis=True)}."
-    )
+            detail += f" In {p.dtype} no backend adds scratch at the peak: the model is exact there too."  # fmt: skip
+    return claims.opening(claim, sourced, detail)
 
 
 def what_to_do(m: Measurement) -> str:

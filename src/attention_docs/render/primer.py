@@ -19,30 +19,28 @@ from attention_docs.render.tables import measurement_of as _m
 fact = words.fact
 
 
-def finding(first: Sourced, overhead: Sourced, sweep: Sourced, times: Sourced) -> str:
-    """The chapter's finding: the first call, the profiler's cost per event, the floor."""
-    calls = fprimer.first_calls(_m(first), _m(times))
-    plain = fprimer.overhead(_m(overhead))[0]
-    size = fprimer.size_sweep(_m(sweep))
-    cost = (
-        f"recording one event cost the profiler about {fact(plain.per_event, with_spread=False)}"
-        if plain.per_event
-        else "the profiler's cost per event was within the noise of this run"
+def finding(first: Sourced) -> str:
+    """The chapter's opening: the first profiled call of a fresh process against the settled
+    calls of the same session; the settled calls' time and the ranges in its caption."""
+    calls = fprimer.first_calls(_m(first))
+    than = calls.first_over_settled
+    claim = f"In a fresh process, the first profiled call took {fact(calls.cold[0])}, " + (
+        f"{fact(than, with_spread=False)} the calls after it had settled: a profile's first "
+        "step lies."
+        if than
+        else "within the range of the calls after it."
     )
-    return (
-        f"On {_m(first).provenance.device.label}, the first profiled call of a fresh process "
-        f"took **{fact(calls.cold[0])}**, {fact(calls.first_vs_warm, with_spread=False)} the "
-        f"unprofiled warm forward; {cost}; and a `torch.add` pays a fixed "
-        f"{fact(size.floor, with_spread=False)} per call, more than its bytes cost until it "
-        f"moves about {fact(size.crossover)}."
+    detail = f"Settled calls: the session's second half, {fact(calls.settled)}." + (
+        f" The first call over them: {fact(than)}." if than else ""
     )
+    return claims.opening(claim, first, detail)
 
 
-def first_calls(sourced: Sourced, times: Sourced) -> str:
+def first_calls(sourced: Sourced) -> str:
     """Each call's profiled wall time and page faults in the cold and the second session; then
-    the first call against the settled ones and the unprofiled forward, and what the
-    profiler's start-up and the forward's cold start each account for."""
-    f = fprimer.first_calls(sourced.measurement, _m(times))
+    the first call against the settled ones, and what the profiler's start-up and the
+    forward's cold start each account for."""
+    f = fprimer.first_calls(sourced.measurement)
     cells = zip(f.cold, f.again, f.cold_faults, f.again_faults, strict=True)
     rows = [(i, *r) for i, r in enumerate(cells, 1)]
     header = (
@@ -53,13 +51,12 @@ def first_calls(sourced: Sourced, times: Sourced) -> str:
     than = fact(f.first_over_settled, with_spread=False) if f.first_over_settled else None
     return (
         f"{table}\n\nThe first call took **{fact(f.cold[0])}**, {than or 'within the range of'} "
-        f"the settled calls ({fact(f.settled)}, the session's second half) and "
-        f"{fact(f.first_vs_warm)} the unprofiled warm forward ({fact(f.warm)}). In a second "
+        f"the settled calls ({fact(f.settled)}, the session's second half). In a second "
         f"session, with the forward warm, the first call took {fact(f.again[0])}: "
         + (
             f"{fact(f.startup)} more than its settled calls, the profiler's own start-up."
             if f.startup
-            else "no slower than every settled call, so the profiler's own start-up did not show."
+            else "no slower than the slowest settled call, so the profiler's own start-up did not show."
         )
         + (
             f" The cold session's first call took **{fact(f.cold_start)}** longer than the "
@@ -81,10 +78,8 @@ def faults(sourced: Sourced, times: Sourced) -> str:
     if found is None:
         return "This run recorded no page-fault counts."
     rows = [(g.faults, g.calls, g.cost, g.share, LEVELS[g.level]) for g in found.groups]
-    header = (
-        "Faults per call | Calls | Their cost (unprofiled) | Of the unprofiled forward | Allocation"
-    )
-    what = "Minor page faults of every profiled call, both sessions, in groups; cost unprofiled."
+    header = "Faults per call | Calls | At the fresh-page price | ÷ the unprofiled forward | Of such a call"
+    what = "Minor page faults of every profiled call, both sessions, in groups, priced at the cost of a fresh page (unprofiled)."
     table = captioned_table(header, rows, "rrrrl", sourced, what)
     groups = words.series(f"{fact(g.faults)} faults in {fact(g.calls)} calls" for g in found.groups)
     if found.distribution.multimodal:
@@ -98,9 +93,10 @@ def faults(sourced: Sourced, times: Sourced) -> str:
             f"within noise of writing to a mapped one, so what the faults cost is not measured."
         )
     return text + (
-        f"A fresh page costs {fact(found.page_cost)} here: one byte written per page of a "
-        f"freshly mapped {buffer} buffer against the same writes to a mapped one, both "
-        f"unprofiled. The table prices each group with it."
+        f"A fresh page costs {fact(found.page_cost)} here, timed apart from any forward: one "
+        f"byte written per page of a freshly mapped {buffer} buffer against a mapped one. The "
+        "table prices each group at that rate; faults inside a call may cost otherwise (each "
+        "call's time is above)."
     )
 
 
@@ -200,8 +196,10 @@ def overhead(sourced: Sourced, times: Sourced) -> str:
     )
     forward = forward_time(_m(times), NAIVE, Shape.of(sourced.measurement.params))
     return f"{table}\n\n{text}" + (
-        f" For scale, the unprofiled forward takes {fact(forward)}. An op shorter than the "
-        f"per-event cost is mostly profiler in a profile."
+        " The profiles above ran in other processes: only these rounds measure the profiler's "
+        "cost ([why](../method.md#reproducible-and-checked)). For scale, the unprofiled forward "
+        f"takes {fact(forward)}. An op shorter than the per-event cost is mostly profiler in a "
+        "profile."
     )
 
 
@@ -228,14 +226,15 @@ def size_sweep_figure(sourced: Sourced) -> str:
     )
 
 
-def what_to_do(first: Sourced, sweep: Sourced, times: Sourced) -> str:
+def what_to_do(first: Sourced, sweep: Sourced) -> str:
     """What the chapter's numbers mean for your own profiles, each backed by the page."""
-    calls = fprimer.first_calls(_m(first), _m(times))
+    calls = fprimer.first_calls(_m(first))
     size = fprimer.size_sweep(_m(sweep))
+    than = calls.first_over_settled
     return claims.what_to_do(
         f"Skip and warm up before you record: the first profiled call of a fresh process "
-        f"took {fact(calls.cold[0])}, {fact(calls.first_vs_warm, with_spread=False)} the "
-        "unprofiled warm forward.",
+        f"took {fact(calls.cold[0])}"
+        + (f", {fact(than, with_spread=False)} the settled calls." if than else "."),
         "Read a profile for structure and shares, and take times from a timer without the "
         "profiler, in interleaved rounds (the [method page](../method.md) says why).",
         f"Make small ops bigger or fewer: each `torch.add` paid {fact(size.floor, with_spread=False)} "

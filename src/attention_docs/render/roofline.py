@@ -2,6 +2,8 @@
 # times, each step's verdict (findings/roofline.py), and the same steps on a GPU's data sheet.
 from __future__ import annotations
 
+from collections import Counter
+
 from attention_docs.findings import roofline as fr
 from attention_docs.findings import steps as fs
 from attention_docs.findings.forecast import check
@@ -44,36 +46,44 @@ def _code(label: str) -> str:
     return f"`{label.removeprefix('attention.')}`"
 
 
-def _qualified(r: fr.Roofline) -> str:
-    if not r.same_bytes:
-        return ""
-    names = words.series(_code(s.step) for s in r.same_bytes)
-    return (
-        f" — though {names} took longer than {_code(r.same_bytes[0].like)}, which moves the same "
-        f"bytes: bandwidth alone does not explain {'them' if len(r.same_bytes) > 1 else 'it'} (below)"
-    )
+_COUNT = ("no", "one", "two", "three", "four", "five")
+
+
+def _tally(noun: str, placed: list[fr.Placed]) -> str:
+    """How a group of steps is bound, in words: "both matmuls are compute-bound", "of the
+    three element-wise steps, one is memory-bound and two are inefficient"."""
+    said = Counter(_verdict(p) for p in placed)
+    if len(said) == 1:
+        every = "both" if len(placed) == 2 else f"all {_COUNT[len(placed)]}"
+        return f"{every} {noun} are {next(iter(said))}"
+    parts = (f"{_COUNT[k]} {'is' if k == 1 else 'are'} {v}" for v, k in said.items())
+    return f"of the {_COUNT[len(placed)]} {noun}, {words.series(parts)}"
 
 
 @on_one_device
-def finding(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced, gpu_times) -> str:
-    """Chapter 03's finding: the verdicts here, and why the score matmuls stay memory-bound
-    on the forecast GPU."""
+def finding(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) -> str:
+    """Chapter 03's opening: what bounds the matmuls and what bounds the element-wise steps,
+    in words; each step's time ÷ floor in the caption under it."""
     r = _roofline(naive, ceilings, times, sweep)
-    g = fs.gpu_steps(gpu_times)
-    groups: dict[str, list[str]] = {}
-    for p in r.placed:
-        groups.setdefault(_verdict(p), []).append(_code(p.step.label))
-    here = "; ".join(f"{k}: {words.series(v)}" for k, v in groups.items())
-    side = "above" if r.cap_above_ridge else "below"
-    gpu_side = "above" if g.cap_above_ridge else "below"
-    return (
-        f"On {_m(naive).provenance.device.label}, each step timed without the profiler in the forward's order "
-        f"is {here}{_qualified(r)}. The ridge here is {fact(r.ridge, with_spread=False)}, and a matmul of naive "
-        f"attention at most reaches {fact(r.cap)}, {side} it. On an {g.gpu.label} in "
-        f"{g.shape.dtype} the data sheet's ridge is {fact(g.ridge)} and the matmuls cannot pass "
-        f"{fact(g.cap)}: {gpu_side} the ridge however long the sequence, which is why fusing the "
-        f"steps, and never writing the N×N scores at all, pays there."
+    matmuls = [p for p in r.placed if p.step.label in MATMULS]
+    others = [p for p in r.placed if p.step.label not in MATMULS]
+    slow = [p for p in others if p.bound.verdict == "inefficient" and p.ratio]
+    claim = f"Here {_tally('matmuls', matmuls)}; {_tally('element-wise steps', others)}."
+    if slow:
+        worst = max(slow, key=lambda p: p.ratio.value)
+        claim += (
+            f" The {worst.step.label.removeprefix('attention.')} step took "
+            f"{fact(worst.ratio, with_spread=False)} its floor at the bandwidth this machine "
+            "reaches at its size."
+        )
+    ratios = words.series(
+        f"{p.step.label.removeprefix('attention.')} {fact(p.ratio)}" for p in r.placed if p.ratio
     )
+    detail = (
+        f"Each step timed without the profiler, in the forward's order, against the roof of "
+        f"the copy that matches its bytes. Time ÷ roofline floor: {ratios}."
+    )
+    return claims.opening(claim, naive, detail)
 
 
 def what_to_do(gpu_times) -> str:
@@ -85,7 +95,7 @@ def what_to_do(gpu_times) -> str:
         f"{fact(g.cap)}, "
         + ("above it." if g.cap_above_ridge else "so their bytes, not their FLOPs, set the floor."),
         "Fuse or remove the element-wise passes first: they do almost no arithmetic per byte, "
-        "so only fewer bytes make them faster ([fusion](06-fusion.md)).",
+        "so faster arithmetic cannot help them ([fusion](06-fusion.md)).",
     )
 
 
@@ -135,10 +145,15 @@ def ceilings_claim(naive: Sourced, ceilings: Sourced, times: Sourced) -> str:
     r = _roofline(naive, ceilings, times)
     dtype = _m(naive).params["dtype"]
     text = (
-        f"This machine's ceilings are **{fact(r.peak)}** ({dtype} matmul) and "
-        f"**{fact(r.bandwidth)}** (large copy). Their ratio, the *ridge point*, is "
+        f"This machine's ceilings are **{fact(r.peak)}** for a {dtype} matmul and "
+        f"**{fact(r.bandwidth)}** for a large copy. Their ratio, the *ridge point*, is "
         f"**{fact(r.ridge)}**: a step that does fewer FLOPs than that per byte it moves cannot "
-        f"keep the arithmetic units busy, whatever the kernel."
+        f"keep the arithmetic units busy."
+    )
+    side = "above" if r.cap_above_ridge else "below"
+    text += (
+        f" However long the sequence, a matmul of naive attention reaches at most "
+        f"{fact(r.cap)}: {side} this ridge."
     )
     if r.small_copy is not None:
         tie = ": within noise of" if r.small_copy_tie else ", beyond the noise of"
@@ -166,13 +181,27 @@ def bound_rules(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Source
         )
     else:
         fixed = "not measured"
-    return (
-        f"A step within **{fact(fr.OVERHEAD)}** of its roofline time is bound by "
-        f"the larger of its two roofline times: **compute** if FLOPs ÷ peak is larger, "
-        f"**memory** if bytes ÷ bandwidth is. Beyond that it reaches under a fifth of what this "
-        f"machine allows and neither ceiling explains it: it is **overhead**-bound when its "
-        f"fixed cost accounts for at least {fact(fr.FIXED)} of its "
-        f"time, and **inefficient** otherwise. Here the fixed cost is {fixed}."
+    text = (
+        f"A step within **{fact(fr.OVERHEAD)}** of its roofline time is held by the ceiling "
+        f"behind the larger of its two roofline times: **compute** or **memory**. Beyond that, "
+        f"neither ceiling explains it. It is **overhead**-bound when its fixed cost is at least "
+        f"{fact(fr.FIXED)} of its time, and **inefficient** otherwise. Here the fixed cost is "
+        f"{fixed}."
+    )
+    if r.small_copy is None:
+        return text
+    small = [p for p in r.placed if p.bandwidth.id == r.small_copy.id]
+    if len(small) == len(r.placed):
+        held = f"Every step here fits the small copy, so each is held to its {fact(r.small_copy)}"
+    elif not small:
+        held = f"No step here fits the small copy: each is held to the large copy's {fact(r.bandwidth)}"
+    else:
+        names = words.series(_code(p.step.label) for p in small)
+        held = f"Here only {names} fit the small copy, at {fact(r.small_copy)}; the others get the large one"
+    return text + (
+        " A step reads what the step before it just wrote, so a copy past every cache would "
+        "hide a slow kernel. Each step is therefore held to the smallest copy that moves about "
+        f"as many bytes or more; a copy moves twice its buffer, reading and writing it. {held}."
     )
 
 
@@ -213,9 +242,9 @@ def verdicts(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) 
     memory = [f"`{p.step.label}`" for p in beat if p.bound.roof == "memory"]
     if memory:
         parts.append(
-            f"{words.series(memory)} moved bytes faster than the large copy in every round: "
-            f"at this size a step's inputs, written by the step before it, can still be in a "
-            f"cache the copy is too large for (the page does not measure which)."
+            f"{words.series(memory)} moved bytes faster, in every round, than the copy the roof "
+            f"takes for {'its' if len(memory) == 1 else 'their'} size: that copy is not the best "
+            f"this machine does there."
         )
     if r.same_bytes:
         parts.append(same_bytes_text(r))
@@ -229,21 +258,19 @@ def verdicts(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) 
 
 def same_bytes_text(r: fr.Roofline) -> str:
     """The memory-side steps slower than one moving the same bytes, with the ops their
-    profile records: what the minimum-bytes model leaves out, said as unmeasured."""
+    profile records, and what the minimum-bytes model leaves out, said as unmeasured."""
     like = _code(r.same_bytes[0].like)
-    slower = words.series(f"{_code(s.step)} {fact(s.ratio)} as long" for s in r.same_bytes)
+    slower = words.series(f"{_code(s.step)} {fact(s.ratio)}" for s in r.same_bytes)
     ops = "; ".join(
         f"{_code(s.step)}: {words.series(f'`{o}`' for o in s.ops)}" for s in r.same_bytes if s.ops
     )
     recorded = f" Inside each range the profile records {ops}." if ops else ""
+    names = words.series(_code(s.step) for s in r.same_bytes)
     return (
-        f"{like} moves the same minimum bytes ({fact(r.same_bytes[0].bytes)}) as the "
-        f"slower steps here, which took {slower}, in every round: the bandwidth {like} reached does "
-        f'not hold them, so their "memory-bound" above says only which roof is nearer.{recorded} '
-        f"The cost model counts one pass over the N×N matrix per step; it does not count the "
-        f"passes the code adds (building a mask, copying before a fill) nor that an "
-        f"exponential costs more than one FLOP. Which of these makes the difference is not "
-        f"measured here."
+        f"{names} {'move' if len(r.same_bytes) > 1 else 'moves'} the same minimum bytes as {like} ({fact(r.same_bytes[0].bytes)}), yet in "
+        f"every round took longer: {slower} its time.{recorded} The cost model counts one pass "
+        f"over the N×N matrix per step. What it leaves out may explain the gap: the passes the "
+        f"code adds (building a mask, copying before a fill) and the cost of an exponential."
     )
 
 
@@ -264,8 +291,8 @@ def gpu_forecast(gpu_times) -> str:
     ]
     lead = (
         f"In {g.shape.dtype}, a matmul of naive attention cannot pass {fact(g.cap)} however long "
-        f"the sequence: below the {g.gpu.label}'s ridge of {fact(g.ridge)}, so even the score "
-        f"matmuls are limited by memory there, and the element-wise steps far more. In float32 "
+        f"the sequence. That is below the {g.gpu.label}'s ridge of {fact(g.ridge)}, so memory "
+        f"limits even the score matmuls there, and the element-wise steps far more. In float32 "
         f"(TF32 off) the ridge drops to {fact(g.ridge_float32)} and the limit to "
         f"{fact(g.cap_float32)}: "
         + ("above it." if g.cap_float32_above_ridge else "still below it.")
@@ -285,9 +312,9 @@ def gpu_forecast(gpu_times) -> str:
 
 @on_one_device
 def roofline_figure(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) -> str:
-    """Log-log roofline: the measured roof, the steps at their unprofiled FLOP/s with the
-    rounds' range as an error bar, the ridge marked; a step without FLOPs listed by its
-    bandwidth instead."""
+    """Log-log roofline: the measured roof (dashed: the small copy's, where steps are held to
+    it), the steps at their unprofiled FLOP/s with the rounds' range as an error bar, the ridge
+    marked; a step without FLOPs listed by its bandwidth instead."""
     r = _roofline(naive, ceilings, times, sweep)
     placed = [p for p in r.placed if p.step.flop_rate and p.step.intensity]
     xs_all = [p.step.intensity.value for p in placed] + [r.ridge.value]
@@ -301,7 +328,13 @@ def roofline_figure(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: So
     ]
     with new_figure(7.0, 4.2) as fig:
         ax = fig.add_subplot()
-        ax.plot(xs, [r.roof.attainable(x) for x in xs], color=INK, lw=1.6, label="measured roof")
+        ax.plot(
+            xs, [r.roof.attainable(x) for x in xs], color=INK, lw=1.6, label="roof (large copy)"
+        )
+        if any(p.bandwidth.id != r.bandwidth.id for p in r.placed):
+            small = r.small_copy.value
+            ax.plot(xs, [min(r.peak.value, small * x) for x in xs], color=INK, lw=1.0, ls="--", label="roof (small copy)")  # fmt: skip
+            alt.append(f"Roof of the small copy, which the steps' bytes fit: {words.value(small, 'B/s')}.")  # fmt: skip
         ax.axvline(r.ridge.value, color=MUTED, lw=0.8, ls=":")
         ridge = f"ridge {words.value(r.ridge.value, 'FLOP/B')}"
         ax.annotate(ridge, (r.ridge.value, r.peak.value), (4, -12), **SMALL, color=MUTED)

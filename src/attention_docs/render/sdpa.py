@@ -24,24 +24,31 @@ def _where(m: Measurement) -> str:
     return "this GPU" if m.device_kind == "cuda" else "this CPU"
 
 
-def finding(backends: Measurement, times: Sourced, why: Measurement) -> str:
-    """The chapter's finding: SDPA's pick here, what it buys over `math`, and the GPU forecast."""
-    rows = {r["backend"]: r for r in backends.tables["backends"].records()}
-    chosen, shape = backends.facts["chosen"], Shape.of(backends.params)
+def finding(backends: Sourced, times: Sourced, why: Measurement) -> str:
+    """The chapter's opening: the backend SDPA ran here and its speed against `math`; the
+    peaks, the variants it picked it for and the GPU forecast go in its caption."""
+    m = backends.measurement
+    rows = {r["backend"]: r for r in m.tables["backends"].records()}
+    chosen, shape = m.facts["chosen"], Shape.of(m.params)
     here, gpu = fsdpa.picks(why), fsdpa.forecast(sheet(FORECAST_GPU), why.params["big_head_dim"])
     default = gpu.picks("default order")
-    others = [name for name, b in default.items() if b != "flash"]
-    peak = "peak memory"
-    return (
-        f"On {_where(backends)}, at {shape.text()}, SDPA runs **`{chosen}`**: "
-        f"{speedup(times, f'SDPA {chosen}', 'SDPA math', shape)}, and it peaks "
-        f"at {stated(backends, peak, f'SDPA {chosen}', rows[chosen]['peak_bytes'], 'B')} of "
-        f"memory against {stated(backends, peak, 'SDPA math', rows['math']['peak_bytes'], 'B')}. "
-        f"Asked about {len(here)} input variants, it picked `{chosen}` for "
-        f"{fsdpa.tally(here, chosen)} of them here. On an {gpu.gpu.label}, torch's rules forecast "
-        f"`flash` for {fsdpa.tally(default, 'flash')} of the {len(gpu.variants)} "
-        f"({fsdpa.tally(gpu.picks('cuDNN first'), 'flash')} when cuDNN comes first): "
-        f"{words.series(others)} go to other kernels there."
+    peaks = ", ".join(
+        f"SDPA {b} {stated(m, 'peak memory', f'SDPA {b}', rows[b]['peak_bytes'], 'B')}"
+        for b in dict.fromkeys((chosen, "math"))
+    )
+    detail = (
+        f"Forward time, unprofiled: {speedup(times, f'SDPA {chosen}', 'SDPA math', shape)}. "
+        f"Peak memory: {peaks}. SDPA picked {chosen} for {fsdpa.tally(here, chosen)} of "
+        f"{len(here)} input variants here; on an {gpu.gpu.label} torch's rules forecast flash "
+        f"for {fsdpa.tally(default, 'flash')} of them "
+        f"({fsdpa.tally(gpu.picks('cuDNN first'), 'flash')} when cuDNN comes first)."
+    )
+    fused = ", which never writes the N×N matrix" if chosen != "math" else ""
+    return claims.opening(
+        f"On {_where(m)} SDPA chose its **`{chosen}`** backend{fused}: "
+        f"{speedup(times, f'SDPA {chosen}', 'SDPA math', shape, with_spread=False)}.",
+        backends,
+        detail,
     )
 
 
@@ -97,8 +104,8 @@ def priority_claim(m: Measurement) -> str:
         chose = f.get("set_priority_math_first")
         follows = "follows the order" if chose == "math" else "keeps a fixed order of its own"
         parts.append(
-            f"`sdpa_kernel(backends, set_priority=True)` reorders it; asked to try `math` first "
-            f"with every backend allowed, SDPA on {where} dispatched to `{chose}`: its selector {follows}."
+            f"`sdpa_kernel(backends, set_priority=True)` reorders it. Asked to try `math` first "
+            f"with all allowed, SDPA on {where} dispatched to `{chose}`: its selector {follows}."
         )
     return " ".join(parts)
 

@@ -135,30 +135,20 @@ def seq_len_claim(wall: Sourced, times: Sourced | None = None) -> str:
     )
 
 
-def step_shares_claim(wall: Sourced, name: str) -> str:
-    """Which step is largest over which points — only beyond the noise — and the matmuls'
-    share at the ends of the sweep."""
+def step_shares_table(wall: Sourced, name: str) -> str:
+    """Per profiled point of a sweep: the largest step, named only outside the noise (else the
+    steps tied for it), its share, and the two matmuls' share."""
     m = wall.measurement
-    pts = [p for p in fwall.sweep(m, name) if p.steps]
-    x = X[name]
-    parts = []
-    for lead in fwall.leaders(m, pts, x):
-        where = f"{x.replace('_', ' ')} {words.series(f'{v:,}' for v in lead.xs)}"
-        if lead.step:
-            ends = (lead.shares[0], lead.shares[-1])[: len(lead.shares)]
-            parts.append(
-                f"`{lead.step}` is the largest at {where} ({' to '.join(fact(f) for f in ends)})"
-            )
-        else:
-            parts.append(
-                f"at {where} {words.series(f'`{s}`' for s in lead.tied)} are within noise of each other"
-            )
-    first, last = pts[0], pts[-1]
-    return (
-        "Per step, over the profiled calls: " + "; ".join(parts) + f". The two matmuls take "
-        f"{fact(fwall.matmul_share(m, first))} of the five steps at {x.replace('_', ' ')} "
-        f"{getattr(first.shape, x):,} and {fact(fwall.matmul_share(m, last))} at {getattr(last.shape, x):,}."
-    )  # fmt: skip
+    pts = {getattr(p.shape, X[name]): p for p in fwall.sweep(m, name) if p.steps}
+    rows = [
+        [f"{x:,}", f"`{lead.step}`" if lead.step else "within noise: " + ", ".join(f"`{s}`" for s in lead.tied),
+         share if lead.step else None, fwall.matmul_share(m, pts[x])]
+        for lead in fwall.leaders(m, list(pts.values()), X[name])
+        for x, share in zip(lead.xs, lead.shares, strict=True)
+    ]  # fmt: skip
+    header = [X[name], "Largest step", "Its share", "The two matmuls' share"]
+    what = "Largest of the five profiled steps, beyond the noise of the profiled calls."
+    return captioned_table(header, rows, "rlrr", wall, what)
 
 
 def _change(m: Measurement, a: fwall.Point, b: fwall.Point) -> str:
@@ -176,10 +166,10 @@ def tokens_claim(wall: Sourced) -> str:
     m, a, b = ends
     flops = fwall.ratio(m, "FLOPs ratio", b, a, "flops")
     return (
-        f"The same tokens as {a.shape.batch_size} sequence of {a.shape.seq_len:,} take "
-        f"{fact(a.time)}; as {b.shape.batch_size} sequences of {b.shape.seq_len:,}, {fact(b.time)}: "
-        f"the split {_change(m, a, b)}, and it divides the FLOPs by {fact(flops)} — with the "
-        f"tokens fixed, work is proportional to seq_len, not to its square."
+        f"Splitting the same tokens into {words.plural(b.shape.batch_size, 'sequence')} of "
+        f"{b.shape.seq_len:,} instead of {words.plural(a.shape.batch_size, 'sequence')} of "
+        f"{a.shape.seq_len:,} {_change(m, a, b)} and divides the FLOPs by {fact(flops)}. With "
+        f"the tokens fixed, work is proportional to seq_len, not to its square."
     )  # fmt: skip
 
 
@@ -212,31 +202,42 @@ def head_dim_claim(wall: Sourced) -> str:
 
 
 def finding(wall: Sourced, times: Sourced | None = None) -> str:
-    """The chapter's finding: the slope and the wall on this device, and the wall on a GPU."""
+    """The chapter's opening: where the quadratic wall starts on this device; the slope and
+    the wall on a GPU (a forecast) go in its caption."""
     m = wall.measurement
     t = fwall.time_trend(m, _pts(wall, "seq_len", times))
+    where = "this GPU" if m.device_kind == "cuda" else "this CPU"
+    if t is None:
+        claim, detail = "Too few lengths were measured here to fit a slope.", ""
+    else:
+        claim = (
+            f"On {where}, naive attention hits the quadratic wall at seq_len **{t.turn:,}**: from "
+            f"there on, every doubling of seq_len multiplies its time by at least "
+            f"{fact(fwall.WALL_STEP)}."
+            if t.turn
+            else f"On {where}, naive attention's time grows with a log-log slope of "
+            f"{fact(t.whole, with_spread=False)} up to seq_len {t.xs[-1]:,}, short of the quadratic wall."
+        )  # fmt: skip
+        detail = (
+            f"The wall: where every doubling costs at least {fact(fwall.WALL_STEP)}, 2^1.5, "
+            f"halfway in exponent from linear (2×) to quadratic (4×). Log-log slope of time "
+            f"from seq_len {t.xs[0]:,} to {t.xs[-1]:,}: {fact(t.whole)}; over the upper half, "
+            f"{fact(t.upper)}. "
+        )
     longest, pts = fwall.forecasts(gpus.sheet())
     at = next(p for p in pts if p.seq_len == gpus.FORECAST_SHAPE.seq_len)
-    text = "Too few lengths were measured here to fit a slope."
-    if t:
-        text = (
-            f"On {m.provenance.device.label}, naive attention's time grows with a log-log slope "
-            f"of {fact(t.whole, emphasis=True)} from seq_len {t.xs[0]:,} to {t.xs[-1]:,}"
-        )
-        if t.turn:
-            text += f"; from {t.turn:,} tokens on, every doubling costs at least {fact(fwall.WALL_STEP)}"
-        text += "."
     ranges = (
-        f" (realistically {fact(at.naive_range)} against {fact(at.fused_range)})"
+        f" (realistically {fact(at.naive_range)} and {fact(at.fused_range)})"
         if at.naive_range and at.fused_range
         else ""
     )
-    return text + (
-        f" On an {gpus.sheet().label} (a data-sheet forecast, {FORECAST_BASE}) naive attention "
-        f"as written, {at.kernels} kernels, needs at least {fact(at.naive.forecast)} at seq_len "
-        f"{at.seq_len:,} against a fused kernel's {fact(at.fused.forecast)}{ranges}, and the "
-        f"naive forward stops fitting in memory past about {fact(longest, emphasis=True)}."
+    detail += (
+        f"Forecast from the data sheet for an {gpus.sheet().label} at {FORECAST_BASE}: naive "
+        f"attention as written ({at.kernels} kernels) needs at least {fact(at.naive.forecast)} "
+        f"at seq_len {at.seq_len:,}, a fused kernel {fact(at.fused.forecast)}{ranges}; the naive "
+        f"forward stops fitting in memory past about {fact(longest)}."
     )
+    return claims.opening(claim, wall, detail)
 
 
 def what_to_do(wall: Sourced) -> str:
@@ -272,8 +273,8 @@ def forecast(entries: list[Sourced] | None = None) -> str:
     out = [p.seq_len for p in pts if p.naive is None]
     lead = (
         f"On an {gpu.label} at {FORECAST_BASE}, naive attention fits in memory up to {fact(longest, emphasis=True)} "
-        f"(seq_len {words.series(f'{n:,}' for n in out)} would not); a fused kernel keeps nothing "
-        f"N×N, so its floor follows its FLOPs, the work of the causal tiles it computes."
+        f"(seq_len {words.series(f'{n:,}' for n in out)} would not). A fused kernel keeps nothing "
+        f"N×N, so its floor follows its FLOPs: the work of the causal tiles it computes."
     )
     model = (
         "Floors are rooflines: each kernel the naive code records moves its bytes through HBM at "

@@ -13,6 +13,7 @@ from attention_docs.findings import forward as ffwd
 from attention_docs.findings import winners as fwinners
 from attention_docs.findings.forecast import check, measured_on
 from attention_docs.findings.model_check import FUSED_FA2, NAIVE_KINDS
+from attention_docs.findings.trend import FALLS, FLAT, RISES
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.render import claims, words
@@ -21,8 +22,8 @@ from attention_docs.render.caption import caption_html
 from attention_docs.render.decode import shape_text
 from attention_docs.render.figures import INK, figure_html, new_figure, to_svg
 from attention_docs.render.forecast import forecast_box
-from attention_docs.render.sweep import lead_phrases, lead_span
-from attention_docs.render.tables import markdown_table, measurement_of
+from attention_docs.render.sweep import lead_phrases
+from attention_docs.render.tables import captioned_table, markdown_table, measurement_of
 
 # One colour per implementation on every device (Okabe–Ito, grey for the baseline); the decode
 # cell's paths take the colours of their forward counterparts.
@@ -159,57 +160,84 @@ def model_figure(times: Sourced, train: Sourced, steps: Sourced) -> str:
 
 
 def _count(found: list[fwinners.Cell], what: str) -> str:
-    """`**SDPA flash** in 14 and **FlexAttention** in 1 of the 16 WHAT (1 tie)`; with no
+    """`SDPA flash in 14 and FlexAttention in 1 of the 16 WHAT (1 within noise)`; with no
     clear winner anywhere, `no implementation in any of the 2 WHAT (all within noise)`."""
     clear = Counter(c.winner for c in found if not c.tied)
     ties = sum(1 for c in found if c.tied)
     if not clear:
         return f"no implementation in any of the {len(found)} {what} (all within noise)"
-    wins = words.series(f"**{name}** in {k}" for name, k in clear.most_common())
+    wins = words.series(f"{name} in {k}" for name, k in clear.most_common())
     return f"{wins} of the {len(found)} {what}" + (f" ({ties} within noise)" if ties else "")
 
 
-def _lead(m: Measurement, c: fwinners.Cell, slow: str | None = None) -> str:
+def _lead(m: Measurement, c: fwinners.Cell, slow: str | None) -> str:
+    """The cell's winner against `slow` (the runner-up where `slow` won or did not run), as
+    a marked fact: `a is 2× (…) faster than b`, or a tie."""
+    slow = slow if slow in c.ranking.against_fastest else c.runner_up
     f = fwinners.lead_fact(m, c, slow)
     if f is None:
-        return f"**{c.winner}**"
-    k = c.ranking.against_fastest[slow or c.runner_up]
-    return words.fact_span(f.id, words.speed(k, f"**{c.winner}**", slow or c.runner_up))
+        return f"{c.winner} is the only one that ran"
+    return words.fact_span(f.id, words.speed(c.ranking.against_fastest[slow], c.winner, slow))
 
 
-def finding(times: Sourced, train: Sourced, steps: Sourced) -> str:
-    """The chapter's point: who wins where on this device, and what an H200 would change."""
-    m, t, d = times.measurement, train.measurement, steps.measurement
-    teach, model = fwinners.teaching_cells(m), fwinners.map_cells(m)
-    trains, dec = fwinners.map_cells(t, fwinners.TRAINING), fwinners.decode_cell(d)
-    big = fwinners.largest_cell(model)
-    cells = fwinners.forecast_cells(gpus.sheet())
-    closest, widest = fwinners.lead_ends(cells)
-    every = all(c.winner == c.fused for c in cells)
-    verdict = f"a fused kernel wins {'every cell' if every else 'most cells'} of the GPU map"
-    return (
-        f"On {m.provenance.device.label}, the fastest forward beyond the noise is "
-        f"{_count(teach, 'small shapes (4 heads, float32)')} and {_count(model, 'cells at 16 heads')};"
-        f" at {_where(big.shape)}, {_lead(m, big, fwd.NAIVE)}. The fastest training step "
-        f"beyond the noise is {_count(trains, 'cells timed')}, and in a grouped-query decode "
-        f"step {_lead(d, dec)}. "
-        f"On an NVIDIA H200 the data sheet predicts {verdict}: its realistic lead over naive "
-        f"attention (each side's floor over the efficiencies on record, not a ratio of two floors) "
-        f"is {words.fact(closest.lead.forecast)} at {_where(closest.shape)} and "
-        f"{words.fact(widest.lead.forecast)} at {_where(widest.shape)}."
+def finding(times: Sourced) -> str:
+    """The chapter's point: the implementation to use on this device, the one that leads
+    (alone or within noise) at the most shapes of the map; its clear wins and ties go in the
+    caption."""
+    m = times.measurement
+    teach = fwinners.teaching_cells(m)
+    leads = Counter(name for c in teach for name in c.ranking.leaders)
+    clear = Counter(c.winner for c in teach if not c.tied)
+    best = max(leads, key=lambda name: (leads[name], clear[name]))
+    dtypes = words.series(dict.fromkeys(c.shape.dtype for c in teach))
+    heads = teach[0].shape.num_heads
+    where = "this GPU" if m.device_kind == "cuda" else "this CPU"
+    far = fwinners.largest_cell(teach)
+    return claims.opening(
+        f"Use {best} on {where}: its forward is the fastest, or within noise of the "
+        f"fastest, at {leads[best]} of the {len(teach)} {dtypes} shapes on the map below.",
+        times,
+        f"Fastest beyond the noise: {_count(teach, f'shapes at {heads} heads')}. At "
+        f"{far.shape.text()}, {_lead(m, far, fwd.NAIVE)}.",
     )
+
+
+def _fastest(found: list[fwinners.Cell], view: str, what: str) -> str:
+    """A sentence: who is fastest in `view` beyond the noise, counted over `found`."""
+    if any(not c.tied for c in found):
+        return f"The fastest {view} beyond the noise is {_count(found, what)}."
+    return (
+        f"No {view} is fastest beyond the noise in any of the {len(found)} {what}: each is a tie."
+    )
+
+
+def model_claim(times: Sourced, train: Sourced, steps: Sourced) -> str:
+    """What the map closer to real models shows: who wins the forward and the training step,
+    the forward at the map's far corner against naive attention, and the decode step."""
+    m, d = times.measurement, steps.measurement
+    model = fwinners.map_cells(m)
+    big = fwinners.largest_cell(model)
+    trains = fwinners.map_cells(train.measurement, fwinners.TRAINING)
+    text = [
+        _fastest(model, "forward", f"cells at {big.shape.num_heads} heads"),
+        f"At seq_len {big.shape.seq_len:,} in {big.shape.dtype}, {_lead(m, big, fwd.NAIVE)}.",
+        _fastest(trains, "training step", "cells timed"),
+    ]
+    if dec := fwinners.decode_cell(d):
+        text.append(f"In a grouped-query decode step, {_lead(d, dec, None)}.")
+    return " ".join(text)
 
 
 def what_to_do(times: Sourced) -> str:
     """What the map means for your own model, each action backed by the page."""
-    m = times.measurement
-    teach = fwinners.teaching_cells(m)
+    found = fwinners.series(times.measurement)
+    changes = sum(1 for t in found if t.changes)
     _, widest = fwinners.lead_ends(fwinners.forecast_cells(gpus.sheet()))
     return claims.what_to_do(
         f"Start from SDPA. On an NVIDIA H200 a fused kernel leads naive attention by "
         f"{words.fact(widest.lead.forecast)} at {_where(widest.shape)} (a forecast).",
-        f"Time the candidates on your own device before you pick one. Here the fastest "
-        f"forward beyond the noise is {_count(teach, 'small shapes (4 heads, float32)')}.",
+        f"Time the candidates at your own shapes before you pick one: here the fastest forward "
+        f"changes with seq_len in {changes or 'none'} of the {len(found)} series of the map.",
         "Reach for FlexAttention when your mask is not causal or full: SDPA then takes a mask "
         "tensor, while FlexAttention skips the blocks the mask rules out "
         "([chapter 10](10-flex-attention.md) measures what that saves).",
@@ -220,34 +248,46 @@ def _series_name(t: fwinners.Series) -> str:
     return f"{'causal' if t.causal else 'no mask'}, head_dim {t.head_dim}"
 
 
+_LEAD_MOVES = {RISES: "grows", FALLS: "shrinks", FLAT: "change within noise"}
+
+
+def _ends(m: Measurement, t: fwinners.Series) -> str:
+    """The fastest against naive attention at the series' shortest and longest ranked length,
+    and how that lead moved: `1.6× (…) → 2.2× (…): grows`; — where it is not compared."""
+    if t.lead is None:
+        return "—"
+    ranked = [c for c in t.cells if len(c.ranking.order) >= 2]
+    ends = [
+        words.versus_fact(fwinners.lead_fact(m, c, fwd.NAIVE), c.ranking.against_fastest[fwd.NAIVE])
+        for c in (ranked[0], ranked[-1])
+    ]
+    return f"{' → '.join(ends)}: {_LEAD_MOVES[t.lead]}"
+
+
 def trend_claim(times: Sourced) -> str:
     """How the answer changes with seq_len, per (mask, head_dim) series of the teaching map:
-    who leads where, ties said as ties (findings/winners.series, a sweep per series)."""
-    found = fwinners.series(times.measurement)
-    changes = [
-        f"{_series_name(t)}: " + ", then ".join(lead_phrases(t.sweep)) for t in found if t.changes
-    ]
-    text = f"The fastest changes with seq_len in {len(changes)} of {len(found)} series (one mask, one head_dim)"
-    text += (": " + "; ".join(changes) + ".") if changes else "."
-    for leaders, group in fwinners.steady_groups(found).items():
-        ties = [
-            f"with {words.series(others)} in {_series_name(t)} at {lead_span(t.sweep, lead)}"
-            for t in group
-            for others, lead in t.ties
-        ]
-        text += (
-            f" {words.series(leaders)} {'leads' if len(leaders) == 1 else 'lead'} at every"
-            f" length in {len(group)} of {len(found)} series"
-            + (f", tied (within noise) {words.series(ties)}." if ties else ", beyond the noise.")
-        )
+    a sentence, then a row per series saying who leads where, ties said as ties
+    (findings/winners.series, a sweep per series), and the lead over naive at both ends."""
+    m = times.measurement
+    found = fwinners.series(m)
+    changes = sum(1 for t in found if t.changes)
     leads = Counter(t.lead for t in found if t.lead)
+    text = (
+        f"Along seq_len the fastest implementation changes in {changes or 'none'} of the "
+        f"{len(found)} series of the map"
+    )
     if leads:
         text += (
-            f" From the shortest to the longest sequence the leader's margin over naive attention "
-            f"grows beyond the noise in {leads['rises']} of {sum(leads.values())} series, shrinks "
-            f"in {leads['falls']} and stays within the noise in {leads['within noise']}."
+            f"; its lead over naive attention grows beyond the noise in {leads[RISES] or 'none'}"
         )
-    return text
+    rows = [[_series_name(t), "; ".join(lead_phrases(t.sweep)), _ends(m, t)] for t in found]
+    header = ["Series", "Fastest, by seq_len", "Fastest vs naive, shortest → longest"]
+    what = (
+        "Each series of the map along seq_len. Fastest: alone, or with those within noise of "
+        "it. Vs naive: naive attention's time over the fastest's, at the shortest and the "
+        "longest length ranked."
+    )
+    return f"{text}.\n\n" + captioned_table(header, rows, "lll", times, what)
 
 
 # --- every timing, and what did not run -------------------------------------------------------
@@ -360,9 +400,9 @@ def gpu_forecast(entries: list[Sourced]) -> str:
     s = found[0].shape
     lead = (
         f"Expected winner: {winners}, at every sequence length. Naive attention writes and reads the "
-        f"N×N scores through HBM in {len(gpus.naive_kernels(gpu))} kernels (the ops its code "
-        "records: the mask is rebuilt and filled out of place); a fused kernel keeps them on chip and is "
-        "bound by its matmuls. On a GPU SDPA's FlashAttention kernel takes only fp16/bf16, so "
+        f"N×N scores through HBM in {len(gpus.naive_kernels(gpu))} kernels, the ops its code "
+        "records (the mask is rebuilt and filled out of place). A fused kernel keeps them on chip "
+        "and is bound by its matmuls. On a GPU SDPA's FlashAttention kernel takes only fp16/bf16, so "
         "float32 runs the memory-efficient one."
     )
     model = (

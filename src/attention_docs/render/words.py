@@ -236,22 +236,25 @@ def timing(t: Timing) -> str:
     return f"{time_us(t.time_us)} ({spread(t)})"
 
 
-def versus(c: Comparison) -> str:
-    """A ratio with its range, or a tie: `2.2× (2.1–2.3×)`, `within noise (1.01×)`."""
+def versus(c: Comparison, *, with_spread: bool = True) -> str:
+    """A ratio with its range, or a tie: `2.2× (2.1–2.3×)`, `within noise (1.01×)`;
+    `with_spread=False` leaves the range out (`2.2×`), as a chapter's opening says it."""
     if c.tie:
         return f"within noise ({times(c.ratio)})"
+    if not with_spread:
+        return times(c.ratio)
     return f"{times(c.ratio)} ({span(c.low, c.high, times)})"
 
 
-def speed(c: Comparison, a: str, b: str) -> str:
+def speed(c: Comparison, a: str, b: str, *, with_spread: bool = True) -> str:
     """How `a` compares with `b` when `c = compare(a, b)` (ratio = b's time / a's time):
     `a is 2.2× (2.1–2.3×) faster than b`, or a tie. A ratio below 1 reads "b is … faster
     than a": a sentence always states a ratio above 1."""
     if c.tie:
         return f"{a} and {b} are within noise of each other ({times(c.ratio)} apart)"
     if c.as_ordered:
-        return f"{a} is {versus(c)} faster than {b}"
-    return f"{b} is {versus(c.flipped)} faster than {a}"
+        return f"{a} is {versus(c, with_spread=with_spread)} faster than {b}"
+    return f"{b} is {versus(c.flipped, with_spread=with_spread)} faster than {a}"
 
 
 # --- facts ---------------------------------------------------------------------------------
