@@ -3,12 +3,14 @@
 # chapter's prose words and sentences. Code, figures and provenance captions are left out: code is code, a
 # figure's numbers are its data, a caption says where a measurement was made. Used by the
 # docs build test and by hand: `python tests/site_facts.py SITE_DIR [STORE]` prints a report,
-# with what breaks a reader's rules (`unreadable`).
+# with what breaks a reader's rules (`unreadable`); `--facts SITE_DIR` lists every fact id
+# with its values (two builds' lists compared show that a change moved no number).
 from __future__ import annotations
 
 import json
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -133,6 +135,26 @@ def chapters(site: Path) -> dict[str, PageFacts]:
     }
 
 
+FACT = re.compile(r'<span class="ad-fact" data-fact="([^"]+)">(.*?)</span>', re.S)
+VALUE = re.compile(r"\d[\d.,]*\s?(?:[a-zµ%×]+(?:/s)?|[A-Z][A-Za-z]*/s)?")
+
+
+def fact_value(text: str) -> str:
+    """The value a fact states: its first number with its unit (`9.62 ms`, `2.20×`)."""
+    found = VALUE.search(re.sub(r"<[^>]+>", "", text))
+    return found.group(0).strip() if found else text
+
+
+def stated(pages: Iterable[Path], site: Path) -> dict[str, dict[str, list[str]]]:
+    """Every fact the pages state: its id -> each value it is stated with -> the pages."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    for page in pages:
+        rel = page.relative_to(site).as_posix()
+        for fact_id, text in FACT.findall(page.read_text(encoding="utf-8")):
+            seen.setdefault(fact_id, {}).setdefault(fact_value(text), []).append(rel)
+    return seen
+
+
 def devices(store: Path) -> set[str]:
     """The names of the machines that measured a store's entries."""
     names = set()
@@ -182,5 +204,16 @@ def main(site: str, store: str = "docs/measurements") -> None:
     )
 
 
+def dump(site: str) -> None:
+    """Every fact id the site states, with its values, one per line and sorted: compare two
+    builds' dumps to show a change moved no number."""
+    root = Path(site)
+    for fact_id, values in sorted(stated(sorted(root.rglob("*.html")), root).items()):
+        print(f"{fact_id}\t{' | '.join(sorted(values))}")
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    if sys.argv[1:2] == ["--facts"]:
+        dump(*sys.argv[2:3])
+    else:
+        main(*sys.argv[1:3])

@@ -23,9 +23,10 @@ from conftest import ROOT, TESTS, with_entries
 from recorded import recorded
 
 from attention_docs import build_cache
-from attention_docs.build_cache import RenderCache, RenderProxy, SourceGraph
+from attention_docs.build_cache import RenderCache, RenderProxy
 from attention_docs.live_reload import ModuleReloader
 from attention_docs.measurements.schema import Sourced
+from attention_docs.measurements.source import SourceGraph
 from attention_docs.site_pages import stale_banner
 
 MKDOCS = (sys.executable, "-m", "mkdocs")
@@ -263,7 +264,7 @@ Some prose.
 
 ```python exec="on" id="quick-table" session="q"
 from attention_docs import measure, render
-print(render.tables.step_table(measure("_test_quick", seq_len=8)))
+print(render.steps.step_table(measure("_test_quick", seq_len=8)))
 ```
 """
 
@@ -331,11 +332,11 @@ def test_serve_shows_a_renderer_edit_without_a_restart_and_rebuilds_only_its_pag
     try:
         server.wait_for("Serving on")
         assert ">Step<" in server.page()
-        tables = tmp_path / "src" / "attention_docs" / "render" / "tables.py"
-        tables.write_text(tables.read_text().replace('f"Step | Time', 'f"Step name | Time', 1))
+        steps = tmp_path / "src" / "attention_docs" / "render" / "steps.py"
+        steps.write_text(steps.read_text().replace('f"Step | Time', 'f"Step name | Time', 1))
         log = server.wait_for("Reloading browsers")
-        assert "reloaded" in log and "attention_docs.render.tables" in log
-        assert "rebuilding index.md: attention_docs/render/tables.py changed" in log
+        assert "reloaded" in log and "attention_docs.render.steps" in log
+        assert "rebuilding index.md: attention_docs/render/steps.py changed" in log
         assert "rebuilding other.md" not in log  # it uses no renderer
         assert ">Step name<" in server.page()
         index = tmp_path / "docs" / "index.md"

@@ -94,7 +94,7 @@ def test_findings_derive_ids_rank_with_ties_and_say_who_leads_where():
         (("bool mask", "float bias"), (512,)),
     ]
     # The slowest against the fastest at the last value measured: a tie there.
-    assert found.last.x == 512 and found.last.comparison.tie
+    assert found.last_x == 512 and found.last.comparison.tie
     assert found.last.fact.id.startswith("speed ratio;bool mask vs float bias;")
     assert found.last.fact.id.endswith("causal mask preparation time, seq_len=512, dtype=float32")
 
@@ -201,7 +201,7 @@ def test_a_view_picks_its_rows_groups_them_by_x_and_names_each_cell_by_its_row()
     last = found.points[2]
     assert last.facts["MHA"] is None and last.status == "out of memory" and found.failed
     # Lines sharing a subject ("sdpa") are named by their keys in the ratio's id.
-    assert found.last.x == 512 and found.last.fact.id.startswith("speed ratio;MQA vs MHA;")
+    assert found.last_x == 512 and found.last.fact.id.startswith("speed ratio;MQA vs MHA;")
     table = re.sub(r"<[^>]+>", "", rsw.sweep_table(long_entry(rows), spec=VIEW))
     assert "| 512 tokens | 20 µs (19–21 µs) | 8 µs (7–9 µs) (fastest) | ok |" in table
     assert "| 1,024 tokens | — | 15 µs" in table and "out of memory" in table

@@ -20,6 +20,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import site_facts
 from conftest import ROOT, with_entries
 
 pytestmark = pytest.mark.docs
@@ -322,23 +323,9 @@ def test_the_build_log_ends_with_its_summary_not_a_line_per_notebook(built):
     assert "Copied jupyter file" not in built.log and "Cache hit:" not in built.log
 
 
-FACT = re.compile(r'<span class="ad-fact" data-fact="([^"]+)">(.*?)</span>', re.S)
-VALUE = re.compile(r"\d[\d.,]*\s?(?:[a-zµ%×]+(?:/s)?|[A-Z][A-Za-z]*/s)?")
-
-
-def fact_value(text: str) -> str:
-    """The value a fact states: its first number with its unit (`9.62 ms`, `2.20×`)."""
-    found = VALUE.search(re.sub(r"<[^>]+>", "", text))
-    return found.group(0).strip() if found else text
-
-
 def test_no_fact_is_stated_with_two_values(site):
     """One fact, one number: every place that states a shared fact shows the same value."""
-    seen: dict[str, dict[str, list[str]]] = {}
-    for page in pages(site):
-        rel = page.relative_to(site).as_posix()
-        for fact_id, text in FACT.findall(page.read_text(encoding="utf-8")):
-            seen.setdefault(fact_id, {}).setdefault(fact_value(text), []).append(rel)
+    seen = site_facts.stated(pages(site), site)
     assert seen, "no page marks any shared fact (render.compare.fact)"
     conflicts = {f: values for f, values in seen.items() if len(values) > 1}
     assert not conflicts, f"facts stated with two values: {conflicts}"
@@ -351,8 +338,6 @@ def test_every_number_with_a_unit_in_a_chapter_is_a_fact(site):
     """Prose and tables state measured numbers through the facts API (a `data-fact` span);
     the few that are not measurements of this build are listed, with their reason, in
     tests/site_facts.py, and stay under 5 % of all numbers with units."""
-    import site_facts
-
     found = site_facts.chapters(site)
     assert len(found) >= 12, sorted(found)
     unexplained = {
@@ -370,8 +355,6 @@ def test_every_chapter_reads_plainly_one_claim_first_short_sentences_and_what_to
     """A reader's rules on every built chapter (site_facts.unreadable): the opening states
     at most two numbers, no sentence runs past 40 words and at most two past 35, the
     measuring machine is named in captions and boxes only, and a "What to do" box ends it."""
-    import site_facts
-
     machines = site_facts.devices(ROOT / "docs" / "measurements")
     assert machines, "the committed store names no machine"
     problems = {
@@ -385,8 +368,6 @@ def test_every_chapter_reads_plainly_one_claim_first_short_sentences_and_what_to
 def test_every_chapter_is_at_most_1300_words_of_prose_and_opens_with_its_finding(site):
     """Code, tables, figures and captions aside, a chapter is short; and its first paragraph
     states the finding with a measured number (a fact), not a preamble."""
-    import site_facts
-
     long = {
         name: page.prose_words
         for name, page in site_facts.chapters(site).items()
@@ -405,7 +386,7 @@ def test_speed_claims_come_from_the_comparison_helpers(site):
     """An "N× faster/slower" outside a marked comparison was typed or computed without noise."""
     offenders = []
     for page in pages(site):
-        text = FACT.sub("", page.read_text(encoding="utf-8"))
+        text = site_facts.FACT.sub("", page.read_text(encoding="utf-8"))
         text = re.sub(r"<(script|style|svg)\b.*?</\1>", "", text, flags=re.S)
         for claim in re.findall(
             r"[\d.]+\s?× (?:faster|slower|as fast)", re.sub(r"<[^>]+>", "", text)
@@ -462,7 +443,7 @@ Some prose.
 
 ```python exec="on" id="quick-table" session="q"
 from attention_docs import measure, render
-print(render.tables.step_table(measure("_test_quick", seq_len=8)))
+print(render.steps.step_table(measure("_test_quick", seq_len=8)))
 ```
 
 <!-- attention-docs:build-summary -->
@@ -575,7 +556,7 @@ def _as_another_cpu(entry: Path, device_id: str, name: str) -> None:
 TWO_QUICK_PAGE = QUICK_PAGE.replace(
     "<!-- attention-docs:build-summary -->",
     """```python exec="on" id="quick-table-4" session="q"
-print(render.tables.step_table(measure("_test_quick", seq_len=4)))
+print(render.steps.step_table(measure("_test_quick", seq_len=4)))
 ```
 
 <!-- attention-docs:build-summary -->""",

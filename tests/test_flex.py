@@ -194,11 +194,11 @@ def test_each_mask_compares_compiled_with_its_fallback_and_dense_sdpa(tiny_measu
     causal, alibi = fflex.masks(m, times)
     # causal: 900/100 from forward_times' row; its range 880/102 – 920/98.
     assert causal.compiled.quantity.id == fwd_quantity(times, fwd.FLEX, fflex.shape(m)).id
-    fact, c = causal.versus_fallback
+    fact, c = causal.versus_fallback.fact, causal.versus_fallback.comparison
     assert (round(c.ratio, 2), round(c.low, 2), round(c.high, 2)) == (9.0, 8.63, 9.39)
     assert not c.tie and fact.value == c.ratio
-    assert alibi.versus_fallback[1].tie  # 95–105 against 98–110
-    assert alibi.versus_dense[1].ratio == 0.5  # SDPA with the dense bias is faster here
+    assert alibi.versus_fallback.comparison.tie  # 95–105 against 98–110
+    assert alibi.versus_dense.comparison.ratio == 0.5  # SDPA with the dense bias is faster here
     assert alibi.compiled.quantity.subject == "FlexAttention, alibi"
     assert fflex.masks(m)[0].compiled is None  # without forward_times, no causal compiled time
     table = render_flex.mask_table(Sourced(m, "s", "x"), Sourced(times, "s", "y"))
@@ -214,7 +214,8 @@ def test_causal_flex_is_compared_with_sdpa_where_both_ran(tiny_measurement):
     times = forward_times(tiny_measurement, rows)
     found = fflex.versus_sdpa(times)
     assert [v.shape for v in found] == shapes[:1]
-    assert found[0].versus[0].value == 2 and not found[0].versus[1].tie  # flex takes twice SDPA's
+    v = found[0].versus
+    assert v.fact.value == 2 and not v.comparison.tie  # flex takes twice SDPA's
     assert found[0].sdpa == fwd.SDPA_FLASH
     table = render_flex.versus_sdpa_table(Sourced(times, "s", "y"))
     assert table.count("ad-fact") == 3 and "2× (1.81–2.21×)" in table

@@ -422,7 +422,7 @@ def test_a_member_over_the_member_cap_is_refused_naming_that_cap(tmp_path, capsy
     assert info.size > MAX_MEMBER_BYTES
     code, _, err = import_archive(capsys, archive, "--store", tmp_path)
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert f"big.tar.gz holds {name!r} of 100 MiB, more than the 64 MiB" in err
+    assert f"big.tar.gz holds {name!r} of 100.0 MiB, more than the 64.0 MiB" in err
     assert "512" not in err and "nothing was imported" in err
 
 

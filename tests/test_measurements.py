@@ -9,7 +9,8 @@ from recorded import recorded
 
 from attention_docs.experiments.registry import get
 from attention_docs.measurements import SCHEMA_VERSION, Measurement, SchemaError, Store
-from attention_docs.measurements.keys import PACKAGE_ROOT, fingerprint, source_tokens, store_key
+from attention_docs.measurements.keys import PACKAGE_ROOT, fingerprint, store_key
+from attention_docs.measurements.source import source_tokens
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ def sourced(tiny_measurement, tmp_path):
 
 
 def test_step_table_has_a_row_per_step_and_a_caption(sourced):
-    table = render.tables.step_table(sourced)
+    table = render.steps.step_table(sourced)
     for label in STEPS:
         assert f"`{label}`" in table
     # Each share is a fact; the medians over the forwards lie inside their ranges' sums.
@@ -49,7 +49,7 @@ def test_step_rates_come_from_the_unprofiled_step_times(tiny_measurement):
     forward."""
     steps = dict.fromkeys(STEPS, (40.0, 38.0, 44.0))
     times = forward_times_for(tiny_measurement, (300.0, 290.0, 310.0), steps)
-    table = render.tables.step_table(Sourced(tiny_measurement, "now", "x.json"), times=times)
+    table = render.steps.step_table(Sourced(tiny_measurement, "now", "x.json"), times=times)
     header = table.splitlines()[0]
     assert "(profiled)" in header and "In the forward (unprofiled)" in header
     assert "Achieved (unprofiled)" in header and "FLOP/s (a matmul) or bytes/s" in table
@@ -65,7 +65,7 @@ def test_step_rates_come_from_the_unprofiled_step_times(tiny_measurement):
 
 
 def test_op_table_lists_the_profiled_ops(sourced):
-    table = render.tables.op_table(sourced)
+    table = render.steps.op_table(sourced)
     assert "`aten::bmm`" in table and "| CPU |" in table
 
 
@@ -85,15 +85,15 @@ def test_renderers_are_byte_stable_across_processes(sourced, tmp_path):
         "import sys, hashlib; from attention_docs import render; "
         "from attention_docs.measurements import Measurement, Sourced, Store; "
         f"m = Measurement.loads(open({str(path)!r}).read()); s = Sourced(m, 'from the store', 'x.json'); "
-        "out = render.tables.step_table(s) + render.tables.op_table(s) + render.timeline.timeline_figure(s); "
+        "out = render.steps.step_table(s) + render.steps.op_table(s) + render.timeline.timeline_figure(s); "
         "print(hashlib.sha256(out.encode()).hexdigest())"
     )
     digests = {python_prints(code) for _ in range(2)}
     again = Sourced(Measurement.loads(path.read_text()), "from the store", "x.json")
     here = hashlib.sha256(
         (
-            render.tables.step_table(again)
-            + render.tables.op_table(again)
+            render.steps.step_table(again)
+            + render.steps.op_table(again)
             + render.timeline.timeline_figure(again)
         ).encode()
     ).hexdigest()

@@ -59,7 +59,7 @@ show(render.primer.faults(first, times))
 # %%
 show(render.primer.dispatch_tree(naive, "attention.scores"))
 show(render.primer.self_vs_total_claim(naive.measurement, "attention.scores"))
-show(render.tables.op_table(naive, subject="naive (eager)"))
+show(render.steps.op_table(naive, subject="naive (eager)"))
 
 # %% [markdown]
 # ## The same table, straight from torch

@@ -51,7 +51,7 @@ print(inspect.getsource(naive_attention))
 # `Measurement` is plain data you can inspect (`naive.measurement`), save as JSON or render.
 
 # %%
-show(render.tables.step_table(naive, times=times))
+show(render.steps.step_table(naive, times=times))
 m = naive.measurement
 show(render.claims.dominant_step(m))
 show(render.claims.profiled_vs_unprofiled(m, times))

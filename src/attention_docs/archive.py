@@ -1,13 +1,8 @@
-# The archive that carries measurements from a GPU machine to the store: one gzipped tar
-# holding `run-log.json` (what ran, on what, how long, what failed) and `store/`, a store
-# folder (`store/<experiment>/<key>.<device id>.json` and its gzipped traces).
-# `tools/gpu_measure.py` writes it (`write_archive`); `python -m attention_docs
-# import-archive` reads it (`import_archive`). Reading never extracts: every member is
-# checked (no absolute path, no `..`, no link, only the names above, a size cap) and read
-# into memory; every entry must read as this build's Measurement under the name the store
-# would give it, and is sorted into current or stale — by the rule `prune` deletes by,
-# `stale_reason` in measurements/store.py — before anything is written. Writes go through
-# the store's lock and its atomic, mode-0644 writes.
+# The archive that carries measurements from a GPU machine to the store: a gzipped tar of
+# `run-log.json` and `store/<experiment>/<key>.<device id>.json` (with gzipped traces).
+# Reading never extracts: every member is checked (no absolute path, no `..`, no link, a size
+# cap) and read into memory, and every entry is sorted into current or stale by prune's rule
+# (`stale_reason`) before anything is written.
 from __future__ import annotations
 
 import argparse
@@ -24,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from attention_docs import arguments
+from attention_docs.experiments.registry import bytes_text
 from attention_docs.files import write_atomically
 
 RUN_LOG = "run-log.json"
@@ -98,14 +94,14 @@ def read_members(path: Path) -> dict[str, bytes]:
                     raise ArchiveError(f"{name} holds {member!r} twice")
                 if info.size > MAX_MEMBER_BYTES:
                     raise ArchiveError(
-                        f"{name} holds {member!r} of {_mib(info.size)}, more than the "
-                        f"{_mib(MAX_MEMBER_BYTES)} one entry or trace of measurements can be"
+                        f"{name} holds {member!r} of {bytes_text(info.size)}, more than the "
+                        f"{bytes_text(MAX_MEMBER_BYTES)} one entry or trace of measurements can be"
                     )
                 total += info.size
                 if total > MAX_TOTAL_BYTES:
                     raise ArchiveError(
                         f"{name} is larger than an archive of measurements can be "
-                        f"({member!r} takes it past {_mib(MAX_TOTAL_BYTES)})"
+                        f"({member!r} takes it past {bytes_text(MAX_TOTAL_BYTES)})"
                     )
                 handle = tar.extractfile(info)
                 files[member] = handle.read() if handle else b""
@@ -116,10 +112,6 @@ def read_members(path: Path) -> dict[str, bytes]:
             f"{name} is not a readable gzipped tar archive ({type(exc).__name__}: {exc})"
         ) from None
     return files
-
-
-def _mib(size: int) -> str:
-    return f"{size // 2**20} MiB" if size % 2**20 == 0 else f"{size / 2**20:.1f} MiB"
 
 
 @dataclass

@@ -1,16 +1,10 @@
-# What a build can skip, and what an edit must redo. Three parts:
-#   - SourceGraph: the package's import graph, read from the source (ast), so that a module's
-#     "code" is the module and everything it imports from the package, transitively;
-#   - RenderCache: a renderer's output is a pure function of its arguments (measurements
-#     included) and of that code, so it is stored under .cache/ keyed by a hash of the three
-#     and reused — an unchanged figure is never redrawn (matplotlib is most of a warm build);
-#   - RenderProxy: what `from attention_docs import render` gives an executed block during a
-#     build: the same functions, answered from the cache, each call noting the files it read
-#     so that `mkdocs serve` knows which pages a source edit touches.
-# Nothing here changes a renderer's output: a hit returns the bytes the same call returned.
+# What a build can skip. A renderer's output is a pure function of its arguments and of its
+# code (its module and what that imports: measurements/source.py's SourceGraph), so
+# RenderCache keeps it under .cache/ keyed by a hash of the two; RenderProxy is what
+# `from attention_docs import render` gives a block, noting the files each call read so that
+# `mkdocs serve` knows which pages an edit touches. A hit returns the bytes the call returned.
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import enum
@@ -28,127 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from attention_docs.files import write_atomically
-from attention_docs.measurements.keys import PACKAGE_ROOT, file_tokens
 from attention_docs.measurements.schema import Measurement, Sourced
+from attention_docs.measurements.source import TOKEN_DIGESTS, SourceGraph, token_digest
 
-PACKAGE = "attention_docs"
 # Bump when the cache's keys or files change meaning.
 CACHE_VERSION = 1
 # Results computed faster than this are not written: a lookup would cost as much.
 MIN_SECONDS = 0.005
-
-
-class SourceGraph:
-    """The import graph of a package, from its source files.
-
-    `closure(module)` is the module's file and the files of every package module it imports
-    (at top level or inside functions), transitively. A name imported from a package's
-    `__init__` that merely re-exports it (`from attention_docs.render import caption_html`)
-    counts as the module that defines it, so one renderer's closure is not the whole package.
-    """
-
-    def __init__(self, package: str = PACKAGE, root: Path = PACKAGE_ROOT) -> None:
-        self.package = package
-        self.root = root
-        # Per file, keyed by its (mtime, size): the modules it imports.
-        self._imports: dict[Path, tuple[tuple[int, int], frozenset[str]]] = {}
-        self._files: dict[str, Path | None] = {}
-
-    def refresh(self) -> None:
-        """Forget which modules exist (a build may follow the creation of a file)."""
-        self._files.clear()
-
-    def file(self, module: str) -> Path | None:
-        """The source file of `module`, or None when it is not a module of the package."""
-        if module in self._files:
-            return self._files[module]
-        found = None
-        if module == self.package or module.startswith(self.package + "."):
-            base = self.root.joinpath(*module.split(".")[1:])
-            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-                if candidate.is_file():
-                    found = candidate
-                    break
-        self._files[module] = found
-        return found
-
-    @staticmethod
-    def _parse(path: Path) -> ast.Module | None:
-        try:
-            return ast.parse(path.read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, UnicodeDecodeError):
-            return None  # a file being edited: it depends on nothing until it parses
-
-    def _reexport(self, package: str, name: str) -> str | None:
-        """The module a package's `__init__` imports `name` from, if it does."""
-        init = self.file(package)
-        if init is None or init.name != "__init__.py":
-            return None
-        tree = self._parse(init)
-        for node in tree.body if tree else ():
-            if isinstance(node, ast.ImportFrom) and any(a.name == name for a in node.names):
-                source = self._absolute(node, package, is_package=True)
-                if source and self.file(source):
-                    return source
-        return None
-
-    def _absolute(self, node: ast.ImportFrom, module: str, *, is_package: bool) -> str | None:
-        if not node.level:
-            return node.module
-        parts = module.split(".")
-        base = parts if is_package else parts[:-1]
-        base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
-        return ".".join([*base, node.module] if node.module else base)
-
-    def imports(self, module: str) -> frozenset[str]:
-        """The package modules `module` imports directly (remembered until its file changes)."""
-        path = self.file(module)
-        if path is None:
-            return frozenset()
-        try:
-            stat = path.stat()
-        except OSError:
-            return frozenset()
-        stamp = (stat.st_mtime_ns, stat.st_size)
-        known = self._imports.get(path)
-        if known is None or known[0] != stamp:
-            known = (stamp, self._read_imports(module, path))
-            self._imports[path] = known
-        return known[1]
-
-    def _read_imports(self, module: str, path: Path) -> frozenset[str]:
-        tree = self._parse(path)
-        found: set[str] = set()
-        for node in ast.walk(tree) if tree else ():
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if self.file(a.name))
-            elif isinstance(node, ast.ImportFrom):
-                source = self._absolute(node, module, is_package=path.name == "__init__.py")
-                if not source or not self.file(source):
-                    continue
-                for alias in node.names:
-                    target = f"{source}.{alias.name}"
-                    if self.file(target):
-                        found.add(target)
-                    else:
-                        found.add(self._reexport(source, alias.name) or source)
-        found.discard(module)
-        return frozenset(found)
-
-    def closure(self, module: str) -> tuple[str, ...]:
-        """`module` and every package module it imports, transitively, sorted."""
-        seen: set[str] = set()
-        todo = [module]
-        while todo:
-            name = todo.pop()
-            if name in seen or not self.file(name):
-                continue
-            seen.add(name)
-            todo.extend(self.imports(name))
-        return tuple(sorted(seen))
-
-    def files(self, module: str) -> tuple[Path, ...]:
-        return tuple(p for p in map(self.file, self.closure(module)) if p is not None)
 
 
 class UncacheableError(TypeError):
@@ -170,14 +50,12 @@ class RenderCache:
         self.used_files: set[Path] = set()
         self._digests: dict[int, tuple[Measurement, str]] = {}
         self._code: dict[str, tuple[str, tuple[Path, ...]]] = {}
-        # File bytes' hash -> token stream's hash, kept between builds: tokenizing the ~25
-        # files behind the renderers costs about half a second a build, hashing them nothing.
+        # The token digests (measurements/source.py) learnt by earlier builds.
         self._memo_path = folder / "tokens.json" if folder else None
-        self._tokens: dict[str, str] = {}
         with contextlib.suppress(OSError, ValueError, TypeError):  # none kept, or damaged
             if self._memo_path is not None:
-                self._tokens = dict(json.loads(self._memo_path.read_text(encoding="utf-8")))
-        self._new_tokens = False
+                TOKEN_DIGESTS.update(json.loads(self._memo_path.read_text(encoding="utf-8")))
+        self._saved = len(TOKEN_DIGESTS)
         # The libraries whose output a renderer returns as is (an SVG's bytes).
         try:
             matplotlib = importlib.metadata.version("matplotlib")
@@ -185,21 +63,18 @@ class RenderCache:
             matplotlib = "none"
         self._salt = f"{CACHE_VERSION}\0matplotlib={matplotlib}"
 
-    def _file_tokens(self, path: Path) -> str:
-        raw = hashlib.sha256(path.read_bytes()).hexdigest()
-        if raw not in self._tokens:
-            try:
-                self._tokens[raw] = hashlib.sha256(file_tokens(path).encode()).hexdigest()
-            except (SyntaxError, tokenize.TokenError):
-                return raw  # a file mid-edit: its bytes name it well enough
-            self._new_tokens = True
-        return self._tokens[raw]
+    @staticmethod
+    def _token_digest(path: Path) -> str:
+        try:
+            return token_digest(path)
+        except (SyntaxError, tokenize.TokenError):  # a file mid-edit: its bytes name it
+            return hashlib.sha256(path.read_bytes()).hexdigest()
 
     def save(self) -> None:
         """Keep the token hashes learnt this build (one short line per version of a file)."""
-        if self._memo_path is not None and self._new_tokens:
-            write_atomically(self._memo_path, json.dumps(self._tokens, sort_keys=True))
-            self._new_tokens = False
+        if self._memo_path is not None and len(TOKEN_DIGESTS) != self._saved:
+            write_atomically(self._memo_path, json.dumps(TOKEN_DIGESTS, sort_keys=True))
+            self._saved = len(TOKEN_DIGESTS)
 
     def code(self, module: str) -> tuple[str, tuple[Path, ...]]:
         """(digest, files) of `module`'s closure, computed once per build."""
@@ -210,7 +85,7 @@ class RenderCache:
             h = hashlib.sha256()
             for path in files:
                 h.update(path.relative_to(self.graph.root).as_posix().encode() + b"\0")
-                h.update(self._file_tokens(path).encode() + b"\0")
+                h.update(self._token_digest(path).encode() + b"\0")
             known = self._code[module] = (h.hexdigest(), files)
         return known
 

@@ -160,12 +160,12 @@ def print_measurement(sourced, *, kept: bool = True) -> None:
     m = sourced.measurement
     print(f"# {m.experiment} — {_plain(render.caption.caption_text(sourced))}\n")
     if m.steps:
-        print(_plain(render.tables.step_table(sourced)) + "\n")
+        print(_plain(render.steps.step_table(sourced)) + "\n")
         print(_plain(render.claims.dominant_step(m)) + "\n")
     if m.timing:
         print(_plain(render.claims.forward_time(m)) + "\n")
     if m.ops:
-        print(_plain(render.tables.op_table(sourced)) + "\n")
+        print(_plain(render.steps.op_table(sourced)) + "\n")
     for name in sorted(m.tables):
         print(f"## {name}\n\n" + _plain(render.tables.records_table(sourced, name)) + "\n")
     for note in m.notes:

@@ -1,12 +1,9 @@
-"""Many GPUs through Hugging Face Jobs: `python -m attention_docs fleet FLAVOR [FLAVOR ...]`
-(README.md, "Many GPUs", says what it does for a reader).
+"""Many GPUs through Hugging Face Jobs: `python -m attention_docs fleet FLAVOR [FLAVOR ...]`.
 
-One job per flavor runs tools/gpu_measure.py (a PEP 723 script) with this checkout's package
-as a wheel and the requests manifest in run order, and writes its archive into a read-write
-bucket volume (one folder per job). When every job has ended, each folder is fetched under
-`.cache/fleet/<stamp>/<flavor>/` and imported as `import-archive` would; an archive that
-cannot be imported stays there. Everything up to the network is plain code tested here; the
-Hub is reached only through huggingface_hub's job API, never an HTTP client of our own.
+One job per flavor runs tools/gpu_measure.py with this checkout's wheel and the requests
+manifest, writing its archive to a bucket volume; each archive is then fetched under
+`.cache/fleet/<stamp>/<flavor>/` and imported as `import-archive` would (one that cannot be
+imported stays there). The Hub is reached only through huggingface_hub's job API.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-# Folders that builds make and remove. Two rules keep them from losing anything:
-#
-# - A temporary folder (or file) names the process that owns it, and is cleared only once
-#   that process no longer runs. A build, a preview or a worker server killed with SIGKILL
-#   runs no clean-up, so what it made stays behind (a site being built, a worker server's
-#   pipes, `mkdocs serve`'s site); the next one clears it. The pid is in the name where this
-#   project chooses the name (`owned`), in a `<name>.pid` file beside it where another
-#   program does (`claim`: mkdocs serve's `mkdocs_*`). A live owner's folder is never
-#   touched; a dead owner's pid reused by another process keeps its folder a while longer,
-#   the safe side.
-# - A site folder that a build replaces or empties must be one a build made: `mkdocs build`
-#   deletes what a site folder holds, and tools/build_site.py swaps it out whole, so a
-#   mistyped --site-dir (`src`, `.`) would lose the files there.
+# Folders that builds make and remove, by two rules:
+# - A temporary folder names the process that owns it (`owned`: in its name; `claim`: in a
+#   `<name>.pid` file beside a folder another program names) and is cleared only once that
+#   process no longer runs: a build killed with SIGKILL leaves its folders to the next one.
+# - A site folder that a build replaces or empties must be one a build made, so a mistyped
+#   --site-dir (`src`, `.`) loses nothing.
 from __future__ import annotations
 
 import contextlib

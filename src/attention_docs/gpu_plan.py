@@ -1,17 +1,10 @@
 """The plan of one call on the lent GPU machine: which request runs first, and how long each
 will take. tools/gpu_measure.py runs it; `--plan` prints it.
 
-Order: what the pages need most first (CORE: the shared facts, the naive steps and their
-timeline, the SDPA backends, FlashAttention and Triton, the winners map), then every other
-experiment in the order the chapters first show it (their `measure("name")` calls), then
-anything no chapter shows. A new experiment needs no edit here to be placed.
-
-Estimate: seconds on one H200 with 16 cores, from the work each experiment declares with
-itself at the parameters it gets on the GPU (`@experiment(..., gpu_work=lambda p:
-Work(...))`, experiments/registry.py says what a Work counts). Where the store holds a GPU
-entry of the request, its recorded duration is used instead (a measurement beats a model).
-An experiment that declares no `gpu_work` gets DEFAULT, and tests/test_gpu_run.py fails
-until it declares its own.
+Order: CORE (the facts most pages need) first, then the other experiments in the order the
+chapters first show them, then the rest: a new experiment needs no edit here. Estimate:
+seconds on one H200, from the `gpu_work` each experiment declares, or the duration recorded
+with a stored GPU entry (a measurement beats a model).
 """
 
 from __future__ import annotations
@@ -35,7 +28,8 @@ CORE = (
     "winners_summary",  # the winners map
 )
 
-# For an experiment that declares no `gpu_work`: a few profiles and timings, no compile.
+# For an experiment that declares no `gpu_work` (tests/test_gpu_run.py fails until it does):
+# a few profiles and timings, no compile.
 DEFAULT = Work(profiles=2, timed=5, device_s=5.0)
 
 

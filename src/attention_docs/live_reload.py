@@ -14,8 +14,7 @@ import tokenize
 from collections.abc import Iterable
 from pathlib import Path
 
-from attention_docs.build_cache import PACKAGE, SourceGraph
-from attention_docs.measurements.keys import PACKAGE_ROOT, file_tokens
+from attention_docs.measurements.source import PACKAGE, PACKAGE_ROOT, SourceGraph, token_digest
 
 log = logging.getLogger("attention_docs")
 
@@ -37,7 +36,7 @@ class ModuleReloader:
         self.root = root
         self.keep = frozenset(keep)
         self.graph = graph or SourceGraph(package, root)
-        self.loaded: dict[str, str] = {}  # module -> tokens of the source it was loaded from
+        self.loaded: dict[str, str] = {}  # module -> token digest of the source it was loaded from
         self.since = 0  # ns: files changed after this, in modules seen later, may be stale
         # Modules the last reload could not reload (a syntax error mid-edit), and why: the
         # pages that use them are served from the old code, and say so (mkdocs_plugin.py).
@@ -139,10 +138,10 @@ class ModuleReloader:
 
 
 def _tokens(path: Path) -> str | None:
-    """The file's tokens; "" when it does not tokenize (mid-edit: reloading it will say
+    """The file's token digest; "" when it does not tokenize (mid-edit: reloading it will say
     why); None when it cannot be read."""
     try:
-        return file_tokens(path)
+        return token_digest(path)
     except (SyntaxError, tokenize.TokenError):
         return ""
     except OSError:

@@ -1,15 +1,7 @@
-# Page HTML as the MkDocs plugin finishes it: plain functions over strings, so that they are
-# tested without a build and survive a move away from MkDocs.
-#
-# - Links in executed output: markdown-exec converts a block's printed Markdown with its own
-#   Markdown instance, which lacks MkDocs' link rewriting, so `[x](01-reading-a-profile.md)`
-#   printed by a block would stay a link to a .md file (a 404 on the site).
-# - Notebook pages: mkdocs-jupyter inlines ~600 KB of JupyterLab CSS, a MathJax and a Mermaid
-#   loader into every notebook page; the page keeps only the cells, styled like the rest of the
-#   site, gains links to download the notebook and the package it runs, and is named in the
-#   nav by its chapter.
-# - Downloaded notebooks: each published .ipynb begins with a cell that installs this package
-#   where it is missing, from the wheel the site publishes beside the notebooks.
+# Page HTML as the MkDocs plugin finishes it: plain functions over strings, tested without a
+# build. Links a block printed get MkDocs' rewriting (markdown-exec converts them without
+# it); notebook pages keep only their cells, without mkdocs-jupyter's ~600 KB of CSS and
+# loaders; a published notebook begins with a cell that installs this package's wheel.
 from __future__ import annotations
 
 import html

@@ -1,26 +1,13 @@
-# Where experiments run: each in a process of its own (DESIGN principle 6). `run_worker` (what
-# a build, `run` and the GPU tool call) sends a job; the worker calls the runner directly
-# (experiments/runner.py), never the command line.
+# Where experiments run: each in a process of its own (DESIGN principle 6). `run_worker` sends
+# a job; the worker calls experiments/runner.py directly, never the command line.
 #
-# A new interpreter costs 2-3 s before the experiment begins (importing torch), and another
-# 2-3 s in every experiment that compiles or profiles (Dynamo and Inductor): two minutes of
-# imports on a cold build. So on Linux one *worker server* imports them once and forks a
-# fresh child per experiment. Before forking, the server imports what the request's
-# declaration says its experiment imports (`imports`) and keeps it, so that no first compile
-# or profiled call times an import, whichever path ran it. A child starts with no CUDA
-# context, no allocator state and nothing compiled: the server never runs a torch operation
-# and never imports this package's measured code (a child imports it afresh from disk, so an
-# edit under `mkdocs serve` is measured as edited). A child gets what a new process would:
-# the requester's working folder and environment at the time of the request.
-#
-# The server reads one JSON request per line and answers with the child's pid, then with its
-# exit code and outcome. The outcome (stored, or refused and why) is JSON the worker writes
-# into a pipe the job names (`outcome_fd`), never output to be parsed; its output is shown
-# only when it failed. The server ends when its requester closes the pipe (or exits), killing
-# a child still running, so that a stopped build writes nothing into the store afterwards.
-# Where fork is not safe (macOS, Windows), or the server cannot start, each experiment gets a
-# new interpreter (`python -m attention_docs.workers JOB`), which on Linux the kernel stops
-# when its requester dies.
+# A new interpreter spends 2-3 s importing torch, and an experiment that compiles or profiles
+# 2-3 s more. So on Linux one *worker server* imports them once (and what the request's
+# declaration lists in `imports`) and forks a fresh child per experiment: no CUDA context, no
+# allocator state, this package's measured code imported afresh from disk. The outcome comes
+# back as JSON through a pipe (`outcome_fd`), never parsed from output. The server ends with
+# its requester, killing a running child, so a stopped build writes nothing afterwards. Where
+# fork is not safe (macOS, Windows) each experiment gets a new interpreter.
 from __future__ import annotations
 
 import atexit

@@ -1,27 +1,14 @@
-# Forecasts for a named GPU, from its data sheet (records/device.py) and this package's
-# analytic models: what a chapter's question predicts on hardware the build may not have.
-# Pure arithmetic, no torch. Every chapter forecasts for the same GPU at the same shape, so
-# one forecast quantity has one value across the site; findings/forecast.py sets a forecast
-# beside a measurement of the same quantity when the store holds one.
+# Forecasts for a named GPU from its data sheet (records/device.py) and the analytic models:
+# what a chapter's question predicts on hardware the build may not have.
 #
-# The model is a roofline per kernel: a kernel takes at least max(FLOPs / peak, bytes /
-# bandwidth), where the peak is the tensor cores' for a matmul in bf16/fp16, the non-tensor
-# FP32 peak for a float32 matmul (PyTorch leaves TF32 off for matmuls by default) and for
-# element-wise work (it runs on the CUDA cores, accumulating in float32). Launch costs, L2
-# reuse and clocks below boost are not modelled: a forecast is a floor. Its realistic range
-# divides each kernel's compute time and memory time by the efficiencies of
-# records/published.toml (a share of the peak FLOP/s for its kind of kernel: FlashAttention-2's
-# generation, float32 work on the CUDA cores, or any other; a share of the HBM bandwidth),
-# takes the longer of the two and adds a fixed cost per kernel (KERNEL_FIXED_US). A tiled
-# kernel whose tiling is public (FlashAttention-2's) computes whole tiles, and when it
-# launches fewer thread blocks than the GPU has SMs, only that share of the SMs computes.
-#
-# Naive attention is priced from the ATen ops its code records (records/ops.py), not from a
-# list of five steps: each op that launches a CUDA kernel is one kernel, moving the bytes of
-# its tensor inputs and output scaled to the forecast shape. So the forecast follows the code
-# as written: its rebuilt mask (`ones`, `triu`) and its out-of-place `masked_fill` (a
-# `clone` -> `copy_` kernel) are kernels of the naive forecast; `masked_fill_` on a mask built
-# once is the in-place variant's forecast.
+# A roofline per kernel, max(FLOPs / peak, bytes / bandwidth): the tensor cores' peak for a
+# bf16/fp16 matmul, the FP32 CUDA-core peak for a float32 matmul (PyTorch leaves TF32 off)
+# and for element-wise work. Launch costs, L2 reuse and sub-boost clocks are left out, so it
+# is a floor. The realistic range divides compute and memory time by the efficiencies of
+# records/published.toml and adds KERNEL_FIXED_US per kernel; a FlashAttention-2 kernel
+# computes whole tiles, on no more SMs than it launches thread blocks.
+# Naive attention is priced from the ATen ops its code records (records/ops.py), so the
+# forecast follows the code as written: a rebuilt mask or a `masked_fill` copy is a kernel.
 from __future__ import annotations
 
 from collections.abc import Sequence

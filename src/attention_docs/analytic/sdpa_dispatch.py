@@ -1,16 +1,11 @@
-# SDPA's dispatcher as data: the rules by which torch.nn.functional.scaled_dot_product_attention
-# picks a backend, read from PyTorch's source, so that a page can forecast the choice on a GPU
-# the build does not have. No torch here: the tests check these rules against torch's own
-# selector where it runs without a GPU (`torch._fused_sdp_choice` on the CPU), and against the
-# source's documented cases for CUDA.
-#
-# Read from aten/src/ATen/native/transformers/cuda/sdp_utils.cpp (`can_use_flash_attention`,
-# `can_use_mem_efficient_attention`, `can_use_cudnn_attention`, `priority_order`) and
-# sdp_utils_cpp.cpp (`use_flash_attention_cpp`) at PyTorch commit 001f694a (main, 2026), for
-# dense inputs in a forward without gradients, deterministic algorithms off and every backend
-# enabled. Not modelled: nested tensors, strides and alignment of views, GQA head counts, FP8
-# with FlashAttention 3, ROCm, cuDNN 9.11-9.13's refusal of dropout, and the training-only rules
-# (head_dim > 192 on sm_86/89/120).
+# SDPA's dispatcher as data: the rules by which scaled_dot_product_attention picks a backend,
+# so that a page can forecast the choice on a GPU the build does not have. The tests check
+# them against torch's own selector on the CPU (`torch._fused_sdp_choice`).
+# Read from aten/src/ATen/native/transformers/cuda/sdp_utils.cpp and sdp_utils_cpp.cpp at
+# PyTorch commit 001f694a (2026), for dense inputs in a forward without gradients, every
+# backend enabled. Not modelled: nested tensors, strides and alignment of views, GQA head
+# counts, FP8 with FlashAttention 3, ROCm, cuDNN 9.11-9.13's refusal of dropout, and the
+# training-only rules (head_dim > 192 on sm_86/89/120).
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,29 +1,6 @@
 # Experiments on the backward pass: forward + backward of naive attention and of SDPA's
 # backends (time, FLOPs, matmuls, peak memory, the autograd nodes the backward runs), and
 # what each keeps alive between the two (saved tensors), across sequence lengths.
-#
-# `backward_compare`'s table "compare" has one row per implementation (chapter 12's training
-# view reads it at this shape too, so its columns keep their meaning):
-#   implementation          "naive", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"
-#   forward, backward       Timing, no profiler, every implementation's two passes in
-#                           interleaved rounds: the forward records for autograd (as in
-#                           training); the backward is `autograd.grad` on a kept graph
-#   forward_matmuls,        matmul ops (aten::mm/bmm/addmm/baddbmm) per call in the profile,
-#   backward_matmuls        the backward's counted across the autograd engine's threads
-#   forward_flops,          FLOPs torch.utils.flop_counter counts for each pass, op by op as
-#   backward_flops          dispatched; None where it knows no formula for an op that ran
-#   forward_peak_bytes,     peak memory of the forward alone and of forward + backward
-#   step_peak_bytes
-#   saved_internal_bytes,   what autograd keeps for the backward beyond q, k, v and the
-#   saved_output_bytes      output; the output when it is kept too
-#   status                  "ok", or why the implementation cannot run here
-#
-# GPU sizes (one H200; the site's forecast shape: batch 4, 16 heads, seq_len 4096, head_dim
-# 128, bf16, causal): naive's forward moves ~15 GB (~4 ms at 4.8 TB/s) and its backward a bit
-# more; per implementation ~40 steps (availability, 5 profiled, peaks, 3 warm-up + 10 timed
-# per round for each pass) and one profiler start: ~1.5 s each, ~9 s for five.
-# backward_saved_tensors runs one forward per implementation at seq_len 128..8192 (naive
-# keeps 8.6 GB at 8192): ~3 s.
 from __future__ import annotations
 
 import warnings
@@ -62,6 +39,11 @@ MEASURES = (
 SCHED = Schedule(wait=1, warmup=1, active=3)  # three profiled steps: their shares' range
 # The ATen ops a matmul reaches (`aten::matmul` is a wrapper around one of them).
 MATMUL_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
+# `backward_compare`'s table "compare", one row per implementation (chapter 12 reads it too):
+# forward and backward Timings (the forward records for autograd; the backward is
+# `autograd.grad` on a kept graph), matmul ops and FLOPs per pass (torch's flop counter; None
+# where it knows no formula), the peaks of the forward and of both passes, what autograd
+# keeps beyond q, k, v and the output (and the output when kept), and `status`.
 COLUMNS = (
     "implementation",
     "forward",

@@ -1,24 +1,14 @@
 # Experiments on KV-cache decode steps. `decode_steps` is the one experiment that times a
-# decode step (append one token, attend to the cache): multi-head, grouped-query and
-# multi-query attention on every path at one base point, the cache growing (batch 1), and
-# the batch growing (grouped-query) — every point timed once, all of them interleaved round
-# by round, so that the chapter's table, sweeps and roofline state one value per point.
+# decode step: multi-head, grouped-query and multi-query attention on every path at one base
+# point, the cache growing and the batch growing, every point interleaved round by round so
+# that the chapter's table, sweeps and roofline state one value per point.
 # `decode_prefill_vs_decode` runs the same tokens all at once and one at a time.
 #
-# Timing one step over and over on the same cache would flatter small caches: a cache that
-# fits in the chip's last-level cache (tens of MB on CPUs and GPUs alike) is then read from
-# there instead of from DRAM/HBM. A model never sees that: between two visits to one layer's
-# cache it reads every other layer's. So each point is timed across a stack of independent
-# caches ("layers") whose total is at least `working_set_mb`, and reported per layer. The
-# roofline ceilings are `machine_ceilings`' (the numbers chapter 03 states).
-#
-# GPU sizes (one H200: 4.8 TB/s HBM, 50 MB of L2; an eager step is ~5 kernel launches): the
-# forecast shape of the chapter (bf16, 32 heads, 8 k/v heads, head_dim 128). The base point
-# (batch 8, cache 16384: MHA reads 2.1 GB a layer, ~0.45 ms) holds 8 paths; the cache sweep
-# at batch 1 (512..65536 tokens, 24 points) runs from launch-bound (the page says so) to 1 GB
-# a layer; the batch sweep (GQA, 1..64 at 16384) from 67 MB to 4.3 GB a layer. 37 points of
-# >= 256 MB, ~20 GB held at once; ~53 timed calls each of at most ~6 ms: ~15 s with fills.
-# decode_prefill_vs_decode (batch 8, 2048 tokens): 2048 decode steps per run, 12 runs: ~2 s.
+# Timing one step over and over on one cache would flatter small caches: a cache that fits
+# the last-level cache is read from there, which a model never sees (it reads every other
+# layer's cache in between). So each point is timed across a stack of independent caches
+# ("layers") of at least `working_set_mb` in all, and reported per layer. The roofline's
+# ceilings are `machine_ceilings`'.
 from __future__ import annotations
 
 import functools

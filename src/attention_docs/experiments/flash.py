@@ -1,23 +1,9 @@
 # Experiments of the FlashAttention chapter: the tiled algorithm against naive attention and
 # SDPA (profile, peak memory, numerics, bytes by the traffic model), the effect of the block
 # size, and the Triton kernel: against SDPA's fused backends on a GPU, and on a CPU under
-# Triton's interpreter, where its output is checked against SDPA and float64.
-#
-# One fact, one number: the unprofiled forward times of naive, tiled and SDPA at the chapter's
-# shape are `forward_times`' (the page reads them there), and the machine's matmul ceiling is
-# `machine_ceilings`'. What is timed here nobody else states: the tiled loop at other block
-# sizes, and the fused kernels' kernel times (cold L2, do_bench) at shapes outside
-# forward_times' grid.
-#
-# GPU sizes (one H200; ~5–10 µs per eager kernel launch, ~700 TFLOP/s bf16):
-#   flash_tiled_vs_naive (4, 16, 2048, 64, bf16, 64×64 tiles): 32 query tiles, 528 computed
-#     tiles, ~13 eager ops each: ~7k launches, ~50 ms per forward; 3 profiled forwards, peak
-#     memory of 3 implementations at 4 lengths: ~5 s.
-#   flash_block_sweep (1, 16, 2048, 64, bf16, blocks 32..512): block 32 computes 2080 tiles,
-#     ~27k launches, ~0.2 s per forward; 13 forwards (warm-up, 3 rounds of 3, peak memory):
-#     ~3 s; every larger block a quarter of the one before: ~5 s in all.
-#   flash_triton_vs_sdpa (2, 16, 1024..16384, 128, bf16, causal): one Triton compile (~20–40 s),
-#     then 5 lengths × ≤5 kernels × 3 rounds of ~50 ms do_bench: ~5 s; ~45 s in all.
+# Triton's interpreter, where its output is checked against SDPA and float64. Forward times
+# at the chapter's shape are `forward_times`' (one fact, one number): what is timed here is
+# the tiled loop at other block sizes and the fused kernels' kernel times off that grid.
 from __future__ import annotations
 
 import contextlib

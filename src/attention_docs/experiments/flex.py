@@ -1,19 +1,9 @@
 # Experiments on FlexAttention. `flex_masks`: each mask and score modification compiled and
-# timed against its unfused fallback and SDPA with a dense mask; at the same shape, time
-# against block sparsity (one compiled sliding-window kernel, only the window tensor
-# changes: the sweep's point at the masks' window IS the masks table's time, one
-# measurement); and one profiled step, BlockMask build then the compiled call, for the
-# timeline and its trace. `flex_block_mask_cost`: what create_block_mask costs as seq_len
-# grows. Every distinct mod is a distinct compiled kernel (seconds of compile time each),
-# so the sweep varies a tensor the mod closes over, never the mod. Compiled FlexAttention
-# with the plain causal mask is `forward_times`' FlexAttention row: not timed here.
-#
-# GPU sizes, estimated on an H200 (the site's forecast shape: bfloat16, batch 4, 16 heads,
-# seq_len 4096, head_dim 128). flex_masks: four flex_attention compiles (~5-15 s each; the
-# profiled step reuses the causal one) dominate; each forward is ~0.1-1 ms fused and a few
-# ms for the fallback (its N×N scores are 2 GiB), timed in 3 rounds of ~16 runs; five more
-# windows of ≤ 1 ms; one profiler start: ~60 s in all. flex_block_mask_cost up to 32768:
-# each build evaluates the mask on up to 1 G pairs (~1 GB of booleans, a few ms): ~5 s.
+# timed against its unfused fallback and SDPA with a dense mask; time against block sparsity;
+# and one profiled step (BlockMask build, then the compiled call). `flex_block_mask_cost`:
+# what create_block_mask costs as seq_len grows. Every distinct mod is a compile of seconds,
+# so the sparsity sweep varies a tensor the mod closes over, never the mod (its point at the
+# masks' window IS the masks table's time). Causal FlexAttention is `forward_times`' row.
 from __future__ import annotations
 
 import functools

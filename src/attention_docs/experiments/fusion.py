@@ -1,16 +1,8 @@
-# Experiments on torch.compile (TorchDynamo + Inductor) applied to naive attention: which
-# kernels it fuses, what compiling costs with cold and with warm caches and the peak memory
-# of the compiled forward (fusion_kernels), and what a new shape costs (fusion_recompile).
-# Forward times are not taken here: they are `forward_times`' job (one fact, one number),
-# and the chapter reads them there; SDPA's peak memory is `sdpa_backends`'. Every distinct
-# compiled graph costs seconds of compile time, so each experiment compiles as few as it can.
-#
-# GPU sizes (batch 4, 16 heads, seq_len 4096, bfloat16: sdpa_backends' shape), estimated on
-# an H200: the compiles dominate, the forwards (~4 ms each: 2·4·16·4096²·64·2 ≈ 275 GFLOP of
-# matmuls plus ~5 passes over a 2.1 GB score matrix) do not. fusion_kernels compiles three
-# times (cold ~10-20 s with Triton's cache empty, warm ~2-5 s, then the static graph ~5 s),
-# profiles ~10 forwards and measures two peaks; fusion_recompile compiles two static graphs
-# (~5-10 s each). About 60 s in all, process starts included.
+# Experiments on torch.compile applied to naive attention: which kernels it fuses, what
+# compiling costs with cold and warm caches, the compiled forward's peak memory
+# (fusion_kernels), and what a new shape costs (fusion_recompile). Forward times are
+# `forward_times`' (one fact, one number). Every compiled graph costs seconds, so each
+# experiment compiles as few as it can.
 from __future__ import annotations
 
 import logging

@@ -1,20 +1,9 @@
 # Experiments for the memory chapter: the allocation timeline of one naive forward, and its
-# peak against seq_len, measured and predicted by analytic/memory.py, up to the length at which
-# the device's free memory runs out. A length the model says will not fit in the free memory
-# is not tried (on the CPU going past it gets the process killed; on a GPU a failed try
-# fragments the allocator): its row says so in words.
-#
-# Every allocation is attributed to the op that made it, so that a backend's scratch (memory
-# an op allocates and frees again before it returns: oneDNN's bfloat16 matmul on CPUs with
-# AVX-512 bf16 or AMX, cuBLAS's workspace on a GPU) is told apart from the tensors the model
-# counts. The timeline also profiles the forward in the other dtype, so that the page can say
-# in which dtype the tensors model is the whole peak on this machine, and what the backend adds.
-#
-# GPU sizes (one H200), at the site's forecast shape (batch 4, 16 heads, head_dim 128, bf16):
-# memory_timeline profiles one forward per dtype at seq_len 4096 (two 2.1 GB bf16 matrices;
-# 4.3 GB in float32): ~3 s with the profiler's start. memory_peak profiles one forward per
-# length (after two warm-up calls) from 1024 up to just under the free-memory limit (~20k
-# tokens, two ~55 GB matrices, ~0.1 s a call at 4 TB/s): ~10 s for its seven lengths.
+# peak against seq_len, measured and predicted by analytic/memory.py. A length the model says
+# will not fit in the free memory is not tried (on a CPU the process would be killed, on a
+# GPU the allocator fragmented): its row says so. Every allocation is attributed to its op,
+# so a backend's scratch (oneDNN's bf16 matmul, cuBLAS's workspace) is told apart from the
+# tensors the model counts, in both dtypes.
 from __future__ import annotations
 
 import os

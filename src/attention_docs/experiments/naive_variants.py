@@ -1,14 +1,7 @@
 # Experiments for "Naive attention, deeper": four ways to apply the causal mask, fp32 against
-# bf16 step by step, and which step dominates at which shape. All of them profile the same
-# five labelled steps, so their tables line up with the chapter's first table.
-#
-# Speed comparisons between variants and between dtypes are timed here, without the profiler,
-# in interleaved rounds (profiling/timing.py), and kept as Timings so that each ratio carries
-# its noise. Only the ratios are shown: the absolute time of the naive forward and of its
-# steps is `forward_times`' fact, and the float32 and `rebuild` timings here are only the
-# baselines of this experiment's own comparisons. Profiles taken here for allocations or for
-# what runs keep their options; the shares sweep profiles light, as naive_steps does, and
-# leaves naive_steps' own shape to it (one shape, one share).
+# bf16 step by step, and which step dominates at which shape, all profiling the same five
+# labelled steps. Variants and dtypes are timed against each other in interleaved rounds and
+# only their ratios are shown: the naive forward's own times are `forward_times`' facts.
 from __future__ import annotations
 
 import math

@@ -1,18 +1,8 @@
 # Experiments on scaled_dot_product_attention: each backend pinned and profiled, why SDPA
-# picks the backend it picks for a set of input variants, what this torch offers to change
-# that choice, and what each way of masking costs. A backend this device does not have
-# becomes a row that says so, never an exception. No forward is timed here for its own sake:
-# a backend's forward time is `forward_times`' fact; `sdpa_masks` times its mask variants
-# against one another, in interleaved rounds (Timing cells), and pages state only their ratios.
-# The input variants `sdpa_why` asks about are analytic/sdpa_dispatch.py's, so the page's
-# forecast for a GPU and a GPU's measurement describe the same calls.
-#
-# GPU sizes (one H200, batch 4, 16 heads, seq_len 4096, bf16, a shape of the forward-time
-# grid): sdpa_backends profiles each runnable backend (4 calls each; math's 2.1 GB matrices
-# at ~4 TB/s: ~3 ms a call) and SDPA's free choice: ~6 profiler starts, ~4 s. sdpa_why asks
-# 8 variants at seq_len 1024 (one profiled call and four pinned calls each): ~6 s.
-# sdpa_masks profiles 4 variants, times them in 3 interleaved rounds of 10 calls, and pins
-# each backend once on the wrong-polarity mask: ~6 s.
+# picks the backend it picks for a set of input variants (analytic/sdpa_dispatch.py's, so a
+# GPU forecast and a GPU measurement describe the same calls), what this torch offers to
+# change that choice, and what each way of masking costs (ratios only: forward times are
+# `forward_times`'). A backend this device lacks becomes a row that says so.
 from __future__ import annotations
 
 import inspect

@@ -1,20 +1,8 @@
-# The experiment behind the quadratic-wall chapter: naive attention swept over seq_len, over
-# how the same tokens are split into sequences, how the same width is split into heads, and
-# over head_dim. The four sweeps share points (seq_len 512 with head_dim 64 is on the seq_len
-# and the head_dim sweeps), so they are one experiment: every distinct shape is measured once
-# — its peak memory from the allocator, its five steps profiled for a few calls where a sweep
-# shows shares — and then every shape is timed without the profiler in interleaved rounds
-# (round 1 of every shape, round 2 of every shape...), so a slow minute of the machine bends
-# no slope on its own and a shape two sweeps share has one time. Out-of-memory becomes a row.
-#
-# The shapes are off the forward-time grid (measurements/forward.py) by default; a shape the
-# grid holds is read from forward_times by the page (findings/wall.py), never stated twice.
-#
-# GPU sizes (one H200; bytes at ~4 TB/s, FLOPs at ~700 TFLOP/s bf16, ~0.5 s of profiler start
-# per profiled shape): seq_len 128..8192 at batch 4, 8 heads (7 shapes; at 8192 one N×N
-# matrix is 4.3 GB and a forward moves ~30 GB, ~8 ms); 16384 tokens split 7 ways; width 2048
-# split into 1..64 heads at seq_len 4096 (7 shapes, up to 2.1 GB matrices); head_dim 16..256
-# at seq_len 4096 (5 shapes). ~25 shapes, 12 profiled, each timed 30 times: ~15 s in all.
+# The experiment behind the quadratic-wall chapter: naive attention swept over seq_len, token
+# and head splits, and head_dim. The sweeps share points, so they are one experiment: each
+# distinct shape is measured once (peak memory, a few profiled calls where a sweep shows
+# shares), then all are timed in interleaved rounds, so a slow minute bends no slope on its
+# own. A shape the forward-time grid holds is read from forward_times by the page.
 from __future__ import annotations
 
 from attention_docs.analytic.memory import naive_peak

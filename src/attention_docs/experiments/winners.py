@@ -1,19 +1,7 @@
 # Chapter 12's own measurements: `train_times`, the map's training view (its forward view is
 # `forward_times`', its decode cell `decode_steps`'), never at `backward_compare`'s shape
-# (chapter 09 owns that shape's training times); `winners_summary`, each implementation
-# profiled once for the work and the peak memory of a forward (its times are forward_times').
-#
-# train_times sizes. CPU: 16 heads, head_dim 128, seq_len 512 only, in float32 and bfloat16
-# (seq_len 1024 would add ~20 s of backward on 2 cores; the two compiled backwards' compiles,
-# ~15 s, dominate anyway): ~35 s on 2 idle cores. GPU: batch 4, 16 heads, head_dim 128,
-# causal, 1024 tokens in both dtypes: ~10 s with compiles.
-#
-# winners_summary on a GPU (batch 4, 16 heads, seq_len 4096, head_dim 64, bfloat16), estimated
-# on an H200: the compiled paths find forward_times' graphs in Inductor's cache (~2-3 s each:
-# Dynamo still traces), the Triton kernel compiles (~2 s); then per implementation a readiness
-# call, a profiled forward and one under the memory profiler, each ≤ ~20 ms (naive's N×N
-# scores are 2 GiB in bfloat16; the Python tile loop is skipped above the grid's limit). About
-# 20 s, the process start included.
+# (chapter 09 owns that one); `winners_summary`, each implementation profiled once for the
+# work and the peak memory of a forward.
 from __future__ import annotations
 
 import functools

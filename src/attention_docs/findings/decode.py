@@ -21,7 +21,7 @@ from attention_docs.findings.facts import (
     model_fact,
 )
 from attention_docs.findings.forecast import Check, check, forecast
-from attention_docs.findings.forward import ceiling
+from attention_docs.findings.forward import Versus, ceiling
 from attention_docs.findings.share import Largest, largest, shares
 from attention_docs.findings.trend import end_to_end
 from attention_docs.measurements.schema import Measurement
@@ -223,24 +223,15 @@ def intensity(p: Point) -> Fact:
     return model_fact(INTENSITY, "decode step", p.shape, p.cost.intensity, "FLOP/B")
 
 
-@dataclass(frozen=True)
-class Versus:
-    """`fast` against `slow` (comparison.ratio = slow's time / fast's: > 1, fast is faster)."""
-
-    quantity: Quantity
-    fast: Point
-    slow: Point
-    comparison: Comparison
-
-
 def versus(m: Measurement, a: Point, b: Point) -> Versus | None:
-    """How `a` compares with `b`, said the way round that makes the ratio at least 1."""
+    """How `a` compares with `b` (by their labels), said the way round that makes the ratio
+    at least 1."""
     if a.time is None or b.time is None:
         return None
     if compare(a.time, b.time).ratio < 1:
         a, b = b, a
     q = Quantity(SPEED, f"{a.label} vs {b.label}", m.device_id, UNPROFILED, a.shape, b.shape.key())
-    return Versus(q, a, b, compare(a.time, b.time))
+    return Versus.of(q, a.label, b.label, compare(a.time, b.time))
 
 
 @dataclass(frozen=True)

@@ -9,28 +9,12 @@ from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
 from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, ratio_fact
-from attention_docs.findings.forward import forward_quantity
+from attention_docs.findings.forward import time_at, timing_at
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape
-from attention_docs.records.timing import Timing
 
 DEVICE_RATIO = "time ratio between devices"
-
-
-def timing_at(m: Measurement, name: str, shape: Shape) -> Timing | None:
-    """`name`'s forward timing at `shape`; None where it did not run, or where the entry's
-    grid (another device's) has no such row."""
-    try:
-        return fwd.timing(m, name, shape)
-    except fwd.NotMeasuredError:
-        return None
-
-
-def time_at(m: Measurement, name: str, shape: Shape) -> Fact | None:
-    """That timing as the forward-time fact every page states."""
-    t = timing_at(m, name, shape)
-    return None if t is None else Fact.of_timing(forward_quantity(m, name, shape), t)
 
 
 @dataclass(frozen=True)

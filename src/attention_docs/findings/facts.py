@@ -133,6 +133,13 @@ def llc_fact(facts: dict, device_id: str) -> Fact | None:
     return Fact(q, facts["llc_bytes"], "B")
 
 
+def per_second(q: Quantity, amount: float, t: Timing, unit: str) -> Fact:
+    """`amount` over the time `t` as a rate; its range from the rounds' extremes."""
+    return Fact(
+        q, amount / t.time_us * 1e6, unit, amount / t.high_us * 1e6, amount / t.low_us * 1e6
+    )
+
+
 def ratio_fact(quantity: Quantity, c: Comparison) -> Fact:
     """A comparison's ratio with its range over the rounds, as the fact `quantity` (×)."""
     return Fact(quantity, c.ratio, "×", c.low, c.high)

@@ -66,15 +66,10 @@ class _On:
         return Fact(q, value, unit)
 
 
-def _timed(times: Measurement | None, name: str, shape: Shape, device_id: str = "") -> Fact | None:
-    """`name`'s unprofiled forward time at `shape` from a forward_times entry; None when it
-    did not run, is not in the grid, or (with `device_id`) the entry is another device's."""
-    if times is None or (device_id and times.device_id != device_id):
-        return None
-    try:
-        return ffwd.forward_time(times, name, shape)
-    except fwd.NotMeasuredError:
-        return None
+def _same_device(times: Measurement, m: Measurement) -> Measurement | None:
+    """`times` where it was measured on `m`'s device: another device's times are not set
+    beside `m`'s memory and bytes."""
+    return times if times.device_id == m.device_id else None
 
 
 def cited(key: str) -> Fact:
@@ -110,7 +105,7 @@ class Implementation:
 
 def implementations(m: Measurement, times: Measurement) -> list[Implementation]:
     """Peak memory and error (this experiment's) beside each forward time (forward_times')."""
-    on = _On.of(m)
+    on, here = _On.of(m), _same_device(times, m)
     rows = {r["implementation"]: r for r in m.tables["implementations"].records()}
     naive = rows.get(fwd.NAIVE)
     naive_peak = naive["peak_bytes"] if naive and naive["status"] == fwd.OK else None
@@ -119,7 +114,7 @@ def implementations(m: Measurement, times: Measurement) -> list[Implementation]:
         if r["status"] != fwd.OK:
             out.append(Implementation(name, r["status"]))
             continue
-        forward = _timed(times, name, on.shape, m.device_id)
+        forward = ffwd.time_at(here, name, on.shape)
         versus = achieved = less = None
         if forward is not None:
             if name != fwd.NAIVE:
@@ -146,12 +141,12 @@ def traffic(m: Measurement, times: Measurement) -> list[tuple[str, Fact, Fact, F
     """The three traffic models: each one's label, bytes, bytes ÷ naive's, and bytes over the
     matching implementation's unprofiled forward time (the naive and loop models; no timed
     implementation moves the fused model's bytes here)."""
-    on = _On.of(m)
+    on, here = _On.of(m), _same_device(times, m)
     records = m.tables["traffic"].records()
     out = []
     for r, impl in zip(records, (fwd.NAIVE, fwd.TILED, None), strict=True):
         model, moved = r["model"], r["bytes"]
-        t = _timed(times, impl, on.shape, m.device_id) if impl else None
+        t = ffwd.time_at(here, impl, on.shape) if impl else None
         rate = None
         if t is not None:
             rate = on("achieved B/s", impl, UNPROFILED, moved / (t.value * 1e-6), "B/s",
@@ -321,7 +316,7 @@ def block_sweep(m: Measurement) -> BlockSweep:
     fast, slow = (f"{b}×{b} tiles" for b in (r.fastest, r.order[-1]))
     q = Quantity(ffwd.SPEED, f"tiled (Python loop), {fast} vs {slow}", m.device_id, UNPROFILED,
                  on.shape)  # fmt: skip
-    return BlockSweep(rows, r, ffwd.Versus(q, fast, slow, r.against_fastest[r.order[-1]]))
+    return BlockSweep(rows, r, ffwd.Versus.of(q, fast, slow, r.against_fastest[r.order[-1]]))
 
 
 # --- the Triton kernel ---------------------------------------------------------------------
@@ -411,7 +406,7 @@ def kernels(m: Measurement, ceilings: Measurement | None) -> Kernels:
             q = Quantity("kernel time ratio", f"{fwd.SDPA_FLASH} vs {fwd.TRITON}", m.device_id,
                          KERNEL, on.shape)  # fmt: skip
             c = compare(t[fwd.SDPA_FLASH], t[fwd.TRITON])
-            versus = ffwd.Versus(q, fwd.SDPA_FLASH, fwd.TRITON, c)
+            versus = ffwd.Versus.of(q, fwd.SDPA_FLASH, fwd.TRITON, c)
         times = {n: p.facts[n] or r["status"] for n, r in p.rows.items()}
         rows.append(KernelsAt(p.x, times, rate, share, fwd.TRITON in above, versus))
     names = tuple(dict.fromkeys(n for r in rows for n in r.times))
@@ -568,7 +563,7 @@ def gpu_forecast(times_by_device: Sequence[Measurement]) -> GpuForecast:
 
     def floor(name: str) -> Check:
         time = spec(ffwd.FORWARD_TIME, name, flash.floor_us, "µs")
-        return check(time, _timed(measured, name, shape))
+        return check(time, ffwd.time_at(measured, name, shape))
 
     tiled = _fused(shape, gpu.FLASH_BLOCK_Q, gpu.FLASH_BLOCK_K)
     return GpuForecast(

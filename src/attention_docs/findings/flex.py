@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 
-from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import COUNTED, NUMERIC, UNPROFILED, Fact, Quantity, ratio_fact
-from attention_docs.findings.forward import FORWARD_TIME, forward_time, versus
+from attention_docs.findings.compare import compare
+from attention_docs.findings.facts import COUNTED, NUMERIC, UNPROFILED, Fact, Quantity
+from attention_docs.findings.forward import FORWARD_TIME, SPEED, Versus, forward_time, versus
 from attention_docs.findings.sweep import sweep_findings
 from attention_docs.findings.trend import fitted_slope
 from attention_docs.measurements import forward as fwd
@@ -38,7 +38,6 @@ BUILD_SWEEP = Sweep(
 # torch versions and GPUs, so it is not assumed): the first backend that ran is the path a
 # reader's unpinned call takes.
 SDPA_ORDER = (fwd.SDPA_FLASH, fwd.SDPA_EFFICIENT, fwd.SDPA_MATH)
-Ratio = tuple[Fact, Comparison]  # a speed ratio's fact (b ÷ a: above 1, a is faster), and why
 
 
 def shape(m: Measurement) -> Shape:
@@ -60,14 +59,11 @@ def _fact(m, metric, subj, value, unit="µs", *, clock=UNPROFILED, detail="") ->
     return Fact.of_timing(q, value) if isinstance(value, Timing) else Fact(q, value, unit)
 
 
-def _versus(m: Measurement, a: str, b: str, ta: Timing | None, tb: Timing | None) -> Ratio | None:
+def _versus(m: Measurement, a: str, b: str, ta: Timing | None, tb: Timing | None) -> Versus | None:
     if ta is None or tb is None:
         return None
-    c, q = (
-        compare(ta, tb),
-        Quantity("speed ratio", f"{a} vs {b}", m.device_id, UNPROFILED, shape(m)),
-    )
-    return ratio_fact(q, c), c
+    q = Quantity(SPEED, f"{a} vs {b}", m.device_id, UNPROFILED, shape(m))
+    return Versus.of(q, a, b, compare(ta, tb))
 
 
 @dataclass(frozen=True)
@@ -79,8 +75,8 @@ class Mask:
     compiled: Fact | None
     fallback: Fact | None
     dense: Fact | None
-    versus_fallback: Ratio | None
-    versus_dense: Ratio | None
+    versus_fallback: Versus | None
+    versus_dense: Versus | None
     skipped: Fact
     partial: int  # tiles computed with the mask_mod applied
     full: int  # tiles computed with no mask work
@@ -133,7 +129,7 @@ class TileStep:
     wide: int
     narrow_tiles: tuple[int, int]
     wide_tiles: tuple[int, int]
-    ratio: Ratio
+    ratio: Versus
 
     @property
     def same_tiles(self) -> bool:
@@ -141,7 +137,7 @@ class TileStep:
 
     @property
     def follows(self) -> bool:
-        c = self.ratio[1]
+        c = self.ratio.comparison
         return c.tie or (not self.same_tiles and c.as_ordered)
 
 
@@ -151,7 +147,7 @@ class Sparsity:
     narrowest window's time against the widest's; each pair of neighbours, narrow to wide."""
 
     points: tuple[tuple[int, Fact, Fact], ...]
-    narrow_vs_wide: Ratio | None  # None: no width timed
+    narrow_vs_wide: Versus | None  # None: no width timed
     steps: tuple[TileStep, ...]
 
 
@@ -229,7 +225,7 @@ class VersusSdpa:
     sdpa: str
     flex_time: Fact
     sdpa_time: Fact
-    versus: Ratio
+    versus: Versus
 
 
 def versus_sdpa(times: Measurement) -> list[VersusSdpa]:
@@ -239,9 +235,8 @@ def versus_sdpa(times: Measurement) -> list[VersusSdpa]:
     for s in dict.fromkeys(s for name, s in ran if name == fwd.FLEX and s.causal):
         if (sdpa := next((b for b in SDPA_ORDER if (b, s) in ran), None)) is not None:
             v = versus(times, sdpa, fwd.FLEX, s)
-            ratio = (ratio_fact(v.quantity, v.comparison), v.comparison)
             found.append(VersusSdpa(s, sdpa, forward_time(times, fwd.FLEX, s),
-                                    forward_time(times, sdpa, s), ratio))  # fmt: skip
+                                    forward_time(times, sdpa, s), v))  # fmt: skip
     return found
 
 

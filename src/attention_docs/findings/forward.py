@@ -1,17 +1,19 @@
 # Facts and comparisons from the one forward-time entry of a device (measurements/forward.py):
-# an implementation's unprofiled forward time at a shape, one naive step's time in the forward
-# (the five timed one after another), how two
-# implementations compare, and the machine's measured ceilings. Every page that states one of
-# these asks here, so each is one quantity with one value.
+# an implementation's unprofiled forward time at a shape (also from an entry whose grid may not
+# hold it), one naive step's time in the forward, how two implementations compare (Versus: the
+# one speed-ratio type every finding uses), and the machine's measured ceilings. Every page
+# that states one of these asks here, so each is one quantity with one value.
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import UNPROFILED, Fact, Quantity
+from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, ratio_fact
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape
+from attention_docs.records.timing import Timing
 
 FORWARD_TIME = "forward time"
 STEP_TIME = "step time in the forward"
@@ -32,6 +34,21 @@ def forward_time(m: Measurement, implementation: str, shape: Shape) -> Fact | No
     return None if t is None else Fact.of_timing(forward_quantity(m, implementation, shape), t)
 
 
+def timing_at(m: Measurement | None, implementation: str, shape: Shape) -> Timing | None:
+    """The implementation's forward timing at `shape` in an entry that may not hold it
+    (another device's grid, a shape off the grid); None there, without an entry, or where
+    it did not run."""
+    with suppress(fwd.NotMeasuredError):
+        return None if m is None else fwd.timing(m, implementation, shape)
+    return None
+
+
+def time_at(m: Measurement | None, implementation: str, shape: Shape) -> Fact | None:
+    """That timing as the forward-time fact every page states."""
+    t = timing_at(m, implementation, shape)
+    return None if t is None else Fact.of_timing(forward_quantity(m, implementation, shape), t)
+
+
 def step_time(m: Measurement, label: str, shape: Shape) -> Fact | None:
     """One naive step's (`attention.softmax`...) time in the forward, without the profiler."""
     return forward_time(m, fwd.STEP_PREFIX + label, shape)
@@ -39,12 +56,22 @@ def step_time(m: Measurement, label: str, shape: Shape) -> Fact | None:
 
 @dataclass(frozen=True)
 class Versus:
-    """`a` against `b` at one shape: `comparison.ratio` = b's time / a's (> 1: a is faster)."""
+    """`a` against `b` (implementations, a sweep's lines, decode paths): b's time ÷ a's as a
+    fact with its range over the rounds (above 1: `a` is faster), and the comparison it
+    states (a tie where the intervals overlap)."""
 
-    quantity: Quantity
     a: str
     b: str
+    fact: Fact
     comparison: Comparison
+
+    @classmethod
+    def of(cls, quantity: Quantity, a: str, b: str, comparison: Comparison) -> Versus:
+        return cls(a, b, ratio_fact(quantity, comparison), comparison)
+
+    @property
+    def quantity(self) -> Quantity:
+        return self.fact.quantity
 
 
 def versus(m: Measurement, a: str, b: str, shape: Shape) -> Versus | None:
@@ -53,7 +80,7 @@ def versus(m: Measurement, a: str, b: str, shape: Shape) -> Versus | None:
     if ta is None or tb is None:
         return None
     q = Quantity(SPEED, f"{a} vs {b}", m.device_id, UNPROFILED, shape)
-    return Versus(q, a, b, compare(ta, tb))
+    return Versus.of(q, a, b, compare(ta, tb))
 
 
 CEILING_UNITS = {"peak_flops": "FLOP/s", "bandwidth_bs": "B/s", "cache_bandwidth_bs": "B/s"}

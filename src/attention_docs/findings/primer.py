@@ -19,6 +19,7 @@ from attention_docs.findings.facts import (
     UNPROFILED,
     Fact,
     Quantity,
+    per_second,
     ratio_fact,
 )
 from attention_docs.findings.forward import forward_time
@@ -37,13 +38,6 @@ SMALLEST = 4  # the sizes of a sweep whose medians make its per-call floor
 
 def _q(m: Measurement, metric: str, clock: str, detail: str = "", subject=fwd.NAIVE) -> Quantity:
     return Quantity(metric, subject, m.device_id, clock, Shape.of(m.params), detail)
-
-
-def per_second(q: Quantity, amount: float, t: Timing, unit: str) -> Fact:
-    """`amount` over the time `t` as a rate; its range from the rounds' extremes."""
-    return Fact(
-        q, amount / t.time_us * 1e6, unit, amount / t.high_us * 1e6, amount / t.low_us * 1e6
-    )
 
 
 def _scaled(q: Quantity, f: Fact, by: float = 1.0, per: float = 1.0) -> Fact:

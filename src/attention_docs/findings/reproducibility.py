@@ -1,15 +1,9 @@
-# How reproducible a set of unprofiled timings is: runs of the same timings (on the idle
-# machine twice, and beside a CPU-bound process) compared by the verdicts a page states from
-# them (which of two timed together is faster, or a tie) and by how far their times moved,
-# how wide their intervals are, and what physics requires of the numbers within one run.
-#
-# Why the verdicts carry the target and the times do not: an interval is this run's (a
-# confidence interval for its rounds' quartile), and a machine's state between runs (its
-# clocks, what a neighbour on its host does) moves every time of a run alike, by more than
-# that interval on a virtual machine. Two timings measured in the same rounds move together,
-# so which one is faster survives what their times do not. `nox -s bench`
-# prints these against their targets (benchmarks/bench_repro.py); the tests check the rules
-# on recorded runs. Torch-free: a run is a mapping of names to Timings.
+# How reproducible a set of unprofiled timings is: runs of the same timings (idle twice, and
+# beside a CPU-bound process) compared by the verdicts a page states from them, by how far
+# their times moved, how wide their intervals are, and what physics requires within a run.
+# Verdicts carry the target and times do not: a machine's state between runs moves every
+# time of a run alike, by more than one run's interval, while two timings of the same rounds
+# move together. `nox -s bench` prints these against their targets.
 from __future__ import annotations
 
 import statistics

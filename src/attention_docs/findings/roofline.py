@@ -1,17 +1,13 @@
-# The steps of naive attention on this machine's roofline. The roof is the measured ceilings
-# (`machine_ceilings`); a step's place under it is its cost-model intensity and the FLOP/s it
-# reached in its *unprofiled* time (each step timed alone, `forward_times`); its verdict is
-# findings/bound.py's, with the step's fixed cost read on the same clock: on a GPU the idle
-# time before its kernels (naive_steps' trace, GPU clock), on a CPU its top-level op calls ×
-# the per-call floor of `op_size_sweep` (the chapter-01 fact). A step's bandwidth is the copy
-# that matches its working set (`held_to`), not always the large one: a step whose bytes fit a
-# cache, read right after the step before wrote them, set against a copy past every cache
-# would look memory-bound while its kernel is far from what the machine does at its size.
-# The ridge and the matmuls' limit stay the large copy's: they are about long sequences.
-# Facts and flags only.
+# The steps of naive attention on this machine's roofline (`machine_ceilings`): each step at
+# its cost-model intensity and the FLOP/s of its unprofiled time, judged by findings/bound.py
+# with its fixed cost on the same clock (on a GPU the idle time before its kernels, on a CPU
+# its op calls × `op_size_sweep`'s per-call floor). A step's bandwidth is the copy matching
+# its working set (`held_to`): against a copy past every cache, a step whose bytes sit in a
+# cache would look memory-bound. The ridge stays the large copy's.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from attention_docs.analytic.cost import itemsize
@@ -321,6 +317,12 @@ def profiler_flops(m: Measurement) -> ProfilerFlops | None:
         tuple(sorted(counted)),
         math.isclose(ours, theirs, rel_tol=1e-6),
     )
+
+
+def most_inefficient(placed: Sequence[Placed]) -> Placed | None:
+    """The inefficient step furthest from its floor, if any."""
+    slow = [p for p in placed if p.bound.verdict == "inefficient" and p.ratio]
+    return max(slow, key=lambda p: p.ratio.value, default=None)
 
 
 def right_of_ridge(r: Roofline, p: Placed) -> bool:

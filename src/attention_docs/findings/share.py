@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -33,6 +33,13 @@ def shares(samples: Mapping[str, Sequence[float]]) -> dict[str, Share]:
         fractions = [v / t if t else 0.0 for v, t in zip(values, totals, strict=True)]
         out[part] = Share(part, statistics.median(fractions), min(fractions), max(fractions))
     return out
+
+
+def joint_share(per: Mapping[str, Sequence[float]], group: Iterable[str]) -> Share:
+    """The share of the parts in `group` together, sample by sample."""
+    inside = [sum(v) for v in zip(*(per[x] for x in per if x in group), strict=True)]
+    rest = [sum(v) for v in zip(*(per[x] for x in per if x not in group), strict=True)]
+    return shares({"in": inside, "rest": rest})["in"]
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@
 # entry when the store holds one. Facts and flags only: the renderers say them.
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, replace
 
@@ -21,11 +21,11 @@ from attention_docs.findings.facts import (
     Fact,
     Quantity,
     model_fact,
+    per_second,
 )
 from attention_docs.findings.forecast import Check, check, forecast, measured_on
 from attention_docs.findings.forward import FORWARD_TIME, STEP_TIME, forward_time, step_time
-from attention_docs.findings.primer import per_second
-from attention_docs.findings.share import Largest, Share, largest, shares
+from attention_docs.findings.share import Largest, Share, joint_share, largest, shares
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -98,13 +98,6 @@ def _samples(m: Measurement) -> dict[str, list[float]]:
     if table is not None and table.rows:
         return {s.label: table.column(s.label) for s in m.steps}
     return {s.label: [s.time_us] for s in m.steps}
-
-
-def joint_share(per: Mapping[str, Sequence[float]], group: Iterable[str]) -> Share:
-    """The share of the parts in `group` together, forward by forward."""
-    inside = [sum(v) for v in zip(*(per[x] for x in per if x in group), strict=True)]
-    rest = [sum(v) for v in zip(*(per[x] for x in per if x not in group), strict=True)]
-    return shares({"in": inside, "rest": rest})["in"]
 
 
 def _range_fact(q: Quantity, s: Share) -> Fact:

@@ -5,13 +5,13 @@
 # fastest at the last value measured. render/sweep.py only states them.
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import Fact, Quantity, ratio_fact
-from attention_docs.findings.forward import SPEED
+from attention_docs.findings.compare import compare
+from attention_docs.findings.facts import Fact, Quantity
+from attention_docs.findings.forward import SPEED, Versus
 from attention_docs.findings.rank import Ranking, rank
 from attention_docs.measurements.forward import OK
 from attention_docs.measurements.schema import Measurement
@@ -47,27 +47,27 @@ class Point:
 
 @dataclass(frozen=True)
 class Lead:
-    """Consecutive values over which the same lines lead: one (`clear`) or several within
-    noise of each other."""
+    """Consecutive values over which the same lines (or steps) lead: one (`clear`) or
+    several within noise of each other; where the lead is a share, the first leader's share
+    at each value."""
 
     leaders: tuple[str, ...]
     xs: tuple[Any, ...]
+    shares: tuple[Fact, ...] = ()
 
     @property
     def clear(self) -> bool:
         return len(self.leaders) == 1
 
 
-@dataclass(frozen=True)
-class Versus:
-    """The slowest line against the fastest at one value: the ratio as a fact, and whether
-    it is a tie."""
-
-    x: Any
-    fast: str
-    slow: str
-    fact: Fact
-    comparison: Comparison
+def leads(leaders_at: Iterable[tuple[Any, tuple[str, ...], Fact | None]]) -> tuple[Lead, ...]:
+    """(x, leaders, share or None) at each value, in order, as runs of the same leaders."""
+    out: list[Lead] = []
+    for x, leaders, share in leaders_at:
+        last = out.pop() if out and out[-1].leaders == leaders else Lead(leaders, ())
+        shares = last.shares if share is None else (*last.shares, share)
+        out.append(Lead(leaders, (*last.xs, x), shares))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,10 @@ class SweepFindings:
     device_id: str
     points: tuple[Point, ...]
     leads: tuple[Lead, ...]
-    last: Versus | None  # at the largest value where two or more lines were measured
+    # The slowest line against the fastest at `last_x`, the largest value where two or more
+    # lines were measured (None, None: no such value).
+    last: Versus | None
+    last_x: Any
     # A one-line sweep's values ranked against each other, by str(x) (which block size is
     # fastest, and which are within its noise); None for several lines.
     across: Ranking | None = None
@@ -186,26 +189,15 @@ def sweep_findings(
         (line,) = spec.lines
         timed = {str(p.x): p.timings[line] for p in points if line in p.timings}
         across = rank(timed) if timed else None
-    return SweepFindings(spec, dev, tuple(points), _leads(points), _last(spec, m, points), across)
-
-
-def _leads(points: list[Point]) -> tuple[Lead, ...]:
-    leads: list[Lead] = []
-    for p in points:
-        if p.ranking is None or len(p.ranking.order) < 2:
-            continue
-        leaders = tuple(sorted(p.ranking.leaders))
-        if leads and leads[-1].leaders == leaders:
-            leads[-1] = Lead(leaders, (*leads[-1].xs, p.x))
-        else:
-            leads.append(Lead(leaders, (p.x,)))
-    return tuple(leads)
-
-
-def _last(spec: Sweep, m: Measurement, points: list[Point]) -> Versus | None:
     ranked = [p for p in points if p.ranking is not None and len(p.ranking.order) >= 2]
+    runs = leads((p.x, tuple(sorted(p.ranking.leaders)), None) for p in ranked)
+    return SweepFindings(spec, dev, tuple(points), runs, *_last(spec, m, ranked), across)
+
+
+def _last(spec: Sweep, m: Measurement, ranked: list[Point]) -> tuple[Versus | None, Any]:
+    """The slowest line against the fastest at the last ranked value, and that value."""
     if not ranked:
-        return None
+        return None, None
     p = ranked[-1]
     r = p.ranking
     fast, slow = r.fastest, r.order[-1]
@@ -223,4 +215,4 @@ def _last(spec: Sweep, m: Measurement, points: list[Point]) -> Versus | None:
     base = replace(fast_q, subject=subject)
     detail = f"{spec.metric}, {base.detail}" if base.detail else spec.metric
     q = Quantity(SPEED, base.subject, base.device_id, base.clock, base.shape, detail)
-    return Versus(p.x, fast, slow, ratio_fact(q, c), c)
+    return Versus.of(q, fast, slow, c), p.x

@@ -26,7 +26,7 @@ from attention_docs.findings.facts import (
     Quantity,
     model_fact,
 )
-from attention_docs.findings.steps import joint_share
+from attention_docs.findings.sweep import Lead, leads
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -52,14 +52,6 @@ class Point:
     status: str
 
 
-def _measured(times: Measurement | None, s: Shape, impl: str = NAIVE) -> Fact | None:
-    """`impl`'s forward time at `s` in a forward_times entry; None without a row there."""
-    try:
-        return None if times is None else ffwd.forward_time(times, impl, s)
-    except fwd.NotMeasuredError:
-        return None
-
-
 def sweep(m: Measurement, name: str, times: Measurement | None = None) -> list[Point]:
     """The points of one sweep ("seq_len", "tokens", "heads", "head_dim"), in order; `times`
     (forward_times on the same device) gives the time of a shape its grid holds."""
@@ -70,11 +62,10 @@ def sweep(m: Measurement, name: str, times: Measurement | None = None) -> list[P
 
 
 def _point(m: Measurement, s: Shape, r: dict, times: Measurement | None) -> Point:
-    timing, time = r["time"], _measured(times, s)
-    if time is not None:
-        timing = fwd.timing(times, NAIVE, s)
-    elif timing is not None:
-        time = Fact.of_timing(ffwd.forward_quantity(m, NAIVE, s), timing)
+    held = ffwd.timing_at(times, NAIVE, s)  # forward_times', where its grid holds the shape
+    timing, source = (r["time"], m) if held is None else (held, times)
+    q = ffwd.forward_quantity(source, NAIVE, s)
+    time = None if timing is None else Fact.of_timing(q, timing)
     peak = None if r["peak_bytes"] is None else fmemory.peak_fact(m, r["peak_bytes"], s)
     flops = model_fact("matmul FLOPs", NAIVE, s, attention_flops(*s.dims), "FLOP")
     steps = {label: r[label] for label in STEPS} if r.get(STEPS[0]) is not None else None
@@ -144,38 +135,27 @@ def cache_crossing(m: Measurement, s: trend.Slope, pts: Sequence[Point]) -> str 
     return "crossed" if sizes[0] <= llc else "beyond"
 
 
-@dataclass(frozen=True)
-class Leader:
-    """A run of consecutive points with the same largest step (None: no step clears the
-    others beyond the noise; `tied` then names the contenders)."""
-
-    xs: tuple[float, ...]
-    step: str | None
-    tied: tuple[str, ...]
-    shares: tuple[Fact, ...]  # the leader's share at each point
-
-
 def share_fact(m: Measurement, p: Point, part: str, found: share.Share) -> Fact:
     q = Quantity("share of the five steps", part, m.device_id, PROFILED, p.shape)
     return Fact(q, found.fraction, "%", found.low, found.high)
 
 
-def leaders(m: Measurement, pts: Sequence[Point], x: str) -> list[Leader]:
-    out: list[Leader] = []
-    for p in (p for p in pts if p.steps):
+def leaders(m: Measurement, pts: Sequence[Point], x: str) -> tuple[Lead, ...]:
+    """Runs of consecutive profiled points with the same largest step, with its share at each;
+    where no step clears the others beyond the noise, the contenders lead together."""
+
+    def largest(p: Point) -> tuple[int, tuple[str, ...], Fact]:
         found = share.shares({label: list(p.steps[label].rounds_us) for label in STEPS})
         top = share.largest(found)
-        step, tied = (top.part, ()) if top.clear else (None, (top.part, *top.rivals))
-        fact = share_fact(m, p, top.part, found[top.part])
-        same = out and out[-1].step == step and (step or out[-1].tied == tied)
-        last = out.pop() if same else Leader((), step, tied, ())
-        out.append(Leader((*last.xs, getattr(p.shape, x)), step, tied, (*last.shares, fact)))
-    return out
+        steps = (top.part,) if top.clear else (top.part, *top.rivals)
+        return getattr(p.shape, x), steps, share_fact(m, p, top.part, found[top.part])
+
+    return leads(largest(p) for p in pts if p.steps)
 
 
 def matmul_share(m: Measurement, p: Point) -> Fact:
     """The two matmuls' share of the five profiled steps, with its range over the calls."""
-    found = joint_share({s: p.steps[s].rounds_us for s in STEPS}, MATMULS)
+    found = share.joint_share({s: p.steps[s].rounds_us for s in STEPS}, MATMULS)
     return share_fact(m, p, "the two matmuls", found)
 
 
@@ -236,7 +216,7 @@ def _time(gpu: SpecSheet, stored: Measurement | None, s: Shape, impl: str):
     floor, realistic, detail = LINES[impl]
     f = fc.forecast("forward time", impl, gpu, floor(gpu, s), "µs", shape=s)
     r = fc.realistic("forward time", impl, gpu, realistic(gpu, s), "µs", shape=s, detail=detail)
-    return fc.check(f, _measured(stored, s, impl)), r
+    return fc.check(f, ffwd.time_at(stored, impl, s)), r
 
 
 def forecasts(gpu: SpecSheet, stored: Measurement | None = None) -> tuple[Fact, list[GpuPoint]]:

@@ -5,6 +5,7 @@
 # the GPU map (naive attention's five kernels against one fused kernel). No words here.
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import product
@@ -271,6 +272,15 @@ def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[
             got = ratio_fact(v.quantity, v.comparison)
         out.append(ForecastCell(shape, fused, *floors, *ranges, check(lead, got)))
     return out
+
+
+def recommended(found: Sequence[Cell]) -> tuple[str, int]:
+    """The implementation to use: the one that leads (alone or within noise) at the most
+    cells, clear wins breaking a tie; and at how many cells it leads."""
+    leads = Counter(name for c in found for name in c.ranking.leaders)
+    clear = Counter(c.winner for c in found if not c.tied)
+    best = max(leads, key=lambda name: (leads[name], clear[name]))
+    return best, leads[best]
 
 
 def largest_cell(found: Sequence[Cell]) -> Cell:

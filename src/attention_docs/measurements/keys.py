@@ -1,58 +1,20 @@
-# Store keys. A key names what was measured: the experiment, the parameters the chapter
-# asked for, and a fingerprint of the code under measurement. The fingerprint is taken from
-# the code's syntax tree, not its text: comments and layout are not in it, and neither is
-# prose — docstrings, the `summary=`/`help=`/`notes=` sentences of a declaration, the
-# messages of `raise` and of the log, what an experiment appends to its notes — so a sentence
-# edit keeps every stored entry (a GPU entry costs a GPU run to replace). Nor is a
-# declaration's `gpu_work=` estimate (how long a run takes on the lent GPU, not what it
-# measures), with the registry names only it uses (`Work`). The tree is written
-# out by `code_text` with a fixed set of fields, so the same source gives the same
-# fingerprint under every Python version (3.12 tokenizes f-strings differently from 3.11, and
-# adds fields to the tree): a GPU machine's entries match a CPU machine's build.
+# Store keys: the experiment, the parameters a chapter asked for, and a fingerprint of the
+# code under measurement. The fingerprint hashes the code's syntax tree without comments,
+# layout or prose (docstrings, `summary=`/`help=`/`notes=`, raise and log messages, notes
+# appended) or the `gpu_work=` estimate, so a sentence edit keeps every stored entry (a GPU
+# entry costs a GPU run to replace). `code_text` writes the tree with a fixed set of fields:
+# a GPU machine's Python gives the same fingerprint as a CPU machine's.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
-import io
 import json
-import tokenize
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-_SKIP = {
-    tokenize.COMMENT,
-    tokenize.NL,
-    tokenize.NEWLINE,
-    tokenize.INDENT,
-    tokenize.DEDENT,
-    tokenize.ENCODING,
-    tokenize.ENDMARKER,
-}
-
-
-def source_tokens(text: str) -> str:
-    """The significant tokens of Python source, one per line (comments and layout dropped)."""
-    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
-    return "\n".join(t.string for t in tokens if t.type not in _SKIP)
-
-
-# Tokenizing is slow (a build asks for ~50 keys, each hashing several files): each file's
-# tokens are remembered for as long as its size and modification time stay the same.
-_TOKENS: dict[Path, tuple[tuple[int, int], str]] = {}
-
-
-def file_tokens(path: Path) -> str:
-    """`source_tokens` of the file at `path`, remembered until the file changes."""
-    stat = path.stat()
-    stamp = (stat.st_mtime_ns, stat.st_size)
-    known = _TOKENS.get(path)
-    if known is None or known[0] != stamp:
-        known = (stamp, source_tokens(path.read_text(encoding="utf-8")))
-        _TOKENS[path] = known
-    return known[1]
-
+from attention_docs.measurements.source import PACKAGE, PACKAGE_ROOT, SourceGraph
 
 # Keyword arguments whose value is a sentence for readers, never an input of the measurement.
 PROSE_KEYWORDS = frozenset({"summary", "help", "notes", "note", "description", "message"})
@@ -153,47 +115,17 @@ def code_fingerprint_text(source: str) -> str:
     return code_text(_StripProse().visit(ast.parse(source)))
 
 
-_CODE: dict[Path, tuple[tuple[int, int], str, tuple[str, ...]]] = {}
+_CODE: dict[Path, tuple[tuple[int, int], str]] = {}
 
 
-def _parsed(path: Path) -> tuple[str, tuple[str, ...]]:
-    """The module's fingerprint text and the package modules it imports, remembered until
-    the file changes."""
+def _fingerprint_text(path: Path) -> str:
+    """`code_fingerprint_text` of the file, remembered until the file changes."""
     stat = path.stat()
     stamp = (stat.st_mtime_ns, stat.st_size)
     known = _CODE.get(path)
     if known is None or known[0] != stamp:
-        source = path.read_text(encoding="utf-8")
-        tree = ast.parse(source)
-        known = (stamp, code_fingerprint_text(source), _imported_modules(tree))
-        _CODE[path] = known
-    return known[1], known[2]
-
-
-def _imported_modules(tree: ast.AST) -> tuple[str, ...]:
-    """Dotted names of the `attention_docs` modules a tree imports (lazy imports included):
-    `from attention_docs.x import y` names both `attention_docs.x` and `attention_docs.x.y`
-    (the caller keeps whichever is a file)."""
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [a.name for a in node.names if a.name.startswith("attention_docs")]
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attention_docs"):
-            found.append(node.module)
-            found += [f"{node.module}.{a.name}" for a in node.names]
-    return tuple(found)
-
-
-def module_file(dotted: str, root: Path = PACKAGE_ROOT) -> str | None:
-    """`attention_docs.profiling.timing` -> `profiling/timing.py` (relative to `root`), or
-    None when it names no file of the package."""
-    parts = dotted.split(".")[1:]
-    if not parts:
-        return None
-    for rel in ("/".join(parts) + ".py", "/".join(parts) + "/__init__.py"):
-        if (root / rel).is_file():
-            return rel
-    return None
+        known = _CODE[path] = (stamp, code_fingerprint_text(path.read_text(encoding="utf-8")))
+    return known[1]
 
 
 # The code a measurement depends on besides the modules an experiment names: what its module
@@ -214,8 +146,15 @@ def _measuring(rel: str) -> bool:
 ALWAYS_MEASURED = ("profiling/environment.py",)
 
 
+@functools.cache
+def _graph(root: Path) -> SourceGraph:
+    return SourceGraph(PACKAGE, root)
+
+
 def measured_closure(files: Iterable[str], root: Path = PACKAGE_ROOT) -> tuple[str, ...]:
     """`files`, ALWAYS_MEASURED and every measuring module they import, transitively, sorted."""
+    graph = _graph(root)
+    graph.refresh()
     seen: set[str] = set()
     todo = [*files, *ALWAYS_MEASURED]
     while todo:
@@ -226,9 +165,9 @@ def measured_closure(files: Iterable[str], root: Path = PACKAGE_ROOT) -> tuple[s
         if not path.is_file():
             raise FileNotFoundError(f"fingerprint: {rel} is not a file under {root.name}/")
         seen.add(rel)
-        for dotted in _parsed(path)[1]:
-            found = module_file(dotted, root)
-            if found and found not in seen and _measuring(found):
+        for module in graph.imports(graph.module(rel)):
+            found = graph.file(module).relative_to(root).as_posix()
+            if found not in seen and _measuring(found):
                 todo.append(found)
     return tuple(sorted(seen))
 
@@ -241,7 +180,7 @@ def fingerprint(files: Iterable[str], root: Path = PACKAGE_ROOT, extra: str = ""
         path = root / rel
         if not path.is_file():
             raise FileNotFoundError(f"fingerprint: {rel} is not a file under {root.name}/")
-        digest.update(rel.encode() + b"\0" + _parsed(path)[0].encode() + b"\0")
+        digest.update(rel.encode() + b"\0" + _fingerprint_text(path).encode() + b"\0")
     return digest.hexdigest()[:16]
 
 

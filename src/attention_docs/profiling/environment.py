@@ -1,27 +1,13 @@
-# The process a measurement runs in: how many threads torch uses, and what the C library's
-# malloc does with freed memory. Every worker sets both before its experiment starts
-# (experiments/runner.py), and every experiment's fingerprint includes this file, so a change
-# here re-measures everything.
+# The process a measurement runs in: its torch threads and its malloc. Every worker sets both
+# before its experiment (experiments/runner.py); every fingerprint includes this file.
 #
-# Threads: half the cores this process may use (at least one). The other half is left to
-# the rest of the machine (the build that asked, a browser, an editor). With a thread on
-# every core, any other process stalls one of them and the op waits for it at every barrier:
-# on the 2-core machine the site is built on, with one other CPU-bound process running, two
-# threads timed the scale step at 7.9 ms and one thread at 56 µs (docs/method.md).
-#
-# Memory: what the C library's malloc does with memory a worker frees. PyTorch's CPU allocator keeps
-# no pool of its own: a tensor's memory goes back to glibc's malloc when it is freed, and by
-# default glibc hands large freed blocks back to the operating system (it trims the heap
-# and unmaps large blocks), so the next tensor of that size page-faults on every page it
-# writes. On the 2-core guest the site is built on a 1 MB score matrix written into fresh
-# pages cost about 4 µs per 4 KB page: 737 faults and ~3 ms of a 5 ms forward, noise that
-# depends on the hypervisor rather than on attention (a step timed alone in a loop reuses
-# its block and faults on none). A worker therefore tells malloc to keep what it frees (no
-# trimming) and to map no block of its own (glibc maps a block above 32 MiB afresh on every
-# call, and unmaps it when freed: at 2,048 tokens every N×N tensor of four heads is 64 MiB
-# and faulted 16,384 pages per call); every block comes from the heap, as a GPU's caching
-# allocator keeps its pool. Most warm calls reuse memory; the first calls of a process, or of
-# a larger shape, still fault while the heap grows (chapter 01 counts both).
+# Threads: half the cores this process may use, the rest left to the machine: with a thread
+# on every core, any other process stalls one at every barrier (on 2 cores beside one busy
+# process, the scale step took 7.9 ms on two threads, 56 µs on one: docs/method.md).
+# Memory: PyTorch's CPU allocator frees into glibc's malloc, which by default trims the heap
+# and maps blocks above 32 MiB afresh, so the next tensor page-faults on every page it writes
+# (on the 2-core guest, ~3 ms of a 5 ms forward). A worker tells malloc to trim nothing and
+# map no block of its own, so memory is reused as a GPU's caching allocator reuses it.
 from __future__ import annotations
 
 import ctypes

@@ -1,32 +1,14 @@
-# Wall-clock timing without the profiler: Python's timeit loop on the CPU, CUDA events on the
-# GPU (host timers would measure launch, not work). The method is made for a shared machine,
-# and chosen from measurements (docs/method.md gives them to readers):
-#
-# - Many short rounds, interleaved. The callables being compared are timed round by round, in
-#   an order that rotates each round, so a slow moment of the machine hurts all of them alike
-#   instead of whichever ran then. Twenty rounds share each callable's budget: with three, one
-#   shifted round moved the median (the site once said 1.29 ms for a forward whose steps,
-#   timed alone, summed to 881 µs). Callables too slow for twenty rounds within their budget
-#   get fewer, never fewer than ten (the fewest whose lower quartile has a 90 % interval) —
-#   unless ten rounds would take over GROUP_CAP_S (a bfloat16 forward of seconds on a CPU
-#   without bfloat16 arithmetic): then as many as that holds, at least three, and their
-#   interval is their whole range (records/timing.py).
-# - Blocks calibrated once. A round times one block of calls, as many as a twentieth of the
-#   budget holds, sized from the warm-up calls, after one call that is not timed when calls
-#   are short: the callable timed before it left the caches its own (a 3.4 ms forward timed
-#   among others without that call read 2.7 ms alone). A call of WARM_BELOW_S or more
-#   streams its working set from memory either way, and is not worth twice its time. torch.utils.benchmark's blocked_autorange sizes its
-#   block anew in every call (at least two extra blocks), which at twenty rounds cost more
-#   than the measurement; its Timer runs this same timeit loop inside.
-# - What a timing states is derived from its rounds in records/timing.py: their lower
-#   quartile and its confidence interval, which contention (it only ever adds time) cannot
-#   drag.
-# - A step sequence (`StepSequence`: naive attention's five steps) is timed as the forward
-#   runs it, one step after another, with a clock reading between steps: each step's time is
-#   its time in context. Timed alone in a loop, a step rewrites the same buffer from inputs
-#   hot in the core's cache, and five such times summed to two thirds of the forward they
-#   come from.
-#
+# Wall-clock timing without the profiler: timeit's loop on the CPU, CUDA events on the GPU
+# (host timers would measure launch, not work). Made for a shared machine (docs/method.md):
+# - Many short rounds, interleaved in a rotating order, so a slow moment hurts every callable
+#   alike: twenty per callable, fewer for slow ones but never fewer than ten (the fewest
+#   whose lower quartile has a 90 % interval), unless ten would pass GROUP_CAP_S.
+# - Blocks sized once from the warm-up calls, after one untimed call when a call takes under
+#   WARM_BELOW_S (the callable before left the caches its own; a longer one streams from
+#   memory either way); blocked_autorange's resizing per call would cost more than the
+#   measurement at twenty rounds.
+# - A step sequence is timed as the forward runs it, a clock reading between steps: timed
+#   alone, five steps summed to two thirds of their forward.
 # torch is imported inside functions: the Timing record is read by torch-free renderers.
 from __future__ import annotations
 

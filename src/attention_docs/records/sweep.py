@@ -1,19 +1,9 @@
-# A declarative sweep, after Triton's `perf_report(Benchmark(x_names, x_vals, line_arg,
-# line_vals, ...))`: one frozen spec says what is swept (a parameter and its unit), which
-# lines are measured at each value (named callables: their names are keys, and name the fact
-# ids), and what quantity they give (metric, unit, clock, the parameters that tell it apart).
-# The experiment declares it and measures through it (experiments/_declared_sweep.py); the
-# measurement stores it beside its table, so findings/sweep.py derives every fact id,
-# ranking and tie from it, and render/sweep.py draws the one table and the one figure — no
-# chapter writes its own loop, findings or renderer for a sweep.
-#
-# A spec is also a *view*: an experiment that stores one long table (a row per measured cell:
-# the line's key in a column, its Timing in another), measured by its own loop because each
-# cell needs its own inputs, names a sweep over it in its findings module — `line` says which
-# column names the lines, `value` which holds the Timing, `where` which rows the sweep is
-# (impl "sdpa" at batch 1), `shape_from` how a row becomes the quantity's attention shape and
-# `detail` how the quantity says what else tells it apart — and gets the same facts, ranking,
-# ties, table and banded figure as a sweep measured through the spec.
+# A declarative sweep, after Triton's `perf_report(Benchmark(...))`: one frozen spec says what
+# is swept, which lines are measured at each value (their names key the fact ids) and what
+# quantity they give. Stored beside its table, it lets findings/sweep.py derive every fact,
+# ranking and tie and render/sweep.py draw the one table and figure.
+# A spec is also a *view* over one long table an experiment measured by its own loop (`line`,
+# `value`, `where`, `shape_from`, `detail` say how to read it), with the same results.
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -1,18 +1,10 @@
-# A timing as plain data: the time per call of every round, and how it was taken. Everything
-# a page says about it — its value, its interval, whether two timings are a tie — is derived
-# here from the rounds, in one place, so a better statistic needs no new measurement.
-# profiling/timing.py measures it; findings/ judges it (ties, rankings); render/words.py
-# says it.
-#
-# The statistic is made for a shared machine (docs/method.md says it for readers). Such noise
-# only ever adds time: a round in which another process took the core, or a page faulted, is
-# slower, never faster. (A clock that follows the load moves every round alike: no statistic
-# undoes it, which is why busy numbers are flagged.) So the value is the rounds' *lower
-# quartile*, which up to three rounds in four can be disturbed without moving, and its
-# interval is a distribution-free confidence interval for that quartile: the pair of order
-# statistics of the rounds that holds it with at least 90 % probability (the binomial
-# argument of any statistics text).
-# With few rounds no pair reaches 90 % and the interval is the rounds' whole range.
+# A timing as plain data: the time per call of every round, and how it was taken. Its value,
+# its interval and whether two timings tie are derived here from the rounds, in one place, so
+# a better statistic needs no new measurement.
+# Noise on a shared machine only adds time, so the value is the rounds' *lower quartile*
+# (up to three rounds in four may be disturbed without moving it), and its interval a
+# distribution-free confidence interval for that quartile: the pair of order statistics that
+# holds it with at least 90 % probability, or all rounds' range when no pair reaches 90 %.
 from __future__ import annotations
 
 import math

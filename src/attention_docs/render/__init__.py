@@ -1,61 +1,16 @@
 # Findings and Measurements -> Markdown / SVG. Pure functions: they return strings, never
 # print or save, never import torch (an import-linter contract), and never decide: verdicts
 # come from attention_docs.findings, words from render.words. Chapters call one module per
-# subject, `render.wall.sweep_table(...)`, so that each chapter's renderers live apart.
-from attention_docs.render import (
-    backward,
-    caption,
-    claims,
-    compare,
-    decode,
-    devices,
-    figures,
-    flash,
-    flex,
-    forecast,
-    fusion,
-    gpu_trace,
-    memory,
-    method,
-    plots,
-    primer,
-    published,
-    roofline,
-    sdpa,
-    sweep,
-    tables,
-    timeline,
-    variants,
-    wall,
-    winners,
-    words,
-)
+# subject, `render.wall.sweep_table(...)`; a module is found by its file and imported on
+# first use, so a new chapter's renderers need no list edited (nor a restart of `serve`).
+from __future__ import annotations
 
-__all__ = [
-    "backward",
-    "caption",
-    "claims",
-    "compare",
-    "decode",
-    "devices",
-    "figures",
-    "flash",
-    "flex",
-    "forecast",
-    "fusion",
-    "gpu_trace",
-    "memory",
-    "method",
-    "plots",
-    "primer",
-    "published",
-    "roofline",
-    "sdpa",
-    "sweep",
-    "tables",
-    "timeline",
-    "variants",
-    "wall",
-    "winners",
-    "words",
-]
+import importlib
+import pkgutil
+import types
+
+
+def __getattr__(name: str) -> types.ModuleType:
+    if name.startswith("_") or name not in {m.name for m in pkgutil.iter_modules(__path__)}:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return importlib.import_module(f"{__name__}.{name}")

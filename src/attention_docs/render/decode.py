@@ -48,7 +48,8 @@ def _versus(
     v = fdecode.versus(m, a, b)
     if v is None:
         return "not compared (a path did not run)"
-    fast, slow = (names[p.variant] if names else p.label for p in (v.fast, v.slow))
+    variant = {p.label: p.variant for p in (a, b)}
+    fast, slow = (names[variant[label]] if names else label for label in (v.a, v.b))
     said = words.speed(v.comparison, fast, slow, with_spread=names is None)
     return words.fact_span(v.quantity.id, said)
 

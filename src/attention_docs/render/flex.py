@@ -10,15 +10,11 @@ from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import FLEX_STEPS
 from attention_docs.render import claims, words
 from attention_docs.render.caption import caption_html
-from attention_docs.render.compare import speedup
+from attention_docs.render.compare import speedup, versus_cell
 from attention_docs.render.plots import line_figure
 from attention_docs.render.sweep import sweep_figure
 from attention_docs.render.tables import captioned_table, markdown_table
 from attention_docs.render.timeline import ranges_settings, timeline_figure
-
-
-def _ratio(pair: fflex.Ratio | None) -> str:
-    return "—" if pair is None else words.versus_fact(*pair)
 
 
 def _headline(m: Measurement, t: Measurement) -> tuple:
@@ -44,17 +40,16 @@ def finding(fm: Sourced, times: Sourced) -> str:
     if here:
         detail.append(
             f"FlexAttention's time ÷ SDPA's (<code>is_causal=True</code>, {here.sdpa}, from the "
-            f"site's forward-time table): {_ratio(here.versus)}."
+            f"site's forward-time table): {versus_cell(here.versus)}."
         )
     if causal.fallback:
-        fact, _ = causal.versus_fallback
         claim += (
             "; without `torch.compile`, FlexAttention's unfused fallback took "
-            f"{words.fact(fact, with_spread=False)} the compiled time"
+            f"{words.fact(causal.versus_fallback.fact, with_spread=False)} the compiled time"
         )
         detail.append(
             f"Unfused fallback: {words.fact(causal.fallback)}, "
-            f"{_ratio(causal.versus_fallback)} the compiled time."
+            f"{versus_cell(causal.versus_fallback)} the compiled time."
         )
     return claims.opening(f"{claim}.", fm, " ".join(detail))
 
@@ -66,12 +61,12 @@ def what_to_do(fm: Sourced, times: Sourced) -> str:
     (narrow, narrow_share, _), (wide, _, _) = s.points[0], s.points[-1]
     return claims.what_to_do(
         f"Always call `flex_attention` compiled: the unfused fallback took "
-        f"{_ratio(causal.versus_fallback)} the compiled time here."
+        f"{versus_cell(causal.versus_fallback)} the compiled time here."
         if causal.fallback
         else "",
         f"Give a mask that skips tiles, and the kernel skips them: a sliding window of {narrow} "
         f"tokens computed {words.fact(narrow_share)} of the tiles, and the whole sequence "
-        f"({wide} tokens) took {_ratio(s.narrow_vs_wide)} its time.",
+        f"({wide} tokens) took {versus_cell(s.narrow_vs_wide)} its time.",
         f"For a plain causal mask, SDPA's `is_causal=True` is the simpler call: "
         f"{speedup(t, here.sdpa, fwd.FLEX, here.shape)}."
         if here
@@ -103,7 +98,7 @@ def versus_sdpa_table(times: Sourced) -> str:
             "×".join(map(str, v.shape.dims)) + f", {v.shape.dtype}",
             v.flex_time,
             f"{words.fact(v.sdpa_time)} ({v.sdpa})",
-            _ratio(v.versus),
+            versus_cell(v.versus),
         ]
         for v in fflex.versus_sdpa(times.measurement)
     ]
@@ -120,7 +115,7 @@ def mask_table(fm: Sourced, times: Sourced) -> str:
         return "—" if fact is None else words.fact(fact, with_spread=False)
 
     rows = [
-        [f"`{x.mask}`", median(x.compiled) if x.status == "ok" else x.status, median(x.fallback), median(x.dense), _ratio(x.versus_fallback), _ratio(x.versus_dense)]
+        [f"`{x.mask}`", median(x.compiled) if x.status == "ok" else x.status, median(x.fallback), median(x.dense), versus_cell(x.versus_fallback), versus_cell(x.versus_dense)]
         for x in fflex.masks(fm.measurement, times.measurement)
     ]  # fmt: skip
     header = ["Mask", "Compiled", "Unfused fallback", "SDPA + dense mask", "Fallback ÷ compiled", "SDPA + dense ÷ compiled"]  # fmt: skip
@@ -201,7 +196,7 @@ def sparsity_claim(fm: Sourced) -> str:
             if s.same_tiles
             else f"the {s.wide:,}-token window computes {_tiles(s.wide_tiles)} against"
         )
-        pair = words.fact_span(s.ratio[0].quantity.id, words.speed(s.ratio[1], narrow, wide))
+        pair = words.fact_span(s.ratio.quantity.id, words.speed(s.ratio.comparison, narrow, wide))
         said.append(f"{tiles} {_tiles(s.narrow_tiles)}, yet {pair}")
     return (
         f"Timed in the same rounds, the time does not follow the tiles here: {'; '.join(said)}. "

@@ -1,5 +1,6 @@
-# Generic figures over a measurement's tables: lines (sweeps, with the log-log slopes a finding
-# fitted), stacked shares (the shares a finding computed), and horizontal bars; and the label
+# Generic figures: the one line chart (fed a table's columns, with the log-log slopes a finding
+# fitted, or a sweep's facts with their bands), stacked shares (the shares a finding
+# computed), and horizontal bars over a measurement's tables; and the label
 # placement every figure can use: a label shortened to fit its box (full name in a tooltip).
 # A figure draws the values it is given and decides nothing about them. Chapter-specific
 # figures (timeline, roofline, memory) live in their own modules but share figures.py's
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from attention_docs.measurements.schema import Sourced, Table
 from attention_docs.render.figures import (
@@ -98,6 +101,60 @@ def label_in_box(ax, x0: float, x1: float, y: float, text: str, *, full: str = "
     return label
 
 
+@dataclass(frozen=True)
+class Series:
+    """One line of a line chart: y at each x (None: not measured, a cross on the x axis), and
+    where given the interval (low, high) around each measured y, drawn as a band."""
+
+    label: str
+    points: tuple[tuple[Any, float | None], ...]
+    band: tuple[tuple[float, float], ...] = ()
+    band_label: str | None = None  # the band's legend entry, where it has one
+
+
+def line_chart(
+    sourced: Sourced,
+    what: str,
+    series: Sequence[Series],
+    *,
+    alt: str,
+    xlabel: str,
+    ylabel: str = "",
+    unit: str | None = None,
+    logx: bool = False,
+    logy: bool = False,
+    xticks: Sequence | None = None,
+) -> str:
+    """Every line chart on the site: each series against x, with `unit` in the y ticks (1 ms,
+    10 MB, as the tables say it), `xticks` at the measured values, and `alt` as its text."""
+    with new_figure(7.0, 3.6) as fig:
+        ax = fig.add_subplot()
+        for i, line in enumerate(series):
+            color = SERIES_COLORS[i % len(SERIES_COLORS)]
+            drawn = [(a, b) for a, b in line.points if b is not None]
+            if line.band:
+                lows, highs = zip(*line.band, strict=True)
+                band = {"label": line.band_label} if line.band_label else {}
+                ax.fill_between([a for a, _ in drawn], lows, highs, color=color, alpha=0.2, linewidth=0, **band)  # fmt: skip
+            if drawn:
+                ax.plot(*zip(*drawn, strict=True), color=color, label=line.label, **LINE)
+            if missing := [a for a, b in line.points if b is None]:
+                ax.plot(missing, [0.02] * len(missing), "x", color=color, transform=ax.get_xaxis_transform())  # fmt: skip
+        if logx:
+            ax.set_xscale("log", base=2)
+        if xticks:
+            measured_ticks(ax, xticks)
+        if logy:  # after measured_ticks: its minor ticks label a log axis shorter than a decade
+            ax.set_yscale("log")
+        if unit:
+            unit_ticks(ax.yaxis, unit)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        frame_lines(ax)
+        svg = to_svg(fig, alt)
+    return figure_html(svg, sourced, what)
+
+
 def line_figure(
     sourced: Sourced,
     table_name: str,
@@ -112,62 +169,44 @@ def line_figure(
     slopes: Mapping[str, float | None] | None = None,
     labels: Sequence[str] | None = None,
 ) -> str:
-    """One line per column in `ys` against column `x`. Missing values (None: out of memory,
-    not available) leave a gap and are marked with a cross on the axis. `slopes[column]`,
-    a log-log slope a finding fitted (findings/trend.table_slopes), is said in the legend."""
+    """One line per column in `ys` of a table against its column `x`. Missing values (None:
+    out of memory, not available) leave a gap and are marked with a cross on the axis.
+    `slopes[column]`, a log-log slope a finding fitted (findings/trend.table_slopes), is said
+    in the legend."""
     table = sourced.measurement.tables[table_name]
     xs = table.numbers(x)
-    alt_parts = []
-    with new_figure(7.0, 3.6) as fig:
-        ax = fig.add_subplot()
-        for i, column in enumerate(ys):
-            values = table.numbers(column)
-            color = SERIES_COLORS[i % len(SERIES_COLORS)]
-            # A column named for a quantity (time_us) reads as words; one named for an
-            # implementation (naive, sdpa-math) keeps its name.
-            name = labels[i] if labels else (quantity_label(column) if "_" in column else column)
-            slope = (slopes or {}).get(column)
-            if slope is not None:
-                name += f" (slope {number(slope)})"
-            pts = [
-                (a, b) for a, b in zip(xs, values, strict=True) if a is not None and b is not None
-            ]
-            if pts:
-                ax.plot(*zip(*pts, strict=True), color=color, label=name, **LINE)
-            missing = [a for a, b in zip(xs, values, strict=True) if a is not None and b is None]
-            if missing:
-                ax.plot(
-                    missing,
-                    [0.02] * len(missing),
-                    "x",
-                    color=color,
-                    transform=ax.get_xaxis_transform(),
-                )
-            alt_parts.append(
-                f"{name}: "
-                + ", ".join(
-                    f"{figure_number(a)} → {figure_number(b, table.units.get(column))}"
-                    for a, b in zip(xs, values, strict=True)
-                    if a is not None
-                )
-            )
-        if logx:
-            ax.set_xscale("log", base=2)
-            # layout: ticks at the measured x values, in order
-            measured_ticks(ax, _spaced(sorted({a for a in xs if a is not None and a > 0})))
-        if logy:
-            ax.set_yscale("log")
-        # Lines of one unit: the ticks say it as the tables do (10 ms, 1 MB), the label not.
-        units = {table.units.get(column) for column in ys}
-        unit = next(iter(units)) if len(units) == 1 else None
-        if unit:
-            unit_ticks(ax.yaxis, unit)
-        ax.set_xlabel(xlabel or _with_unit(table, x))
-        shown = quantity_label(ys[0]) if unit else _with_unit(table, ys[0])
-        ax.set_ylabel(ylabel or (shown if len(ys) == 1 else ""))
-        frame_lines(ax)
-        svg = to_svg(fig, f"{what} Against {_with_unit(table, x).lower()}: {'; '.join(alt_parts)}")
-    return figure_html(svg, sourced, what)
+    series, alt_parts = [], []
+    for i, column in enumerate(ys):
+        values = table.numbers(column)
+        # A column named for a quantity (time_us) reads as words; one named for an
+        # implementation (naive, sdpa-math) keeps its name.
+        name = labels[i] if labels else (quantity_label(column) if "_" in column else column)
+        slope = (slopes or {}).get(column)
+        if slope is not None:
+            name += f" (slope {number(slope)})"
+        pairs = [(a, b) for a, b in zip(xs, values, strict=True) if a is not None]
+        series.append(Series(name, tuple(pairs)))
+        unit = table.units.get(column)
+        said = ", ".join(f"{figure_number(a)} → {figure_number(b, unit)}" for a, b in pairs)
+        alt_parts.append(f"{name}: {said}")
+    # Lines of one unit: the ticks say it as the tables do (10 ms, 1 MB), the label not.
+    units = {table.units.get(column) for column in ys}
+    unit = next(iter(units)) if len(units) == 1 else None
+    shown = quantity_label(ys[0]) if unit else _with_unit(table, ys[0])
+    # layout: ticks at the measured x values, in order
+    xticks = _spaced(sorted({a for a in xs if a is not None and a > 0})) if logx else None
+    return line_chart(
+        sourced,
+        what,
+        series,
+        alt=f"{what} Against {_with_unit(table, x).lower()}: {'; '.join(alt_parts)}",
+        xlabel=xlabel or _with_unit(table, x),
+        ylabel=ylabel or (shown if len(ys) == 1 else ""),
+        unit=unit,
+        logx=logx,
+        logy=logy,
+        xticks=xticks,
+    )
 
 
 def stacked_share_figure(

@@ -67,10 +67,8 @@ def finding(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) -
     r = _roofline(naive, ceilings, times, sweep)
     matmuls = [p for p in r.placed if p.step.label in MATMULS]
     others = [p for p in r.placed if p.step.label not in MATMULS]
-    slow = [p for p in others if p.bound.verdict == "inefficient" and p.ratio]
     claim = f"Here {_tally('matmuls', matmuls)}; {_tally('element-wise steps', others)}."
-    if slow:
-        worst = max(slow, key=lambda p: p.ratio.value)
+    if worst := fr.most_inefficient(others):
         claim += (
             f" The {worst.step.label.removeprefix('attention.')} step took "
             f"{fact(worst.ratio, with_spread=False)} its floor at the bandwidth this machine "
@@ -333,6 +331,7 @@ def roofline_figure(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: So
         )
         if any(p.bandwidth.id != r.bandwidth.id for p in r.placed):
             small = r.small_copy.value
+            # layout: the small copy's roof, min(peak, bandwidth × intensity), drawn
             ax.plot(xs, [min(r.peak.value, small * x) for x in xs], color=INK, lw=1.0, ls="--", label="roof (small copy)")  # fmt: skip
             alt.append(f"Roof of the small copy, which the steps' bytes fit: {words.value(small, 'B/s')}.")  # fmt: skip
         ax.axvline(r.ridge.value, color=MUTED, lw=0.8, ls=":")

@@ -12,16 +12,7 @@ from attention_docs.findings import sweep as fsw
 from attention_docs.measurements.schema import Sourced
 from attention_docs.records.sweep import Sweep
 from attention_docs.render import words
-from attention_docs.render.figures import (
-    LINE,
-    SERIES_COLORS,
-    figure_html,
-    frame_lines,
-    measured_ticks,
-    new_figure,
-    to_svg,
-    unit_ticks,
-)
+from attention_docs.render.plots import Series, line_chart
 from attention_docs.render.tables import captioned_table
 
 LEAD = {fsw.CLEAR: " (fastest)", fsw.TIE: " (tied for fastest: within noise)", "": ""}
@@ -100,8 +91,8 @@ def sweep_claim(
     text = _heading("; ".join(clauses) + ".")
     last = found.last
     if last is not None and versus:
-        fast, slow = _label(last.fast, names), _label(last.slow, names)
-        at = f"At {x_name} {_x(found, last.x)}"
+        fast, slow = _label(last.a, names), _label(last.b, names)
+        at = f"At {x_name} {_x(found, found.last_x)}"
         if last.comparison.tie:
             text += f" {at}, {slow} and {fast} are {words.versus_fact(last.fact, last.comparison)}."
         else:
@@ -142,51 +133,36 @@ def sweep_figure(
     interval over the rounds as a band around it; a value not measured leaves a gap."""
     found = fsw.sweep_findings(sourced.measurement, table, spec=spec)
     spec = found.spec
-    x_label = words.quantity_label(spec.x, spec.x_unit)
-    alt_parts = []
-    with new_figure(7.0, 3.6) as fig:
-        ax = fig.add_subplot()
-        for i, line in enumerate(spec.lines):
-            color = SERIES_COLORS[i % len(SERIES_COLORS)]
-            measured = [(p.x, p.facts[line]) for p in found.points if p.facts[line] is not None]
-            if measured:
-                xs = [x for x, _ in measured]
-                ax.fill_between(
-                    xs, [f.low for _, f in measured], [f.high for _, f in measured],
-                    color=color, alpha=0.2, linewidth=0,
-                )  # fmt: skip
-                ax.plot(
-                    xs,
-                    [f.value for _, f in measured],
-                    color=color,
-                    label=_shown(line, names),
-                    **LINE,
-                )
-            stated = ", ".join(
-                f"{_x(found, p.x)} → "
-                + (
-                    "not measured"
-                    if p.facts[line] is None
-                    else f"{words.value(p.facts[line].value, spec.unit)} "
-                    f"({words.span(p.facts[line].low, p.facts[line].high, _say(spec.unit))})"
-                )
-                for p in found.points
+    series, alt_parts = [], []
+    for line in spec.lines:
+        facts = [(p.x, p.facts[line]) for p in found.points if p.facts[line] is not None]
+        points = tuple((x, f.value) for x, f in facts)
+        series.append(Series(_shown(line, names), points, tuple((f.low, f.high) for _, f in facts)))  # fmt: skip
+        stated = ", ".join(
+            f"{_x(found, p.x)} → "
+            + (
+                "not measured"
+                if p.facts[line] is None
+                else f"{words.value(p.facts[line].value, spec.unit)} "
+                f"({words.span(p.facts[line].low, p.facts[line].high, _say(spec.unit))})"
             )
-            alt_parts.append(f"{_label(line, names)}: {stated}")
-        if spec.log_x:
-            ax.set_xscale("log", base=2)
-        if spec.log_y:
-            ax.set_yscale("log")
-        if spec.unit:
-            unit_ticks(ax.yaxis, spec.unit)
-        measured_ticks(ax, [p.x for p in found.points])
-        ax.set_xlabel(x_label)
-        ax.set_ylabel(ylabel or _heading(spec.metric))  # the ticks say the unit
-        frame_lines(ax)
-        against = words.quantity_label(spec.x).lower()
-        band = "each band is the range over the rounds"
-        svg = to_svg(fig, f"{what} Against {against}, {band}: {'; '.join(alt_parts)}")
-    return figure_html(svg, sourced, what)
+            for p in found.points
+        )
+        alt_parts.append(f"{_label(line, names)}: {stated}")
+    against = words.quantity_label(spec.x).lower()
+    band = "each band is the range over the rounds"
+    return line_chart(
+        sourced,
+        what,
+        series,
+        alt=f"{what} Against {against}, {band}: {'; '.join(alt_parts)}",
+        xlabel=words.quantity_label(spec.x, spec.x_unit),
+        ylabel=ylabel or _heading(spec.metric),  # the ticks say the unit
+        unit=spec.unit,
+        logx=spec.log_x,
+        logy=spec.log_y,
+        xticks=[p.x for p in found.points],
+    )
 
 
 def _say(unit: str):

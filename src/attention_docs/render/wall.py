@@ -13,16 +13,8 @@ from attention_docs.findings.model_check import FUSED_FA2, NAIVE_KINDS
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.steps import STEPS
 from attention_docs.render import claims, words
-from attention_docs.render.figures import (
-    MUTED,
-    SERIES_COLORS,
-    figure_html,
-    new_figure,
-    to_svg,
-    unit_ticks,
-)
 from attention_docs.render.forecast import forecast_box
-from attention_docs.render.plots import stacked_share_figure
+from attention_docs.render.plots import Series, line_chart, stacked_share_figure
 from attention_docs.render.tables import captioned_table
 
 fact = words.fact
@@ -61,22 +53,20 @@ def sweep_figure(
     pts = [p for p in _pts(wall, name, times) if get(p)]
     facts = [get(p) for p in pts]
     xs = [getattr(p.shape, x) for p in pts]
-    with new_figure(7.0, 3.6) as fig:
-        ax = fig.add_subplot()
-        if y == "time":
-            ax.fill_between(xs, [f.low for f in facts], [f.high for f in facts], color=SERIES_COLORS[0], alpha=0.25, lw=0, label="range over rounds")  # fmt: skip
-        ax.plot(xs, [f.value for f in facts], marker="o", markersize=3.5, color=SERIES_COLORS[0], label=CELLS[y][0])  # fmt: skip
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        unit_ticks(ax.yaxis, "µs" if y == "time" else "B")  # 1 ms, 1 MB: as the table says
-        ax.set_xlabel(x)
-        ax.set_ylabel("forward time" if y == "time" else "peak memory")
-        ax.grid(color=MUTED, alpha=0.3, lw=0.5, which="both")
-        ax.spines[["top", "right"]].set_visible(False)
-        ax.legend(frameon=False, fontsize=8)
-        text = ", ".join(f"{x} {words.figure_number(v)}: {words.value(f.value, f.unit)}" for v, f in zip(xs, facts, strict=True))  # fmt: skip
-        svg = to_svg(fig, f"{what} {text}")
-    return figure_html(svg, wall, what)
+    band = tuple((f.low, f.high) for f in facts) if y == "time" else ()
+    line = Series(CELLS[y][0], tuple((v, f.value) for v, f in zip(xs, facts, strict=True)), band, "range over rounds")  # fmt: skip
+    text = ", ".join(f"{x} {words.figure_number(v)}: {words.value(f.value, f.unit)}" for v, f in zip(xs, facts, strict=True))  # fmt: skip
+    return line_chart(
+        wall,
+        what,
+        [line],
+        alt=f"{what} {text}",
+        xlabel=x,
+        ylabel="forward time" if y == "time" else "peak memory",
+        unit="µs" if y == "time" else "B",  # 1 ms, 1 MB: as the table says
+        logx=True,
+        logy=True,
+    )
 
 
 def step_share_figure(sourced: Sourced, name: str, *, x: str, what: str) -> str:
@@ -141,8 +131,8 @@ def step_shares_table(wall: Sourced, name: str) -> str:
     m = wall.measurement
     pts = {getattr(p.shape, X[name]): p for p in fwall.sweep(m, name) if p.steps}
     rows = [
-        [f"{x:,}", f"`{lead.step}`" if lead.step else "within noise: " + ", ".join(f"`{s}`" for s in lead.tied),
-         share if lead.step else None, fwall.matmul_share(m, pts[x])]
+        [f"{x:,}", f"`{lead.leaders[0]}`" if lead.clear else "within noise: " + ", ".join(f"`{s}`" for s in lead.leaders),
+         share if lead.clear else None, fwall.matmul_share(m, pts[x])]
         for lead in fwall.leaders(m, list(pts.values()), X[name])
         for x, share in zip(lead.xs, lead.shares, strict=True)
     ]  # fmt: skip

@@ -186,16 +186,14 @@ def finding(times: Sourced) -> str:
     caption."""
     m = times.measurement
     teach = fwinners.teaching_cells(m)
-    leads = Counter(name for c in teach for name in c.ranking.leaders)
-    clear = Counter(c.winner for c in teach if not c.tied)
-    best = max(leads, key=lambda name: (leads[name], clear[name]))
+    best, leads = fwinners.recommended(teach)
     dtypes = words.series(dict.fromkeys(c.shape.dtype for c in teach))
     heads = teach[0].shape.num_heads
     where = "this GPU" if m.device_kind == "cuda" else "this CPU"
     far = fwinners.largest_cell(teach)
     return claims.opening(
         f"Use {best} on {where}: its forward is the fastest, or within noise of the "
-        f"fastest, at {leads[best]} of the {len(teach)} {dtypes} shapes on the map below.",
+        f"fastest, at {leads} of the {len(teach)} {dtypes} shapes on the map below.",
         times,
         f"Fastest beyond the noise: {_count(teach, f'shapes at {heads} heads')}. At "
         f"{far.shape.text()}, {_lead(m, far, fwd.NAIVE)}.",

@@ -1,21 +1,9 @@
 # Every number and every verdict as the pages say it: the one place that turns findings and
-# facts into words. One precision rule holds everywhere: three significant figures, thousands
-# separated, never scientific notation, never a fourth decimal ("1,710×", "0.000123 s" is
-# written "123 µs"). A renderer never formats a number itself; it asks this module, for prose,
-# tables, alt text and tick labels alike.
-#
-# Two symbols mean one thing everywhere:
-# - "%" is a unit whose values are FRACTIONS: value(0.177, "%") and percent(0.177) read
-#   "17.7%". Nothing here takes a value already multiplied by 100 (a cited percentage is
-#   quoted by `as_published`, digit for digit, and is the one exception).
-# - "k" (and M, G, T) are DECIMAL prefixes: 1 k = 1,000, never 1,024. A power of two is
-#   written in full (1,024; 16,384) or with a decimal prefix (262 k), never "1 k" for 1,024.
-# A whole number that names a parameter (a seq_len, a count) prints exactly in alt text and
-# on axes: 1,024, never "1,020" (`figure_number`, `tick`).
-#
-# Facts: `fact(f)` wraps a value in `<span class="ad-fact" data-fact="ID">`, where ID names
-# the quantity (findings/facts.py). The site-wide test reads those spans to prove that no
-# quantity is stated with two values, and counts the numbers with units left outside them.
+# facts into words, with one precision rule (three significant figures, thousands separated,
+# never scientific notation). "%" values are fractions (0.177 reads "17.7%"); k, M, G are
+# decimal (a power of two is written 1,024, never "1 k"); a parameter's whole number prints
+# exactly on axes and in alt text. `fact(f)` marks a value with its quantity's id
+# (`data-fact`), which the site-wide test reads.
 from __future__ import annotations
 
 import contextvars
