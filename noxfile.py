@@ -90,9 +90,9 @@ def _docs_env(session: nox.Session) -> Path:
     return DOCS_ENV / BIN
 
 
-def _store_args(session: nox.Session) -> dict[str, str]:
-    """`-- --refresh`, `-- --frozen`, `-- --publish`, `-- --this-machine`, `-- --device cpu`
-    -> ATTENTION_DOCS_* variables."""
+def _store_args(session: nox.Session, *, serve: bool = False) -> dict[str, str]:
+    """`-- --refresh`, `-- --frozen`, `-- --publish`, `-- --this-machine`, `-- --device cpu`,
+    `-- --offline` (docs only: a site to open from disk) -> ATTENTION_DOCS_* variables."""
     env = {}
     args = list(session.posargs)
     modes = ("--refresh", "--frozen", "--auto", "--publish")
@@ -106,6 +106,14 @@ def _store_args(session: nox.Session) -> dict[str, str]:
                 )
         elif arg == "--this-machine":
             env["ATTENTION_DOCS_THIS_MACHINE"] = "1"
+        elif arg == "--offline":
+            if serve:
+                session.error(
+                    "--offline builds a site to open from disk and nox -s serve serves one "
+                    "over HTTP: build it with nox -s docs -- --offline"
+                )
+            # mkdocs.yml turns Material's offline plugin on with it (a YAML boolean).
+            env["ATTENTION_DOCS_OFFLINE"] = "true"
         elif arg == "--device" or arg.startswith("--device="):
             value = arg.split("=", 1)[1] if "=" in arg else (args.pop(0) if args else "")
             if env.setdefault("ATTENTION_DOCS_DEVICE", value) != value:
@@ -115,7 +123,7 @@ def _store_args(session: nox.Session) -> dict[str, str]:
         else:
             session.error(
                 f"unknown argument {arg!r}; nox -s docs accepts --refresh, --frozen, --auto, "
-                "--publish, --this-machine and --device auto|cpu|cuda"
+                "--publish, --this-machine, --offline and --device auto|cpu|cuda"
             )
     if env.get("ATTENTION_DOCS_DEVICE", "auto") not in ("auto", "cpu", "cuda"):
         session.error(f"--device {env['ATTENTION_DOCS_DEVICE']!r} is not one of auto, cpu, cuda")
@@ -128,7 +136,8 @@ def docs(session: nox.Session) -> None:
     figure or any other MkDocs warning fails the build. The warnings about stored entries (a
     busy machine's, an unreadable one measured again) do not: the build summary repeats them.
     A failed build leaves the previous site/ as it was (tools/build_site.py builds beside it
-    and swaps)."""
+    and swaps). With `-- --offline` the site opens from disk (site/index.html, file://): its
+    links name .html files and search works without a server."""
     env = _store_args(session)  # bad arguments are refused before anything is installed
     _install(session, "docs")
     session.run("python", "tools/build_site.py", "--site-dir", "site", env={**_env(), **env})
@@ -143,7 +152,7 @@ def serve(session: nox.Session) -> None:
     the file, with the changed modules reloaded — no restart. Renderer outputs are reused
     from .cache/, so a reload redraws only what changed.
     """
-    env = _store_args(session)
+    env = _store_args(session, serve=True)
     bin_dir = _docs_env(session)
     env = {**_env(), **env}
     session.run(
@@ -219,11 +228,14 @@ def browser(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check, and the import layers (import-linter's contracts in
-    pyproject.toml)."""
+    """ruff check, ruff format --check, the import layers (import-linter's contracts in
+    pyproject.toml), and the GitHub workflows against their schema (check-jsonschema's copy
+    of it: nothing is downloaded)."""
     session.install("-c", "constraints.txt", *nox.project.dependency_groups(PYPROJECT, "lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     # import-linter reads the source without importing it: the package need not be installed
     # (nor torch), only findable.
     session.run("lint-imports", env={"PYTHONPATH": str(ROOT / "src")})
+    workflows = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(".github/workflows/*.y*ml"))
+    session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)

@@ -29,6 +29,10 @@ sys.path.insert(0, str(TESTS))
 # to a minute for the machine to calm before measuring each again. tests/test_busy.py sets
 # its own wait to test exactly that.
 os.environ.setdefault("ATTENTION_DOCS_BUSY_WAIT", "0")
+# The suite's builds are local builds, also where CI sets GITHUB_REPOSITORY (GitHub Actions):
+# no site address, no edit links. tests/test_publish.py builds with a repository on purpose.
+for _variable in ("ATTENTION_DOCS_REPOSITORY", "GITHUB_REPOSITORY"):
+    os.environ.pop(_variable, None)
 
 
 from short_timing import short_cpu_rounds  # noqa: E402 (tests/ is on sys.path from here)

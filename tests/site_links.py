@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 import sys
 from functools import cache
 from html.parser import HTMLParser
@@ -38,6 +39,26 @@ def _parse(path: Path) -> _Page:
 
 def html_pages(site: Path) -> list[Path]:
     return sorted(site.rglob("*.html"))
+
+
+# What a page makes the browser fetch from another host: a script, stylesheet, image, frame or
+# media source that names one, or a stylesheet's @import. A canonical link names the page's
+# published address and is never fetched.
+_LOADS_FOREIGN = re.compile(
+    r'<(?:script|link|img|iframe|source)\b(?![^>]*\brel="canonical")[^>]*\b(?:src|href)="((?:https?:)?//[^"]+)"'
+)
+_IMPORTS_FOREIGN = re.compile(r"@import\s+url\(\s*['\"]?((?:https?:)?//[^'\")]+)")
+
+
+def foreign_loads(site: Path) -> list[str]:
+    """`file: address` for each thing the site's pages or stylesheets load from another host."""
+    site = site.resolve()
+    found = []
+    for path in [*html_pages(site), *sorted(site.rglob("*.css"))]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        pattern = _LOADS_FOREIGN if path.suffix == ".html" else _IMPORTS_FOREIGN
+        found += [f"{path.relative_to(site).as_posix()}: {url}" for url in pattern.findall(text)]
+    return found
 
 
 def _target(site: Path, page: Path, path: str) -> Path:

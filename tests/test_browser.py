@@ -9,6 +9,8 @@ import gzip
 import http.server
 import json
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -159,6 +161,64 @@ def served(site):
         yield browser, base
         browser.close()
     server.shutdown()
+
+
+OFFLINE_CHAPTER = "chapters/02-naive-attention.md"
+
+
+@pytest.fixture(scope="module")
+def offline_site(tmp_path_factory) -> Path:
+    """The index and one chapter as `nox -s docs -- --offline` builds them, from the committed
+    store (tools/preview.py: seconds, not the whole site), with the repository known: its
+    edit and repository links must not make a browser fetch anything either."""
+    pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    site = tmp_path_factory.mktemp("offline") / "site"
+    command = [sys.executable, "tools/preview.py", "--store", "docs/measurements"]
+    command += ["--mode", "frozen", "--site", str(site), OFFLINE_CHAPTER]
+    result = subprocess.run(
+        command,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "ATTENTION_DOCS_OFFLINE": "true", "ATTENTION_DOCS_REPOSITORY": "o/n"},
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return site
+
+
+def test_the_offline_site_reads_from_disk(offline_site):
+    """site/index.html opened as a file: its link to a chapter opens the chapter, figures
+    and all, search answers, and nothing is fetched from anywhere but the disk."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    link = OFFLINE_CHAPTER.replace(".md", ".html")  # no directory URLs: a folder is no page
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page()
+        elsewhere: list[str] = []
+        page.on(
+            "request",
+            lambda r: None if r.url.startswith(("file://", "data:")) else elsewhere.append(r.url),
+        )
+        page.goto((offline_site / "index.html").as_uri(), wait_until="load")
+        page.locator(f'.md-content a[href="{link}"]').first.click()
+        page.wait_for_url((offline_site / link).as_uri())
+        figures = page.locator("figure.ad-figure svg")
+        assert figures.count() >= 1
+        assert figures.first.is_visible() and figures.first.bounding_box()["width"] > 400
+        broken = page.evaluate(
+            "() => [...document.images].filter((i) => !i.complete || !i.naturalWidth).map((i) => i.src)"
+        )
+        assert broken == []
+        # `bmm` is only ever written as `aten::bmm`, in this chapter.
+        page.click(".md-search__input")
+        page.locator("input.md-search__input").press_sequentially("bmm", delay=50)
+        page.wait_for_selector(".md-search-result__item", timeout=15000)
+        assert "Naive attention" in page.locator(".md-search-result").inner_text()
+        browser.close()
+    assert elsewhere == []
 
 
 def reader_pages(site: Path) -> list[str]:

@@ -94,6 +94,13 @@ def test_the_lint_tools_are_pinned_within_their_declared_range_and_installed_so(
     assert installs and all(words[:2] == ["-c", "constraints.txt"] for words in installs)
 
 
+def test_every_lint_tool_is_pinned_within_its_declared_range():
+    """check-jsonschema too: the workflows' schema it carries changes with its releases."""
+    pins = constraints()
+    for name, requirement in requirements("lint").items():
+        assert name in pins and requirement.specifier.contains(pins[name]), name
+
+
 class Session:
     """What `_store_args` uses of a nox session: its arguments, and `error`, which stops it."""
 
@@ -104,11 +111,11 @@ class Session:
         raise SystemExit(message)
 
 
-def store_args(*posargs: str):
+def store_args(*posargs: str, serve: bool = False):
     spec = importlib.util.spec_from_file_location("project_noxfile", ROOT / "noxfile.py")
     noxfile = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(noxfile)
-    return noxfile._store_args(Session(*posargs))
+    return noxfile._store_args(Session(*posargs), serve=serve)
 
 
 @pytest.mark.parametrize(
@@ -128,10 +135,22 @@ def test_nox_docs_refuses_contradictory_arguments_in_one_sentence(posargs, messa
     assert message in str(refused.value)
 
 
+def test_nox_serve_refuses_offline_in_one_sentence():
+    """An offline site is one to open from disk; serve serves over HTTP."""
+    with pytest.raises(SystemExit) as refused:
+        store_args("--frozen", "--offline", serve=True)
+    assert str(refused.value) == (
+        "--offline builds a site to open from disk and nox -s serve serves one over HTTP: "
+        "build it with nox -s docs -- --offline"
+    )
+
+
 def test_nox_docs_arguments_that_agree_are_taken():
-    env = store_args("--frozen", "--frozen", "--device", "cpu", "--this-machine")
+    env = store_args("--frozen", "--frozen", "--device", "cpu", "--this-machine", "--offline")
     assert env == {
         "ATTENTION_DOCS_MODE": "frozen",
         "ATTENTION_DOCS_DEVICE": "cpu",
         "ATTENTION_DOCS_THIS_MACHINE": "1",
+        # mkdocs.yml reads it with !ENV as a YAML boolean: "1" would be refused.
+        "ATTENTION_DOCS_OFFLINE": "true",
     }

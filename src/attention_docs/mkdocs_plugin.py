@@ -40,6 +40,10 @@ DEVICE_SETTINGS = ("auto", "cpu", "cuda")
 SUMMARY_MARKER = "<!-- attention-docs:build-summary -->"
 YES = ("1", "true", "yes", "on")  # what turns an ATTENTION_DOCS_* switch on
 SNIPPET = re.compile(r"""--8<--\s+["']([^"'\n]+)["']""")
+# The GitHub repository whose Pages publish the site, as owner/name: the first variable set.
+REPOSITORY_VARIABLES = ("ATTENTION_DOCS_REPOSITORY", "GITHUB_REPOSITORY")
+REPOSITORY = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9._-]+")
+EDIT_BRANCH = "main"  # the branch .github/workflows/docs.yml publishes
 
 
 class AttentionDocsConfig(Config):
@@ -249,6 +253,13 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
         logging.getLogger("mkdocs.plugins.markdown_exec").addHandler(self.failures)
         self.full = self.command in ("build", "gh-deploy") and not self.dirty
         _show_library_warnings()
+        for variable in REPOSITORY_VARIABLES:
+            if repository := os.environ.get(variable, "").strip():
+                try:
+                    publish_links(config, repository)
+                except ValueError as exc:
+                    raise PluginError(f"attention-docs: {exc} (set by {variable})") from None
+                break
         return config
 
     def on_serve(self, server, config, builder):
@@ -307,7 +318,7 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
             page.title = site_pages.notebook_title(page.markdown or "", stem)
             html = site_pages.notebook_page(html, stem, page.file.dest_uri, wheel=self.wheel)
         here = posixpath.dirname(page.file.dest_uri) or "."
-        html = html.replace(SITE, posixpath.relpath(".", here) + "/")
+        html = site_links(html, here, directory_urls=config.use_directory_urls)
         for rel in re.findall(re.escape(PLACEHOLDER) + r'([^"\'\s<>]+)', html):
             self.links.append((page.file.src_uri, rel))
         return html.replace(PLACEHOLDER, posixpath.relpath("measurements", here) + "/")
@@ -357,6 +368,32 @@ class AttentionDocsPlugin(BasePlugin[AttentionDocsConfig]):
             log.warning(line)
         if self.reloader is not None:
             self.reloader.snapshot()
+
+
+def site_links(html: str, here: str, *, directory_urls: bool = True) -> str:
+    """`@site/PATH` links made relative to a page in the folder `here`. Without directory URLs
+    (the offline build) a page is a file: `@site/method/` is `method.html`."""
+    if not directory_urls:
+        html = re.sub(re.escape(SITE) + r"""([^"'\s<>#]+)/(?=["'#])""", rf"{SITE}\1.html", html)
+    return html.replace(SITE, posixpath.relpath(".", here) + "/")
+
+
+def publish_links(config, repository: str) -> None:
+    """Fill what mkdocs.yml leaves empty from the repository `owner/name` whose GitHub Pages
+    publish the site: its address (canonical URLs, the sitemap, the 404 page's links), an
+    edit link on each page, and a link to the repository in the footer.
+
+    Not `repo_url`: with it, Material's JavaScript asks GitHub's API for the repository's
+    stars and forks on every visit, and the site loads nothing from another host.
+    """
+    if not REPOSITORY.fullmatch(repository) or repository.split("/")[1] in (".", ".."):
+        raise ValueError(f"the repository {repository!r} is not a GitHub owner/name")
+    owner, name = repository.split("/")
+    repo_url = f"https://github.com/{owner}/{name}"
+    config.site_url = config.site_url or f"https://{owner.lower()}.github.io/{name}/"
+    config.edit_uri = config.edit_uri or f"{repo_url}/edit/{EDIT_BRANCH}/docs/"
+    social = {"icon": "fontawesome/brands/github", "link": repo_url, "name": repository}
+    config.extra["social"] = config.extra.get("social") or [social]
 
 
 def _seconds(variable: str, default: float) -> float:
