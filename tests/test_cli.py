@@ -486,10 +486,13 @@ def test_import_of_an_archive_without_entries_is_an_error(tmp_path, capsys):
 
 
 def project(tmp_path) -> Path:
-    """Just enough of the project for `new-chapter`: experiments, mkdocs.yml, docs."""
+    """Just enough of the project for `new-chapter`: experiments, the guide's example (which
+    it copies), mkdocs.yml and the folders a chapter's files go to."""
     package = tmp_path / "src" / "attention_docs"
     shutil.copytree(ROOT / "src" / "attention_docs" / "experiments", package / "experiments")
-    (tmp_path / "docs" / "chapters").mkdir(parents=True)
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    for folder in ("docs/chapters", "docs/notebooks", "tests"):
+        (tmp_path / folder).mkdir(parents=True)
     (tmp_path / "mkdocs.yml").write_text("site_name: t\n")
     return tmp_path
 
@@ -804,17 +807,18 @@ def test_new_chapter_refuses_a_slug_that_is_no_usable_module_name(tmp_path, caps
     assert files(root) == before
 
 
-def test_new_chapter_into_a_read_only_project_writes_nothing(tmp_path, capsys):
+@pytest.mark.parametrize("read_only_path", ["tests", "mkdocs.yml"])
+def test_new_chapter_into_a_read_only_project_writes_nothing(tmp_path, capsys, read_only_path):
+    """The new files are written first, the test last, then the nav of mkdocs.yml: a write
+    that fails after others leaves none of them."""
     from conftest import read_only
 
     root = project(tmp_path)
-    (root / "tests").mkdir()
     before = files(root)
-    with read_only(root / "tests"):
+    with read_only(root / read_only_path):
         code, _, err = main(capsys, "new-chapter", "mask-cost", "--root", root)
     one_line_error(code, err, "cannot write the chapter mask-cost (Permission denied:")
     assert "nothing was written" in err and files(root) == before
-    assert sorted(p.name for p in (root / "docs").iterdir()) == ["chapters"]
 
 
 @pytest.mark.parametrize("command", [("prune",), ("import-archive", "ARCHIVE")])

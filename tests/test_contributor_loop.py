@@ -353,17 +353,27 @@ GUIDE = ROOT / "docs" / "contributing.md"
 
 
 def guide_files() -> dict[str, str]:
-    """The guide's code blocks that carry a file name: `title="path"`."""
+    """The guide's code blocks that carry a file name (`title="path"`), as its page shows
+    them: their snippet lines expanded by pymdownx.snippets, set as mkdocs.yml sets it."""
+    import markdown
+
     text = GUIDE.read_text(encoding="utf-8")
     blocks = re.findall(r'^(`{3,})\w+ title="([^"]+)"\n(.*?)^\1$', text, flags=re.M | re.S)
-    return {path: body for _, path, body in blocks}
-
-
-def normalised(text: str, number: str) -> str:
-    """The guide's text as the file holds it: the guide escapes its snippet line (`;`, or it
-    would be included) and writes it with one dash a side (the site's check for stray
-    snippet lines looks for two); `NN` is the chapter's number."""
-    return text.replace(";-8<- ", "--8<-- ").replace("NN", number)
+    snippets = markdown.Markdown(
+        extensions=["pymdownx.snippets"],
+        extension_configs={
+            "pymdownx.snippets": {
+                "base_path": [str(ROOT)],
+                "check_paths": True,
+                "dedent_subsections": True,
+            }
+        },
+    ).preprocessors["snippet"]
+    # A file included whole ends with its newline: an empty line, which the block's end drops.
+    return {
+        path: "\n".join(snippets.run(body.splitlines())).rstrip("\n") + "\n"
+        for _, path, body in blocks
+    }
 
 
 MINI_CONFIG = """\
@@ -402,6 +412,7 @@ def scaffolded(root: Path) -> tuple[dict[str, str], dict[str, bytes], str]:
     (root / "mkdocs.yml").write_text(MINI_CONFIG)
     # The project's ruff settings, whose per-file rules are relative to the project's root.
     shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    shutil.copytree(ROOT / "examples", root / "examples")  # what new-chapter copies
     before = {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in root.rglob("*")
@@ -472,8 +483,10 @@ def test_the_guides_example_is_what_new_chapter_writes_and_it_builds(tmp_path):
     from site_facts import read_page
 
     env, _, _ = scaffolded(tmp_path)
-    # The guide shows these very files: the example cannot drift from what the command writes.
+    # The guide includes the example's files (it copies none), and they are what the command
+    # writes: the guide cannot drift from what builds. `NN` is the chapter's number.
     shown = guide_files()
+    guide = GUIDE.read_text(encoding="utf-8")
     for rel in (
         "src/attention_docs/experiments/mask_cost.py",
         "docs/chapters/NN-mask-cost.md",
@@ -481,8 +494,10 @@ def test_the_guides_example_is_what_new_chapter_writes_and_it_builds(tmp_path):
         "tests/test_mask_cost.py",
     ):
         assert rel in shown, f"the guide does not show {rel}"
-        written = (tmp_path / normalised(rel, "02")).read_text()
-        assert normalised(shown[rel], "02") == written, rel
+        assert f'--8<-- "examples/chapter/{rel}' in guide, f"the guide copies {rel}"
+        assert shown[rel] == (ROOT / "examples" / "chapter" / rel).read_text(), rel
+        written = (tmp_path / rel.replace("NN", "02")).read_text()
+        assert shown[rel].replace("NN", "02") == written, rel
     build = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
         cwd=tmp_path,
