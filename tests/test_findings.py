@@ -10,7 +10,7 @@ from attention_docs.analytic.cost import StepCost
 from attention_docs.analytic.memory import naive_peak
 from attention_docs.analytic.roofline import Roof
 from attention_docs.findings import bound, distribution, rank, share, trend
-from attention_docs.findings.facts import PROFILED, SPEC, UNPROFILED, Fact, Quantity
+from attention_docs.findings.facts import COUNTED, PROFILED, SPEC, UNPROFILED, Fact, On, Quantity
 from attention_docs.findings.forecast import check, forecast
 from attention_docs.records.shape import Shape
 from attention_docs.records.timing import Timing
@@ -110,6 +110,25 @@ def test_a_quantity_id_names_metric_subject_shape_clock_and_device():
     f = Fact.of_timing(q, t(9500.0, 9620.0, 9800.0))
     text = words.fact(f)
     assert f'data-fact="{q.id}"' in text and ">9.62 ms (9.5–9.8 ms)</span>" in text
+
+
+def test_the_fact_builder_derives_the_id_and_states_each_kind_of_value():
+    from attention_docs.findings.compare import compare
+
+    shape = Shape(1, 4, 512, 64, "float32", causal=True)
+    on, timing = On("cpu-x", shape), t(9500.0, 9620.0, 9800.0)
+    q = Quantity("forward time", "naive (eager)", "cpu-x", UNPROFILED, shape, "cold")
+    assert on.quantity("forward time", "naive (eager)", UNPROFILED, "cold") == q
+    timed = on("forward time", "naive (eager)", UNPROFILED, timing, detail="cold")
+    assert timed == Fact.of_timing(q, timing)
+    c = compare(t(100.0, 110.0), t(200.0, 210.0))
+    ratio = on("speed ratio", "a vs b", UNPROFILED, c)
+    assert (ratio.value, ratio.unit, ratio.low, ratio.high) == (c.ratio, "×", c.low, c.high)
+    part = on("share", "attention.softmax", PROFILED, share.Share("softmax", 0.4, 0.3, 0.5))
+    assert (part.value, part.unit, part.low, part.high) == (0.4, "%", 0.3, 0.5)
+    assert on("peak memory", "naive (eager)", COUNTED, 0, "B").value == 0
+    assert on("peak memory", "naive (eager)", COUNTED, None, "B") is None  # nothing recorded
+    assert On.spec(gpu.sheet("h200")) == On("spec:h200")
 
 
 def test_shapes_spelled_two_ways_are_one_shape():

@@ -12,8 +12,8 @@
     the one number formatter, whose comparisons choose a unit and a spelling (1,000 µs reads
     1 ms), never a verdict;
 (c) no module under render/ builds a Quantity or a Fact (`Quantity(...)`, `Fact(...)`,
-    `Fact.of_timing(...)`): a fact's id is derived in findings/, never assembled where it is
-    written.
+    `Fact.of_timing(...)`, the fact builder `On(...)`, `On.of(...)`): a fact's id is derived in
+    findings/, never assembled where it is written.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ JUDGEMENT = {
     },
 }
 ORDERING = (ast.Lt, ast.Gt, ast.LtE, ast.GtE)
-FACT_TYPES = ("Quantity", "Fact")
+FACT_TYPES = ("Quantity", "Fact", "On")
 MARK = "# layout:"
 FORMATTER = "words.py"  # the one number formatter: see the module docstring
 
@@ -166,6 +166,7 @@ def test_every_layout_mark_says_why():
         ("q = Quantity('peak memory', 'naive', dev, 'counted')\n", "builds a Quantity"),
         ("f = Fact(q, 1.0, 'B')\n", "builds a Fact"),
         ("f = Fact.of_timing(q, t)\n", "builds a Fact.of_timing"),
+        ("f = On.of(m)('peak memory', 'naive', 'counted', 1.0, 'B')\n", "builds a On.of"),
     ],
 )
 def test_the_check_catches_a_planted_decision(planted, what):

@@ -10,16 +10,7 @@ from dataclasses import dataclass
 from attention_docs.analytic import backward as backward_model
 from attention_docs.analytic.gpu import FORECAST_SHAPE, naive_steps
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import (
-    COUNTED,
-    MODEL,
-    MODEL_DEVICE,
-    PROFILED,
-    UNPROFILED,
-    Fact,
-    Quantity,
-    ratio_fact,
-)
+from attention_docs.findings.facts import COUNTED, PROFILED, UNPROFILED, Fact, On, model_fact
 from attention_docs.findings.forecast import Check, check, forecast
 from attention_docs.findings.trend import fitted_slope, table_slopes
 from attention_docs.measurements.schema import Measurement
@@ -62,10 +53,6 @@ def shape(m: Measurement) -> Shape:
     return Shape.of(m.params)
 
 
-def _q(m: Measurement, metric: str, subject: str, clock: str, detail: str = "") -> Quantity:
-    return Quantity(metric, subject, m.device_id, clock, shape(m), detail)
-
-
 def against_count(c: Comparison, counted: float) -> str:
     """Where the counted FLOP ratio sits against the measured time ratio's range."""
     if c.low > counted:
@@ -76,14 +63,11 @@ def against_count(c: Comparison, counted: float) -> str:
 
 
 def _flop_ratio(m: Measurement, r: dict) -> Fact:
-    name = r["implementation"]
+    name, metric = r["implementation"], "backward ÷ forward matmul FLOPs"
     if r["forward_flops"] and r["backward_flops"]:
-        value, clock, device_id = r["backward_flops"] / r["forward_flops"], COUNTED, m.device_id
-    else:
-        value = backward_model.flop_ratio(shape(m), recompute=name in FUSED)
-        clock, device_id = MODEL, MODEL_DEVICE
-    q = Quantity("backward ÷ forward matmul FLOPs", name, device_id, clock, shape(m))
-    return Fact(q, value, "×")
+        return On.of(m)(metric, name, COUNTED, r["backward_flops"] / r["forward_flops"], "×")
+    value = backward_model.flop_ratio(shape(m), recompute=name in FUSED)
+    return model_fact(metric, name, shape(m), value, "×")
 
 
 def passes(m: Measurement) -> list[Passes]:
@@ -92,18 +76,17 @@ def passes(m: Measurement) -> list[Passes]:
 
 
 def _passes(m: Measurement, r: dict) -> Passes:
-    name, c = r["implementation"], compare(r["forward"], r["backward"])
+    name, c, on = r["implementation"], compare(r["forward"], r["backward"]), On.of(m)
     flop_ratio = _flop_ratio(m, r)
 
     def counted(metric: str, column: str, unit: str, detail: str = "") -> Fact | None:
-        q = _q(m, metric, name, COUNTED, detail)
-        return None if r[column] is None else Fact(q, r[column], unit)
+        return on(metric, name, COUNTED, r[column], unit, detail=detail)
 
     return Passes(
         name,
-        Fact.of_timing(_q(m, FORWARD, name, UNPROFILED), r["forward"]),
-        Fact.of_timing(_q(m, BACKWARD, name, UNPROFILED), r["backward"]),
-        ratio_fact(_q(m, RATIO, name, UNPROFILED), c),
+        on(FORWARD, name, UNPROFILED, r["forward"]),
+        on(BACKWARD, name, UNPROFILED, r["backward"]),
+        on(RATIO, name, UNPROFILED, c),
         flop_ratio,
         against_count(c, flop_ratio.value),
         tuple(counted("matmul ops per pass", f"{p}_matmuls", "", p) for p in PASSES),
@@ -115,15 +98,12 @@ def _passes(m: Measurement, r: dict) -> Passes:
 
 def nodes(m: Measurement) -> list[tuple[str, str, float, Fact]]:
     """(implementation, autograd node, calls per step, profiled time per step)."""
+    on = On.of(m)
     return [
-        (
-            r["implementation"],
-            r["node"],
-            r["calls"],
-            Fact(_q(m, NODE, f"{r['implementation']}: {r['node']}", PROFILED), r["total_us"], "µs"),
-        )
+        (r["implementation"], r["node"], r["calls"],
+         on(NODE, f"{r['implementation']}: {r['node']}", PROFILED, r["total_us"], "µs"))
         for r in m.tables["autograd_nodes"].records()
-    ]
+    ]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -139,25 +119,24 @@ def growth(m: Measurement) -> list[Growth]:
     table = m.tables["saved"]
     rows = [r for r in table.records() if r["status"] == "ok"]
     xs = [r["seq_len"] for r in rows]
-    last = Shape.of(m.params, seq_len=xs[-1])
-    span = f"seq_len {xs[0]}–{xs[-1]}"
-    out = []
-    for name in (c for c in table.columns if c not in ("seq_len", "status")):
-        slope = fitted_slope(xs, [r[name] for r in rows])
-        q = Quantity(SLOPE, name, m.device_id, COUNTED, last, span)
-        kept = Quantity(SAVED, name, m.device_id, COUNTED, last, "output included")
-        out.append(Growth(name, Fact(q, slope, ""), Fact(kept, rows[-1][name], "B")))
-    return out
+    last, span = On.of(m, seq_len=xs[-1]), f"seq_len {xs[0]}–{xs[-1]}"
+    return [
+        Growth(
+            name,
+            last(SLOPE, name, COUNTED, fitted_slope(xs, [r[name] for r in rows]), detail=span),
+            last(SAVED, name, COUNTED, rows[-1][name], "B", detail="output included"),
+        )
+        for name in (c for c in table.columns if c not in ("seq_len", "status"))
+    ]
 
 
 def saved_detail(m: Measurement) -> list[tuple[str, str, str, str, Fact]]:
     """(implementation, tensor shape, dtype, role, bytes) per storage kept, smallest seq_len."""
-    at = Shape.of(m.params, seq_len=m.facts["detail_seq_len"])
-    found = []
+    at, found = On.of(m, seq_len=m.facts["detail_seq_len"]), []
     for r in m.tables["detail"].records():
         name, what = r["implementation"], f"{r['shape']} {r['dtype']} {r['role']}"
-        q = Quantity("bytes of a kept tensor", f"{name}: {what}", m.device_id, COUNTED, at)
-        found.append((name, r["shape"], r["dtype"], r["role"], Fact(q, r["bytes"], "B")))
+        kept = at("bytes of a kept tensor", f"{name}: {what}", COUNTED, r["bytes"], "B")
+        found.append((name, r["shape"], r["dtype"], r["role"], kept))
     return found
 
 

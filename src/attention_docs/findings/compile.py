@@ -1,14 +1,23 @@
 # What a torch.compile costs against what it buys: the first call's time (a compile) as a
 # fact, and the break-even — how many forwards repay the compile (the compile over the time a
 # compiled forward saves over an eager one, from forward_times), or never, when the two are
-# within noise or the compiled one is slower. And what fusion saves on a GPU, by its data sheet.
+# within noise or the compiled one is slower; the fusion chapter's counted work and peaks as
+# facts. And what fusion saves on a GPU, by its data sheet.
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from attention_docs.analytic import fusion as fusion_model
 from attention_docs.analytic.gpu import naive_floor_us, naive_kernels, naive_range
-from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, one_device
+from attention_docs.findings.facts import (
+    COUNTED,
+    PROFILED,
+    UNPROFILED,
+    Fact,
+    On,
+    Quantity,
+    one_device,
+)
 from attention_docs.findings.forecast import RANGE_OF_NAIVE, Check, check, forecast, realistic
 from attention_docs.findings.forward import FORWARD_TIME, forward_time, versus
 from attention_docs.measurements import forward as fwd
@@ -19,6 +28,8 @@ from attention_docs.records.steps import ELEMENTWISE
 
 BREAK_EVEN = "forwards to repay the compile"
 TIE, SLOWER = "within noise", "slower"
+COMPILED_FN = "compiled_attention(dynamic=True)"  # what fusion_kernels compiles
+CACHES = {"cold": "cold caches", "warm": "warm caches"}
 
 
 def first_call(subject: str, device_id: str, shape: Shape, seconds: float, detail: str) -> Fact:
@@ -26,6 +37,67 @@ def first_call(subject: str, device_id: str, shape: Shape, seconds: float, detai
     says which ("cold caches", "warm caches", "a new seq_len")."""
     q = Quantity("first-call time", subject, device_id, UNPROFILED, shape, detail)
     return Fact(q, seconds * 1e6, "µs")
+
+
+def compile_time(m: Measurement, label: str) -> Fact:
+    """fusion_kernels' `label` compile ("cold" or "warm"): the first call of COMPILED_FN."""
+    r = next(r for r in m.tables["compiles"].records() if r["compile"] == label)
+    return first_call(COMPILED_FN, m.device_id, Shape.of(m.params), r["seconds"], CACHES[label])
+
+
+def recompile_times(m: Measurement) -> list[Fact]:
+    """Each call of the recompile experiment, in order: its first-call time at its seq_len."""
+    return [
+        first_call("compiled_attention(dynamic=False)", m.device_id,
+                   Shape.of(m.params, seq_len=r["seq_len"]), r["seconds"], r["call"])
+        for r in m.tables["calls"].records()
+    ]  # fmt: skip
+
+
+def import_time(m: Measurement) -> Fact | None:
+    """What a new process pays once before any compile, importing Dynamo and Inductor; None
+    where it was not timed."""
+    seconds = m.facts.get("compiler_import_s")
+    us = None if seconds is None else seconds * 1e6
+    return On.of(m)("import time", "torch._dynamo and torch._inductor", COUNTED, us, "µs")
+
+
+def work(m: Measurement, which: str) -> list[tuple[dict, Fact, Fact]]:
+    """The work per forward, `which` = "eager" (ops) or "compiled" (kernels): each row of its
+    table with its calls (counted) and its time (profiled)."""
+    on = On.of(m)
+    return [
+        (r, on("calls per forward", f"{which}: {r['name']}", COUNTED, r["calls"]),
+         on("time per forward", f"{which}: {r['name']}", PROFILED, r["time_us"], "µs"))
+        for r in m.tables[f"{which}_work"].records()
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Peak:
+    """One forward's peak memory (counted), and that peak in N×N score matrices."""
+
+    implementation: str
+    peak: Fact
+    matrices: Fact
+
+
+def peaks(m: Measurement, backends: Measurement) -> tuple[Peak, ...]:
+    """Eager and compiled (fusion_kernels), then SDPA with the backend it picks by itself at
+    this shape, pinned (sdpa_backends' row: one fact, one number): one forward's peak each."""
+    if Shape.of(backends.params) != Shape.of(m.params):
+        raise ValueError("sdpa_backends ran at another shape than fusion_kernels: pass the same")
+    chosen = backends.facts["chosen"]
+    row = next(r for r in backends.tables["backends"].records() if r["backend"] == chosen)
+    found = {r["variant"]: r["peak_bytes"] for r in m.tables["peaks"].records()}
+    found[f"SDPA {chosen}"] = row["peak_bytes"]
+    matrix, on = m.tables["peaks"].records()[0], On.of(m)
+    per_matrix = matrix["peak_bytes"] / matrix["peak_in_matrices"]
+    return tuple(
+        Peak(name, on("peak memory", name, COUNTED, b, "B"),
+             on("peak memory in N×N matrices", name, COUNTED, b / per_matrix, "×"))
+        for name, b in found.items()
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

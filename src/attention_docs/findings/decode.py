@@ -16,9 +16,11 @@ from attention_docs.findings.facts import (
     PROFILED,
     UNPROFILED,
     Fact,
+    On,
     Quantity,
     llc_fact,
     model_fact,
+    per_second,
 )
 from attention_docs.findings.forecast import Check, check, forecast
 from attention_docs.findings.forward import Versus, ceiling
@@ -138,17 +140,6 @@ def _quantity(m: Measurement, p: Point, metric: str) -> Quantity:
     return Quantity(metric, p.impl, m.device_id, UNPROFILED, p.shape, detail)
 
 
-def _rate(q: Quantity, amount: float, t: Timing, unit: str) -> Fact:
-    """amount per second at the median, the slowest and the fastest round."""
-    return Fact(
-        q,
-        amount / (t.time_us * 1e-6),
-        unit,
-        amount / (t.high_us * 1e-6),
-        amount / (t.low_us * 1e-6),
-    )
-
-
 def step_time(m: Measurement, p: Point) -> Fact | None:
     """The unprofiled time of one step of one layer, with its rounds' range."""
     return Fact.of_timing(_quantity(m, p, STEP_TIME), p.time) if p.time else None
@@ -162,7 +153,7 @@ def read_rate(m: Measurement, p: Point) -> Fact | None:
     """Bytes the step must move (cost model) over its unprofiled time."""
     if p.time is None:
         return None
-    return _rate(_quantity(m, p, "cache read rate"), p.cost.bytes, p.time, "B/s")
+    return per_second(_quantity(m, p, "cache read rate"), p.cost.bytes, p.time, "B/s")
 
 
 def roof(m: Measurement, ceilings: Measurement | None) -> tuple[Fact | None, Fact | None]:
@@ -360,7 +351,7 @@ def mode_costs(m: Measurement, mode: str) -> tuple[Fact, Fact, Fact]:
     pairs of the prompt's square causal mask."""
     flops, moved = cost.useful_flops(*prompt_shape(m).dims, causal=True), moved_bytes(m, mode)
     return (
-        _rate(_mode_quantity(m, "useful FLOP rate", mode), flops, _times(m)[mode], "FLOP/s"),
+        per_second(_mode_quantity(m, "useful FLOP rate", mode), flops, _times(m)[mode], "FLOP/s"),
         model_fact("bytes moved", mode, prompt_shape(m), moved, "B"),
         model_fact(INTENSITY, mode, prompt_shape(m), flops / moved, "FLOP/B"),
     )
@@ -416,10 +407,9 @@ def step_shares(m: Measurement) -> tuple[dict[str, Fact], Largest]:
     range with the largest share, with whether it clears every other beyond the noise."""
     table, s = m.tables["per_forward"], prompt_shape(m)
     found = shares({c: table.column(c) for c in table.columns if c != "forward"})
-    q = Quantity("share of the profiled step", "", m.device_id, PROFILED, step_shape(s, s.seq_len))
+    on = On(m.device_id, step_shape(s, s.seq_len))
     facts = {
-        label: Fact(replace(q, subject=label), sh.fraction, "%", sh.low, sh.high)
-        for label, sh in found.items()
+        label: on("share of the profiled step", label, PROFILED, sh) for label, sh in found.items()
     }
     return facts, largest(found)
 

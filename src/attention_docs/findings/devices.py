@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, ratio_fact
+from attention_docs.findings.facts import UNPROFILED, Fact, On
 from attention_docs.findings.forward import time_at, timing_at
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
@@ -52,8 +52,7 @@ def across(entries: Sequence[Measurement], shape: Shape) -> list[Across]:
                 continue
             c = compare(first, other)
             subject = f"{name}, {m.device_id} ÷ {base.device_id}"
-            q = Quantity(DEVICE_RATIO, subject, m.device_id, UNPROFILED, shape)
-            ratios.append((ratio_fact(q, c), c))
+            ratios.append((On(m.device_id, shape)(DEVICE_RATIO, subject, UNPROFILED, c), c))
         times = tuple(time_at(m, name, shape) for m in entries)
         found.append(Across(name, times, tuple(ratios)))
     return found

@@ -3,14 +3,19 @@
 # a step, an op), the full shape, the clock it was read on and the device. Two experiments
 # that produce one quantity id are a bug (they will disagree on a shared machine); two truly
 # different quantities (a warm and a cold cache, with and without building the mask) say how
-# in `detail`. render/words.py states a Fact and marks it with its id; the site-wide test
-# proves that every id has one value.
+# in `detail`. `On` builds them: a device and a shape, then metric, subject, clock and value.
+# render/words.py states a Fact and marks it with its id; the site-wide test proves that
+# every id has one value.
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from attention_docs.findings.compare import Comparison
+from attention_docs.findings.share import Share
+from attention_docs.measurements.schema import Measurement
+from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
 from attention_docs.records.timing import Timing
 
@@ -100,28 +105,50 @@ class Fact:
         return self.quantity.id
 
 
-def recorded(
-    metric: str,
-    subject: str,
-    value: float | None,
-    unit: str,
-    *,
-    device_id: str,
-    params: dict,
-    clock: str = COUNTED,
-) -> Fact | None:
-    """A value a measurement recorded (a count, a peak, a profiled time) as a fact of its
-    device and shape (`params`, its parameters); None when it recorded none."""
-    if value is None:
-        return None
-    return Fact(Quantity(metric, subject, device_id, clock, Shape.of(params)), value, unit)
+@dataclass(frozen=True)
+class On:
+    """The one fact builder: facts of one device at one shape (None: a quantity of no shape),
+    `on(metric, subject, clock, value, unit)`. `On.of(m)`: a measurement's device and shape."""
+
+    device_id: str
+    shape: Shape | None = None
+
+    @classmethod
+    def of(cls, m: Measurement, **params: Any) -> On:
+        """At `m`'s shape, or at it with `params` changed (another seq_len, dtype or mask)."""
+        return cls(m.device_id, Shape.of(m.params, **params))
+
+    @classmethod
+    def spec(cls, gpu: SpecSheet, shape: Shape | None = None) -> On:
+        """Forecasts from `gpu`'s data sheet (device `spec:SLUG`, clock SPEC)."""
+        return cls(f"spec:{gpu.slug}", shape)
+
+    def quantity(self, metric: str, subject: str, clock: str, detail: str = "") -> Quantity:
+        return Quantity(metric, subject, self.device_id, clock, self.shape, detail)
+
+    def __call__(
+        self, metric: str, subject: str, clock: str, value: Any, unit: str = "", *, detail: str = ""
+    ) -> Fact | None:
+        """`value` as a fact: a Timing with its rounds' range (µs), a Comparison as its ratio
+        and range (×), a Share as its fraction and range (%), a number in `unit`; None: none.
+        (A number with a range of its own: `Fact(on.quantity(...), value, unit, low, high)`.)"""
+        if value is None:
+            return None
+        q = self.quantity(metric, subject, clock, detail)
+        if isinstance(value, Timing):
+            return Fact.of_timing(q, value)
+        if isinstance(value, Comparison):
+            return ratio_fact(q, value)
+        if isinstance(value, Share):
+            return Fact(q, value.fraction, "%", value.low, value.high)
+        return Fact(q, value, unit)
 
 
 def model_fact(
     metric: str, subject: str, shape: Shape | None, value: float, unit: str, *, detail: str = ""
 ) -> Fact:
     """A value the analytic model computes from the shape alone: one fact on every device."""
-    return Fact(Quantity(metric, subject, MODEL_DEVICE, MODEL, shape, detail), value, unit)
+    return On(MODEL_DEVICE, shape)(metric, subject, MODEL, value, unit, detail=detail)
 
 
 def llc_fact(facts: dict, device_id: str) -> Fact | None:

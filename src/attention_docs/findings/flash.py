@@ -31,6 +31,7 @@ from attention_docs.findings.facts import (
     PUBLISHED,
     UNPROFILED,
     Fact,
+    On,
     Quantity,
     model_fact,
 )
@@ -47,23 +48,6 @@ from attention_docs.records.sweep import Sweep
 
 ERROR = "relative error"  # the unit of a relative error (render/words says it)
 USEFUL = "4·b·h·d FLOPs per visible (query, key) pair ÷ time"
-
-
-@dataclass(frozen=True)
-class _On:
-    """Facts of one device at one shape: `on(metric, subject, clock, value, unit)`."""
-
-    device_id: str
-    shape: Shape | None
-
-    @classmethod
-    def of(cls, m: Measurement, **params) -> _On:
-        """At `m`'s shape, or at it with `params` changed (another length or dtype)."""
-        return cls(m.device_id, fwd.Shape.of({**m.params, **params}))
-
-    def __call__(self, metric, subject, clock, value, unit, *, detail: str = "") -> Fact:
-        q = Quantity(metric, subject, self.device_id, clock, self.shape, detail)
-        return Fact(q, value, unit)
 
 
 def _same_device(times: Measurement, m: Measurement) -> Measurement | None:
@@ -105,7 +89,7 @@ class Implementation:
 
 def implementations(m: Measurement, times: Measurement) -> list[Implementation]:
     """Peak memory and error (this experiment's) beside each forward time (forward_times')."""
-    on, here = _On.of(m), _same_device(times, m)
+    on, here = On.of(m), _same_device(times, m)
     rows = {r["implementation"]: r for r in m.tables["implementations"].records()}
     naive = rows.get(fwd.NAIVE)
     naive_peak = naive["peak_bytes"] if naive and naive["status"] == fwd.OK else None
@@ -141,7 +125,7 @@ def traffic(m: Measurement, times: Measurement) -> list[tuple[str, Fact, Fact, F
     """The three traffic models: each one's label, bytes, bytes ÷ naive's, and bytes over the
     matching implementation's unprofiled forward time (the naive and loop models; no timed
     implementation moves the fused model's bytes here)."""
-    on, here = _On.of(m), _same_device(times, m)
+    on, here = On.of(m), _same_device(times, m)
     records = m.tables["traffic"].records()
     out = []
     for r, impl in zip(records, (fwd.NAIVE, fwd.TILED, None), strict=True):
@@ -185,7 +169,7 @@ class Online:
 
 
 def online_softmax(m: Measurement) -> Online:
-    on, q = _On.of(m), m.facts["online_query"]
+    on, q = On.of(m), m.facts["online_query"]
     tiles = []
     for r in m.tables["online_softmax_row"].records():
         keys = f"query {q} of head 0, keys {r['first_key']}–{r['end_key'] - 1}"
@@ -249,7 +233,7 @@ def schedule(m: Measurement) -> Schedule:
 def phases(m: Measurement) -> list[tuple[str, int, Fact, Fact, Fact]]:
     """The loop's phases under the profiler: label, calls, share of the four's profiled time
     (structure, not speed), and the phase's modelled FLOPs and bytes at these tiles."""
-    on, p = _On.of(m), m.params
+    on, p = On.of(m), m.params
     tiles = f"{p['block_q']}×{p['block_k']} tiles"
     found = fshare.shares({s.label: [s.time_us] for s in m.steps}) if m.steps else {}
     return [
@@ -291,7 +275,7 @@ BLOCKS = Sweep(
 
 
 def block_sweep(m: Measurement) -> BlockSweep:
-    on = _On.of(m)
+    on = On.of(m)
     found = sweep_findings(m, spec=BLOCKS)
     times = {p.x: p.facts["time"] for p in found.points}
     r = found.across
@@ -314,8 +298,7 @@ def block_sweep(m: Measurement) -> BlockSweep:
     if r is None or len(r.order) < 2:
         return BlockSweep(rows, r, None)
     fast, slow = (f"{b}×{b} tiles" for b in (r.fastest, r.order[-1]))
-    q = Quantity(ffwd.SPEED, f"tiled (Python loop), {fast} vs {slow}", m.device_id, UNPROFILED,
-                 on.shape)  # fmt: skip
+    q = on.quantity(ffwd.SPEED, f"tiled (Python loop), {fast} vs {slow}", UNPROFILED)
     return BlockSweep(rows, r, ffwd.Versus.of(q, fast, slow, r.against_fastest[r.order[-1]]))
 
 
@@ -332,7 +315,7 @@ def interpreter_errors(m: Measurement) -> list[tuple[str, Fact | None, Fact | No
     }
     out = []
     for r in m.tables["interpreter"].records() if "interpreter" in m.tables else []:
-        on = _On.of(m, dtype=r["dtype"])
+        on = On.of(m, dtype=r["dtype"])
         errors = (None if r[c] is None else on(ERROR, s, NUMERIC, r[c], ERROR)
                   for c, s in subjects.items())  # fmt: skip
         out.append((r["dtype"], *errors))
@@ -391,7 +374,7 @@ def kernels(m: Measurement, ceilings: Measurement | None) -> Kernels:
     top = None if ceiling is None else ceiling.value if ceiling.high is None else ceiling.high
     rows, suspects = [], set()
     for p in sweep_findings(m, spec=KERNELS).points:
-        on, t = _On.of(m, seq_len=p.x), p.timings
+        on, t = On.of(m, seq_len=p.x), p.timings
         rates = {n: p.rows[n]["flops"] / (f.value * 1e-6) for n, f in p.facts.items() if f}
         above = {n for n, value in rates.items() if top is not None and value > top}
         suspects |= above
@@ -403,8 +386,7 @@ def kernels(m: Measurement, ceilings: Measurement | None) -> Kernels:
                 share = on("share of the matmul ceiling", fwd.TRITON, KERNEL,
                            value / ceiling.value, "%")  # fmt: skip
         if fwd.TRITON in t and fwd.SDPA_FLASH in t:
-            q = Quantity("kernel time ratio", f"{fwd.SDPA_FLASH} vs {fwd.TRITON}", m.device_id,
-                         KERNEL, on.shape)  # fmt: skip
+            q = on.quantity("kernel time ratio", f"{fwd.SDPA_FLASH} vs {fwd.TRITON}", KERNEL)
             c = compare(t[fwd.SDPA_FLASH], t[fwd.TRITON])
             versus = ffwd.Versus.of(q, fwd.SDPA_FLASH, fwd.TRITON, c)
         times = {n: p.facts[n] or r["status"] for n, r in p.rows.items()}
@@ -412,7 +394,7 @@ def kernels(m: Measurement, ceilings: Measurement | None) -> Kernels:
     names = tuple(dict.fromkeys(n for r in rows for n in r.times))
     err = m.facts.get("triton_rel_error")
     if err is not None:
-        on = _On.of(m, seq_len=min(m.tables["kernels"].column("seq_len")))
+        on = On.of(m, seq_len=min(m.tables["kernels"].column("seq_len")))
         err = on(ERROR, f"{fwd.TRITON} vs float64", NUMERIC, err, ERROR)
     return Kernels(rows, names, tuple(sorted(suspects)), err)
 

@@ -8,16 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 
-from attention_docs.findings.compare import compare
-from attention_docs.findings.facts import COUNTED, NUMERIC, UNPROFILED, Fact, Quantity
-from attention_docs.findings.forward import FORWARD_TIME, SPEED, Versus, forward_time, versus
+from attention_docs.findings.facts import COUNTED, NUMERIC, UNPROFILED, Fact, On
+from attention_docs.findings.forward import FORWARD_TIME, Versus, forward_time, versus
 from attention_docs.findings.sweep import sweep_findings
 from attention_docs.findings.trend import fitted_slope
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape
 from attention_docs.records.sweep import Sweep
-from attention_docs.records.timing import Timing
 
 BUILD = "BlockMask build time"
 FIRST_BUILD = "first call with this mask_mod in the worker process, one sample"
@@ -51,21 +49,6 @@ def subject(mask: str, m: Measurement, what: str = fwd.FLEX) -> str:
     return f"{what}, {mask}" + (f" {m.params['window']}" if mask == "sliding_window" else "")
 
 
-def _fact(m, metric, subj, value, unit="µs", *, clock=UNPROFILED, detail="") -> Fact | None:
-    """`value` (a Timing, a number, or None: no fact) at `m`'s shape and device."""
-    if value is None:
-        return None
-    q = Quantity(metric, subj, m.device_id, clock, shape(m), detail)
-    return Fact.of_timing(q, value) if isinstance(value, Timing) else Fact(q, value, unit)
-
-
-def _versus(m: Measurement, a: str, b: str, ta: Timing | None, tb: Timing | None) -> Versus | None:
-    if ta is None or tb is None:
-        return None
-    q = Quantity(SPEED, f"{a} vs {b}", m.device_id, UNPROFILED, shape(m))
-    return Versus.of(q, a, b, compare(ta, tb))
-
-
 @dataclass(frozen=True)
 class Mask:
     """One mask: its three forwards, how compiled compares, its tiles, build and compile."""
@@ -88,7 +71,7 @@ class Mask:
 def masks(m: Measurement, times: Measurement | None = None) -> list[Mask]:
     """Every mask of flex_masks; the causal mask's compiled time from `times` (forward_times),
     or None without it. A mask that did not compile keeps its tiles and build only."""
-    found = []
+    found, on = [], On(m.device_id, shape(m))
     for r in m.tables["masks"].records():
         name, ok = r["mask"], r["status"] == "ok"
         compiled = r["compiled"]
@@ -103,17 +86,17 @@ def masks(m: Measurement, times: Measurement | None = None) -> list[Mask]:
             Mask(
                 name,
                 r["status"],
-                _fact(m, FORWARD_TIME, flex, compiled),
-                _fact(m, FORWARD_TIME, fallback, eager),
-                _fact(m, FORWARD_TIME, with_dense, dense),
-                _versus(m, flex, fallback, compiled, eager),
-                _versus(m, flex, with_dense, compiled, dense),
-                _fact(m, "share of tiles skipped", flex, r["skipped_fraction"], "%", clock=COUNTED),
+                on(FORWARD_TIME, flex, UNPROFILED, compiled),
+                on(FORWARD_TIME, fallback, UNPROFILED, eager),
+                on(FORWARD_TIME, with_dense, UNPROFILED, dense),
+                Versus.between(on, flex, fallback, compiled, eager),
+                Versus.between(on, flex, with_dense, compiled, dense),
+                on("share of tiles skipped", flex, COUNTED, r["skipped_fraction"], "%"),
                 r["partial_blocks"],
                 r["full_blocks"],
-                _fact(m, BUILD, flex, r["first_build_us"], detail=FIRST_BUILD),
-                _fact(m, "first-call compile time", flex, compile_us, detail=cache),
-                _fact(m, ERROR, flex, error, "relative error", clock=NUMERIC),
+                on(BUILD, flex, UNPROFILED, r["first_build_us"], "µs", detail=FIRST_BUILD),
+                on("first-call compile time", flex, UNPROFILED, compile_us, "µs", detail=cache),
+                on(ERROR, flex, NUMERIC, error, "relative error"),
             )
         )
     return found
@@ -156,20 +139,22 @@ def sparsity(m: Measurement) -> Sparsity:
     widths = [
         (r, f"sliding_window {r['window']}", (r["partial_blocks"], r["full_blocks"])) for r in rows
     ]
-    subj = [f"{fwd.FLEX}, {width}" for _, width, _ in widths]
+    subj, on = [f"{fwd.FLEX}, {width}" for _, width, _ in widths], On(m.device_id, shape(m))
     points = tuple(
         (
             r["window"],
-            _fact(m, COMPUTED, width, r["computed_fraction"], "%", clock=COUNTED),
-            _fact(m, FORWARD_TIME, s, r["time"]),
+            on(COMPUTED, width, COUNTED, r["computed_fraction"], "%"),
+            on(FORWARD_TIME, s, UNPROFILED, r["time"]),
         )
         for (r, width, _), s in zip(widths, subj, strict=True)
     )
     steps = tuple(
-        TileStep(a["window"], b["window"], ta, tb, _versus(m, sa, sb, a["time"], b["time"]))
+        TileStep(a["window"], b["window"], ta, tb, Versus.between(on, sa, sb, a["time"], b["time"]))
         for ((a, _, ta), sa), ((b, _, tb), sb) in pairwise(zip(widths, subj, strict=True))
     )
-    ends = _versus(m, subj[0], subj[-1], rows[0]["time"], rows[-1]["time"]) if rows else None
+    ends = (
+        Versus.between(on, subj[0], subj[-1], rows[0]["time"], rows[-1]["time"]) if rows else None
+    )
     return Sparsity(points, ends, steps)
 
 
@@ -198,11 +183,10 @@ class BuildCost:
 def build_cost(m: Measurement) -> BuildCost:
     builds = {p.x: p.facts["build"] for p in sweep_findings(m, spec=BUILD_SWEEP).points}
     rows = [r for r in m.tables["cost"].records() if builds.get(r["seq_len"]) is not None]
-    mask = m.params["mask"]
+    mask, on = m.params["mask"], On(m.device_id)
 
     def counted(metric: str, r: dict, column: str) -> Fact:
-        q = Quantity(metric, f"{mask}, seq_len {r['seq_len']}", m.device_id, COUNTED)
-        return Fact(q, r[column], "B")
+        return on(metric, f"{mask}, seq_len {r['seq_len']}", COUNTED, r[column], "B")
 
     points = tuple(
         (r["seq_len"], builds[r["seq_len"]], counted("peak memory while building a BlockMask", r, "peak_bytes"),
@@ -212,8 +196,8 @@ def build_cost(m: Measurement) -> BuildCost:
     fitted = rows[-3:]
     slope = fitted_slope([r["seq_len"] for r in fitted], [r["build"].time_us for r in fitted])
     span = f"seq_len {fitted[0]['seq_len']}–{fitted[-1]['seq_len']}"
-    q = Quantity("log-log slope of BlockMask build time", mask, m.device_id, UNPROFILED, None, span)
-    return BuildCost(points, None if slope is None else Fact(q, slope, ""))
+    metric = "log-log slope of BlockMask build time"
+    return BuildCost(points, on(metric, mask, UNPROFILED, slope, detail=span))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from attention_docs.analytic.gpu import Range
-from attention_docs.findings.facts import SPEC, Fact, Quantity
+from attention_docs.findings.facts import SPEC, Fact, On
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.shape import Shape
@@ -32,7 +32,7 @@ def forecast(
     detail: str = "",
 ) -> Fact:
     """A value computed from `gpu`'s data sheet, as a fact of its own (device `spec:SLUG`)."""
-    return Fact(Quantity(metric, subject, f"spec:{gpu.slug}", SPEC, shape, detail), value, unit)
+    return Fact(On.spec(gpu, shape).quantity(metric, subject, SPEC, detail), value, unit)
 
 
 # The models' names in a realistic range's fact id, as every chapter gives them.
@@ -54,7 +54,7 @@ def realistic(
     efficiencies) as a fact with no single value; None where no efficiency is on record."""
     if r.low_us is None or r.high_us is None:
         return None
-    q = Quantity(metric, subject, f"spec:{gpu.slug}", SPEC, shape, detail or "realistic range")
+    q = On.spec(gpu, shape).quantity(metric, subject, SPEC, detail or "realistic range")
     return Fact(q, None, unit, r.low_us, r.high_us)
 
 

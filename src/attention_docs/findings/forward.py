@@ -9,7 +9,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, ratio_fact
+from attention_docs.findings.facts import UNPROFILED, Fact, On, Quantity, ratio_fact
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.shape import Shape
@@ -21,10 +21,10 @@ SPEED = "speed ratio"
 
 
 def forward_quantity(m: Measurement, implementation: str, shape: Shape) -> Quantity:
+    metric, subject = FORWARD_TIME, implementation
     if implementation.startswith(fwd.STEP_PREFIX):
-        subject = implementation.removeprefix(fwd.STEP_PREFIX)
-        return Quantity(STEP_TIME, subject, m.device_id, UNPROFILED, shape)
-    return Quantity(FORWARD_TIME, implementation, m.device_id, UNPROFILED, shape)
+        metric, subject = STEP_TIME, implementation.removeprefix(fwd.STEP_PREFIX)
+    return On(m.device_id, shape).quantity(metric, subject, UNPROFILED)
 
 
 def forward_time(m: Measurement, implementation: str, shape: Shape) -> Fact | None:
@@ -69,6 +69,13 @@ class Versus:
     def of(cls, quantity: Quantity, a: str, b: str, comparison: Comparison) -> Versus:
         return cls(a, b, ratio_fact(quantity, comparison), comparison)
 
+    @classmethod
+    def between(cls, on: On, a: str, b: str, ta: Timing | None, tb: Timing | None) -> Versus | None:
+        """`a`'s timing against `b`'s, as a speed ratio of `on`; None when either did not run."""
+        if ta is None or tb is None:
+            return None
+        return cls.of(on.quantity(SPEED, f"{a} vs {b}", UNPROFILED), a, b, compare(ta, tb))
+
     @property
     def quantity(self) -> Quantity:
         return self.fact.quantity
@@ -76,11 +83,8 @@ class Versus:
 
 def versus(m: Measurement, a: str, b: str, shape: Shape) -> Versus | None:
     """How `a` compares with `b`; None when either did not run here."""
-    ta, tb = fwd.timing(m, a, shape), fwd.timing(m, b, shape)
-    if ta is None or tb is None:
-        return None
-    q = Quantity(SPEED, f"{a} vs {b}", m.device_id, UNPROFILED, shape)
-    return Versus.of(q, a, b, compare(ta, tb))
+    on = On(m.device_id, shape)
+    return Versus.between(on, a, b, fwd.timing(m, a, shape), fwd.timing(m, b, shape))
 
 
 CEILING_UNITS = {"peak_flops": "FLOP/s", "bandwidth_bs": "B/s", "cache_bandwidth_bs": "B/s"}
@@ -92,5 +96,5 @@ def ceiling(m: Measurement, key: str) -> Fact:
     if key not in m.facts:
         raise KeyError(f"machine_ceilings on {m.device_id} has no {key!r}: {sorted(m.facts)}")
     unit = next(u for prefix, u in CEILING_UNITS.items() if key.startswith(prefix))
-    q = Quantity("ceiling", key, m.device_id, UNPROFILED)
+    q = On(m.device_id).quantity("ceiling", key, UNPROFILED)
     return Fact(q, m.facts[key], unit, m.facts.get(f"{key}_low"), m.facts.get(f"{key}_high"))

@@ -22,7 +22,7 @@ from pathlib import Path
 from statistics import median
 
 from attention_docs.analytic.gpu import Range, flash_range, naive_kernels, realistic
-from attention_docs.findings.facts import KERNEL, SPEC, Fact, Quantity
+from attention_docs.findings.facts import KERNEL, SPEC, Fact, On
 from attention_docs.records.device import SpecSheet, spec_sheet_for
 from attention_docs.records.kernels import is_bookkeeping
 from attention_docs.records.ops import OpList, TensorArg, ops_from_chrome, tensor_inputs
@@ -547,20 +547,17 @@ def step_facts(r: Recorded) -> list[StepFacts]:
     rows = [(t.step, t.kernels, t.gpu_us, t.forecast) for t in r.site.steps]
     if len(rows) > 1:
         rows.append((ALL_STEPS, (), r.site.gpu_us, r.site.forecast))
-    out = []
+    out, traced = [], On(trace_device(r), r.site.shape)
     for step, kernels, gpu_us, forecast in rows:
-        time = Fact(Quantity(GPU_TIME, step, trace_device(r), KERNEL, r.site.shape), gpu_us, "µs")
+        time = traced(GPU_TIME, step, KERNEL, gpu_us, "µs")
         floor = realistic = ratio = None
         if forecast is not None and r.reading.gpu is not None:
-            spec = f"spec:{r.reading.gpu.slug}"
-            floor = Fact(Quantity(GPU_TIME, step, spec, SPEC, r.site.shape, "floor"),
-                         forecast.floor_us, "µs")  # fmt: skip
+            sheet = On.spec(r.reading.gpu, r.site.shape)
+            floor = sheet(GPU_TIME, step, SPEC, forecast.floor_us, "µs", detail="floor")
             if forecast.low_us and forecast.high_us:
-                q = Quantity(GPU_TIME, step, spec, SPEC, r.site.shape, "realistic range")
+                q = sheet.quantity(GPU_TIME, step, SPEC, "realistic range")
                 realistic = Fact(q, None, "µs", forecast.low_us, forecast.high_us)
-                q = Quantity(
-                    RECORDED_OVER_FORECAST, step, trace_device(r), KERNEL, r.site.shape, spec
-                )
+                q = traced.quantity(RECORDED_OVER_FORECAST, step, KERNEL, sheet.device_id)
                 ratio = Fact(q, None, "×", gpu_us / forecast.high_us, gpu_us / forecast.low_us)
         out.append(StepFacts(step, kernels, time, floor, realistic, ratio))
     return out
@@ -573,5 +570,5 @@ def slowest_step(r: Recorded) -> StepFacts:
 
 def busy_fact(r: Recorded) -> Fact:
     """The share of the run (first launch to last kernel's end) the GPU was busy."""
-    q = Quantity("GPU busy share", "whole run", trace_device(r), KERNEL)
-    return Fact(q, r.reading.launch.gpu_busy_share, "%")
+    busy = r.reading.launch.gpu_busy_share
+    return On(trace_device(r))("GPU busy share", "whole run", KERNEL, busy, "%")

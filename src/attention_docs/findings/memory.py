@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic import memory as amem
-from attention_docs.findings.facts import COUNTED, MODEL, Fact, Quantity, model_fact
+from attention_docs.findings.facts import COUNTED, MODEL, Fact, On, Quantity, model_fact
 from attention_docs.findings.forecast import Check, check, forecast
 from attention_docs.findings.trend import table_slopes
 from attention_docs.measurements.forward import NAIVE
@@ -51,13 +51,12 @@ def nxn_bytes(s: Shape) -> int:
 def step_bytes(m: Measurement, row: dict, column: str) -> Fact:
     """A step's bytes the allocator counted (`allocated_bytes`, `freed_bytes`,
     `live_after_bytes` of memory_timeline's steps table) as a fact of `m`'s device and shape."""
-    q = Quantity(column.replace("_", " "), row["step"], m.device_id, COUNTED, shape(m))
-    return Fact(q, row[column], "B")
+    return On.of(m)(column.replace("_", " "), row["step"], COUNTED, row[column], "B")
 
 
 def peak_fact(m: Measurement, value: float | None, s: Shape, detail: str = ABOVE) -> Fact:
     """A peak the allocator counted on `m`'s device."""
-    return Fact(Quantity(PEAK, NAIVE, m.device_id, COUNTED, s, detail), value, "B")
+    return On(m.device_id, s)(PEAK, NAIVE, COUNTED, value, "B", detail=detail)
 
 
 def model_peak(s: Shape, *, with_inputs: bool = False) -> Fact:
@@ -169,13 +168,11 @@ def matrices(m: Measurement) -> Matrices:
             most = max(most, live)
     steps = m.tables["steps"].records()
 
-    def counted(metric: str, value: int) -> Fact:
-        return Fact(Quantity(metric, NAIVE, m.device_id, COUNTED, shape(m)), value, "")
-
+    on = On.of(m)
     return Matrices(
-        counted("N×N tensors created", sum(r["score_sized"] for r in steps)),
+        on("N×N tensors created", NAIVE, COUNTED, sum(r["score_sized"] for r in steps)),
         tuple(r["step"] for r in steps if r["score_sized"]),
-        counted("N×N tensors live at once", most),
+        on("N×N tensors live at once", NAIVE, COUNTED, most),
     )
 
 
@@ -218,8 +215,7 @@ def longest(m: Measurement, *, free: bool) -> Fact:
     it, or what was free when the sweep began)."""
     key = "predicted_max_seq_len_free" if free else "predicted_max_seq_len"
     detail = f"{without_seq_len(shape(m, seq_len=1))}; {'free' if free else 'all'} memory"
-    q = Quantity(LONGEST, NAIVE, m.device_id, MODEL, None, detail)
-    return Fact(q, m.facts[key], "tokens")
+    return On(m.device_id)(LONGEST, NAIVE, MODEL, m.facts[key], "tokens", detail=detail)
 
 
 def memory_fact(m: Measurement, key: str) -> Fact:

@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, ratio_fact
+from attention_docs.findings.facts import UNPROFILED, Fact, On
 from attention_docs.findings.reproducibility import STEPS_SUM_TOLERANCE
 from attention_docs.measurements.schema import Measurement
-from attention_docs.records.shape import Shape
 from attention_docs.records.timing import Timing, interval_ranks, quantile
 
 RUN = "timing_method's run"
@@ -20,8 +19,8 @@ RUN = "timing_method's run"
 ADDS_UP = STEPS_SUM_TOLERANCE
 
 
-def _shape(m: Measurement) -> Shape:
-    return Shape.of({**m.params, "causal": True})
+def _run(m: Measurement) -> On:
+    return On.of(m, causal=True)
 
 
 def sum_share(m: Measurement, parts: Sequence[Timing], whole: Timing, subject: str) -> Fact:
@@ -32,7 +31,7 @@ def sum_share(m: Measurement, parts: Sequence[Timing], whole: Timing, subject: s
     ]
     j, k = interval_ranks(len(shares), 0.5)
     ordered = sorted(shares)
-    q = Quantity("share of the forward", subject, m.device_id, UNPROFILED, _shape(m), RUN)
+    q = _run(m).quantity("share of the forward", subject, UNPROFILED, RUN)
     return Fact(q, quantile(shares, 0.5), "%", ordered[j - 1], ordered[k - 1])
 
 
@@ -78,8 +77,8 @@ def steps(m: Measurement) -> Steps:
     ratios = []
     for r in rows:
         c = compare(r["alone"], r["in_sequence"])
-        q = Quantity("in sequence ÷ alone", r["step"], m.device_id, UNPROFILED, _shape(m), RUN)
-        ratios.append(StepRatio(r["step"], ratio_fact(q, c), c))
+        ratio = _run(m)("in sequence ÷ alone", r["step"], UNPROFILED, c, detail=RUN)
+        ratios.append(StepRatio(r["step"], ratio, c))
     return Steps(alone, seq, _verdict(alone), _verdict(seq), tuple(ratios))
 
 
@@ -124,8 +123,7 @@ def threads(m: Measurement) -> Threads | None:
     counts = sorted({t for t, _ in times})
 
     def fact(subject: str, c: Comparison) -> Fact:
-        q = Quantity("time ratio", subject, m.device_id, UNPROFILED, _shape(m), RUN)
-        return ratio_fact(q, c)
+        return _run(m)("time ratio", subject, UNPROFILED, c, detail=RUN)
 
     neighbours = []
     for t in counts:

@@ -14,13 +14,13 @@ from attention_docs.findings.distribution import Distribution, distribution
 from attention_docs.findings.facts import (
     COUNTED,
     MODEL,
-    MODEL_DEVICE,
     PROFILED,
     UNPROFILED,
     Fact,
+    On,
     Quantity,
+    model_fact,
     per_second,
-    ratio_fact,
 )
 from attention_docs.findings.forward import forward_time
 from attention_docs.measurements import forward as fwd
@@ -34,10 +34,6 @@ from attention_docs.records.trace import Span, Trace
 # the forward, a "small" part when even the costliest is under a tenth.
 MOST, SMALL = 0.5, 0.1
 SMALLEST = 4  # the sizes of a sweep whose medians make its per-call floor
-
-
-def _q(m: Measurement, metric: str, clock: str, detail: str = "", subject=fwd.NAIVE) -> Quantity:
-    return Quantity(metric, subject, m.device_id, clock, Shape.of(m.params), detail)
 
 
 def _scaled(q: Quantity, f: Fact, by: float = 1.0, per: float = 1.0) -> Fact:
@@ -79,34 +75,32 @@ def first_calls(m: Measurement) -> FirstCalls:
     first = Timing.from_rounds([cold[0]], "call")
     noise = max(settled.high_us - settled.low_us, settled_again.high_us - settled_again.low_us)
 
-    def q(metric: str, detail: str = "", clock: str = PROFILED) -> Quantity:
-        return _q(m, metric, clock, detail)
+    def naive(metric: str, value, unit: str = "", detail: str = "", clock=PROFILED) -> Fact:
+        return On.of(m)(metric, fwd.NAIVE, clock, value, unit, detail=detail)
 
     def per_call(column: str, session: str, metric: str, clock: str, unit: str) -> tuple:
         return tuple(
-            None if v is None else Fact(q(metric, f"call {i}, {session} session", clock), v, unit)
+            naive(metric, v, unit, f"call {i}, {session} session", clock)
             for i, v in enumerate(table.column(column), 1)
         )
 
     time, faults = ("profiled call time", PROFILED, "µs"), ("minor page faults", COUNTED, "")
     vs_settled = compare(settled, first)
-    startup = Fact(
-        q("profiler start-up", "first call over settled calls"),
-        again[0] - settled_again.time_us,
-        "µs",
+    startup = naive(
+        "profiler start-up", again[0] - settled_again.time_us, "µs", "first call over settled calls"
     )
-    cold_start = Fact(
-        q("cold start", "first call, cold minus warm session"), cold[0] - again[0], "µs"
+    cold_start = naive(
+        "cold start", cold[0] - again[0], "µs", "first call, cold minus warm session"
     )
     return FirstCalls(
         cold=per_call("cold_wall_us", "cold", *time),
         again=per_call("warm_session_wall_us", "second", *time),
         cold_faults=per_call("minor_page_faults", "cold", *faults),
         again_faults=per_call("warm_session_page_faults", "second", *faults),
-        settled=Fact.of_timing(q("profiled call time", "settled calls, cold session"), settled),
+        settled=naive("profiled call time", settled, detail="settled calls, cold session"),
         first_over_settled=None
         if vs_settled.tie
-        else ratio_fact(q("first profiled call ÷ settled calls"), vs_settled),
+        else naive("first profiled call ÷ settled calls", vs_settled),
         startup=startup if again[0] > settled_again.high_us else None,
         cold_start=cold_start if cold_start.value > noise else None,
     )
@@ -117,7 +111,7 @@ def first_call_ops(m: Measurement) -> tuple[tuple[str, str, Fact, Fact], ...]:
     name, its kind, its self time in the first call, and that over the settled calls' mean."""
 
     def f(r: dict, metric: str, column: str, detail: str) -> Fact:
-        return Fact(_q(m, metric, PROFILED, detail, r["name"]), r[column], "µs")
+        return On.of(m)(metric, r["name"], PROFILED, r[column], "µs", detail=detail)
 
     return tuple(
         (
@@ -175,13 +169,14 @@ def dispatch(m: Measurement, label: str) -> Dispatch:
     # Views and reshapes can out-time the worker at tiny sizes, never out-work it.
     worker = max([s for s in ops if not is_bookkeeping(s.name)] or ops, key=lambda s: s.self_us)
 
+    on = On.of(m)
+
     def f(span: Span, which: str) -> Fact:
         subject = label if span is top else f"{label} › {span.name}"
-        metric = f"{which} time in one profiled forward"
         value = span.dur_us if which == "total" else span.self_us
-        return Fact(_q(m, metric, PROFILED, subject=subject), value, "µs")
+        return on(f"{which} time in one profiled forward", subject, PROFILED, value, "µs")
 
-    share = worker.self_us / top.dur_us if top.dur_us else 0.0
+    share, busiest = worker.self_us / top.dur_us if top.dur_us else 0.0, f"{label} › {worker.name}"
     return Dispatch(
         f(top, "total"),
         f(top, "self"),
@@ -190,11 +185,7 @@ def dispatch(m: Measurement, label: str) -> Dispatch:
         f(outer, "self"),
         worker.name,
         f(worker, "self"),
-        Fact(
-            _q(m, "share of the range", PROFILED, "self time", f"{label} › {worker.name}"),
-            share,
-            "%",
-        ),
+        on("share of the range", busiest, PROFILED, share, "%", detail="self time"),
     )
 
 
@@ -244,10 +235,10 @@ def faults(m: Measurement, times: Measurement) -> Faults | None:
     dist = distribution(values)
     warm = forward_time(times, fwd.NAIVE, Shape.of(m.params))
     fresh, mapped = Timing.from_json(cost["fresh"]), Timing.from_json(cost["mapped"])
-    per_buffer = cost["faults_per_buffer"]
+    per_buffer, on = cost["faults_per_buffer"], On.of(m)
     page = None
     if per_buffer >= 1 and not compare(mapped, fresh).tie:
-        q = Quantity("fresh page cost", "one minor page fault", m.device_id, UNPROFILED)
+        q = On(m.device_id).quantity("fresh page cost", "one minor page fault", UNPROFILED)
         diff = _minus(q, fresh, mapped)
         page = _scaled(q, replace(diff, low=max(diff.low, 0.0)), per=per_buffer)
     groups = []
@@ -256,20 +247,17 @@ def faults(m: Measurement, times: Measurement) -> Faults | None:
         detail = f"calls with {mode.low:g}-{mode.high:g} faults"
         cost_fact = share = level = None
         if page is not None and warm is not None:
-            cost_fact = _scaled(_q(m, "page fault time per call", MODEL, detail), page, typical)
+            q = on.quantity("page fault time per call", fwd.NAIVE, MODEL, detail)
+            cost_fact = _scaled(q, page, typical)
             low, high = cost_fact.low / warm.high, cost_fact.high / warm.low
-            q = _q(m, "page faults ÷ unprofiled forward", MODEL, detail)
+            q = on.quantity("page faults ÷ unprofiled forward", fwd.NAIVE, MODEL, detail)
             share = Fact(q, cost_fact.value / warm.value, "%", low, high)
             level = _level(low, high)
-        q = _q(m, "minor page faults per call", COUNTED, detail)
+        q = on.quantity("minor page faults per call", fwd.NAIVE, COUNTED, detail)
         group = Fact(q, typical, "", mode.low, mode.high)
-        calls = Fact(_q(m, "profiled calls", COUNTED, detail), mode.count, "")
+        calls = on("profiled calls", fwd.NAIVE, COUNTED, mode.count, detail=detail)
         groups.append(FaultGroup(group, calls, cost_fact, share, level))
-    buffer = Fact(
-        Quantity("buffer priced", "fresh page cost", MODEL_DEVICE, MODEL, Shape.of(m.params)),
-        cost["buffer_bytes"],
-        "B",
-    )
+    buffer = model_fact("buffer priced", "fresh page cost", on.shape, cost["buffer_bytes"], "B")
     return Faults(dist, tuple(groups), page, buffer)
 
 
@@ -285,18 +273,20 @@ class Overhead:
 
 def overhead(m: Measurement) -> tuple[Overhead, ...]:
     """Each profiler setting of `profile_overhead` against the loop without the profiler."""
-    rows = m.tables["overhead"].records()
+    rows, on = m.tables["overhead"].records(), On.of(m)
     base = rows[0]["time"]
     found = []
     for r in rows[1:]:
         t, what, n = r["time"], r["configuration"], r["events_per_forward"]
         c = compare(base, t)
-        added = _minus(_q(m, "profiler time added per forward", UNPROFILED, what), t, base)
-        events = Fact(_q(m, "profiler events per forward", COUNTED, what), n, "events")
+        q = on.quantity("profiler time added per forward", fwd.NAIVE, UNPROFILED, what)
+        added = _minus(q, t, base)
+        events = on("profiler events per forward", fwd.NAIVE, COUNTED, n, "events", detail=what)
         per_event = None
         if not c.tie and n:
-            per_event = _scaled(_q(m, "profiler time per event", UNPROFILED, what), added, per=n)
-        ratio = ratio_fact(_q(m, "profiled ÷ unprofiled forward", UNPROFILED, what), c)
+            q = on.quantity("profiler time per event", fwd.NAIVE, UNPROFILED, what)
+            per_event = _scaled(q, added, per=n)
+        ratio = on("profiled ÷ unprofiled forward", fwd.NAIVE, UNPROFILED, c, detail=what)
         found.append(Overhead(what, c, ratio, added, events, per_event))
     return tuple(found)
 
@@ -331,18 +321,15 @@ class SizeSweep:
 def size_sweep(m: Measurement) -> SizeSweep:
     """The floor, the bandwidth of the largest size, the crossover, and whether a smaller
     size moved bytes faster than the largest beyond the noise of both."""
-    op = f"{m.facts.get('op', 'op')} {m.params.get('dtype', 'float32')}"
-
-    def q(metric: str, detail: str, clock: str = UNPROFILED, device_id: str = m.device_id):
-        return Quantity(metric, op, device_id, clock, None, detail)
-
+    op, on = f"{m.facts.get('op', 'op')} {m.params.get('dtype', 'float32')}", On(m.device_id)
     points = []
     for r in m.tables["sizes"].records():
         n, b, t = r["elements"], r["bytes"], r["time"]
         if t is not None:
-            moved = Fact(q("bytes moved per call", f"{n} elements", MODEL, MODEL_DEVICE), b, "B")
-            time = Fact.of_timing(q("time per call", f"{n} elements"), t)
-            rate = per_second(q("achieved bandwidth", f"{n} elements"), b, t, "B/s")
+            size = f"{n} elements"
+            moved = model_fact("bytes moved per call", op, None, b, "B", detail=size)
+            time = on("time per call", op, UNPROFILED, t, detail=size)
+            rate = per_second(on.quantity("achieved bandwidth", op, UNPROFILED, size), b, t, "B/s")
             points.append(SizePoint(n, moved, t, time, rate))
     if len(points) < SMALLEST + 1:
         raise ValueError(
@@ -352,25 +339,21 @@ def size_sweep(m: Measurement) -> SizeSweep:
     small = [p.time for p in points[:SMALLEST]]
     flat = max(f.low for f in small) <= min(f.high for f in small)
     small = [f.value for f in small]
-    floor = Fact(
-        q("per-call floor", f"median of the {SMALLEST} smallest sizes"),
-        statistics.median(small),
-        "µs",
-        min(small),
-        max(small),
-    )
+    q = on.quantity("per-call floor", op, UNPROFILED, f"median of the {SMALLEST} smallest sizes")
+    floor = Fact(q, statistics.median(small), "µs", min(small), max(small))
     largest = points[-1]
     crossover = floor.value * 1e-6 * largest.rate.value
     fastest = max(points, key=lambda p: p.rate.value)
     versus = compare(*(p.timing.scaled(1 / p.moved.value) for p in (fastest, largest)))
-    ratio_q = q("bytes/s ÷ the largest size's", f"{fastest.elements} elements")
+    at = f"{fastest.elements} elements"
+    ratio = on("bytes/s ÷ the largest size's", op, UNPROFILED, versus, detail=at)
     return SizeSweep(
         points=tuple(points),
         floor=floor,
         flat=flat,
         bandwidth=largest.rate,
-        crossover=Fact(q("crossover", "floor × bandwidth", MODEL), crossover, "B"),
+        crossover=on("crossover", op, MODEL, crossover, "B", detail="floor × bandwidth"),
         fastest=fastest,
-        fastest_ratio=ratio_fact(ratio_q, versus),
+        fastest_ratio=ratio,
         fastest_beyond_noise=fastest is not largest and not versus.tie,
     )

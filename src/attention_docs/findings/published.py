@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attention_docs.analytic import gpu as gpus
-from attention_docs.findings.facts import PUBLISHED, SPEC, Fact, Quantity, model_fact
+from attention_docs.findings.facts import PUBLISHED, SPEC, Fact, On, Quantity, model_fact
 from attention_docs.records.device import SpecSheet
 from attention_docs.records.ops import recording
 from attention_docs.records.published import ANY, FLASH_2, Point, dataset
@@ -86,14 +86,9 @@ class Beside:
     kernels: int | None  # the forecast's kernel count, for a time forecast priced by kernel
 
 
-def _spec(gpu: SpecSheet, metric: str, subject: str, shape, detail: str) -> Quantity:
-    """A quantity forecast from `gpu`'s data sheet (device `spec:SLUG`)."""
-    return Quantity(metric, subject, f"spec:{gpu.slug}", SPEC, shape, detail)
-
-
 def _spec_fact(point: Point, gpu: SpecSheet, what: str, value, unit, *ends) -> Fact:
-    metric = _METRICS[point.unit][0]
-    return Fact(_spec(gpu, metric, point.subject, point.shape, what), value, unit, *ends)
+    q = On.spec(gpu, point.shape).quantity(_METRICS[point.unit][0], point.subject, SPEC, what)
+    return Fact(q, value, unit, *ends)
 
 
 def _where(value: float, low: float, high: float) -> str:
@@ -189,7 +184,8 @@ def beside(point: Point) -> Beside:
     fact, where, model, kernels = _FORECASTS.get(point.unit, _rate)(point, gpu, value)
     # A forecast of one value (value set) or a range (low..high, value None).
     low, high = (fact.low, fact.high) if fact.value is None else (fact.value,) * 2
-    q = _spec(gpu, RATIO, point.subject, point.shape, f"{point.source.key}; {point.statistic}")
+    what = f"{point.source.key}; {point.statistic}"
+    q = On.spec(gpu, point.shape).quantity(RATIO, point.subject, SPEC, what)
     ratio = (
         Fact(q, value / low, "×") if low == high else Fact(q, None, "×", value / high, value / low)
     )
@@ -297,7 +293,7 @@ def in_place(gpu: SpecSheet | None = None, shape=None) -> InPlace:
     shape = shape or gpus.FORECAST_SHAPE
 
     def spec(metric: str, subject: str, value, unit: str, *ends, detail=RECORDED_OPS) -> Fact:
-        return Fact(_spec(gpu, metric, subject, shape, detail), value, unit, *ends)
+        return Fact(On.spec(gpu, shape).quantity(metric, subject, SPEC, detail), value, unit, *ends)
 
     rows, kernels_of = [], {}
     for variant, subject in MASK_CODE:

@@ -20,10 +20,10 @@ from attention_docs.findings.facts import (
     SPEC,
     UNPROFILED,
     Fact,
+    On,
     Quantity,
     model_fact,
     one_device,
-    ratio_fact,
 )
 from attention_docs.findings.forward import ceiling
 from attention_docs.findings.primer import size_sweep
@@ -131,11 +131,10 @@ def same_bytes(placed: tuple[Placed, ...], trace: Trace | None, device_id: str, 
     ref, near = like.bound.measured, like.step.cost.bytes
 
     def slower(p: Placed) -> SameBytes:
-        subject = f"{p.step.label} ÷ {like.step.label}"
-        q = Quantity(SAME_BYTES_RATIO, subject, device_id, UNPROFILED, shape)
+        subject, k = f"{p.step.label} ÷ {like.step.label}", compare(ref, p.bound.measured)
+        ratio = On(device_id, shape)(SAME_BYTES_RATIO, subject, UNPROFILED, k)
         ops = ops_inside(trace, p.step.label) if trace is not None else ()
-        k = compare(ref, p.bound.measured)
-        return SameBytes(p.step.label, like.step.label, like.step.bytes, ratio_fact(q, k), ops)
+        return SameBytes(p.step.label, like.step.label, like.step.bytes, ratio, ops)
 
     return tuple(
         slower(p)
@@ -224,12 +223,11 @@ def roofline(
     copies = [c for c in rows if c.kind == "copy" and c.rate]
     small = copies[0].rate if len(copies) > 1 else None
     cap = 2 * int(naive.params["head_dim"]) / itemsize(dtype)
-    ridge = Quantity("ridge", f"{dtype} matmul", device_id, UNPROFILED)
     return Roofline(
         roof,
         peak,
         bandwidth,
-        Fact(ridge, roof.ridge, "FLOP/B"),
+        On(device_id)("ridge", f"{dtype} matmul", UNPROFILED, roof.ridge, "FLOP/B"),
         small,
         small is not None and _overlap(small, bandwidth),
         model_fact("matmul intensity limit", "2 · head_dim / itemsize", shape, cap, "FLOP/B"),
@@ -285,8 +283,7 @@ def ceiling_rows(m: Measurement) -> tuple[CeilingRow, ...]:
                 Quantity(metric, subject, m.device_id, UNPROFILED), per_s[0], unit, *per_s[1:]
             )
         if r["spec_per_s"]:
-            q = Quantity("data-sheet rate", subject, m.device_id, SPEC)
-            spec = Fact(q, r["spec_per_s"], unit)
+            spec = On(m.device_id)("data-sheet rate", subject, SPEC, r["spec_per_s"], unit)
         if not matmul:
             buffer = model_fact("buffer size", subject, None, r["size"], "B")
         out.append(CeilingRow(r["kind"], r["dtype"], r["size"], r["status"], rate, spec, buffer))
@@ -310,9 +307,8 @@ def profiler_flops(m: Measurement) -> ProfilerFlops | None:
     mm = [s for s in found.steps if s.label in MATMULS]
     ours, theirs = sum(s.cost.flops for s in mm), sum(counted.values())
     metric, subject = "FLOPs per forward", "every op torch.profiler counts"
-    what = Quantity(metric, subject, m.device_id, COUNTED, found.shape, "with_flops")
     return ProfilerFlops(
-        Fact(what, theirs, "FLOP"),
+        On(m.device_id, found.shape)(metric, subject, COUNTED, theirs, "FLOP", detail="with_flops"),
         model_fact("FLOPs", " + ".join(s.label for s in mm), found.shape, ours, "FLOP"),
         tuple(sorted(counted)),
         math.isclose(ours, theirs, rel_tol=1e-6),

@@ -1,7 +1,8 @@
 # SDPA's choice of backend, measured and forecast: which backend `sdpa_why` saw SDPA pick for
 # each input variant on the device it ran on, and which one torch's dispatcher rules
 # (analytic/sdpa_dispatch.py) pick for the same variants on a named GPU, under each priority
-# order torch may use there. Data only; render/sdpa.py says it.
+# order torch may use there; what each backend pinned and each way of giving the causal mask
+# cost, as facts. Data only; render/sdpa.py says it.
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -10,10 +11,9 @@ from dataclasses import dataclass
 from attention_docs.analytic import sdpa_dispatch as rules
 from attention_docs.analytic.gpu import FORECAST_SHAPE
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import UNPROFILED, Fact, Quantity, ratio_fact
+from attention_docs.findings.facts import COUNTED, NUMERIC, PROFILED, UNPROFILED, Fact, On
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
-from attention_docs.records.shape import Shape
 
 # The runtime cuDNN decides the order on sm_90: torch's default order up to 9.15.0, cuDNN
 # first from 9.15.1 on. A forecast states both.
@@ -59,14 +59,60 @@ def forecast(gpu: SpecSheet, big_head_dim: int) -> Forecast:
     return Forecast(gpu, variants, choices)
 
 
-def mask_ratios(m: Measurement) -> dict[str, tuple[Fact, Comparison]]:
-    """Each way of asking for the causal mask after the first (is_causal) against is_causal:
-    the time ratio as a fact, and the comparison of their interleaved rounds."""
-    base, *rest = m.tables["masks"].records()
-    out = {}
-    for r in rest:
+@dataclass(frozen=True)
+class Backend:
+    """One backend pinned with sdpa_kernel (sdpa_backends' row) as facts; None where nothing
+    was recorded (kernels and the launches' CPU-side time exist on a GPU only)."""
+
+    ops: Fact | None  # ATen ops per call, counted
+    kernels: Fact | None  # GPU kernels per call, counted
+    cpu_time: Fact | None  # CPU-side time per call, profiled
+    peak: Fact | None
+
+
+def backends(m: Measurement) -> dict[str, Backend]:
+    """Each backend sdpa_backends pinned, by name, in its table's order."""
+    on = On.of(m)
+
+    def fact(r: dict, metric: str, column: str, unit: str, clock: str = COUNTED) -> Fact | None:
+        return on(metric, f"SDPA {r['backend']}", clock, r[column], unit)
+
+    return {
+        r["backend"]: Backend(
+            fact(r, "ATen ops per call", "ops_per_call", "ops"),
+            fact(r, "kernels per call", "kernels_per_call", "kernels"),
+            fact(r, "CPU-side time per call", "cpu_us", "µs", PROFILED),
+            fact(r, "peak memory", "peak_bytes", "B"),
+        )
+        for r in m.tables["backends"].records()
+    }
+
+
+@dataclass(frozen=True)
+class Mask:
+    """One way of asking for the causal mask (sdpa_masks' row) as facts."""
+
+    mask: str
+    mask_bytes: Fact | None  # None: no mask tensor
+    peak: Fact
+    error: Fact | None  # the largest absolute error against float64; None: NaN
+    # The time against is_causal's (interleaved rounds) and their comparison; None for
+    # is_causal itself, the baseline.
+    ratio: tuple[Fact, Comparison] | None
+
+
+def masks(m: Measurement) -> list[Mask]:
+    """Each way of asking for the causal mask, is_causal first."""
+    on, rows = On.of(m), m.tables["masks"].records()
+    found = []
+    for r in rows:
         who = f"SDPA with the causal mask as {r['mask']}"
-        q = Quantity("time ratio to is_causal", who, m.device_id, UNPROFILED, Shape.of(m.params))
-        c = compare(base["time"], r["time"])
-        out[r["mask"]] = (ratio_fact(q, c), c)
-    return out
+        ratio = None
+        if r is not rows[0]:
+            c = compare(rows[0]["time"], r["time"])
+            ratio = (on("time ratio to is_causal", who, UNPROFILED, c), c)
+        error = on("max abs error vs float64", who, NUMERIC, r["max_abs_error"], "abs error")
+        size = on("mask tensor size", who, COUNTED, r["mask_bytes"] or None, "B")
+        peak = on("peak memory", who, COUNTED, r["peak_bytes"], "B")
+        found.append(Mask(r["mask"], size, peak, error, ratio))
+    return found

@@ -19,7 +19,7 @@ from attention_docs.findings.facts import (
     PROFILED,
     UNPROFILED,
     Fact,
-    Quantity,
+    On,
     model_fact,
     per_second,
 )
@@ -49,13 +49,11 @@ def _rates(
 ) -> tuple[Fact, Fact]:
     """FLOP/s and bytes/s over `label`'s unprofiled time in `times` (forward_times); each
     range from the rounds' extremes."""
-    t = fwd.step_timing(times, label, shape)
-
-    def rate(metric: str, amount: float, unit: str) -> Fact:
-        q = Quantity(metric, label, times.device_id, UNPROFILED, shape)
-        return per_second(q, amount, t, unit)
-
-    return rate(FLOP_RATE, flops, "FLOP/s"), rate(BYTE_RATE, nbytes, "B/s")
+    t, on = fwd.step_timing(times, label, shape), On(times.device_id, shape)
+    return (
+        per_second(on.quantity(FLOP_RATE, label, UNPROFILED), flops, t, "FLOP/s"),
+        per_second(on.quantity(BYTE_RATE, label, UNPROFILED), nbytes, t, "B/s"),
+    )
 
 
 @dataclass(frozen=True)
@@ -100,10 +98,6 @@ def _samples(m: Measurement) -> dict[str, list[float]]:
     return {s.label: [s.time_us] for s in m.steps}
 
 
-def _range_fact(q: Quantity, s: Share) -> Fact:
-    return Fact(q, s.fraction, "%", s.low, s.high)
-
-
 def steps(m: Measurement, times: Measurement | None = None) -> Steps:
     """The facts of every labelled step of `m`; unprofiled ones when `times` is given."""
     shape = shape_of(m)
@@ -111,10 +105,10 @@ def steps(m: Measurement, times: Measurement | None = None) -> Steps:
     detail = ("" if shape else m.experiment) or clock
     per = _samples(m)
     found = shares(per)
-    forwards = len(next(iter(per.values())))
+    forwards, on = len(next(iter(per.values()))), On(m.device_id, shape)
 
-    def q(metric: str, label: str) -> Quantity:
-        return Quantity(metric, label, m.device_id, PROFILED, shape, detail)
+    def profiled(metric: str, label: str, value: Timing | Share) -> Fact:
+        return on(metric, label, PROFILED, value, detail=detail)
 
     out = []
     for s in m.steps:
@@ -131,8 +125,8 @@ def steps(m: Measurement, times: Measurement | None = None) -> Steps:
             Step(
                 s.label,
                 cost,
-                Fact.of_timing(q("profiled step time per forward", s.label), t),
-                _range_fact(q("share of the profiled steps", s.label), found[s.label]),
+                profiled("profiled step time per forward", s.label, t),
+                profiled("share of the profiled steps", s.label, found[s.label]),
                 model_fact("FLOPs", s.label, shape, s.flops, "FLOP"),
                 model_fact("minimum bytes", s.label, shape, s.bytes, "B"),
                 intensity if s.bytes else None,
@@ -150,10 +144,8 @@ def steps(m: Measurement, times: Measurement | None = None) -> Steps:
         if all_flops:
             flops = sum(m.step(label).flops for label in mm) / all_flops
             matmul_flops = model_fact("share of the FLOPs", " + ".join(mm), shape, flops, "%")
-        matmul_time = _range_fact(
-            q("share of the profiled steps", " + ".join(mm)), joint_share(per, mm)
-        )
-    summed = Fact.of_timing(q("profiled steps' sum per forward", " + ".join(labels)), total)
+        matmul_time = profiled("share of the profiled steps", " + ".join(mm), joint_share(per, mm))
+    summed = profiled("profiled steps' sum per forward", " + ".join(labels), total)
     return Steps(
         shape, tuple(out), forwards, total, summed, largest(found), matmul_flops, matmul_time
     )
@@ -181,12 +173,10 @@ def profiled_vs_unprofiled(m: Measurement, times: Measurement) -> Profiled | Non
     unprofiled = fwd.timing(times, fwd.NAIVE, shape) if shape else None
     if unprofiled is None:
         return None
-    found = steps(m)
-    counted = m.facts.get("page_faults_per_forward")
-    faults = None
-    if counted is not None and m.device_kind != "cuda":
-        what = Quantity("page faults per profiled forward", fwd.NAIVE, m.device_id, COUNTED, shape)
-        faults = Fact(what, counted, "")
+    found, counted = steps(m), m.facts.get("page_faults_per_forward")
+    if m.device_kind == "cuda":  # a kernel's time pays for no page fault
+        counted = None
+    faults = On(m.device_id, shape)("page faults per profiled forward", fwd.NAIVE, COUNTED, counted)
     unprofiled_fact = forward_time(times, fwd.NAIVE, shape)
     return Profiled(found.summed, unprofiled_fact, compare(unprofiled, found.total), faults)
 
@@ -218,19 +208,15 @@ def shares_by_shape(sweep: Measurement, point: Measurement) -> tuple[ShapeShares
     for (n, d), per in sorted(rows.items()):
         shape = Shape.of(sweep.params, seq_len=n, head_dim=d)
         source = point if (n, d) == (here.seq_len, here.head_dim) else sweep
-        found = shares(per)
+        found, on = shares(per), On(source.device_id, shape)
         clock = "kernel time" if source.device_kind == "cuda" else ""
-
-        def q(subject: str, shape=shape, source=source, clock=clock) -> Quantity:
-            metric = "share of the profiled steps"
-            return Quantity(metric, subject, source.device_id, PROFILED, shape, clock)
-
+        metric = "share of the profiled steps"
         out.append(
             ShapeShares(
                 f"{n}×{d}",
-                {x: _range_fact(q(x), s) for x, s in found.items()},
+                {x: on(metric, x, PROFILED, s, detail=clock) for x, s in found.items()},
                 largest(found),
-                _range_fact(q(" + ".join(MATMULS)), joint_share(per, MATMULS)),
+                on(metric, " + ".join(MATMULS), PROFILED, joint_share(per, MATMULS), detail=clock),
             )
         )
     return tuple(out)
@@ -341,21 +327,18 @@ def ops(m: Measurement, subject: str | None = None, limit: int = 10) -> tuple[Op
     shape = shape_of(m)
     within = subject or m.experiment
     side = {w: sum(o.self_us for o in m.ops if o.where == w) or 1.0 for w in ("CPU", "GPU")}
-    out = []
+    out, on = [], On(m.device_id, shape)
     for o in list(m.ops)[:limit]:
-
-        def q(metric: str, clock: str = PROFILED, name: str = o.name) -> Quantity:
-            return Quantity(metric, f"{name} in {within}", m.device_id, clock, shape)
-
+        op = f"{o.name} in {within}"
         out.append(
             Op(
                 o.name,
                 o.where,
                 o.calls,
-                Fact(q("op self time per forward"), o.self_us, "µs"),
-                Fact(q("share of the self time"), o.self_us / side[o.where], "%"),
-                Fact(q("op total time per forward"), o.total_us, "µs"),
-                Fact(q("FLOPs per forward", COUNTED), o.flops, "FLOP") if o.flops else None,
+                on("op self time per forward", op, PROFILED, o.self_us, "µs"),
+                on("share of the self time", op, PROFILED, o.self_us / side[o.where], "%"),
+                on("op total time per forward", op, PROFILED, o.total_us, "µs"),
+                on("FLOPs per forward", op, COUNTED, o.flops, "FLOP") if o.flops else None,
             )
         )
     return tuple(out)

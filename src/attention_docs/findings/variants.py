@@ -9,11 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from attention_docs.findings.compare import Comparison, compare
-from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, Quantity, ratio_fact
+from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, On
 from attention_docs.findings.rank import Ranking, rank
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.kernels import is_bookkeeping
-from attention_docs.records.shape import Shape
 from attention_docs.records.steps import MATMULS
 
 BASELINE = "rebuild"
@@ -41,18 +40,14 @@ class MaskVariants:
 
 
 def mask_variants(m: Measurement) -> MaskVariants:
-    shape = Shape.of(m.params)
-    rows = {r["variant"]: r for r in m.tables["variants"].records()}
+    rows, on = {r["variant"]: r for r in m.tables["variants"].records()}, On.of(m)
     base = rows[BASELINE]
-
-    def q(metric: str, subject: str, clock: str = UNPROFILED) -> Quantity:
-        return Quantity(metric, subject, m.device_id, clock, shape)
 
     def ratio(name: str, part: str, what: str) -> tuple[Fact, Comparison] | None:
         if name == BASELINE:
             return None
         c = compare(base[part], rows[name][part])
-        return ratio_fact(q(f"time ÷ {BASELINE}'s", f"{what}, {name} variant"), c), c
+        return on(f"time ÷ {BASELINE}'s", f"{what}, {name} variant", UNPROFILED, c), c
 
     out = [
         Variant(
@@ -60,7 +55,7 @@ def mask_variants(m: Measurement) -> MaskVariants:
             ratio(name, "mask", "mask step"),
             ratio(name, "forward", "forward"),
             tuple(
-                Fact(q(metric, f"{what}, {name} variant", COUNTED), r[column], unit)
+                on(metric, f"{what}, {name} variant", COUNTED, r[column], unit)
                 for metric, what, column, unit in COUNTS
             ),
         )
@@ -119,16 +114,15 @@ def dtypes(m: Measurement) -> Dtypes:
     matrices = int(m.params.get("batch_size", 1)) * int(m.params.get("num_heads", 1))
     found = {}
     for d, step in ((d, step) for d in names[1:] for step in order):
-        shape = Shape.of(m.params, dtype=d)
+        on = On.of(m, dtype=d)
         c = compare(timings[(step, names[0])], timings[(step, d)])
         subject = "naive (eager)" if step == "forward" else step
         detail = "forward" if step == "forward" else "step in the forward"
-        q = Quantity(f"time ÷ {names[0]}'s", subject, m.device_id, UNPROFILED, shape, detail)
+        ratio = on(f"time ÷ {names[0]}'s", subject, UNPROFILED, c, detail=detail)
         here, base = work.get((d, step), {}), work.get((names[0], step), {})
 
-        def calls(name: str, n: float, per: str, step=step, shape=shape) -> tuple[str, Fact]:
-            counted = Quantity(f"calls per {per}", name, m.device_id, COUNTED, shape, step)
-            return name, Fact(counted, n, "")
+        def calls(name: str, n: float, per: str, step=step, on=on) -> tuple[str, Fact]:
+            return name, on(f"calls per {per}", name, COUNTED, n, detail=step)
 
         extra = tuple(calls(n, here[n][0], "forward") for n in sorted(here) if n not in base)
         whole = [
@@ -136,5 +130,5 @@ def dtypes(m: Measurement) -> Dtypes:
             for n, f in extra
             if f.value >= matrices and f.value % matrices == 0
         ]
-        found[(step, d)] = DtypeStep(c, ratio_fact(q, c), extra, whole[0] if whole else None)
+        found[(step, d)] = DtypeStep(c, ratio, extra, whole[0] if whole else None)
     return Dtypes(names, order, found, m.facts.get("cpu_capability"), matrices, work)

@@ -23,6 +23,7 @@ from attention_docs.findings.facts import (
     PROFILED,
     UNPROFILED,
     Fact,
+    On,
     Quantity,
     model_fact,
 )
@@ -36,6 +37,7 @@ from attention_docs.records.timing import Timing
 
 NAIVE = fwd.NAIVE
 OVERHEAD = 1.0  # a local slope below this: doubling the work less than doubles the time
+SHARE = "share of the five steps"
 # What "the wall" means here, as the pages state it: each doubling of seq_len multiplies the
 # time by at least 2^QUADRATIC, over the rounds' whole range.
 WALL_STEP = model_fact("time per doubling", "the quadratic wall", None, 2**trend.QUADRATIC, "×")
@@ -97,9 +99,7 @@ def time_trend(m: Measurement, pts: Sequence[Point]) -> Trend | None:
 
     def slope_fact(s: trend.Slope) -> Fact:
         detail = f"{fixed} {s.x0:g}–{s.x1:g}"
-        q = Quantity(
-            "log-log slope", "forward time vs seq_len", m.device_id, UNPROFILED, None, detail
-        )
+        q = On(m.device_id).quantity("log-log slope", "forward time vs seq_len", UNPROFILED, detail)
         return Fact(q, s.slope, "", s.low, s.high)
 
     local = trend.local_slopes(xs, ts)
@@ -135,11 +135,6 @@ def cache_crossing(m: Measurement, s: trend.Slope, pts: Sequence[Point]) -> str 
     return "crossed" if sizes[0] <= llc else "beyond"
 
 
-def share_fact(m: Measurement, p: Point, part: str, found: share.Share) -> Fact:
-    q = Quantity("share of the five steps", part, m.device_id, PROFILED, p.shape)
-    return Fact(q, found.fraction, "%", found.low, found.high)
-
-
 def leaders(m: Measurement, pts: Sequence[Point], x: str) -> tuple[Lead, ...]:
     """Runs of consecutive profiled points with the same largest step, with its share at each;
     where no step clears the others beyond the noise, the contenders lead together."""
@@ -148,7 +143,8 @@ def leaders(m: Measurement, pts: Sequence[Point], x: str) -> tuple[Lead, ...]:
         found = share.shares({label: list(p.steps[label].rounds_us) for label in STEPS})
         top = share.largest(found)
         steps = (top.part,) if top.clear else (top.part, *top.rivals)
-        return getattr(p.shape, x), steps, share_fact(m, p, top.part, found[top.part])
+        lead = On(m.device_id, p.shape)(SHARE, top.part, PROFILED, found[top.part])
+        return getattr(p.shape, x), steps, lead
 
     return leads(largest(p) for p in pts if p.steps)
 
@@ -156,7 +152,7 @@ def leaders(m: Measurement, pts: Sequence[Point], x: str) -> tuple[Lead, ...]:
 def matmul_share(m: Measurement, p: Point) -> Fact:
     """The two matmuls' share of the five profiled steps, with its range over the calls."""
     found = share.joint_share({s: p.steps[s].rounds_us for s in STEPS}, MATMULS)
-    return share_fact(m, p, "the two matmuls", found)
+    return On(m.device_id, p.shape)(SHARE, "the two matmuls", PROFILED, found)
 
 
 def change(m: Measurement, a: Point, b: Point) -> tuple[str, Comparison, bool]:
@@ -164,13 +160,14 @@ def change(m: Measurement, a: Point, b: Point) -> tuple[str, Comparison, bool]:
     whether time at `b` is at least time at `a` by their medians)."""
     fast, slow = sorted((a, b), key=lambda p: p.timing.time_us)
     detail = f"{a.shape.key()} → {b.shape.key()}"
-    q = Quantity("time ratio", NAIVE, m.device_id, UNPROFILED, None, detail)
+    q = On(m.device_id).quantity("time ratio", NAIVE, UNPROFILED, detail)
     return q.id, compare(fast.timing, slow.timing), b.timing.time_us >= a.timing.time_us
 
 
-def ratio(m: Measurement, metric: str, a: Point, b: Point, field: str) -> Fact:
+def ratio(m: Measurement, a: Point, b: Point, field: str) -> Fact:
     """b's `field` ("peak" counted, "flops" the model's) over a's, as a fact."""
     clock, device_id = (MODEL, MODEL_DEVICE) if field == "flops" else (COUNTED, m.device_id)
+    metric = "FLOPs ratio" if field == "flops" else "peak memory ratio"
     q = Quantity(metric, NAIVE, device_id, clock, None, f"{a.shape.key()} → {b.shape.key()}")
     return Fact(q, getattr(b, field).value / getattr(a, field).value, "×")
 

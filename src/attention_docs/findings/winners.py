@@ -15,7 +15,7 @@ from attention_docs.findings import decode as fdecode
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings.compare import Comparison
 from attention_docs.findings.devices import time_at
-from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, Quantity, ratio_fact
+from attention_docs.findings.facts import COUNTED, UNPROFILED, Fact, On, Quantity, ratio_fact
 from attention_docs.findings.forecast import (
     RANGE_OF_FLASH,
     RANGE_OF_NAIVE,
@@ -207,9 +207,8 @@ def lead_fact(m: Measurement, c: Cell, slow: str | None = None) -> Fact | None:
 
 def peak_fact(summary: Measurement, row: Mapping) -> Fact:
     """An implementation's peak memory in a forward at winners_summary's shape."""
-    shape = Shape.of(summary.params)
-    q = Quantity("peak memory", row["implementation"], summary.device_id, COUNTED, shape, "forward")
-    return Fact(q, row["peak_bytes"], "B")
+    name, peak = row["implementation"], row["peak_bytes"]
+    return On.of(summary)("peak memory", name, COUNTED, peak, "B", detail="forward")
 
 
 # --- the GPU forecast ------------------------------------------------------------------------

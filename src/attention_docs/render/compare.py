@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 from attention_docs.findings import forward as ffwd
-from attention_docs.findings.facts import COUNTED, recorded
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
@@ -64,17 +63,6 @@ def ceiling(ceilings: Sourced | Measurement, key: str, *, spread: bool = False) 
     """One of the device's measured ceilings (`peak_flops_float32`, `bandwidth_bs`...) as a
     marked fact: `95 GFLOP/s`, with `spread` its interval too."""
     return words.fact(ffwd.ceiling(measurement_of(ceilings), key), with_spread=spread)
-
-
-def stated(
-    m: Measurement, metric: str, subject: str, value: float | None, unit: str, *, clock=COUNTED
-) -> str:
-    """A value `m` recorded (a count, a peak, a profiled time) as a marked fact of its device
-    and shape; "—" when it has none. `clock` says how it was read (counted, profiled...)."""
-    found = recorded(
-        metric, subject, value, unit, device_id=m.device_id, params=m.params, clock=clock
-    )
-    return "—" if found is None else words.fact(found)
 
 
 def versus_cell(v: ffwd.Versus | None) -> str:

@@ -1,6 +1,6 @@
 # Renderers for the fusion chapter (torch.compile on naive attention). Forward times and
-# ratios come from `forward_times` (render.compare), break-evens from findings/compile.py,
-# SDPA's peak memory from `sdpa_backends`; every number is a fact. Pure: no torch, no I/O.
+# ratios come from `forward_times` (render.compare), compiles, break-evens, work and peaks
+# (SDPA's from `sdpa_backends`) from findings/compile.py; every number is a fact. Pure.
 from __future__ import annotations
 
 import html
@@ -8,7 +8,6 @@ import html
 from attention_docs.analytic.gpu import FORECAST_GPU, FORECAST_SHAPE, sheet
 from attention_docs.findings import compile as fcompile
 from attention_docs.findings import forward as ffwd
-from attention_docs.findings.facts import PROFILED, Fact
 from attention_docs.findings.forecast import measured_on
 from attention_docs.findings.model_check import NAIVE_KINDS
 from attention_docs.measurements import forward as fwd
@@ -17,37 +16,17 @@ from attention_docs.records.shape import Shape
 from attention_docs.render import claims, words
 from attention_docs.render import compare as cmp
 from attention_docs.render.caption import on_one_device
-from attention_docs.render.compare import stated
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.tables import captioned_table
 
-COMPILED_FN = "compiled_attention(dynamic=True)"
-DETAIL = {"cold": "cold caches", "warm": "warm caches"}
 NEVER = {fcompile.TIE: "never: within noise", fcompile.SLOWER: "never: compiled is slower"}
 NEVER_SAID = {fcompile.TIE: "at this shape", fcompile.SLOWER: "(the compiled forward is slower)"}
 
 
-def _compile(m: Measurement, label: str) -> Fact:
-    r = next(r for r in m.tables["compiles"].records() if r["compile"] == label)
-    return fcompile.first_call(
-        COMPILED_FN, m.device_id, Shape.of(m.params), r["seconds"], DETAIL[label]
-    )
-
-
 def _repaid(m: Measurement, times: Measurement, label: str) -> str:
-    b = fcompile.break_even(_compile(m, label), times, fwd.COMPILED, fwd.NAIVE, Shape.of(m.params))
+    took = fcompile.compile_time(m, label)
+    b = fcompile.break_even(took, times, fwd.COMPILED, fwd.NAIVE, Shape.of(m.params))
     return NEVER[b.never] if b.forwards is None else words.fact(b.forwards)
-
-
-def _peaks(m: Measurement, backends: Measurement) -> tuple[dict[str, float], str]:
-    """Peak memory of one forward: eager and compiled (fusion_kernels), then SDPA's for the
-    backend it chose, pinned (sdpa_backends); and SDPA's row name."""
-    if Shape.of(backends.params) != Shape.of(m.params):
-        raise ValueError("sdpa_backends ran at another shape than fusion_kernels: pass the same")
-    chosen = backends.facts["chosen"]
-    row = next(r for r in backends.tables["backends"].records() if r["backend"] == chosen)
-    peaks = {r["variant"]: r["peak_bytes"] for r in m.tables["peaks"].records()}
-    return peaks | {f"SDPA {chosen}": row["peak_bytes"]}, f"SDPA {chosen}"
 
 
 @on_one_device
@@ -73,16 +52,16 @@ def finding(kernels: Sourced, times: Sourced, backends: Measurement) -> str:
 def _costs(fk: Measurement, t: Measurement, backends: Measurement) -> tuple:
     """The cold compile, when it is repaid (words), and the peaks of the compiled forward and
     of SDPA's backend (words): what the finding and the chapter's advice both state."""
-    peaks, sdpa = _peaks(fk, backends)
-    cold = _compile(fk, "cold")
+    peaks = fcompile.peaks(fk, backends)
+    compiled, sdpa = next(p for p in peaks if p.implementation == fwd.COMPILED), peaks[-1]
+    cold = fcompile.compile_time(fk, "cold")
     b = fcompile.break_even(cold, t, fwd.COMPILED, fwd.NAIVE, Shape.of(fk.params))
     repaid = (
         f"repaid after {words.fact(b.forwards)}"
         if b.forwards
         else f"never repaid {NEVER_SAID[b.never]}"
     )
-    compiled_peak = stated(fk, "peak memory", fwd.COMPILED, peaks[fwd.COMPILED], "B")
-    return cold, repaid, (compiled_peak, sdpa, stated(fk, "peak memory", sdpa, peaks[sdpa], "B"))
+    return cold, repaid, (words.fact(compiled.peak), sdpa.implementation, words.fact(sdpa.peak))
 
 
 def what_to_do(fk: Measurement, times: Measurement, backends: Measurement) -> str:
@@ -101,17 +80,15 @@ def what_to_do(fk: Measurement, times: Measurement, backends: Measurement) -> st
 def work_table(sourced: Sourced, which: str) -> str:
     """The work per forward, `which` = "eager" (ops, by step) or "compiled" (kernels, with the
     steps each one does): calls counted, time profiled."""
-    m = sourced.measurement
     rows = []
-    for r in m.tables[f"{which}_work"].records():
+    for r, calls, time in fcompile.work(sourced.measurement, which):
         steps = r["step"] if which == "eager" else r["steps"]
         name = f"`{r['name'][:69]}`" + (f"<br>*{r['kind']}*" if which == "compiled" else "")
-        subject = f"{which}: {r['name']}"
         rows.append([
             name,
             "<br>".join(f"`{s.strip()}`" for s in steps.split(",")) if steps != "—" else "—",
-            stated(m, "calls per forward", subject, r["calls"], ""),
-            stated(m, "time per forward", subject, r["time_us"], "µs", clock=PROFILED),
+            calls,
+            time,
         ])  # fmt: skip
     header = ["Op or kernel", "Steps it does", "Calls", "Time / forward (profiled)"]
     what = f"{which.capitalize()}: the work per forward."
@@ -138,20 +115,19 @@ def compile_table(sourced: Sourced, times: Sourced) -> str:
     m, t = sourced.measurement, times.measurement
     what = {"cold": "cold: empty cache folders", "warm": "warm: same folders, Dynamo reset"}
     rows = [
-        [what[r["compile"]], words.fact(_compile(m, r["compile"])),
+        [what[r["compile"]], words.fact(fcompile.compile_time(m, r["compile"])),
          f"{r['cache_hits']} / {r['cache_misses']}", f"{r['aot_cache_hits']} / {r['aot_cache_misses']}",
          _repaid(m, t, r["compile"])]
         for r in m.tables["compiles"].records()
     ]  # fmt: skip
-    imported = m.facts.get("compiler_import_s")
-    if imported is not None:
-        took = stated(m, "import time", "torch._dynamo and torch._inductor", imported * 1e6, "µs")
+    took = fcompile.import_time(m)
+    if took is not None:
         rows.append(
             ["before either, once per process: import Dynamo and Inductor", took, "—", "—", "—"]
         )
     header = ["Compile", "First call (unprofiled)", "FX graph cache hit / miss",
               "AOTAutograd cache hit / miss", "Repaid after (forward_times)"]  # fmt: skip
-    caption = f"The first call of {COMPILED_FN}, twice" + (
+    caption = f"The first call of {fcompile.COMPILED_FN}, twice" + (
         "; Inductor's precompiled C++ headers were already on disk."
         if m.facts.get("precompiled_headers_before") else "."
     )  # fmt: skip
@@ -161,14 +137,11 @@ def compile_table(sourced: Sourced, times: Sourced) -> str:
 def recompile_table(sourced: Sourced) -> str:
     """Each call of the recompile experiment: shape, wall time, graphs compiled, cache use."""
     m = sourced.measurement
-    rows = []
-    for r in m.tables["calls"].records():
-        shape = Shape.of(m.params, seq_len=r["seq_len"])
-        first = fcompile.first_call(
-            "compiled_attention(dynamic=False)", m.device_id, shape, r["seconds"], r["call"]
-        )
-        rows.append([r["call"], str(r["seq_len"]), words.fact(first),
-                     str(r["new_graphs"]), f"{r['fx_cache_hits']} / {r['fx_cache_misses']}"])  # fmt: skip
+    rows = [
+        [r["call"], str(r["seq_len"]), first, str(r["new_graphs"]),
+         f"{r['fx_cache_hits']} / {r['fx_cache_misses']}"]
+        for r, first in zip(m.tables["calls"].records(), fcompile.recompile_times(m), strict=True)
+    ]  # fmt: skip
     header = ["Call", "seq_len", "Wall time (unprofiled)", "New graphs", "FX cache hit / miss"]
     what = "Calls in order, in one fresh process."
     return captioned_table(header, rows, "lrrrr", sourced, what)
@@ -192,15 +165,13 @@ def speed_memory_table(sourced: Sourced, times: Sourced, backends: Sourced) -> s
     memory (this experiment; SDPA's from sdpa_backends) and that peak in N×N matrices."""
     m, t = sourced.measurement, times.measurement
     shape = Shape.of(m.params)
-    peaks, _ = _peaks(m, backends.measurement)
-    matrix = m.tables["peaks"].records()[0]
-    per_matrix = matrix["peak_bytes"] / matrix["peak_in_matrices"]
     rows = []
-    for name, peak in peaks.items():
+    for p in fcompile.peaks(m, backends.measurement):
+        name = p.implementation
         v = ffwd.versus(t, name, fwd.NAIVE, shape) if name != fwd.NAIVE else None
-        rows.append([name, cmp.forward_time(t, name, shape), cmp.versus_cell(v),
-                     stated(m, "peak memory", name, peak, "B"),
-                     stated(m, "peak memory in N×N matrices", name, peak / per_matrix, "×")])  # fmt: skip
+        rows.append(
+            [name, cmp.forward_time(t, name, shape), cmp.versus_cell(v), p.peak, p.matrices]
+        )
     header = ["Implementation", "Forward time (unprofiled)", f"vs {fwd.NAIVE}",
               "Peak memory (counted)", "Peak ÷ one N×N"]  # fmt: skip
     what = (

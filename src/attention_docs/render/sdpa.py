@@ -6,13 +6,12 @@ from __future__ import annotations
 from attention_docs.analytic import sdpa_dispatch as rules
 from attention_docs.analytic.gpu import FORECAST_GPU, FORECAST_SHAPE, sheet
 from attention_docs.findings import sdpa as fsdpa
-from attention_docs.findings.facts import NUMERIC, PROFILED
 from attention_docs.findings.forecast import measured_on
 from attention_docs.measurements.schema import Measurement, Sourced
 from attention_docs.records.shape import Shape
 from attention_docs.render import claims, words
 from attention_docs.render.caption import caption_html
-from attention_docs.render.compare import forward_table, speedup, stated
+from attention_docs.render.compare import forward_table, speedup
 from attention_docs.render.forecast import choice_box
 from attention_docs.render.tables import captioned_table, markdown_table
 
@@ -28,13 +27,12 @@ def finding(backends: Sourced, times: Sourced, why: Measurement) -> str:
     """The chapter's opening: the backend SDPA ran here and its speed against `math`; the
     peaks, the variants it picked it for and the GPU forecast go in its caption."""
     m = backends.measurement
-    rows = {r["backend"]: r for r in m.tables["backends"].records()}
+    pinned = fsdpa.backends(m)
     chosen, shape = m.facts["chosen"], Shape.of(m.params)
     here, gpu = fsdpa.picks(why), fsdpa.forecast(sheet(FORECAST_GPU), why.params["big_head_dim"])
     default = gpu.picks("default order")
     peaks = ", ".join(
-        f"SDPA {b} {stated(m, 'peak memory', f'SDPA {b}', rows[b]['peak_bytes'], 'B')}"
-        for b in dict.fromkeys((chosen, "math"))
+        f"SDPA {b} {words.fact(pinned[b].peak)}" for b in dict.fromkeys((chosen, "math"))
     )
     detail = (
         f"Forward time, unprofiled: {speedup(times, f'SDPA {chosen}', 'SDPA math', shape)}. "
@@ -63,17 +61,13 @@ def backend_table(sourced: Sourced) -> str:
     top: dict[str, list[str]] = {}
     for r in m.tables["backend_ops"].records():
         top.setdefault(r["backend"], []).append(f"`{r['name'].removeprefix('aten::')}`")
-    rows = []
+    rows, pinned = [], fsdpa.backends(m)
     for r in m.tables["backends"].records():
-        who = f"SDPA {r['backend']}"
-        row = [f"`{r['backend']}`", STATUS_MARKS.get(r["status"], r["status"])]
-        row += [stated(m, "ATen ops per call", who, r["ops_per_call"], "ops")]
+        b = pinned[r["backend"]]
+        row = [f"`{r['backend']}`", STATUS_MARKS.get(r["status"], r["status"]), b.ops]
         row += [", ".join(top.get(r["backend"], [])[:3]) or "—"]
-        if gpu:
-            row.append(stated(m, "kernels per call", who, r["kernels_per_call"], "kernels"))
-            row.append(stated(m, "CPU-side time per call", who, r["cpu_us"], "µs", clock=PROFILED))
-        row.append(stated(m, "peak memory", who, r["peak_bytes"], "B"))
-        rows.append(row)
+        row += [b.kernels, b.cpu_time] if gpu else []
+        rows.append([*row, b.peak])
     # The costliest ops are names, left-aligned so that a list wraps between them.
     align = "llrl" + "r" * (len(header) - 4)
     what = "Each SDPA backend pinned with sdpa_kernel."
@@ -196,20 +190,11 @@ def mask_table(sourced: Sourced) -> str:
     """Causal attention asked for in several ways: backend, mask bytes, peak memory, time
     against is_causal's (interleaved rounds, unprofiled), error against float64."""
     m = sourced.measurement
-    ratios = fsdpa.mask_ratios(m)
-    rows = []
-    for r in m.tables["masks"].records():
-        who = f"SDPA with the causal mask as {r['mask']}"
-        ratio = words.versus_fact(*ratios[r["mask"]]) if r["mask"] in ratios else "1 (baseline)"
-        err, size = r["max_abs_error"], r["mask_bytes"]
-        rows.append([
-            r["mask"],
-            f"`{r['backend']}`",
-            stated(m, "mask tensor size", who, size, "B") if size else "none",
-            stated(m, "peak memory", who, r["peak_bytes"], "B"),
-            ratio,
-            "NaN" if err is None else stated(m, "max abs error vs float64", who, err, "abs error", clock=NUMERIC),
-        ])  # fmt: skip
+    rows = [
+        [x.mask, f"`{r['backend']}`", x.mask_bytes or "none", x.peak,
+         words.versus_fact(*x.ratio) if x.ratio else "1 (baseline)", x.error or "NaN"]
+        for r, x in zip(m.tables["masks"].records(), fsdpa.masks(m), strict=True)
+    ]  # fmt: skip
     header = ["Causal mask given as", "Backend", "Mask tensor", "Peak memory (counted)",
               "Time ÷ is_causal's (unprofiled)", "Max error"]  # fmt: skip
     what = "One causal attention, four ways of asking for it."

@@ -154,7 +154,7 @@ def tokens_claim(wall: Sourced) -> str:
     if not (ends := _ends(wall, "tokens")):
         return ""
     m, a, b = ends
-    flops = fwall.ratio(m, "FLOPs ratio", b, a, "flops")
+    flops = fwall.ratio(m, b, a, "flops")
     return (
         f"Splitting the same tokens into {words.plural(b.shape.batch_size, 'sequence')} of "
         f"{b.shape.seq_len:,} instead of {words.plural(a.shape.batch_size, 'sequence')} of "
@@ -168,7 +168,7 @@ def heads_claim(wall: Sourced) -> str:
     if not (ends := _ends(wall, "heads")):
         return ""
     m, a, b = ends
-    peak = fwall.ratio(m, "peak memory ratio", a, b, "peak")
+    peak = fwall.ratio(m, a, b, "peak")
     return (
         f"Splitting the same width into {b.shape.num_heads} heads of {b.shape.head_dim} instead "
         f"of {a.shape.num_heads} of {a.shape.head_dim} leaves the matmul FLOPs at {fact(a.flops)} "
@@ -182,7 +182,7 @@ def head_dim_claim(wall: Sourced) -> str:
     if not (ends := _ends(wall, "head_dim")):
         return ""
     m, a, b = ends
-    flops = fwall.ratio(m, "FLOPs ratio", a, b, "flops")
+    flops = fwall.ratio(m, a, b, "flops")
     return (
         f"From head_dim {a.shape.head_dim} to {b.shape.head_dim} the FLOPs grow {fact(flops)}, "
         f"while widening the heads {_change(m, a, b)}: the three element-wise passes do not depend "
