@@ -230,6 +230,11 @@ def test_a_check_sets_a_measurement_beside_its_forecast():
     )
     with pytest.raises(ValueError, match="does not measure"):
         check(f, other)
+    # A row's realistic range travels with its floor, and must be a range of the same thing.
+    r = Fact(f.quantity, None, "µs", 600.0, 900.0)
+    assert check(f, m, r).realistic == r and check(f, m).realistic is None
+    with pytest.raises(ValueError, match="is not a range of"):
+        check(f, m, Fact(other.quantity, None, "µs", 1.0, 2.0))
 
 
 def test_a_comparison_says_which_way_it_reads():

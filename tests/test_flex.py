@@ -254,7 +254,7 @@ def test_the_chapter_renders_from_its_recorded_entries():
 def test_the_first_and_the_warm_build_of_a_blockmask_are_two_quantities():
     fm, fc = recorded("flex_masks"), recorded("flex_block_mask_cost")
     first = fflex.masks(fm)[0].first_build.quantity
-    warm = fflex.build_cost(fc).points[0][1].quantity
+    warm = fflex.build_cost(fc).points[0].time.quantity
     assert first.metric == warm.metric == fflex.BUILD
     assert first.detail == fflex.FIRST_BUILD and warm.detail == fflex.WARM_BUILD
     assert first.id != warm.id

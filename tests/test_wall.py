@@ -22,6 +22,7 @@ from attention_docs.records.device import DeviceInfo
 from attention_docs.records.shape import Shape
 from attention_docs.records.steps import STEPS
 from attention_docs.records.timing import Timing
+from attention_docs.render import words
 
 FACT = re.compile(r'<span class="ad-fact" data-fact="([^"]*)">(.*?)</span>')
 TINY = {"min_seq_len": 8, "max_seq_len": 32, "tokens": 64, "model_dim": 32, "seq_len": 16,
@@ -261,9 +262,10 @@ def test_the_gpu_forecast_is_the_analytic_roofline_and_memory_model(base):
     assert at.kernels == len(gpus.naive_kernels(h200, gpus.FORECAST_SHAPE)) != 5
     assert "five kernels" not in box and f"naive ({at.kernels} kernels), floor" in box
     r = gpus.naive_range(h200, gpus.FORECAST_SHAPE)
-    assert (at.naive_range.low, at.naive_range.high) == (r.low_us, r.high_us)
-    assert at.naive_range.low > at.naive.forecast.value  # a range lies above its floor
-    assert "naive, realistic range" in box and "efficiencies on record, cited or stated" in box
+    assert (at.naive.realistic.low, at.naive.realistic.high) == (r.low_us, r.high_us)
+    assert at.naive.realistic.low > at.naive.forecast.value  # a range lies above its floor
+    assert "Realistic range" in box and words.fact(at.naive.realistic) in render.wall.forecast()
+    assert "efficiencies on record, cited or stated" in box
 
 
 def test_the_gpu_forecast_shows_a_stored_h200_forward_times_beside_it():

@@ -227,7 +227,7 @@ def test_the_h200_forecast_is_the_analytic_model_and_checks_a_gpu_entry(known):
         assert c.lead.forecast.value is None
         assert c.lead.forecast.low == pytest.approx(naive.low_us / fused.high_us)
         assert c.lead.forecast.high == pytest.approx(naive.high_us / fused.low_us)
-        assert c.naive_range.low == pytest.approx(naive.low_us)
+        assert c.naive.realistic.low == pytest.approx(naive.low_us)
         assert c.winner == c.fused and c.naive.measured is None
     box = winners.gpu_forecast([sourced(known)])
     assert "predictions only" in box and "**SDPA flash** in bfloat16" in box

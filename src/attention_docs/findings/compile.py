@@ -133,12 +133,12 @@ RANGE_OF_COMPILED = "realistic range: compiled_floor_us over cited efficiencies"
 class FusionForecast:
     """What fusing the element-wise steps saves on a GPU by its data sheet, as checks: their
     HBM bytes eager and fused, the floor time that saves, the forward's floor eager and
-    compiled (beside the GPU's stored forward times, if any); then the realistic ranges of
-    that saving and of the two forwards (None where no efficiency is on record)."""
+    compiled (beside the GPU's stored forward times, if any); the three times each with its
+    realistic range (None where no efficiency is on record)."""
 
     elementwise_kernels: int  # of the naive forward's kernels, the element-wise ones
     naive_kernels: int
-    checks: tuple[Check | None, ...]  # the five floors, then the three ranges
+    checks: tuple[Check, ...]
     sources: tuple[str, ...]  # the efficiencies on record the ranges divide by
 
 
@@ -170,9 +170,9 @@ def fusion_forecast(gpu: SpecSheet, shape: Shape, there: Measurement | None) -> 
     return FusionForecast(
         elementwise_kernels=sum(1 for k in kernels if k.label in ELEMENTWISE),
         naive_kernels=len(kernels),
-        checks=(
-            *(check(f, measured.get(f.quantity.subject)) for f in floors),
-            *(None if r is None else check(r, None) for r in ranges),
+        checks=tuple(
+            check(f, measured.get(f.quantity.subject), r)
+            for f, r in zip(floors, [None, None, *ranges], strict=True)
         ),
         sources=tuple(dict.fromkeys(compiled.sources + naive.sources)),
     )

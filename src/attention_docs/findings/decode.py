@@ -64,14 +64,19 @@ CACHE = Sweep(
 
 @dataclass(frozen=True)
 class Point:
-    """One timed decode step: a variant on a path at a shape, per layer (a steps row)."""
+    """One timed decode step: a variant on a path at a shape, per layer (a steps row), with
+    its quantity as CACHE's view derives it, so a table cell and a sweep cell agree."""
 
     variant: str
     impl: str
-    shape: Shape  # seq_len 1 (one new token) against kv_len cached ones
+    quantity: Quantity  # its step time's: one new token against kv_len cached ones, per layer
     layers: int
     time: Timing | None  # None: the path did not run here (`status` says why)
     status: str
+
+    @property
+    def shape(self) -> Shape:
+        return self.quantity.shape
 
     @property
     def cost(self) -> decode_model.DecodeCost:
@@ -104,13 +109,13 @@ def points(m: Measurement, **want: Any) -> list[Point]:
     """The points of a decode_steps entry whose row holds every value in `want`
     (`impl="sdpa"`, `batch_size=1`), in their order."""
 
-    def shape(r) -> Shape:  # as CACHE's view derives it: a table cell and a sweep cell agree
-        return fsw.quantity(CACHE, m.params, m.device_id, r["variant"], r["cache_len"], row=r).shape
+    def quantity(r) -> Quantity:
+        return fsw.quantity(CACHE, m.params, m.device_id, r.variant, r.cache_len, row=vars(r))
 
     return [
-        Point(r["variant"], r["impl"], shape(r), r["layers"], r["time"], r["status"])
-        for r in m.tables["steps"].records()
-        if all(r[k] == v for k, v in want.items())
+        Point(r.variant, r.impl, quantity(r), r.layers, r.time, r.status)
+        for r in fsw.rows_of(m.tables["steps"])
+        if all(getattr(r, k) == v for k, v in want.items())
     ]
 
 
@@ -135,25 +140,24 @@ def batch_series(m: Measurement) -> list[Point]:
     return sorted(found, key=lambda p: p.shape.batch_size)
 
 
-def _quantity(m: Measurement, p: Point, metric: str) -> Quantity:
-    detail = CACHE.detail.format(**m.params)
-    return Quantity(metric, p.impl, m.device_id, UNPROFILED, p.shape, detail)
+def _quantity(p: Point, metric: str) -> Quantity:
+    return replace(p.quantity, metric=metric)
 
 
 def step_time(m: Measurement, p: Point) -> Fact | None:
     """The unprofiled time of one step of one layer, with its rounds' range."""
-    return Fact.of_timing(_quantity(m, p, STEP_TIME), p.time) if p.time else None
+    return Fact.of_timing(_quantity(p, STEP_TIME), p.time) if p.time else None
 
 
 def per_token(m: Measurement, p: Point) -> Fact | None:
-    return Fact.of_timing(_quantity(m, p, PER_TOKEN), p.token_time) if p.time else None
+    return Fact.of_timing(_quantity(p, PER_TOKEN), p.token_time) if p.time else None
 
 
 def read_rate(m: Measurement, p: Point) -> Fact | None:
     """Bytes the step must move (cost model) over its unprofiled time."""
     if p.time is None:
         return None
-    return per_second(_quantity(m, p, "cache read rate"), p.cost.bytes, p.time, "B/s")
+    return per_second(_quantity(p, "cache read rate"), p.cost.bytes, p.time, "B/s")
 
 
 def roof(m: Measurement, ceilings: Measurement | None) -> tuple[Fact | None, Fact | None]:
@@ -171,7 +175,7 @@ def copy_share(m: Measurement, p: Point, ceilings: Measurement | None) -> Fact |
     bw, rate = roof(m, ceilings)[0], read_rate(m, p)
     if bw is None or rate is None:
         return None
-    q, v = _quantity(m, p, "share of copy bandwidth"), bw.value
+    q, v = _quantity(p, "share of copy bandwidth"), bw.value
     return Fact(q, rate.value / v, "%", rate.low / v, rate.high / v)
 
 
@@ -273,7 +277,7 @@ def tail_slope(m: Measurement, variant: str) -> Fact | None:
     if len(tail) < 2:
         return None
     s = end_to_end([p.shape.keys for p in tail], [p.time for p in tail])
-    q = _quantity(m, tail[-1], "log-log slope of step time over cache length")
+    q = _quantity(tail[-1], "log-log slope of step time over cache length")
     detail = f"cache_len {tail[0].shape.keys}–{tail[-1].shape.keys}, {q.detail}"
     return Fact(replace(q, subject=variant, detail=detail), s.slope, "", s.low, s.high)
 
@@ -296,7 +300,7 @@ def token_gain(m: Measurement) -> tuple[Quantity, Comparison] | None:
         return None
     first, last = series[0], series[-1]
     subject = f"batch {last.shape.batch_size} vs batch {first.shape.batch_size}, per token"
-    q = replace(_quantity(m, last, SPEED), subject=subject)
+    q = replace(_quantity(last, SPEED), subject=subject)
     return q, compare(last.token_time, first.token_time)
 
 

@@ -38,7 +38,7 @@ from attention_docs.findings.facts import (
 from attention_docs.findings.forecast import RANGE_OF_FLASH, Check, check, forecast, measured_on
 from attention_docs.findings.forecast import realistic as forecast_range
 from attention_docs.findings.rank import Ranking
-from attention_docs.findings.sweep import CLEAR, TIE, sweep_findings
+from attention_docs.findings.sweep import CLEAR, TIE, rows_of, sweep_findings
 from attention_docs.findings.trend import table_slopes
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
@@ -253,11 +253,24 @@ def phases(m: Measurement) -> list[tuple[str, int, Fact, Fact, Fact]]:
 
 
 @dataclass(frozen=True)
+class Block:
+    """One block size: CLEAR or TIE where it leads the ranking, else ""; the score tiles
+    computed and their share of the score matrix; the time and peak (None: not timed); the
+    fused kernel's modelled bytes and on-chip bytes per program at that tile."""
+
+    size: int
+    lead: str
+    tiles: Fact
+    share: Fact
+    time: Fact | None
+    peak: Fact | None
+    fused_bytes: Fact
+    on_chip: Fact
+
+
+@dataclass(frozen=True)
 class BlockSweep:
-    # Per block size: the size; CLEAR or TIE where it leads the ranking, else ""; the score
-    # tiles computed and their share of the score matrix; the time and peak (None: not
-    # timed); the fused kernel's modelled bytes and on-chip bytes per program at that tile.
-    rows: list[tuple[int, str, Fact, Fact, Fact | None, Fact | None, Fact, Fact]]
+    rows: list[Block]
     ranking: Ranking | None  # fastest first (blocks as str), with every block within its noise
     slowest_vs_fastest: ffwd.Versus | None
 
@@ -280,21 +293,22 @@ def block_sweep(m: Measurement) -> BlockSweep:
     times = {p.x: p.facts["time"] for p in found.points}
     r = found.across
     lead = (CLEAR if r.clear else TIE) if r else ""
-    rows = []
-    for row in m.tables["blocks"].records():
-        b = row["block"]
-        tiles, loop, time = f"{b}×{b} tiles", BLOCKS.subject_of("time", b), times.get(b)
-        rows.append((
+
+    def block(row) -> Block:
+        b, loop = row.block, BLOCKS.subject_of("time", row.block)
+        tiles, time = f"{b}×{b} tiles", times.get(b)
+        return Block(
             b,
             lead if r and str(b) in r.leaders else "",
-            model_fact("score tiles computed", loop, on.shape, row["tiles_computed"], ""),
-            model_fact("computed share of scores", loop, on.shape, row["scores_computed"], "%"),
+            model_fact("score tiles computed", loop, on.shape, row.tiles_computed, ""),
+            model_fact("computed share of scores", loop, on.shape, row.scores_computed, "%"),
             time,
-            None if time is None else on("peak memory", loop, COUNTED, row["peak_bytes"], "B"),
-            model_fact("modelled bytes", f"fused kernel, {tiles}", on.shape, row["fused_bytes"],
-                       "B"),
-            model_fact("on-chip bytes per program", tiles, on.shape, row["tile_working_set"], "B"),
-        ))  # fmt: skip
+            None if time is None else on("peak memory", loop, COUNTED, row.peak_bytes, "B"),
+            model_fact("modelled bytes", f"fused kernel, {tiles}", on.shape, row.fused_bytes, "B"),
+            model_fact("on-chip bytes per program", tiles, on.shape, row.tile_working_set, "B"),
+        )
+
+    rows = [block(row) for row in rows_of(m.tables["blocks"])]
     if r is None or len(r.order) < 2:
         return BlockSweep(rows, r, None)
     fast, slow = (f"{b}×{b} tiles" for b in (r.fastest, r.order[-1]))
@@ -522,8 +536,7 @@ class GpuForecast:
     flash_bytes: Check
     fewer_bytes: Check  # assumes every K/V re-read hits L2 where `l2_serves_rereads`
     fewer_bytes_from_hbm: Check  # every K/V re-read from HBM: before any L2 reuse
-    floor: Check  # SDPA flash's forward: the roofline floor
-    realistic: Fact  # SDPA flash's forward: the floor over the cited compute efficiencies
+    floor: Check  # SDPA flash's forward: the roofline floor, over cited efficiencies its range
     triton_floor: Check
 
 
@@ -543,9 +556,9 @@ def gpu_forecast(times_by_device: Sequence[Measurement]) -> GpuForecast:
         subject = f"{fwd.NAIVE} vs FlashAttention"
         return check(spec("HBM bytes ratio", subject, naive.value / moved, "×", detail), None)
 
-    def floor(name: str) -> Check:
+    def floor(name: str, realistic: Fact | None = None) -> Check:
         time = spec(ffwd.FORWARD_TIME, name, flash.floor_us, "µs")
-        return check(time, ffwd.time_at(measured, name, shape))
+        return check(time, ffwd.time_at(measured, name, shape), realistic)
 
     tiled = _fused(shape, gpu.FLASH_BLOCK_Q, gpu.FLASH_BLOCK_K)
     return GpuForecast(
@@ -554,8 +567,8 @@ def gpu_forecast(times_by_device: Sequence[Measurement]) -> GpuForecast:
         check(spec("HBM bytes", "FlashAttention forward", flash.bytes, "B"), None),
         fewer(flash.bytes, "every K/V re-read served by L2" if l2 else ""),
         fewer(tiled, "every K/V re-read from HBM"),
-        floor(fwd.SDPA_FLASH),
-        forecast_range(ffwd.FORWARD_TIME, fwd.SDPA_FLASH, g, gpu.flash_range(g, shape), "µs",
-                       shape=shape, detail=RANGE_OF_FLASH),
+        floor(fwd.SDPA_FLASH, forecast_range(ffwd.FORWARD_TIME, fwd.SDPA_FLASH, g,
+                                             gpu.flash_range(g, shape), "µs", shape=shape,
+                                             detail=RANGE_OF_FLASH)),
         floor(fwd.TRITON),
     )  # fmt: skip

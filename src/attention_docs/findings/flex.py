@@ -10,7 +10,7 @@ from itertools import pairwise
 
 from attention_docs.findings.facts import COUNTED, NUMERIC, UNPROFILED, Fact, On
 from attention_docs.findings.forward import FORWARD_TIME, Versus, forward_time, versus
-from attention_docs.findings.sweep import sweep_findings
+from attention_docs.findings.sweep import rows_of, sweep_findings
 from attention_docs.findings.trend import fitted_slope
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
@@ -125,36 +125,47 @@ class TileStep:
 
 
 @dataclass(frozen=True)
-class Sparsity:
-    """The window sweep's timed widths: (window, share of tiles computed, time) each; the
-    narrowest window's time against the widest's; each pair of neighbours, narrow to wide."""
+class Width:
+    """One timed width of the window sweep: its share of tiles computed, and its time."""
 
-    points: tuple[tuple[int, Fact, Fact], ...]
+    window: int
+    computed: Fact
+    time: Fact
+
+
+@dataclass(frozen=True)
+class Sparsity:
+    """The window sweep's timed widths; the narrowest window's time against the widest's;
+    each pair of neighbours, narrow to wide."""
+
+    points: tuple[Width, ...]
     narrow_vs_wide: Versus | None  # None: no width timed
     steps: tuple[TileStep, ...]
 
 
+def _tiles(r) -> tuple[int, int]:
+    return r.partial_blocks, r.full_blocks
+
+
 def sparsity(m: Measurement) -> Sparsity:
-    rows = [r for r in m.tables["sweep"].records() if r["time"] is not None]
-    widths = [
-        (r, f"sliding_window {r['window']}", (r["partial_blocks"], r["full_blocks"])) for r in rows
-    ]
-    subj, on = [f"{fwd.FLEX}, {width}" for _, width, _ in widths], On(m.device_id, shape(m))
+    rows = [r for r in rows_of(m.tables["sweep"]) if r.time is not None]
+    on = On(m.device_id, shape(m))
+    subj = [f"{fwd.FLEX}, sliding_window {r.window}" for r in rows]
     points = tuple(
-        (
-            r["window"],
-            on(COMPUTED, width, COUNTED, r["computed_fraction"], "%"),
-            on(FORWARD_TIME, s, UNPROFILED, r["time"]),
+        Width(
+            r.window,
+            on(COMPUTED, f"sliding_window {r.window}", COUNTED, r.computed_fraction, "%"),
+            on(FORWARD_TIME, s, UNPROFILED, r.time),
         )
-        for (r, width, _), s in zip(widths, subj, strict=True)
+        for r, s in zip(rows, subj, strict=True)
     )
     steps = tuple(
-        TileStep(a["window"], b["window"], ta, tb, Versus.between(on, sa, sb, a["time"], b["time"]))
-        for ((a, _, ta), sa), ((b, _, tb), sb) in pairwise(zip(widths, subj, strict=True))
+        TileStep(
+            a.window, b.window, _tiles(a), _tiles(b), Versus.between(on, sa, sb, a.time, b.time)
+        )
+        for (a, sa), (b, sb) in pairwise(zip(rows, subj, strict=True))
     )
-    ends = (
-        Versus.between(on, subj[0], subj[-1], rows[0]["time"], rows[-1]["time"]) if rows else None
-    )
+    ends = Versus.between(on, subj[0], subj[-1], rows[0].time, rows[-1].time) if rows else None
     return Sparsity(points, ends, steps)
 
 
@@ -165,37 +176,48 @@ def whole_window(m: Measurement, times: Measurement | None) -> tuple[int, Fact, 
     without either time."""
     if times is None or "sweep" not in m.tables:
         return None
-    point = next((p for p in sparsity(m).points if p[0] >= m.params["seq_len"]), None)
+    point = next((p for p in sparsity(m).points if p.window >= m.params["seq_len"]), None)
     causal = next((x for x in masks(m, times) if x.mask == "causal"), None)
     if point is None or causal is None or causal.compiled is None:
         return None
-    return point[0], point[2], causal.compiled
+    return point.window, point.time, causal.compiled
+
+
+@dataclass(frozen=True)
+class Build:
+    """One seq_len: the build's time, the peak memory while building, the BlockMask's size."""
+
+    seq_len: int
+    time: Fact
+    peak: Fact
+    mask_bytes: Fact
 
 
 @dataclass(frozen=True)
 class BuildCost:
-    """create_block_mask along seq_len: each build's time, and the growth where it shows."""
+    """create_block_mask along seq_len: each build, and the growth where it shows."""
 
-    points: tuple[tuple[int, Fact, Fact, Fact], ...]  # (seq_len, time, peak, BlockMask bytes)
+    points: tuple[Build, ...]
     slope: Fact | None  # log-log, over the last three lengths
 
 
 def build_cost(m: Measurement) -> BuildCost:
     builds = {p.x: p.facts["build"] for p in sweep_findings(m, spec=BUILD_SWEEP).points}
-    rows = [r for r in m.tables["cost"].records() if builds.get(r["seq_len"]) is not None]
+    rows = [r for r in rows_of(m.tables["cost"]) if builds.get(r.seq_len) is not None]
     mask, on = m.params["mask"], On(m.device_id)
 
-    def counted(metric: str, r: dict, column: str) -> Fact:
-        return on(metric, f"{mask}, seq_len {r['seq_len']}", COUNTED, r[column], "B")
+    def counted(metric: str, r, value: float) -> Fact:
+        return on(metric, f"{mask}, seq_len {r.seq_len}", COUNTED, value, "B")
 
     points = tuple(
-        (r["seq_len"], builds[r["seq_len"]], counted("peak memory while building a BlockMask", r, "peak_bytes"),
-         counted("BlockMask bytes", r, "block_mask_bytes"))
+        Build(r.seq_len, builds[r.seq_len],
+              counted("peak memory while building a BlockMask", r, r.peak_bytes),
+              counted("BlockMask bytes", r, r.block_mask_bytes))
         for r in rows
     )  # fmt: skip
     fitted = rows[-3:]
-    slope = fitted_slope([r["seq_len"] for r in fitted], [r["build"].time_us for r in fitted])
-    span = f"seq_len {fitted[0]['seq_len']}–{fitted[-1]['seq_len']}"
+    slope = fitted_slope([r.seq_len for r in fitted], [r.build.time_us for r in fitted])
+    span = f"seq_len {fitted[0].seq_len}–{fitted[-1].seq_len}"
     metric = "log-log slope of BlockMask build time"
     return BuildCost(points, on(metric, mask, UNPROFILED, slope, detail=span))
 

@@ -60,7 +60,9 @@ def realistic(
 
 @dataclass(frozen=True)
 class Check:
-    """A forecast beside a measurement of the same quantity (or None: not measured yet).
+    """One row of a forecast box: the data sheet's forecast (a floor, or a value), its
+    realistic range when the model gives one, and a measurement of the same quantity on that
+    GPU (or None: not measured yet).
 
     `ratio` = measured / forecast, with its range from the measurement's."""
 
@@ -69,17 +71,19 @@ class Check:
     ratio: float | None
     low: float | None
     high: float | None
+    realistic: Fact | None = None
 
 
-def check(forecast: Fact, measured: Fact | None) -> Check:
+def check(forecast: Fact, measured: Fact | None, realistic: Fact | None = None) -> Check:
     if forecast.quantity.clock != SPEC:
         raise ValueError(f"{forecast.id} is not a spec-sheet forecast")
-    if measured is not None:
-        f, m = forecast.quantity, measured.quantity
-        if (f.metric, f.subject, f.shape) != (m.metric, m.subject, m.shape):
-            raise ValueError(f"{measured.id} does not measure what {forecast.id} forecasts")
+    f = forecast.quantity
+    for other, says in ((measured, "does not measure"), (realistic, "is not a range of")):
+        o = other and other.quantity
+        if o and (f.metric, f.subject, f.shape) != (o.metric, o.subject, o.shape):
+            raise ValueError(f"{other.id} {says} what {forecast.id} forecasts")
     if measured is None or not forecast.value or measured.value is None:
-        return Check(forecast, measured, None, None, None)
+        return Check(forecast, measured, None, None, None, realistic)
     value = measured.value
     low, high = (value if end is None else end for end in (measured.low, measured.high))
-    return Check(forecast, measured, *(x / forecast.value for x in (value, low, high)))
+    return Check(forecast, measured, *(x / forecast.value for x in (value, low, high)), realistic)

@@ -2,11 +2,13 @@
 # the spec derives — metric, line, device, clock, the swept value and the given parameters
 # (or the attention shape at that value) — the ranking at each value with its ties, the runs
 # of values over which the same lines lead, and how the slowest line compares with the
-# fastest at the last value measured. render/sweep.py only states them.
+# fastest at the last value measured. render/sweep.py only states them. Also `rows_of`: any
+# stored table's rows with each cell read by column name, for findings that read one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 from typing import Any
 
 from attention_docs.findings.compare import compare
@@ -14,7 +16,7 @@ from attention_docs.findings.facts import Fact, Quantity
 from attention_docs.findings.forward import SPEED, Versus
 from attention_docs.findings.rank import Ranking, rank
 from attention_docs.measurements.forward import OK
-from attention_docs.measurements.schema import Measurement
+from attention_docs.measurements.schema import Measurement, Table
 from attention_docs.records.shape import Shape
 from attention_docs.records.sweep import Sweep, stored_sweeps
 from attention_docs.records.timing import Timing
@@ -22,6 +24,12 @@ from attention_docs.records.timing import Timing
 CLEAR = "clear"  # the one fastest line, outside the noise of every other
 TIE = "tie"  # one of several lines within noise of the fastest
 NOT_MEASURED = "not measured"  # a view's line with no row at this value
+
+
+def rows_of(table: Table) -> list[SimpleNamespace]:
+    """A stored table's rows, each cell read by its column's name (`row.time`: a Timing
+    stays a Timing; `getattr(row, "attention.scores")` for a name with a dot)."""
+    return [SimpleNamespace(**r) for r in table.records()]
 
 
 @dataclass(frozen=True)

@@ -216,16 +216,14 @@ def peak_fact(summary: Measurement, row: Mapping) -> Fact:
 
 @dataclass(frozen=True)
 class ForecastCell:
-    """One cell of the GPU map: naive attention's floor, the fused kernel's, each one's
-    realistic range (floor over cited efficiencies), and the fused kernel's lead as a range
-    of realistic times (never a ratio of two floors)."""
+    """One cell of the GPU map: naive attention's floor and the fused kernel's, each with
+    its realistic range (floor over cited efficiencies), and the fused kernel's lead as a
+    range of realistic times (never a ratio of two floors)."""
 
     shape: Shape
     fused: str
     naive: Check
     fused_floor: Check
-    naive_range: Fact
-    fused_range: Fact
     lead: Check
 
     @property
@@ -252,15 +250,15 @@ def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[
             (fwd.NAIVE, gpus.naive_range(gpu, shape), "floor: naive_floor_us", RANGE_OF_NAIVE),
             (fused, gpus.flash_range(gpu, shape), "floor: flash_forward", RANGE_OF_FLASH),
         )
-        floors = [
-            check(forecast(ffwd.FORWARD_TIME, name, gpu, span.floor_us, "µs", shape=shape,
-                           detail=model), measured and time_at(measured, name, shape))
-            for name, span, model, _ in sides
-        ]  # fmt: skip
         ranges = [realistic(ffwd.FORWARD_TIME, name, gpu, span, "µs", shape=shape, detail=detail)
                   for name, span, _, detail in sides]  # fmt: skip
         if None in ranges:
             raise ValueError(f"no cited efficiency for the {gpu.label}: no realistic range to rank by")  # fmt: skip
+        floors = [
+            check(forecast(ffwd.FORWARD_TIME, name, gpu, span.floor_us, "µs", shape=shape,
+                           detail=model), measured and time_at(measured, name, shape), r)
+            for (name, span, model, _), r in zip(sides, ranges, strict=True)
+        ]  # fmt: skip
         (_, n_r, *_), (_, f_r, *_) = sides
         lead_q = forecast(ffwd.SPEED, f"{fused} vs {fwd.NAIVE}", gpu, 0.0, "×", shape=shape,
                           detail="realistic ranges: naive_range / flash_range").quantity  # fmt: skip
@@ -269,7 +267,7 @@ def forecast_cells(gpu: SpecSheet, measured: Measurement | None = None) -> list[
         if all(c.measured for c in floors):
             v = ffwd.versus(measured, fused, fwd.NAIVE, shape)
             got = ratio_fact(v.quantity, v.comparison)
-        out.append(ForecastCell(shape, fused, *floors, *ranges, check(lead, got)))
+        out.append(ForecastCell(shape, fused, *floors, check(lead, got)))
     return out
 
 

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from attention_docs.analytic import gpu
 from attention_docs.analytic.tiling import DIAGONAL, SKIPPED, tile_counts, tile_grid
 from attention_docs.findings import flash as fflash
-from attention_docs.findings.forecast import check
 from attention_docs.findings.model_check import FUSED_FA2
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement, Sourced
@@ -21,7 +20,13 @@ from attention_docs.render.figures import INK, MUTED, SERIES_COLORS, figure_html
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import line_figure
 from attention_docs.render.sweep import LEAD, sweep_claim, sweep_figure
-from attention_docs.render.tables import captioned_table, markdown_table, measurement_of
+from attention_docs.render.tables import (
+    Column,
+    captioned_table,
+    column_table,
+    markdown_table,
+    measurement_of,
+)
 
 TILE_COLORS = {"computed": "#0072B2", DIAGONAL: "#E69F00", SKIPPED: "none"}
 fact = words.fact
@@ -285,23 +290,25 @@ def traffic_table(sourced: Sourced, times: Sourced) -> str:
 # --- the block size ------------------------------------------------------------------------
 
 
+BLOCK_COLUMNS = (
+    Column("Tile", lambda b: f"{b.size}×{b.size}{LEAD[b.lead]}", "l"),
+    Column("Tiles computed (share of scores)", lambda b: f"{fact(b.tiles)} ({fact(b.share)})"),
+    Column("Time / forward (unprofiled; range over rounds)", lambda b: b.time),
+    Column("Peak memory", lambda b: b.peak),
+    Column("Fused kernel's bytes (model)", lambda b: b.fused_bytes),
+    Column("On-chip bytes per program (model)", lambda b: b.on_chip),
+)
+
+
 def block_table(sourced: Sourced) -> str:
     """The block sweep: tiles, time with its interval, peak memory, modelled bytes."""
     m = sourced.measurement
-    rows = [
-        [f"{b}×{b}{LEAD[lead]}", f"{fact(tiles)} ({fact(share)})", *rest]
-        for b, lead, tiles, share, *rest in fflash.block_sweep(m).rows
-    ]
-    header = (
-        "Tile | Tiles computed (share of scores) | Time / forward (unprofiled; range over rounds) "
-        "| Peak memory | Fused kernel's bytes (model) | On-chip bytes per program (model)"
-    )
-    blocks = m.tables["blocks"].column("block")
+    rows = fflash.block_sweep(m).rows
     what = (
-        f"The tiled loop at block_q = block_k = {blocks[0]}–{blocks[-1]}, seq_len="
+        f"The tiled loop at block_q = block_k = {rows[0].size}–{rows[-1].size}, seq_len="
         f"{m.params['seq_len']}, timed in interleaved rounds."
     )
-    return captioned_table(header, rows, "lrrrrr", sourced, what)
+    return column_table(BLOCK_COLUMNS, rows, sourced, what)
 
 
 def block_claim(m: Measurement) -> str:
@@ -429,7 +436,6 @@ def gpu_forecast_box(times_by_device: Sequence[Sourced]) -> str:
         ("Naive's bytes ÷ FlashAttention's, every K/V re-read from HBM", b.fewer_bytes_from_hbm),
         ("… if every K/V re-read hits L2 (assumed, not measured)", b.fewer_bytes),
         (f"{fwd.SDPA_FLASH} forward: roofline floor", b.floor),
-        (f"{fwd.SDPA_FLASH} forward: realistic range", check(b.realistic, None)),
         (f"{fwd.TRITON} forward: roofline floor", b.triton_floor),
     ]  # fmt: skip
     l2 = (

@@ -13,7 +13,7 @@ from attention_docs.render.caption import caption_html
 from attention_docs.render.compare import speedup, versus_cell
 from attention_docs.render.plots import line_figure
 from attention_docs.render.sweep import sweep_figure
-from attention_docs.render.tables import captioned_table, markdown_table
+from attention_docs.render.tables import Column, captioned_table, column_table, markdown_table
 from attention_docs.render.timeline import ranges_settings, timeline_figure
 
 
@@ -58,15 +58,15 @@ def what_to_do(fm: Sourced, times: Sourced) -> str:
     """What FlexAttention's numbers mean for your own masks, each action backed by the page."""
     m, t = fm.measurement, times.measurement
     causal, s, here = _headline(m, t)
-    (narrow, narrow_share, _), (wide, _, _) = s.points[0], s.points[-1]
+    narrow, wide = s.points[0], s.points[-1]
     return claims.what_to_do(
         f"Always call `flex_attention` compiled: the unfused fallback took "
         f"{versus_cell(causal.versus_fallback)} the compiled time here."
         if causal.fallback
         else "",
-        f"Give a mask that skips tiles, and the kernel skips them: a sliding window of {narrow} "
-        f"tokens computed {words.fact(narrow_share)} of the tiles, and the whole sequence "
-        f"({wide} tokens) took {versus_cell(s.narrow_vs_wide)} its time.",
+        f"Give a mask that skips tiles, and the kernel skips them: a sliding window of "
+        f"{narrow.window} tokens computed {words.fact(narrow.computed)} of the tiles, and the "
+        f"whole sequence ({wide.window} tokens) took {versus_cell(s.narrow_vs_wide)} its time.",
         f"For a plain causal mask, SDPA's `is_causal=True` is the simpler call: "
         f"{speedup(t, here.sdpa, fwd.FLEX, here.shape)}."
         if here
@@ -205,10 +205,22 @@ def sparsity_claim(fm: Sourced) -> str:
     )
 
 
+SPARSITY_COLUMNS = (
+    Column("Window (tokens)", lambda w: w.window),
+    Column("Tiles computed", lambda w: w.computed),
+    Column("Compiled FlexAttention (unprofiled)", lambda w: w.time),
+)
+BUILD_COLUMNS = (
+    Column("seq_len", lambda b: b.seq_len),
+    Column("Build (unprofiled, warm)", lambda b: b.time),
+    Column("Peak memory while building", lambda b: b.peak),
+    Column("BlockMask size", lambda b: b.mask_bytes),
+)
+
+
 def sparsity_table(fm: Sourced) -> str:
-    header = ["Window (tokens)", "Tiles computed", "Compiled FlexAttention (unprofiled)"]
     points = fflex.sparsity(fm.measurement).points
-    return captioned_table(header, points, "rrr", fm, "Time against sparsity.")
+    return column_table(SPARSITY_COLUMNS, points, fm, "Time against sparsity.")
 
 
 def cost_figure(fc: Sourced) -> str:
@@ -222,9 +234,8 @@ def cost_figure(fc: Sourced) -> str:
 def cost_table(fc: Sourced) -> str:
     """Per seq_len: build time, peak memory while building, the BlockMask's size; the growth."""
     found = fflex.build_cost(fc.measurement)
-    header = ["seq_len", "Build (unprofiled, warm)", "Peak memory while building", "BlockMask size"]
     what = "create_block_mask, called repeatedly: its time and confidence interval over the rounds."
-    table = captioned_table(header, found.points, "rrrr", fc, what)
+    table = column_table(BUILD_COLUMNS, found.points, fc, what)
     if found.slope is not None:
         table += f"\n\nOver {found.slope.quantity.detail} the build time grows with log-log slope {words.fact(found.slope)} (2 is quadratic: the mask_mod is evaluated on every query/key pair)."
     return table

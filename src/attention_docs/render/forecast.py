@@ -27,17 +27,21 @@ def forecast_box(
 ) -> str:
     """A Markdown admonition: a table of forecasts (and measurements, when stored) for `gpu`.
 
-    `rows`: (what the row forecasts, in words; its check). `lead`: the box's first sentence
-    (the chapter's question answered for this GPU). `model`: what the model assumes.
-    `kinds`: the kinds of kernel it forecasts (findings/model_check.py), whose record
-    against GPU timings others recorded the caption states."""
+    `rows`: (what the row forecasts, in words; its check: the forecast, its realistic range
+    if any, the measurement if stored). `lead`: the box's first sentence (the chapter's
+    question answered for this GPU). `model`: what the model assumes. `kinds`: the kinds of
+    kernel it forecasts (findings/model_check.py), whose record against GPU timings others
+    recorded the caption states."""
+    ranged = any(c.realistic is not None for _, c in rows)
     measured_any = any(c.measured is not None for _, c in rows)
-    header = ["Quantity", "Forecast from the data sheet"]
+    header = ["Quantity", "Forecast from the data sheet"] + ["Realistic range"] * ranged
     if measured_any:
         header += [f"Measured on the {gpu.label}", "Measured ÷ forecast"]
     cells = []
     for what, c in rows:
         cells.append([what, words.fact(c.forecast)])
+        if ranged:
+            cells[-1].append("—" if c.realistic is None else words.fact(c.realistic))
         if measured_any and c.measured is None:
             cells[-1] += ["not in the store", "—"]
         elif measured_any:

@@ -13,7 +13,7 @@ from attention_docs.measurements.schema import Sourced
 from attention_docs.records.sweep import Sweep
 from attention_docs.render import words
 from attention_docs.render.plots import Series, line_chart
-from attention_docs.render.tables import captioned_table
+from attention_docs.render.tables import Column, column_table
 
 LEAD = {fsw.CLEAR: " (fastest)", fsw.TIE: " (tied for fastest: within noise)", "": ""}
 
@@ -49,24 +49,18 @@ def sweep_table(
     leaders at each x marked (fastest, or tied for fastest within noise)."""
     found = fsw.sweep_findings(sourced.measurement, table, spec=spec)
     spec = found.spec
-    failed = found.failed
-    header = [words.quantity_label(spec.x)]
-    header += [_shown(line, names) for line in spec.lines]
-    rows = []
-    for p in found.points:
-        row = [_x(found, p.x)]
-        for line in spec.lines:
-            f = p.facts[line]
-            row.append("—" if f is None else words.fact(f) + LEAD[p.lead(line)])
-        rows.append([*row, p.status] if failed else row)
-    if failed:
-        header.append("Status")
-    align = "l" + "r" * len(spec.lines) + ("l" if failed else "")
+
+    def cell(line: str):
+        return lambda p: p.facts[line] and words.fact(p.facts[line]) + LEAD[p.lead(line)]
+
+    columns = [Column(words.quantity_label(spec.x), lambda p: _x(found, p.x), "l")]
+    columns += [Column(_shown(line, names), cell(line)) for line in spec.lines]
+    columns += [Column("Status", lambda p: p.status, "l")] if found.failed else []
     what = what or (
         f"{_heading(spec.metric)} against {words.quantity_label(spec.x).lower()}"
         f", every line timed in the same interleaved rounds; the range is over the rounds."
     )
-    return captioned_table(header, rows, align, sourced, what)
+    return column_table(columns, found.points, sourced, what)
 
 
 def sweep_claim(

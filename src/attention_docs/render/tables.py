@@ -1,9 +1,11 @@
 # Measurement -> Markdown tables with their captions: the pipe-table writer every renderer
-# uses, and a generic table of a measurement's stored records.
+# uses, a table of typed rows drawn by a column spec, and a generic table of stored records.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from attention_docs.findings.facts import Fact
 from attention_docs.measurements.schema import Measurement, Sourced, Table
@@ -38,6 +40,26 @@ def captioned_table(
         header = [h.strip() for h in header.split(" | ")]
     cells = [[_cell_of(c) for c in r] for r in rows]
     return markdown_table(header, cells, align) + "\n\n" + caption_html(sourced, what)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table drawn from typed rows: its header, how a row says its cell (a
+    Fact, None, a Timing or text, as `captioned_table` takes them) and its alignment."""
+
+    header: str
+    cell: Callable[[Any], Any]
+    align: str = "r"
+
+
+def column_table(
+    columns: Sequence[Column], rows: Iterable, sourced: Sourced, what: str = ""
+) -> str:
+    """A captioned table with a row per item of `rows`, its columns as `columns` say."""
+    header, align = [c.header for c in columns], "".join(c.align for c in columns)
+    return captioned_table(
+        header, [[c.cell(r) for c in columns] for r in rows], align, sourced, what
+    )
 
 
 def _cell_text(text: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import wall as fwall
 from attention_docs.findings.facts import llc_fact
-from attention_docs.findings.forecast import check, measured_on
+from attention_docs.findings.forecast import measured_on
 from attention_docs.findings.memory import FORECAST_BASE
 from attention_docs.findings.model_check import FUSED_FA2, NAIVE_KINDS
 from attention_docs.measurements.schema import Measurement, Sourced
@@ -15,14 +15,14 @@ from attention_docs.records.steps import STEPS
 from attention_docs.render import claims, words
 from attention_docs.render.forecast import forecast_box
 from attention_docs.render.plots import Series, line_chart, stacked_share_figure
-from attention_docs.render.tables import captioned_table
+from attention_docs.render.tables import Column, captioned_table, column_table
 
 fact = words.fact
 X = {"seq_len": "seq_len", "tokens": "seq_len", "heads": "num_heads", "head_dim": "head_dim"}
 CELLS = {
-    "time": ("Forward time, unprofiled (with its confidence interval)", lambda p: p.time),
-    "peak": ("Peak memory (allocator)", lambda p: p.peak),
-    "flops": ("Matmul FLOPs (model)", lambda p: p.flops),
+    "time": Column("Forward time, unprofiled (with its confidence interval)", lambda p: p.time),
+    "peak": Column("Peak memory (allocator)", lambda p: p.peak),
+    "flops": Column("Matmul FLOPs (model)", lambda p: p.flops),
 }
 
 
@@ -40,21 +40,21 @@ def sweep_table(wall: Sourced, name: str, times: Sourced | None = None) -> str:
     """One sweep's shapes with their time, peak memory, FLOPs and status, as facts."""
     pts = _pts(wall, name, times)
     dims = [d for d in ("batch_size", "num_heads", "seq_len", "head_dim") if len({getattr(p.shape, d) for p in pts}) > 1]  # fmt: skip
-    rows = [[*(getattr(p.shape, d) for d in dims), *(get(p) for _, get in CELLS.values()), p.status] for p in pts]  # fmt: skip
-    header = [*dims, *(h for h, _ in CELLS.values()), "Status"]
-    return captioned_table(header, rows, "r" * (len(header) - 1) + "l", wall)
+    shape = [Column(d, lambda p, d=d: getattr(p.shape, d)) for d in dims]
+    status = Column("Status", lambda p: p.status, "l")
+    return column_table([*shape, *CELLS.values(), status], pts, wall)
 
 
 def sweep_figure(
     wall: Sourced, name: str, *, y: str, what: str, times: Sourced | None = None
 ) -> str:
     """Time (its confidence interval as a band) or peak memory against a sweep's x, log-log."""
-    x, get = X[name], CELLS[y][1]
+    x, get = X[name], CELLS[y].cell
     pts = [p for p in _pts(wall, name, times) if get(p)]
     facts = [get(p) for p in pts]
     xs = [getattr(p.shape, x) for p in pts]
     band = tuple((f.low, f.high) for f in facts) if y == "time" else ()
-    line = Series(CELLS[y][0], tuple((v, f.value) for v, f in zip(xs, facts, strict=True)), band, "range over rounds")  # fmt: skip
+    line = Series(CELLS[y].header, tuple((v, f.value) for v, f in zip(xs, facts, strict=True)), band, "range over rounds")  # fmt: skip
     text = ", ".join(f"{x} {words.figure_number(v)}: {words.value(f.value, f.unit)}" for v, f in zip(xs, facts, strict=True))  # fmt: skip
     return line_chart(
         wall,
@@ -217,8 +217,8 @@ def finding(wall: Sourced, times: Sourced | None = None) -> str:
     longest, pts = fwall.forecasts(gpus.sheet())
     at = next(p for p in pts if p.seq_len == gpus.FORECAST_SHAPE.seq_len)
     ranges = (
-        f" (realistically {fact(at.naive_range)} and {fact(at.fused_range)})"
-        if at.naive_range and at.fused_range
+        f" (realistically {fact(at.naive.realistic)} and {fact(at.fused.realistic)})"
+        if at.naive.realistic and at.fused.realistic
         else ""
     )
     detail += (
@@ -258,8 +258,6 @@ def forecast(entries: list[Sourced] | None = None) -> str:
     gpu = gpus.sheet()
     longest, pts = fwall.forecasts(gpu, measured_on(entries or [], gpu))
     rows = [(f"seq_len {p.seq_len:,}: {what}", c) for p in pts for what, c in ((f"naive ({p.kernels} kernels), floor", p.naive), ("fused (SDPA flash), floor", p.fused)) if c]  # fmt: skip
-    at = next(p for p in pts if p.seq_len == gpus.FORECAST_SHAPE.seq_len)
-    rows += [(f"seq_len {at.seq_len:,}: {what}, realistic range", check(r, None)) for what, r in (("naive", at.naive_range), ("fused (SDPA flash)", at.fused_range)) if r]  # fmt: skip
     out = [p.seq_len for p in pts if p.naive is None]
     lead = (
         f"On an {gpu.label} at {FORECAST_BASE}, naive attention fits in memory up to {fact(longest, emphasis=True)} "

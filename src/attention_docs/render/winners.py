@@ -11,7 +11,7 @@ from collections import Counter
 from attention_docs.analytic import gpu as gpus
 from attention_docs.findings import forward as ffwd
 from attention_docs.findings import winners as fwinners
-from attention_docs.findings.forecast import check, measured_on
+from attention_docs.findings.forecast import measured_on
 from attention_docs.findings.model_check import FUSED_FA2, NAIVE_KINDS
 from attention_docs.findings.trend import FALLS, FLAT, RISES
 from attention_docs.measurements import forward as fwd
@@ -388,9 +388,7 @@ def gpu_forecast(entries: list[Sourced]) -> str:
         (f"{what}, seq_len {c.shape.seq_len:,}, {c.shape.dtype}", k)
         for c in found
         for what, k in ((f"{fwd.NAIVE}: floor", c.naive),
-                        (f"{fwd.NAIVE}: realistic range", check(c.naive_range, None)),
                         (f"{c.fused}: floor", c.fused_floor),
-                        (f"{c.fused}: realistic range", check(c.fused_range, None)),
                         (f"{c.fused}'s lead over {fwd.NAIVE}, realistic", c.lead))
     ]  # fmt: skip
     by_dtype = {c.shape.dtype: c.winner for c in found}
