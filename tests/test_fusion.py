@@ -276,7 +276,7 @@ def test_the_fusion_forecast_is_the_analytic_model_for_the_h200():
     # bound here, so the saving's range is the eager range less the fused one.
     saved = fusion_model.time_saved_range(gpu)
     assert saved.floor_us < saved.low_us < saved.high_us
-    assert "Realistic range" in box and "efficiencies on record, cited or stated" in box
+    assert "Realistic range" in box and "efficiencies on record (" in box
     from attention_docs.findings.forecast import realistic
 
     fact = realistic("time saved by fusion", "scale + mask + softmax", gpu, saved, "µs", shape=s)

@@ -265,7 +265,7 @@ def test_the_gpu_forecast_is_the_analytic_roofline_and_memory_model(base):
     assert (at.naive.realistic.low, at.naive.realistic.high) == (r.low_us, r.high_us)
     assert at.naive.realistic.low > at.naive.forecast.value  # a range lies above its floor
     assert "Realistic range" in box and words.fact(at.naive.realistic) in render.wall.forecast()
-    assert "efficiencies on record, cited or stated" in box
+    assert "efficiencies on record (" in box
 
 
 def test_the_gpu_forecast_shows_a_stored_h200_forward_times_beside_it():

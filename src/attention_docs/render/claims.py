@@ -151,10 +151,10 @@ def gpu_forecast(gpu_times: list) -> str:
         f"long the sequence, and no element-wise step passes {fact(g.densest_elementwise.intensity)}."
     )
     model = (
-        "A step's kernels are those its recorded ATen ops launch (the mask step's: "
-        f"{words.series(mask)}), each reading its inputs from memory and "
-        "writing its output once; a kernel's floor is the larger of FLOPs ÷ peak (tensor "
-        "cores for the matmuls, CUDA cores for the rest) and bytes ÷ bandwidth. Launch gaps, "
-        "L2 reuse and clocks below boost are not modelled: a floor, not a prediction of speed."
+        f"A step's kernels are those its recorded ATen ops launch (the mask step's: {words.series(mask)}), "
+        "each reading its inputs once and writing its output once; peak: tensor cores for the matmuls, "
+        "CUDA cores for the rest."
+    )  # fmt: skip
+    return forecast_box(
+        g.gpu, rows, shape=g.shape, lead=lead, model=model, floors=True, kinds=NAIVE_KINDS
     )
-    return forecast_box(g.gpu, rows, shape=g.shape, lead=lead, model=model, kinds=NAIVE_KINDS)

@@ -439,8 +439,7 @@ def gpu_forecast_box(times_by_device: Sequence[Sourced]) -> str:
         (f"{fwd.TRITON} forward: roofline floor", b.triton_floor),
     ]  # fmt: skip
     l2 = (
-        "the K and V re-reads of the query tiles in flight fit in the L2 cache, so HBM sees "
-        "each input once"
+        "K and V re-reads of tiles in flight fit in L2: HBM sees each input once"
         if b.l2_serves_rereads
         else "K and V are re-read from HBM once per query tile"
     )
@@ -450,10 +449,9 @@ def gpu_forecast_box(times_by_device: Sequence[Sourced]) -> str:
         shape=shape,
         lead="Tiling keeps the N×N scores on chip: what that saves on the GPU this site "
         "forecasts for.",
-        model=f"Tiles of {gpu.FLASH_BLOCK_Q}×{gpu.FLASH_BLOCK_K}; {l2}. The floor is "
-        "max(FLOPs ÷ tensor-core peak, bytes ÷ bandwidth); the realistic range divides it "
-        f"by {words.series(gpu.flash_range(sheet, shape).sources)}, on an H100, which has "
-        "the H200's tensor cores.",
+        model=f"Tiles of {gpu.FLASH_BLOCK_Q}×{gpu.FLASH_BLOCK_K}; {l2}.",
+        floors=True,
+        sources=gpu.flash_range(sheet, shape).sources,
         kinds=(FUSED_FA2,),
     )
 

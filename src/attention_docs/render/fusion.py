@@ -201,9 +201,8 @@ def fusion_forecast(each_device: list[Sourced]) -> str:
         shape=shape,
         lead=f"On an {gpu.label} the three element-wise passes do almost no arithmetic per byte, "
         "so each is bound by HBM bandwidth: what fusion saves there is their bytes.",
-        model="Each kernel's floor is max(FLOPs ÷ peak, bytes ÷ HBM bandwidth); the fused kernel "
-        "reads the scores once and writes the probabilities once. Launches and caches are not "
-        f"modelled: a forecast is a floor. A realistic range divides each floor by the "
-        f"efficiencies on record, cited or stated ({words.series(f.sources)}).",
+        model="The fused kernel reads the scores once and writes the probabilities once.",
+        floors=True,
+        sources=f.sources,
         kinds=NAIVE_KINDS,
     )

@@ -265,12 +265,9 @@ def forecast(entries: list[Sourced] | None = None) -> str:
         f"N×N, so its floor follows its FLOPs: the work of the causal tiles it computes."
     )
     model = (
-        "Floors are rooflines: each kernel the naive code records moves its bytes through HBM at "
-        "the data sheet's bandwidth or does its FLOPs at its peak, whichever takes longer; the "
-        "fused kernel reads q, k, v once (re-reads served by L2) and computes the causal tiles "
-        "at the tensor cores' peak. Launch costs and clocks below boost are not modelled. A "
-        "realistic range divides each floor by the efficiencies on record, cited or stated ("
-        + words.series(gpus.flash_range(gpu).sources + gpus.naive_range(gpu).sources)
-        + ")."
+        "Naive attention's kernels are those its code records; the fused kernel reads q, k, v "
+        "once (re-reads served by L2) and computes the causal tiles at the tensor cores' peak."
     )
-    return forecast_box(gpu, rows, lead=lead, model=model, kinds=(*NAIVE_KINDS, FUSED_FA2))
+    sources = gpus.flash_range(gpu).sources + gpus.naive_range(gpu).sources
+    kinds = (*NAIVE_KINDS, FUSED_FA2)
+    return forecast_box(gpu, rows, lead=lead, model=model, floors=True, sources=sources, kinds=kinds)  # fmt: skip

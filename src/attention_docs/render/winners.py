@@ -403,15 +403,12 @@ def gpu_forecast(entries: list[Sourced]) -> str:
     )
     model = (
         f"Cells: batch_size={s.batch_size}, num_heads={s.num_heads}, head_dim={s.head_dim}, "
-        "causal (the GPU grid's shapes, so that its forward_times entry can check them). "
-        "Naive: the roofline floors of the kernels its recorded ops launch "
-        "(analytic.gpu.naive_floor_us); fused: one kernel's (analytic.gpu.flash_forward). "
-        "Realistic ranges divide each kernel's floor by the efficiencies on record (cited, or stated) of its ceiling "
-        f"({words.series(gpus.flash_range(gpu).sources + gpus.naive_range(gpu).sources)}); the "
-        "lead is naive's range over the fused one's. Launches and clocks below boost not "
-        "modelled."
+        "causal (the GPU grid's shapes, so that its forward_times entry can check them); the "
+        "lead is naive's range over the fused one's."
     )
-    return forecast_box(gpu, rows, lead=lead, model=model, kinds=(*NAIVE_KINDS, FUSED_FA2))
+    sources = gpus.flash_range(gpu).sources + gpus.naive_range(gpu).sources
+    kinds = (*NAIVE_KINDS, FUSED_FA2)
+    return forecast_box(gpu, rows, lead=lead, model=model, floors=True, sources=sources, kinds=kinds)  # fmt: skip
 
 
 # --- what each trick removed -----------------------------------------------------------------
