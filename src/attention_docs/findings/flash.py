@@ -90,13 +90,13 @@ class Implementation:
 def implementations(m: Measurement, times: Measurement) -> list[Implementation]:
     """Peak memory and error (this experiment's) beside each forward time (forward_times')."""
     on, here = On.of(m), _same_device(times, m)
-    rows = {r["implementation"]: r for r in m.tables["implementations"].records()}
+    rows = {r.implementation: r for r in rows_of(m.tables["implementations"])}
     naive = rows.get(fwd.NAIVE)
-    naive_peak = naive["peak_bytes"] if naive and naive["status"] == fwd.OK else None
+    naive_peak = naive.peak_bytes if naive and naive.status == fwd.OK else None
     out = []
     for name, r in rows.items():
-        if r["status"] != fwd.OK:
-            out.append(Implementation(name, r["status"]))
+        if r.status != fwd.OK:
+            out.append(Implementation(name, r.status))
             continue
         forward = ffwd.time_at(here, name, on.shape)
         versus = achieved = less = None
@@ -105,12 +105,12 @@ def implementations(m: Measurement, times: Measurement) -> list[Implementation]:
                 versus = ffwd.versus(times, name, fwd.NAIVE, on.shape)
             flops = useful_flops(on.shape) / (forward.value * 1e-6)
             achieved = on("achieved FLOP/s", name, UNPROFILED, flops, "FLOP/s", detail=USEFUL)
-        if naive_peak is not None and name != fwd.NAIVE and r["peak_bytes"]:
-            ratio = naive_peak / r["peak_bytes"]
+        if naive_peak is not None and name != fwd.NAIVE and r.peak_bytes:
+            ratio = naive_peak / r.peak_bytes
             less = on("peak memory ratio", f"{fwd.NAIVE} vs {name}", COUNTED, ratio, "×")
-        peak = on("peak memory", name, COUNTED, r["peak_bytes"], "B")
-        err = on(ERROR, f"{name} vs float64", NUMERIC, r["rel_error"], ERROR)
-        out.append(Implementation(name, r["status"], forward, versus, achieved, peak, less, err))
+        peak = on("peak memory", name, COUNTED, r.peak_bytes, "B")
+        err = on(ERROR, f"{name} vs float64", NUMERIC, r.rel_error, ERROR)
+        out.append(Implementation(name, r.status, forward, versus, achieved, peak, less, err))
     return out
 
 
@@ -126,16 +126,16 @@ def traffic(m: Measurement, times: Measurement) -> list[tuple[str, Fact, Fact, F
     matching implementation's unprofiled forward time (the naive and loop models; no timed
     implementation moves the fused model's bytes here)."""
     on, here = On.of(m), _same_device(times, m)
-    records = m.tables["traffic"].records()
+    records = rows_of(m.tables["traffic"])
     out = []
     for r, impl in zip(records, (fwd.NAIVE, fwd.TILED, None), strict=True):
-        model, moved = r["model"], r["bytes"]
+        model, moved = r.model, r.bytes
         t = ffwd.time_at(here, impl, on.shape) if impl else None
         rate = None
         if t is not None:
             rate = on("achieved B/s", impl, UNPROFILED, moved / (t.value * 1e-6), "B/s",
                       detail="modelled bytes ÷ time")  # fmt: skip
-        ratio = moved / records[0]["bytes"]
+        ratio = moved / records[0].bytes
         out.append((
             model,
             model_fact("modelled bytes", model, on.shape, moved, "B"),
@@ -171,18 +171,18 @@ class Online:
 def online_softmax(m: Measurement) -> Online:
     on, q = On.of(m), m.facts["online_query"]
     tiles = []
-    for r in m.tables["online_softmax_row"].records():
-        keys = f"query {q} of head 0, keys {r['first_key']}–{r['end_key'] - 1}"
-        first = r["tile"] == 0
+    for r in rows_of(m.tables["online_softmax_row"]):
+        keys = f"query {q} of head 0, keys {r.first_key}–{r.end_key - 1}"
+        first = r.tile == 0
         tiles.append(
             OnlineTile(
-                r["first_key"],
-                r["end_key"] - 1,
-                on("tile max score", keys, NUMERIC, r["tile_max"], ""),
-                on("running max", keys, NUMERIC, r["m"], ""),
-                None if first else on("rescale factor", keys, NUMERIC, r["alpha"], ""),
-                on("running sum", keys, NUMERIC, r["l"], ""),
-                first or r["alpha"] < 1.0,
+                r.first_key,
+                r.end_key - 1,
+                on("tile max score", keys, NUMERIC, r.tile_max, ""),
+                on("running max", keys, NUMERIC, r.m, ""),
+                None if first else on("rescale factor", keys, NUMERIC, r.alpha, ""),
+                on("running sum", keys, NUMERIC, r.l, ""),
+                first or r.alpha < 1.0,
             )
         )
     gap = abs(m.facts["online_lse"] - m.facts["whole_row_lse"])
@@ -207,13 +207,13 @@ class MemoryGrowth:
 
 def memory_growth(m: Measurement) -> MemoryGrowth | None:
     """Log-log slopes of the peaks against seq_len; None when a peak is missing."""
-    rows = m.tables["memory_by_seq_len"].records()
+    rows = rows_of(m.tables["memory_by_seq_len"])
     slopes = memory_slopes(m)
     naive, tiled = slopes["naive_peak"], slopes["tiled_peak"]
-    if naive is None or tiled is None or not all(r["naive_peak"] and r["tiled_peak"] for r in rows):
+    if naive is None or tiled is None or not all(r.naive_peak and r.tiled_peak for r in rows):
         return None
-    above = [r["seq_len"] for r in rows if r["tiled_peak"] > r["naive_peak"]]
-    return MemoryGrowth([r["seq_len"] for r in rows], naive, tiled, above)
+    above = [r.seq_len for r in rows if r.tiled_peak > r.naive_peak]
+    return MemoryGrowth([r.seq_len for r in rows], naive, tiled, above)
 
 
 @dataclass(frozen=True)

@@ -72,29 +72,28 @@ def masks(m: Measurement, times: Measurement | None = None) -> list[Mask]:
     """Every mask of flex_masks; the causal mask's compiled time from `times` (forward_times),
     or None without it. A mask that did not compile keeps its tiles and build only."""
     found, on = [], On(m.device_id, shape(m))
-    for r in m.tables["masks"].records():
-        name, ok = r["mask"], r["status"] == "ok"
-        compiled = r["compiled"]
+    for r in rows_of(m.tables["masks"]):
+        name, ok, compiled = r.mask, r.status == "ok", r.compiled
         if name == "causal":
             compiled = fwd.timing(times, fwd.FLEX, shape(m)) if times else None
-        compiled, eager, dense = (compiled if ok else None), r["eager"], r["sdpa_dense"]
-        compile_us, error = (r["compile_s"] * 1e6, r["rel_err_vs_float64"]) if ok else (None, None)
+        compiled, eager, dense = (compiled if ok else None), r.eager, r.sdpa_dense
+        compile_us, error = (r.compile_s * 1e6, r.rel_err_vs_float64) if ok else (None, None)
         whats = (fwd.FLEX, "flex_attention unfused fallback", "SDPA + dense mask")
         flex, fallback, with_dense = (subject(name, m, what) for what in whats)
-        cache = f"FX cache {r['fx_cache']}"
+        cache = f"FX cache {r.fx_cache}"
         found.append(
             Mask(
                 name,
-                r["status"],
+                r.status,
                 on(FORWARD_TIME, flex, UNPROFILED, compiled),
                 on(FORWARD_TIME, fallback, UNPROFILED, eager),
                 on(FORWARD_TIME, with_dense, UNPROFILED, dense),
                 Versus.between(on, flex, fallback, compiled, eager),
                 Versus.between(on, flex, with_dense, compiled, dense),
-                on("share of tiles skipped", flex, COUNTED, r["skipped_fraction"], "%"),
-                r["partial_blocks"],
-                r["full_blocks"],
-                on(BUILD, flex, UNPROFILED, r["first_build_us"], "µs", detail=FIRST_BUILD),
+                on("share of tiles skipped", flex, COUNTED, r.skipped_fraction, "%"),
+                r.partial_blocks,
+                r.full_blocks,
+                on(BUILD, flex, UNPROFILED, r.first_build_us, "µs", detail=FIRST_BUILD),
                 on("first-call compile time", flex, UNPROFILED, compile_us, "µs", detail=cache),
                 on(ERROR, flex, NUMERIC, error, "relative error"),
             )

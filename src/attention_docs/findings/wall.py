@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.cost import attention_flops
@@ -27,7 +28,7 @@ from attention_docs.findings.facts import (
     Quantity,
     model_fact,
 )
-from attention_docs.findings.sweep import Lead, leads
+from attention_docs.findings.sweep import Lead, leads, rows_of
 from attention_docs.measurements import forward as fwd
 from attention_docs.measurements.schema import Measurement
 from attention_docs.records.device import SpecSheet
@@ -58,20 +59,20 @@ def sweep(m: Measurement, name: str, times: Measurement | None = None) -> list[P
     """The points of one sweep ("seq_len", "tokens", "heads", "head_dim"), in order; `times`
     (forward_times on the same device) gives the time of a shape its grid holds."""
     dtype, causal = m.params["dtype"], m.params["causal"]
-    rows = {Shape.of(r, dtype=dtype, causal=causal): r for r in m.tables["points"].records()}
+    rows = {Shape.of(m.params, **vars(r)): r for r in rows_of(m.tables["points"])}
     members = (Shape(*r[1:], dtype, causal) for r in m.tables["sweeps"].rows if r[0] == name)
     return [_point(m, s, rows[s], times) for s in members]
 
 
-def _point(m: Measurement, s: Shape, r: dict, times: Measurement | None) -> Point:
+def _point(m: Measurement, s: Shape, r: SimpleNamespace, times: Measurement | None) -> Point:
     held = ffwd.timing_at(times, NAIVE, s)  # forward_times', where its grid holds the shape
-    timing, source = (r["time"], m) if held is None else (held, times)
+    timing, source = (r.time, m) if held is None else (held, times)
     q = ffwd.forward_quantity(source, NAIVE, s)
     time = None if timing is None else Fact.of_timing(q, timing)
-    peak = None if r["peak_bytes"] is None else fmemory.peak_fact(m, r["peak_bytes"], s)
+    peak = None if r.peak_bytes is None else fmemory.peak_fact(m, r.peak_bytes, s)
     flops = model_fact("matmul FLOPs", NAIVE, s, attention_flops(*s.dims), "FLOP")
-    steps = {label: r[label] for label in STEPS} if r.get(STEPS[0]) is not None else None
-    return Point(s, timing, time, peak, flops, steps, r["status"].split(" (")[0])
+    steps = {step: getattr(r, step) for step in STEPS} if getattr(r, STEPS[0]) is not None else None
+    return Point(s, timing, time, peak, flops, steps, r.status.split(" (")[0])
 
 
 @dataclass(frozen=True)
