@@ -89,13 +89,15 @@ def pytest_xdist_make_scheduler(config, log):
 # The longest modules first (cold compile caches, measuring builds), so that the run does not
 # end with one worker still in one of them while the other has nothing left. A reader's
 # notebook, run in a fresh environment and measuring what it shows, is the longest by far.
-# xdist hands each worker two modules to begin with (the 1st and 3rd, the 2nd and 4th): FlexAttention's
-# compiles come first and pay Inductor's one-time work (its ISA checks and precompiled
-# header, ~15 s), while the other worker builds sites; winners' compiles come after it, and
-# so do not wait on Inductor's locks with a core idle.
+# xdist hands each worker two scopes to begin with (the 1st and 3rd, the 2nd and 4th): one
+# worker makes the readers' environment and runs both notebooks, the fusion one first, while
+# the other starts FlexAttention's compiles, which pay Inductor's one-time work (its ISA
+# checks and precompiled header, ~15 s), instead of waiting for that environment; winners'
+# compiles come later, and so do not wait on Inductor's locks with a core idle.
 LONGEST_FIRST = (
-    "tests/test_notebook_alone.py",
+    "tests/test_notebook_alone.py::test_a_downloaded_notebook_runs_alone_and_shows_rendered_tables[06_fusion]",
     "tests/test_flex.py",
+    "tests/test_notebook_alone.py",
     "tests/test_docs_build.py",
     *SHARED_SERVER,
     "tests/test_winners.py",
@@ -112,7 +114,9 @@ def pytest_collection_modifyitems(config, items):
 
     rank = {module: i for i, module in enumerate(LONGEST_FIRST)}
     # A stable sort: each module's tests keep their order.
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+    items.sort(
+        key=lambda item: rank.get(item.nodeid, rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+    )
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")
