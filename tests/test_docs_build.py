@@ -360,6 +360,14 @@ def test_every_chapter_reads_plainly_one_claim_first_short_sentences_and_what_to
     assert not problems, problems
 
 
+def test_an_opening_links_every_entry_its_numbers_come_from(site):
+    """Chapter 07's opening states a speed-up from the forward-time table: its caption links
+    that entry beside the backends' own."""
+    page = (site / "chapters" / "07-sdpa-backends" / "index.html").read_text(encoding="utf-8")
+    opening = page.split("<h1", 1)[1].split('<p class="ad-caption">', 1)[1].split("</p>", 1)[0]
+    assert "raw data (JSON)" in opening and "forward_times (JSON)" in opening
+
+
 def test_every_chapter_is_at_most_1300_words_of_prose_and_opens_with_its_finding(site):
     """Code, tables, figures and captions aside, a chapter is short; and its first paragraph
     states the finding with a measured number (a fact), not a preamble."""

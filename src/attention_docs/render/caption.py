@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from attention_docs.findings.facts import DevicesDifferError
 from attention_docs.measurements.schema import Sourced
@@ -30,12 +30,19 @@ def caption_text(sourced: Sourced) -> str:
 METHOD_HREF = "@site/method/"
 
 
-def caption_html(sourced: Sourced, what: str = "", detail: str = "") -> str:
+def caption_html(
+    sourced: Sourced, what: str = "", detail: str = "", also: Iterable[Sourced] = ()
+) -> str:
     """`<p class="ad-caption">` with the provenance and links to JSON (and trace), and to the
-    page saying how it was measured. `detail` (HTML: facts are spans) follows `what`."""
+    page saying how it was measured. `detail` (HTML: facts are spans) follows `what`; `also`:
+    other entries its numbers come from, each linked by its experiment's name."""
     links = [f'<a href="{html.escape(sourced.json_href)}" download>raw data (JSON)</a>']
     if sourced.trace_href:
         links.append(f'<a href="{html.escape(sourced.trace_href)}" download>trace</a>')
+    links += [
+        f'<a href="{html.escape(s.json_href)}" download>{s.measurement.experiment} (JSON)</a>'
+        for s in also
+    ]
     links.append(f'<a href="{METHOD_HREF}">how it was measured</a>')
     lead = (f"<strong>{html.escape(what)}</strong> " if what else "") + (
         f"{detail.strip()} " if detail else ""

@@ -19,11 +19,14 @@ from attention_docs.render.tables import measurement_of as _m
 fact = words.fact
 
 
-def opening(claim: str, sourced: Sourced, detail: str = "") -> str:
+def opening(claim: str, sourced: Sourced, detail: str = "", *also: object) -> str:
     """A chapter's first paragraph: one plain claim, in at most two numbers and without their
     ranges; under it, as a caption, where and at what shape it was measured, the ranges and
-    the hedges (`detail`, HTML), and the links to the raw data."""
-    return f"{claim.strip()}\n\n{caption_html(sourced, detail=detail)}\n"
+    the hedges (`detail`, HTML), and the links to the raw data: `sourced`'s and `also`'s (the
+    other entries its numbers come from, such as the forward-time table; a bare Measurement
+    or None has no file to link)."""
+    others = [s for s in also if isinstance(s, Sourced)]
+    return f"{claim.strip()}\n\n{caption_html(sourced, detail=detail, also=others)}\n"
 
 
 def what_to_do(*actions: str) -> str:

@@ -80,7 +80,7 @@ def finding(steps: Sourced, ceilings: Sourced | None = None) -> str:
         + (f", {_say(share, False)} of the copy bandwidth" if share else "")
         + f". {_versus(m, gqa, mha)}."
     )
-    return claims.opening(claim, steps, detail)
+    return claims.opening(claim, steps, detail, ceilings)
 
 
 # --- the base point: table, claims, roofline -------------------------------------------------

@@ -69,6 +69,7 @@ def finding(flash: Sourced, times: Sourced) -> str:
         f"{fact(tiled.peak, with_spread=False)}.",
         flash,
         detail,
+        times,
     )
 
 

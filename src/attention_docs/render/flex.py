@@ -51,7 +51,7 @@ def finding(fm: Sourced, times: Sourced) -> str:
             f"Unfused fallback: {words.fact(causal.fallback)}, "
             f"{versus_cell(causal.versus_fallback)} the compiled time."
         )
-    return claims.opening(f"{claim}.", fm, " ".join(detail))
+    return claims.opening(f"{claim}.", fm, " ".join(detail), times)
 
 
 def what_to_do(fm: Sourced, times: Sourced) -> str:

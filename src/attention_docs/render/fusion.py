@@ -46,7 +46,9 @@ def finding(kernels: Sourced, times: Sourced, backends: Measurement) -> str:
         f"{FORECAST_SHAPE.text()}, fusing scale, mask and softmax spares {words.fact(saved)} of "
         "HBM traffic per forward (a forecast from the data sheet)."
     )
-    return claims.opening(f"On {where}, at seq_len {shape.seq_len:,}, {speedup}.", kernels, detail)
+    return claims.opening(
+        f"On {where}, at seq_len {shape.seq_len:,}, {speedup}.", kernels, detail, times
+    )
 
 
 def _costs(fk: Measurement, t: Measurement, backends: Measurement) -> tuple:

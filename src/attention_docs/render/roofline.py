@@ -81,7 +81,7 @@ def finding(naive: Sourced, ceilings: Sourced, times: Sourced, sweep: Sourced) -
         f"Each step timed without the profiler, in the forward's order, against the roof of "
         f"the copy that matches its bytes. Time ÷ roofline floor: {ratios}."
     )
-    return claims.opening(claim, naive, detail)
+    return claims.opening(claim, naive, detail, times, ceilings)
 
 
 def what_to_do(gpu_times) -> str:

@@ -47,6 +47,7 @@ def finding(backends: Sourced, times: Sourced, why: Measurement) -> str:
         f"{speedup(times, f'SDPA {chosen}', 'SDPA math', shape, with_spread=False)}.",
         backends,
         detail,
+        times,
     )
 
 

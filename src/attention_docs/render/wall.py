@@ -227,7 +227,7 @@ def finding(wall: Sourced, times: Sourced | None = None) -> str:
         f"at seq_len {at.seq_len:,}, a fused kernel {fact(at.fused.forecast)}{ranges}; the naive "
         f"forward stops fitting in memory past about {fact(longest)}."
     )
-    return claims.opening(claim, wall, detail)
+    return claims.opening(claim, wall, detail, times)
 
 
 def what_to_do(wall: Sourced) -> str:
