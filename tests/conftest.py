@@ -29,6 +29,12 @@ sys.path.insert(0, str(TESTS))
 # to a minute for the machine to calm before measuring each again. tests/test_busy.py sets
 # its own wait to test exactly that.
 os.environ.setdefault("ATTENTION_DOCS_BUSY_WAIT", "0")
+# Inductor checks each vector ISA this CPU reports by building a test library with g++ and
+# loading it in a new interpreter: ~9 s of CPU per empty compile cache (each cold compile the
+# suite measures has one) and ~1 s per process that compiles. The suite trusts what the CPU
+# reports (torch still reads its flags from /proc/cpuinfo): the fusion notebook's test took
+# 91 CPU-seconds with the checks, 68 without.
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 # The suite's builds are local builds, also where CI sets GITHUB_REPOSITORY (GitHub Actions):
 # no site address, no edit links. tests/test_publish.py builds with a repository on purpose.
 for _variable in ("ATTENTION_DOCS_REPOSITORY", "GITHUB_REPOSITORY"):
