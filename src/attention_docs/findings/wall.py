@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from types import SimpleNamespace
 
 from attention_docs.analytic import gpu as gpus
 from attention_docs.analytic.cost import attention_flops
@@ -64,7 +63,7 @@ def sweep(m: Measurement, name: str, times: Measurement | None = None) -> list[P
     return [_point(m, s, rows[s], times) for s in members]
 
 
-def _point(m: Measurement, s: Shape, r: SimpleNamespace, times: Measurement | None) -> Point:
+def _point(m: Measurement, s: Shape, r, times: Measurement | None) -> Point:  # r: rows_of's
     held = ffwd.timing_at(times, NAIVE, s)  # forward_times', where its grid holds the shape
     timing, source = (r.time, m) if held is None else (held, times)
     q = ffwd.forward_quantity(source, NAIVE, s)
